@@ -1,0 +1,120 @@
+/*
+ * api.h - the REST API of Trainyard: route table, request/response model and
+ * handlers, independent of the HTTP library.
+ *
+ * server/ parses HTTP (libmicrohttpd), authenticates, matches the request
+ * against api_routes[] and calls the route's handler with an api_req; the
+ * handler fills an api_resp, which server/ sends. Handlers never see the
+ * HTTP library and never touch SQL directly (they call store/).
+ *
+ * Errors are RFC 9457 application/problem+json:
+ *   {"type": "urn:trainyard:problem:<code>", "title": "...", "status": 422,
+ *    "detail": "...", "code": "<code>",
+ *    "errors": [{"path": "$.workers.count", "message": "must be >= 1"}]}
+ * `code` is stable for machines; `errors` lists every offending field by its
+ * JSON path ($ is the request body; "$.jobs[3].image" inside a batch).
+ */
+#ifndef TY_API_H
+#define TY_API_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/ty_buf.h"
+#include "common/ty_error.h"
+#include "common/ty_metrics.h"
+#include "store/store.h"
+
+#define API_DEFAULT_MAX_BODY (1u << 20) /* 1 MiB */
+#define API_MAX_BATCH 1000
+#define API_MAX_PAGE 1000
+#define API_DEFAULT_PAGE 100
+
+/* Process-wide context, created by server/ and borrowed by every handler. */
+typedef struct api_ctx {
+    store *store;
+    size_t max_body;                 /* bytes; bodies above it are 413 */
+    const char *openapi_yaml;        /* the contract served at /openapi.yaml */
+    size_t openapi_len;
+    ty_counter_vec *http_requests;   /* {route, code}, owned by server/ */
+    ty_histogram *http_duration;     /* seconds, owned by server/ */
+    const char *server_url;          /* e.g. "http://127.0.0.1:8080", for absolute links; may be NULL */
+} api_ctx;
+
+typedef struct api_kv {
+    const char *key;
+    const char *value;
+} api_kv;
+
+/* The authenticated caller; NULL on open routes. */
+typedef struct api_principal {
+    const char *name;                /* token name */
+    unsigned scopes;                 /* STORE_SCOPE_* */
+} api_principal;
+
+/* One request; everything borrowed for the duration of the handler call. */
+typedef struct api_req {
+    const api_ctx *ctx;
+    const char *method;              /* "GET", "POST", ... */
+    const char *path;                /* decoded path without the query */
+    const char *id;                  /* the {id} segment of the route, or NULL */
+    const api_kv *query;             /* query arguments, decoded, in order, repeats kept */
+    size_t nquery;
+    const char *content_type;        /* Content-Type header or NULL */
+    const char *idempotency_key;     /* Idempotency-Key header or NULL */
+    const char *body;                /* may contain NUL bytes; body_len is authoritative */
+    size_t body_len;
+    const api_principal *principal;
+    const char *request_id;          /* for logs and problem details */
+} api_req;
+
+#define API_MAX_HEADERS 4
+
+/* A response; handlers fill it, server/ sends and frees it with api_resp_free(). */
+typedef struct api_resp {
+    unsigned status;
+    const char *content_type;        /* static string */
+    char *body;                      /* owned, malloc'ed; may be NULL for no body */
+    size_t body_len;
+    api_kv headers[API_MAX_HEADERS]; /* extra headers; key static, value owned (malloc'ed) */
+    size_t nheaders;
+} api_resp;
+
+void api_resp_free(api_resp *r);
+/* Serializes json (stolen) as the body with Content-Type application/json. */
+void api_reply_json(api_resp *r, unsigned status, json_t *json);
+/* Sets body and content type from text (copied). */
+void api_reply_text(api_resp *r, unsigned status, const char *content_type, const char *text, size_t len);
+/*
+ * A problem+json response. `code` is the stable machine code (e.g.
+ * "invalid-spec"), `detail` free text (copied, may be NULL), `errors` an array
+ * of {path, message} (stolen, may be NULL). Never include secrets or raw
+ * upstream bodies in detail.
+ */
+void api_reply_problem(api_resp *r, unsigned status, const char *code, const char *title,
+                       const char *detail, json_t *errors);
+/* Adds a header (value copied). */
+void api_resp_header(api_resp *r, const char *key, const char *value);
+/* The HTTP status for a ty_err (TY_ENOTFOUND -> 404, TY_ECONFLICT -> 409, ...). */
+unsigned api_http_status(ty_err e);
+
+typedef void (*api_handler)(const api_req *req, api_resp *resp);
+
+/*
+ * The route table: the one source of truth for routing and for the paths of
+ * openapi/openapi.yaml (a test compares them). Path templates use {id} for one
+ * segment, which may carry a ":verb" suffix written in the template, e.g.
+ * "/v1/jobs/{id}:cancel". `scope` is the STORE_SCOPE_* bit a caller needs, 0 for
+ * open routes; STORE_SCOPE_ADMIN satisfies every scope.
+ */
+typedef struct api_route {
+    const char *method;
+    const char *path;
+    api_handler handler;
+    unsigned scope;
+} api_route;
+
+extern const api_route api_routes[];
+extern const size_t api_nroutes;
+
+#endif

@@ -1,0 +1,192 @@
+/*
+ * store.h - Trainyard's durable state in SQLite.
+ *
+ * One database file in WAL mode. All writes go through one writer thread that
+ * folds the operations queued by concurrent callers into a single transaction
+ * (group commit) and commits it with synchronous=FULL, so a call that returns
+ * TY_OK has been fsync'ed: it survives kill -9 and power loss. A failing
+ * operation is rolled back to its own savepoint and does not affect the others
+ * in the same group. Reads use a pool of separate read-only connections and
+ * never wait for the writer.
+ *
+ * Schema migrations are applied at store_open(); a database whose schema is
+ * newer than this binary knows is refused with TY_ESCHEMA and a message.
+ *
+ * Every job state change goes through store_job_transition(), which writes the
+ * new state and its job_events row in the same transaction and refuses any
+ * transition that scheduler/job_state.h does not allow.
+ *
+ * Thread safety: every function may be called from any thread.
+ * Ownership: out-parameters are new and owned by the caller only on TY_OK;
+ * free them with the matching *_free function. Inputs are borrowed.
+ */
+#ifndef TY_STORE_H
+#define TY_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ty_error.h"
+#include "common/ty_metrics.h"
+#include "scheduler/job_state.h"
+
+typedef struct store store;
+
+typedef struct store_options {
+    int busy_timeout_ms;   /* wait for a lock held by another process; default 5000 */
+    int max_group_ops;     /* operations folded into one commit at most; default 4096 */
+    int read_connections;  /* size of the read pool; default 4 */
+} store_options;
+
+/* Opens (creating if needed) and migrates the database; starts the writer.
+ * On failure, err (if given) holds a one-line reason. *out is new. */
+ty_err store_open(const char *path, const store_options *opt, store **out, char *err, size_t errlen);
+/* Finishes every queued write, stops the writer, closes all connections. Accepts NULL. */
+void store_close(store *s);
+/* The schema version this binary writes (PRAGMA user_version). */
+int store_schema_version(void);
+/* A round trip through the writer (BEGIN IMMEDIATE ... COMMIT): TY_OK when the database is writable. */
+ty_err store_ping(store *s);
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+#define STORE_ID_LEN 26 /* job ids: lower-case, time-ordered, [0-9a-z]{26} */
+
+typedef struct store_label {
+    const char *key;
+    const char *value;
+} store_label;
+
+/* A job to insert. All fields borrowed. */
+typedef struct store_job_new {
+    const char *name;
+    const char *queue;
+    int64_t priority;
+    const char *spec_json;       /* the normalized spec, a JSON object, stored verbatim */
+    const store_label *labels;   /* copies of spec.labels, indexed for filtering */
+    size_t nlabels;
+} store_job_new;
+
+typedef struct store_job {
+    int64_t seq;                 /* insertion order, strictly increasing */
+    char id[STORE_ID_LEN + 1];
+    char *name;
+    char *queue;
+    int64_t priority;
+    job_state state;
+    int attempt;                 /* 0 until the first attempt starts */
+    int64_t created_at_ms;
+    int64_t updated_at_ms;
+    char *spec_json;
+} store_job;
+
+/* Frees the members of n jobs and the array itself. Accepts NULL. */
+void store_jobs_free(store_job *jobs, size_t n);
+
+/*
+ * Inserts n jobs (1 <= n) atomically: all or none, each with its first event
+ * (NONE -> PENDING, reason "Submitted"). When idem_key is not NULL, the key
+ * (scoped by the caller, e.g. "<token name>:<header>") is recorded with
+ * body_hash; a later call with the same key and hash returns the jobs of the
+ * first call with *replayed = 1 and inserts nothing; the same key with another
+ * hash is TY_ECONFLICT. Keys are kept at least 24 hours.
+ * On TY_OK *out is a new array of *nout jobs in input order.
+ */
+ty_err store_jobs_submit(store *s, const store_job_new *jobs, size_t n, const char *idem_key,
+                         const unsigned char body_hash[32], store_job **out, size_t *nout,
+                         int *replayed);
+
+/* TY_ENOTFOUND when no job has that id. *out (one job) is new. */
+ty_err store_job_get(store *s, const char *id, store_job **out);
+
+/* Filters for store_jobs_list(); zero-initialize, then set what applies. */
+typedef struct store_job_filter {
+    unsigned state_mask;         /* bit (1u << state); 0 = any state */
+    const char *queue;           /* NULL = any */
+    const char *name_prefix;     /* NULL = any */
+    const store_label *labels;   /* all must match (AND) */
+    size_t nlabels;
+    int64_t created_after_ms;    /* exclusive; 0 = no bound */
+    int64_t created_before_ms;   /* exclusive; 0 = no bound */
+    int64_t before_seq;          /* cursor: only jobs with seq < before_seq; 0 = from the newest */
+    int limit;                   /* 1..1000 */
+} store_job_filter;
+
+/*
+ * Newest first (descending seq). Keyset pagination: *next_before_seq is the
+ * cursor for the next page, 0 when this page is the last. Jobs inserted while
+ * a client pages have higher seq and never shift later pages, so nothing is
+ * skipped or repeated.
+ */
+ty_err store_jobs_list(store *s, const store_job_filter *f, store_job **out, size_t *nout,
+                       int64_t *next_before_seq);
+
+typedef struct store_event {
+    int64_t seq;
+    int64_t time_ms;
+    job_state from;              /* JOB_STATE_NONE for the creation event */
+    job_state to;
+    char *reason;                /* CamelCase machine reason: "Submitted", "Cancelled", ... */
+    char *message;               /* human text, may be "" */
+} store_event;
+
+void store_events_free(store_event *events, size_t n);
+/* The job's history, oldest first. TY_ENOTFOUND for an unknown job. */
+ty_err store_job_events(store *s, const char *id, store_event **out, size_t *nout);
+
+/*
+ * Decides, inside the write transaction, the state a job moves to. Called with
+ * the job's current state; returns TY_OK and sets *to (== cur means "no change,
+ * not an error"), or an error (e.g. TY_ECONFLICT) that aborts the operation.
+ */
+typedef ty_err (*store_decide_fn)(job_state cur, job_state *to, void *ud);
+
+/*
+ * Atomically reads the job, asks decide() for the target state and, when it
+ * differs, writes it with one job_events row (reason, message). A target that
+ * job_state_transition_allowed() refuses is TY_EINTERNAL and is logged; nothing
+ * is written. On TY_OK and on TY_ECONFLICT from decide(), *out (if not NULL) is
+ * the job as it is after the call (new).
+ */
+ty_err store_job_transition(store *s, const char *id, store_decide_fn decide, void *ud,
+                            const char *reason, const char *message, store_job **out);
+
+/* ---- API tokens ---------------------------------------------------------- */
+
+enum {
+    STORE_SCOPE_READ = 1u << 0,
+    STORE_SCOPE_SUBMIT = 1u << 1,
+    STORE_SCOPE_ADMIN = 1u << 2,
+};
+
+typedef struct store_token {
+    char *name;
+    unsigned scopes;             /* STORE_SCOPE_* bits */
+    unsigned char hash[32];      /* SHA-256 of the secret; the secret itself is never stored */
+    int64_t created_at_ms;
+    int64_t revoked_at_ms;       /* 0 while valid */
+} store_token;
+
+void store_tokens_free(store_token *tokens, size_t n);
+/* TY_EEXISTS when a token (valid or revoked) already has that name. */
+ty_err store_token_create(store *s, const char *name, unsigned scopes, const unsigned char hash[32]);
+/* All tokens, revoked ones included, ordered by name. */
+ty_err store_tokens_list(store *s, store_token **out, size_t *nout);
+/* TY_ENOTFOUND for an unknown or already revoked name. */
+ty_err store_token_revoke(store *s, const char *name);
+/* Number of valid (not revoked) tokens with the admin scope. */
+ty_err store_token_count_admin(store *s, int64_t *count);
+
+/* ---- statistics for /metrics --------------------------------------------- */
+
+typedef struct store_stats {
+    uint64_t jobs_by_state[JOB_STATE_COUNT];
+    uint64_t jobs_submitted_total;   /* since this process opened the store */
+    uint64_t commits_total;
+    ty_histogram *commit_seconds;    /* borrowed: latency of each group commit */
+    ty_histogram *commit_batch_ops;  /* borrowed: operations per group commit */
+} store_stats;
+
+void store_get_stats(store *s, store_stats *out);
+
+#endif
