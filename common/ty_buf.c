@@ -11,7 +11,7 @@ void ty_buf_init(ty_buf *b, size_t max)
     b->max = max;
 }
 
-static ty_err reserve(ty_buf *b, size_t extra)
+ty_err ty_buf_reserve(ty_buf *b, size_t extra)
 {
     if (b->max && (extra > b->max || b->len > b->max - extra))
         return TY_ETOOLARGE;
@@ -31,7 +31,7 @@ static ty_err reserve(ty_buf *b, size_t extra)
 
 ty_err ty_buf_append(ty_buf *b, const void *p, size_t n)
 {
-    ty_err e = reserve(b, n);
+    ty_err e = ty_buf_reserve(b, n);
     if (e)
         return e;
     if (n)
@@ -57,7 +57,7 @@ ty_err ty_buf_vprintf(ty_buf *b, const char *fmt, va_list ap)
         return TY_EINVAL;
     if ((size_t)n < sizeof small)
         return ty_buf_append(b, small, (size_t)n);
-    ty_err e = reserve(b, (size_t)n);
+    ty_err e = ty_buf_reserve(b, (size_t)n);
     if (e)
         return e;
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
@@ -77,7 +77,7 @@ ty_err ty_buf_printf(ty_buf *b, const char *fmt, ...)
 ty_err ty_buf_steal(ty_buf *b, char **out, size_t *len)
 {
     if (!b->data) {
-        ty_err e = reserve(b, 0);
+        ty_err e = ty_buf_reserve(b, 0);
         if (e)
             return e;
         b->data[0] = '\0';

@@ -22,6 +22,9 @@ typedef struct ty_buf {
 } ty_buf;
 
 void ty_buf_init(ty_buf *b, size_t max);
+/* Makes room for `extra` more bytes without appending (e.g. a known Content-Length).
+ * TY_ETOOLARGE past the cap, TY_ENOMEM. */
+ty_err ty_buf_reserve(ty_buf *b, size_t extra);
 /* Appends n bytes. TY_ETOOLARGE past the cap (nothing appended), TY_ENOMEM. */
 ty_err ty_buf_append(ty_buf *b, const void *p, size_t n);
 ty_err ty_buf_puts(ty_buf *b, const char *s);

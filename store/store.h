@@ -39,7 +39,7 @@ typedef struct store_options {
 } store_options;
 
 /* Opens (creating if needed) and migrates the database; starts the writer.
- * On failure, err (if given) holds a one-line reason. *out is new. */
+ * `opt` may be NULL, and zero fields take their defaults. On failure, err (if given) holds a one-line reason. *out is new. */
 ty_err store_open(const char *path, const store_options *opt, store **out, char *err, size_t errlen);
 /* Finishes every queued write, stops the writer, closes all connections. Accepts NULL. */
 void store_close(store *s);
