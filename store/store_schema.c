@@ -1,0 +1,173 @@
+/*
+ * store_schema.c - the database schema and its versioned migrations.
+ *
+ * PRAGMA user_version holds the number of migration steps applied. Each step
+ * of migrations[] runs in its own BEGIN IMMEDIATE transaction together with
+ * the user_version bump, so a crash leaves the database at a step boundary;
+ * the version is re-read inside the transaction, so two processes opening a
+ * fresh file at once apply each step exactly once. A database with a version
+ * above the number of steps was written by a newer binary and is refused
+ * (TY_ESCHEMA): running old code on it could corrupt data the new code relies
+ * on. Steps are append-only: never edit a released step, add a new one.
+ *
+ * Why the indexes look like this (store_list.c walks them):
+ *   jobs.seq           rowid; newest first is a backwards walk; keyset cursor
+ *   jobs(id)           unique; ids are time-ordered and increase with seq, so
+ *                      this index also maps created_* bounds to seq bounds
+ *   jobs(state)        = (state, seq): one descending stream per state
+ *   jobs(queue, state) = (queue, state, seq): queue with or without states
+ *   jobs(name)         = (name, seq): the seqs of a name_prefix range
+ *   job_labels         (key, value, seq): one descending stream per label
+ * job_events is keyed by its own seq and indexed by (job_seq, seq), so a job's
+ * history is one range read, oldest first. Tables are STRICT: a value of the
+ * wrong type is an error, not a silent conversion.
+ */
+#include "store/store_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* 'TYd1': marks the file as a Trainyard database. */
+#define STORE_APPLICATION_ID 0x54596431
+
+static const char *const migrations[] = {
+    /* 1: jobs, their labels and events, idempotency keys, API tokens. */
+    "CREATE TABLE jobs ("
+    "  seq        INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  id         TEXT NOT NULL UNIQUE CHECK (length(id) = 26),"
+    "  name       TEXT NOT NULL CHECK (length(name) > 0),"
+    "  queue      TEXT NOT NULL CHECK (length(queue) > 0),"
+    "  priority   INTEGER NOT NULL,"
+    "  state      INTEGER NOT NULL CHECK (state BETWEEN 0 AND 8),"
+    "  attempt    INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),"
+    "  created_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL,"
+    "  spec       TEXT NOT NULL"
+    ") STRICT;"
+    "CREATE INDEX jobs_state ON jobs (state);"
+    "CREATE INDEX jobs_queue_state ON jobs (queue, state);"
+    "CREATE INDEX jobs_name ON jobs (name);"
+    "CREATE TABLE job_labels ("
+    "  key   TEXT NOT NULL CHECK (length(key) > 0),"
+    "  value TEXT NOT NULL,"
+    "  seq   INTEGER NOT NULL,"
+    "  PRIMARY KEY (key, value, seq)"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE TABLE job_events ("
+    "  seq        INTEGER PRIMARY KEY,"
+    "  job_seq    INTEGER NOT NULL,"
+    "  time_ms    INTEGER NOT NULL,"
+    "  from_state INTEGER CHECK (from_state BETWEEN 0 AND 8),"
+    "  to_state   INTEGER NOT NULL CHECK (to_state BETWEEN 0 AND 8),"
+    "  reason     TEXT NOT NULL CHECK (length(reason) > 0),"
+    "  message    TEXT NOT NULL"
+    ") STRICT;"
+    "CREATE INDEX job_events_job ON job_events (job_seq);"
+    "CREATE TABLE idempotency_keys ("
+    "  key        TEXT PRIMARY KEY,"
+    "  body_hash  BLOB NOT NULL CHECK (length(body_hash) = 32),"
+    "  first_seq  INTEGER NOT NULL,"
+    "  njobs      INTEGER NOT NULL CHECK (njobs > 0),"
+    "  created_ms INTEGER NOT NULL"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE INDEX idempotency_keys_created ON idempotency_keys (created_ms);"
+    "CREATE TABLE tokens ("
+    "  name       TEXT PRIMARY KEY CHECK (length(name) > 0),"
+    "  scopes     INTEGER NOT NULL CHECK (scopes BETWEEN 1 AND 7),"
+    "  hash       BLOB NOT NULL CHECK (length(hash) = 32),"
+    "  created_ms INTEGER NOT NULL,"
+    "  revoked_ms INTEGER"
+    ") STRICT;",
+};
+
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+int store_schema_version(void)
+{
+    return NMIGRATIONS;
+}
+
+static void set_err(char *err, size_t errlen, const char *msg, const char *detail)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s%s%s", msg, detail ? ": " : "", detail ? detail : "");
+}
+
+static int pragma_int(sqlite3 *db, const char *sql, int *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int(st, 0);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+ty_err store_schema_migrate(sqlite3 *db, char *err, size_t errlen)
+{
+    ty_err e = TY_OK;
+    int in_tx = 0;
+    for (;;) {
+        int version = 0, app_id = 0, rc;
+        if ((rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK) {
+            e = store_sqlite_err(rc);
+            set_err(err, errlen, "cannot lock the database for migration", sqlite3_errmsg(db));
+            goto out;
+        }
+        in_tx = 1;
+        if ((rc = pragma_int(db, "PRAGMA user_version", &version)) != SQLITE_OK ||
+            (rc = pragma_int(db, "PRAGMA application_id", &app_id)) != SQLITE_OK) {
+            e = rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT ? TY_ESCHEMA : store_sqlite_err(rc);
+            set_err(err, errlen, "cannot read the schema version", sqlite3_errmsg(db));
+            goto out;
+        }
+        if (app_id != 0 && app_id != STORE_APPLICATION_ID) {
+            e = TY_ESCHEMA;
+            set_err(err, errlen, "not a Trainyard database (foreign application_id)", NULL);
+            goto out;
+        }
+        if (version > NMIGRATIONS) {
+            e = TY_ESCHEMA;
+            if (err && errlen)
+                snprintf(err, errlen,
+                         "database schema version %d is newer than this binary's version %d; "
+                         "upgrade trainyard",
+                         version, NMIGRATIONS);
+            goto out;
+        }
+        if (version == NMIGRATIONS)
+            break;
+        char bump[96];
+        int n = snprintf(bump, sizeof bump, "PRAGMA user_version = %d; PRAGMA application_id = %d",
+                         version + 1, STORE_APPLICATION_ID);
+        if (n < 0 || (size_t)n >= sizeof bump) {
+            e = TY_EINTERNAL;
+            goto out;
+        }
+        char *msg = NULL;
+        if ((rc = sqlite3_exec(db, migrations[version], NULL, NULL, &msg)) != SQLITE_OK ||
+            (rc = sqlite3_exec(db, bump, NULL, NULL, &msg)) != SQLITE_OK) {
+            e = TY_ESCHEMA;
+            if (err && errlen)
+                snprintf(err, errlen, "migration to schema version %d failed: %s", version + 1,
+                         msg ? msg : sqlite3_errstr(rc));
+            sqlite3_free(msg);
+            goto out;
+        }
+        if ((rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK) {
+            e = store_sqlite_err(rc);
+            set_err(err, errlen, "cannot commit a migration", sqlite3_errmsg(db));
+            goto out;
+        }
+        in_tx = 0;
+    }
+out:
+    if (in_tx)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return e;
+}

@@ -1,0 +1,154 @@
+/*
+ * store_tokens.c - API tokens: name, scopes and the SHA-256 of the secret.
+ *
+ * The secret itself is never stored, so a copy of the database does not
+ * grant access. Names are unique forever: a revoked token keeps its row (and
+ * its name) so the audit trail of who could do what stays readable. Creation
+ * and revocation go through the writer like every other write; listing and
+ * counting use a read connection.
+ */
+#include "store/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ty_time.h"
+
+static const char SQL_TOKEN_INSERT[] =
+    "INSERT INTO tokens (name, scopes, hash, created_ms) VALUES (?1, ?2, ?3, ?4)";
+static const char SQL_TOKEN_REVOKE[] =
+    "UPDATE tokens SET revoked_ms = ?2 WHERE name = ?1 AND revoked_ms IS NULL";
+static const char SQL_TOKENS_LIST[] =
+    "SELECT name, scopes, hash, created_ms, revoked_ms FROM tokens ORDER BY name";
+static const char SQL_TOKENS_ADMIN[] =
+    "SELECT count(*) FROM tokens WHERE revoked_ms IS NULL AND (scopes & 4) != 0";
+
+#define SCOPES_ALL (STORE_SCOPE_READ | STORE_SCOPE_SUBMIT | STORE_SCOPE_ADMIN)
+
+ty_err store_token_apply(store *s, store_conn *w, store_op *op)
+{
+    (void)s;
+    sqlite3_stmt *st = NULL;
+    int create = op->kind == STORE_OP_TOKEN_CREATE;
+    ty_err e = store_conn_stmt(w, create ? SQL_TOKEN_INSERT : SQL_TOKEN_REVOKE, 0, &st);
+    if (e != TY_OK)
+        return e;
+    store_bind_text(st, 1, op->u.token.name);
+    if (create) {
+        sqlite3_bind_int(st, 2, (int)op->u.token.scopes);
+        sqlite3_bind_blob(st, 3, op->u.token.hash, 32, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, ty_time_now_ms());
+    } else {
+        sqlite3_bind_int64(st, 2, ty_time_now_ms());
+    }
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store_sqlite_err(rc);
+    if (!create && sqlite3_changes(w->db) == 0)
+        return TY_ENOTFOUND;
+    return TY_OK;
+}
+
+ty_err store_token_create(store *s, const char *name, unsigned scopes, const unsigned char hash[32])
+{
+    if (!s || !name || !name[0] || !hash || scopes == 0 || (scopes & ~SCOPES_ALL))
+        return TY_EINVAL;
+    store_op op = {.kind = STORE_OP_TOKEN_CREATE};
+    op.u.token.name = name;
+    op.u.token.scopes = scopes;
+    op.u.token.hash = hash;
+    return store_writer_run(s, &op);
+}
+
+ty_err store_token_revoke(store *s, const char *name)
+{
+    if (!s || !name)
+        return TY_EINVAL;
+    store_op op = {.kind = STORE_OP_TOKEN_REVOKE};
+    op.u.token.name = name;
+    return store_writer_run(s, &op);
+}
+
+void store_tokens_free(store_token *tokens, size_t n)
+{
+    if (!tokens)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(tokens[i].name);
+    free(tokens);
+}
+
+ty_err store_tokens_list(store *s, store_token **out, size_t *nout)
+{
+    if (!s || !out || !nout)
+        return TY_EINVAL;
+    store_conn *c = store_reader_acquire(s);
+    store_token *toks = NULL;
+    size_t n = 0, cap = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+    ty_err e = store_conn_stmt(c, SQL_TOKENS_LIST, 0, &st);
+    if (e != TY_OK)
+        goto out;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            store_token *grown = realloc(toks, ncap * sizeof *grown);
+            if (!grown) {
+                e = TY_ENOMEM;
+                goto out;
+            }
+            toks = grown;
+            cap = ncap;
+        }
+        store_token *t = &toks[n];
+        memset(t, 0, sizeof *t);
+        n++;
+        if (!(t->name = store_column_dup(st, 0))) {
+            e = TY_ENOMEM;
+            goto out;
+        }
+        t->scopes = (unsigned)sqlite3_column_int(st, 1);
+        if (sqlite3_column_bytes(st, 2) != 32) {
+            e = TY_ESCHEMA;
+            goto out;
+        }
+        memcpy(t->hash, sqlite3_column_blob(st, 2), 32);
+        t->created_at_ms = sqlite3_column_int64(st, 3);
+        t->revoked_at_ms = sqlite3_column_int64(st, 4); /* NULL reads as 0: valid */
+    }
+    if (rc != SQLITE_DONE)
+        e = store_sqlite_err(rc);
+out:
+    if (st)
+        sqlite3_reset(st);
+    store_reader_release(s, c);
+    if (e != TY_OK) {
+        store_tokens_free(toks, n);
+        toks = NULL;
+        n = 0;
+    }
+    *out = toks;
+    *nout = n;
+    return e;
+}
+
+ty_err store_token_count_admin(store *s, int64_t *count)
+{
+    if (!s || !count)
+        return TY_EINVAL;
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_TOKENS_ADMIN, 0, &st);
+    if (e == TY_OK) {
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            *count = sqlite3_column_int64(st, 0);
+        else
+            e = store_sqlite_err(rc);
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
+    return e;
+}

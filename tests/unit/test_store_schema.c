@@ -1,0 +1,171 @@
+/* Unit tests for store/store_schema.c: versioned migrations. */
+#include <sqlite3.h>
+
+#include "tests/unit/test_store_util.h"
+
+static int db_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+static void db_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static void test_fresh_database_gets_current_version(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    store *s = open_store(&t);
+    assert_true(store_schema_version() >= 1);
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), store_schema_version());
+    static const char *const tables[] = {"jobs", "job_labels", "job_events", "idempotency_keys",
+                                         "tokens"};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_schema WHERE name = '%s'", tables[i]);
+        assert_int_equal(db_int(t.db, sql), 1);
+    }
+    store_close(s);
+    tdir_remove(&t);
+}
+
+static void test_wal_mode(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    store *s = open_store(&t);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    store_close(s);
+    tdir_remove(&t);
+}
+
+static void test_reopen_is_idempotent_and_keeps_data(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    store *s = open_store(&t);
+    store_job *j = submit_one(s, "keep-me", "default");
+    char id[STORE_ID_LEN + 1];
+    memcpy(id, j->id, sizeof id);
+    store_jobs_free(j, 1);
+    store_close(s);
+    for (int round = 0; round < 2; round++) {
+        s = open_store(&t);
+        assert_int_equal(db_int(t.db, "PRAGMA user_version"), store_schema_version());
+        store_job *got = NULL;
+        assert_int_equal(store_job_get(s, id, &got), TY_OK);
+        assert_string_equal(got->name, "keep-me");
+        store_jobs_free(got, 1);
+        store_stats st;
+        store_get_stats(s, &st);
+        assert_int_equal(st.jobs_by_state[JOB_PENDING], 1);
+        store_close(s);
+    }
+    tdir_remove(&t);
+}
+
+static void test_newer_schema_is_refused(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    store_close(open_store(&t));
+    char sql[64], want[96];
+    int newer = store_schema_version() + 1;
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", newer);
+    db_exec(t.db, sql);
+
+    store *s = NULL;
+    char err[256] = "";
+    assert_int_equal(store_open(t.db, NULL, &s, err, sizeof err), TY_ESCHEMA);
+    assert_null(s);
+    snprintf(want, sizeof want, "version %d", newer);
+    assert_non_null(strstr(err, want));
+    snprintf(want, sizeof want, "version %d", store_schema_version());
+    assert_non_null(strstr(err, want));
+    /* Refusing did not touch the file. */
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), newer);
+    tdir_remove(&t);
+}
+
+static void test_foreign_database_is_refused(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    db_exec(t.db, "PRAGMA application_id = 1234; CREATE TABLE other (x)");
+    store *s = NULL;
+    char err[256] = "";
+    assert_int_equal(store_open(t.db, NULL, &s, err, sizeof err), TY_ESCHEMA);
+    assert_null(s);
+    assert_non_null(strstr(err, "not a Trainyard database"));
+    tdir_remove(&t);
+}
+
+static void test_garbage_file_is_refused(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    FILE *f = fopen(t.db, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 256; i++)
+        fputs("this is not an SQLite database\n", f);
+    fclose(f);
+    store *s = NULL;
+    char err[256] = "";
+    ty_err e = store_open(t.db, NULL, &s, err, sizeof err);
+    assert_int_equal(e, TY_ESCHEMA);
+    assert_null(s);
+    assert_true(err[0] != '\0');
+    tdir_remove(&t);
+}
+
+static void test_unopenable_path_fails_cleanly(void **state)
+{
+    (void)state;
+    store *s = NULL;
+    char err[256] = "";
+    ty_err e = store_open("/nonexistent-dir/for/sure/x.db", NULL, &s, err, sizeof err);
+    assert_int_not_equal(e, TY_OK);
+    assert_null(s);
+    assert_non_null(strstr(err, "/nonexistent-dir/for/sure/x.db"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fresh_database_gets_current_version),
+        cmocka_unit_test(test_wal_mode),
+        cmocka_unit_test(test_reopen_is_idempotent_and_keeps_data),
+        cmocka_unit_test(test_newer_schema_is_refused),
+        cmocka_unit_test(test_foreign_database_is_refused),
+        cmocka_unit_test(test_garbage_file_is_refused),
+        cmocka_unit_test(test_unopenable_path_fails_cleanly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
