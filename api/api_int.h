@@ -1,0 +1,81 @@
+/*
+ * api_int.h - internals shared by the files of api/: the handlers the route
+ * table points at, and the request/response helpers every handler uses.
+ *
+ * Helpers named api_need_* check one aspect of a request; when the check
+ * fails they fill resp with the problem response and return false, so a
+ * handler only writes `if (!api_need_...(req, resp)) goto out;`.
+ */
+#ifndef TY_API_INT_H
+#define TY_API_INT_H
+
+#include <stdbool.h>
+
+#include "api/api.h"
+
+/* ---- handlers (one signature, see api_handler) ---------------------------- */
+
+void api_ops_healthz(const api_req *req, api_resp *resp);
+void api_ops_readyz(const api_req *req, api_resp *resp);
+void api_ops_metrics(const api_req *req, api_resp *resp);
+void api_ops_openapi(const api_req *req, api_resp *resp);
+
+void api_jobs_create(const api_req *req, api_resp *resp);
+void api_jobs_batch(const api_req *req, api_resp *resp);
+void api_jobs_list(const api_req *req, api_resp *resp);
+void api_jobs_get(const api_req *req, api_resp *resp);
+void api_jobs_events(const api_req *req, api_resp *resp);
+void api_jobs_cancel(const api_req *req, api_resp *resp);
+
+void api_tokens_list(const api_req *req, api_resp *resp);
+void api_tokens_create(const api_req *req, api_resp *resp);
+void api_tokens_revoke(const api_req *req, api_resp *resp);
+
+/* ---- responses (resp.c) --------------------------------------------------- */
+
+#define API_CT_JSON "application/json"
+#define API_CT_PROBLEM "application/problem+json"
+
+/*
+ * A new problem object (see api.h for its members); detail is copied and may
+ * be NULL, errors is stolen and may be NULL. Returns NULL when out of memory.
+ */
+json_t *api_problem_new(unsigned status, const char *code, const char *title, const char *detail,
+                        json_t *errors);
+/* Sends a problem built by api_problem_new() (stolen; NULL sends a bare 503). */
+void api_reply_problem_json(api_resp *r, json_t *problem);
+/* The problem response for an error returned by store/ or common/; detail may be NULL. */
+void api_reply_error(api_resp *r, ty_err e, const char *detail);
+/* Sends the JSON text in b (stolen: b is reset) with the given status. */
+void api_reply_json_buf(api_resp *r, unsigned status, ty_buf *b);
+/* Appends s as a JSON string literal (quotes and escapes added). s is valid UTF-8. */
+ty_err api_put_json_string(ty_buf *b, const char *s);
+/*
+ * Appends the compact serialization of json (borrowed), byte for byte what
+ * json_dumps(json, JSON_COMPACT | JSON_ENCODE_ANY) writes, without jansson's
+ * per-container bookkeeping (it is the hot path of every submission).
+ * TY_EINVAL for trees nested deeper than 128 levels, TY_ENOMEM.
+ */
+ty_err api_write_json(ty_buf *b, const json_t *json);
+
+/* ---- requests (request.c) ------------------------------------------------- */
+
+/* Content-Type is application/json (parameters allowed), else 415. */
+bool api_need_json_content(const api_req *req, api_resp *resp);
+/* The body is not over ctx->max_body, else 413. */
+bool api_need_body_size(const api_req *req, api_resp *resp);
+/*
+ * Both checks above, then decodes the body strictly (spec_decode()); on
+ * success *out is new. Malformed JSON is a 400 "malformed-json".
+ */
+bool api_need_json_body(const api_req *req, api_resp *resp, json_t **out);
+/*
+ * The Idempotency-Key header, when present, is 1..255 printable ASCII
+ * characters, else 400 "invalid-idempotency-key". *key is borrowed from req
+ * (NULL when the header is absent).
+ */
+bool api_need_idempotency_key(const api_req *req, api_resp *resp, const char **key);
+/* The caller's name for messages and scoping, never NULL ("" on open routes). */
+const char *api_principal_name(const api_req *req);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * ops.c - the open operational routes: liveness, readiness, Prometheus
+ * metrics and the OpenAPI document.
+ */
+#include "api/api_int.h"
+
+#include <stdlib.h>
+
+#include "api/openapi_doc.h"
+
+void api_ops_healthz(const api_req *req, api_resp *resp)
+{
+    (void)req;
+    api_reply_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+void api_ops_readyz(const api_req *req, api_resp *resp)
+{
+    ty_err e = req->ctx->store ? store_ping(req->ctx->store) : TY_ESHUTDOWN;
+    if (e) {
+        api_reply_problem(resp, 503, "not-ready", NULL, "the database is not writable", NULL);
+        api_resp_header(resp, "Retry-After", "1");
+        return;
+    }
+    api_reply_json(resp, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+/* Renders every family of the contract; families whose source is absent have no samples. */
+static ty_err render_metrics(const api_ctx *ctx, ty_buf *out)
+{
+    store_stats st = {0};
+    if (ctx->store)
+        store_get_stats(ctx->store, &st);
+
+    ty_err e = ty_metrics_render_header(out, "trainyard_http_requests_total", "counter",
+                                        "HTTP requests by route template and status code.");
+    if (!e && ctx->http_requests)
+        e = ty_metrics_render_counter_vec(out, "trainyard_http_requests_total", "route", "code",
+                                          ctx->http_requests);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_http_request_duration_seconds", "histogram",
+                                     "Time from the request's arrival to its response.");
+    if (!e && ctx->http_duration)
+        e = ty_metrics_render_histogram(out, "trainyard_http_request_duration_seconds", NULL,
+                                        ctx->http_duration);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_jobs", "gauge", "Jobs by state.");
+    for (int s = 0; s < JOB_STATE_COUNT && !e; s++)
+        e = ty_buf_printf(out, "trainyard_jobs{state=\"%s\"} %llu\n", job_state_name((job_state)s),
+                          (unsigned long long)st.jobs_by_state[s]);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_jobs_submitted_total", "counter",
+                                     "Jobs stored since this process started.");
+    if (!e)
+        e = ty_buf_printf(out, "trainyard_jobs_submitted_total %llu\n",
+                          (unsigned long long)st.jobs_submitted_total);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_store_commit_duration_seconds", "histogram",
+                                     "Duration of one group commit, fsync included.");
+    if (!e && st.commit_seconds)
+        e = ty_metrics_render_histogram(out, "trainyard_store_commit_duration_seconds", NULL,
+                                        st.commit_seconds);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_store_commit_batch_size", "histogram",
+                                     "Operations folded into one group commit.");
+    if (!e && st.commit_batch_ops)
+        e = ty_metrics_render_histogram(out, "trainyard_store_commit_batch_size", NULL,
+                                        st.commit_batch_ops);
+    return e;
+}
+
+void api_ops_metrics(const api_req *req, api_resp *resp)
+{
+    ty_buf out = {0};
+    ty_err e = render_metrics(req->ctx, &out);
+    if (e) {
+        api_reply_error(resp, e, NULL);
+    } else {
+        free(resp->body);
+        resp->status = 200;
+        resp->content_type = "text/plain; version=0.0.4";
+        resp->body = NULL;
+        e = ty_buf_steal(&out, &resp->body, &resp->body_len);
+        if (e)
+            api_reply_error(resp, e, NULL);
+    }
+    ty_buf_free(&out);
+}
+
+void api_ops_openapi(const api_req *req, api_resp *resp)
+{
+    const char *doc = req->ctx->openapi_yaml ? req->ctx->openapi_yaml : api_openapi_yaml;
+    size_t len = req->ctx->openapi_yaml ? req->ctx->openapi_len : api_openapi_yaml_len;
+    api_reply_text(resp, 200, "application/yaml", doc, len);
+}

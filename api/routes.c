@@ -1,0 +1,25 @@
+/*
+ * routes.c - the route table: the one place that says which handler answers
+ * which method and path, and with which scope. openapi/openapi.yaml lists
+ * exactly these operations (a test compares the two).
+ */
+#include "api/api.h"
+#include "api/api_int.h"
+
+const api_route api_routes[] = {
+    {"GET", "/healthz", api_ops_healthz, 0},
+    {"GET", "/readyz", api_ops_readyz, 0},
+    {"GET", "/metrics", api_ops_metrics, 0},
+    {"GET", "/openapi.yaml", api_ops_openapi, 0},
+    {"POST", "/v1/jobs", api_jobs_create, STORE_SCOPE_SUBMIT},
+    {"GET", "/v1/jobs", api_jobs_list, STORE_SCOPE_READ},
+    {"POST", "/v1/jobs:batch", api_jobs_batch, STORE_SCOPE_SUBMIT},
+    {"GET", "/v1/jobs/{id}", api_jobs_get, STORE_SCOPE_READ},
+    {"GET", "/v1/jobs/{id}/events", api_jobs_events, STORE_SCOPE_READ},
+    {"POST", "/v1/jobs/{id}:cancel", api_jobs_cancel, STORE_SCOPE_SUBMIT},
+    {"GET", "/v1/tokens", api_tokens_list, STORE_SCOPE_ADMIN},
+    {"POST", "/v1/tokens", api_tokens_create, STORE_SCOPE_ADMIN},
+    {"DELETE", "/v1/tokens/{id}", api_tokens_revoke, STORE_SCOPE_ADMIN},
+};
+
+const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];

@@ -1,0 +1,91 @@
+/*
+ * spec.h - strict decoding of JSON request bodies, and validation plus
+ * normalization of job specs (the rules of the API contract and DESIGN.md).
+ *
+ * Decoding (spec_decode) is the 400 layer: the bytes must be one JSON value
+ * in valid UTF-8, without NUL characters, duplicate keys, trailing data or
+ * nesting deeper than SPEC_MAX_DEPTH. A scalar is valid JSON: that it is not
+ * an object is the validator's 422 at "$". Numbers too large for their C
+ * type are not a decoding error: an integer beyond int64 is clamped to
+ * INT64_MAX/INT64_MIN and a real beyond double to +-1e308, so that the
+ * validator reports them against their field ("must be between ...") as a
+ * 422 like any other out-of-range value.
+ *
+ * Validation (spec_job, spec_batch) is the 422 layer: it walks the whole
+ * input once, records EVERY offending field with its JSON path ("$" is the
+ * body; "$.workers.count", "$.labels.team", "$.jobs[3].image") and, when
+ * nothing is wrong, builds the normalized spec: every default filled in, keys
+ * in one fixed order (the order of the contract), label and env keys sorted,
+ * explicit nulls ("gpu": null, "timeout_seconds": null) for absent optional
+ * objects. Normalizing a normalized spec gives the same spec.
+ */
+#ifndef TY_API_SPEC_H
+#define TY_API_SPEC_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/ty_error.h"
+
+#define SPEC_MAX_DEPTH 64    /* deepest nesting of arrays/objects in a body */
+#define SPEC_MAX_ERRORS 1000 /* errors listed in one response; more are counted */
+
+#define SPEC_MAX_NAME 63
+#define SPEC_MAX_LABELS 64
+#define SPEC_MAX_IMAGE 1024
+#define SPEC_MAX_COMMAND_ITEMS 256
+#define SPEC_MAX_ARGS_ITEMS 1024
+#define SPEC_MAX_ARG_BYTES 4096
+#define SPEC_MAX_ENV 256
+#define SPEC_MAX_ENV_VALUE 32768
+#define SPEC_MAX_QUANTITY 64
+#define SPEC_MAX_WORKERS 4096
+#define SPEC_MAX_GPUS 16
+#define SPEC_MAX_VOLUMES 16
+#define SPEC_MAX_MOUNT 1024
+#define SPEC_MAX_PRIORITY 1000000
+#define SPEC_MAX_RESTARTS 100
+#define SPEC_MAX_BACKOFF 3600
+#define SPEC_MAX_SECONDS 31536000 /* one year: timeout_seconds, ttl_seconds_after_finished */
+#define SPEC_DEFAULT_TTL 604800   /* one week */
+
+/*
+ * Decodes body[0..len) (may contain NUL bytes). On TY_OK *out is new. On
+ * TY_EINVAL msg holds a one-line reason with the line and column where
+ * decoding stopped (jansson's words, or the nesting limit). TY_ENOMEM.
+ */
+ty_err spec_decode(const char *body, size_t len, json_t **out, char *msg, size_t msglen);
+
+/* Validation errors: a list of {"path", "message"} objects. */
+typedef struct spec_errors {
+    json_t *list; /* new array, at most SPEC_MAX_ERRORS entries */
+    size_t count; /* every error found, listed or not */
+} spec_errors;
+
+/* TY_ENOMEM when the list cannot be allocated. */
+ty_err spec_errors_init(spec_errors *e);
+/* Releases the list (unless stolen: set e->list = NULL first). Accepts NULL. */
+void spec_errors_free(spec_errors *e);
+/* Appends one error (path and message copied). TY_ENOMEM. */
+ty_err spec_errors_add(spec_errors *e, const char *path, const char *message);
+
+/*
+ * Validates one job spec `in` (borrowed) found at JSON path `path` (e.g. "$").
+ * TY_OK: no error, *out is the new normalized spec. TY_EINVAL: errors were
+ * appended to errs, *out untouched. TY_ENOMEM.
+ */
+ty_err spec_job(const json_t *in, const char *path, json_t **out, spec_errors *errs);
+
+/*
+ * Validates a batch body {"jobs": [spec, ...]} with 1..max_jobs specs.
+ * TY_OK: *out is a new array of normalized specs in input order. TY_EINVAL:
+ * errors appended (paths "$.jobs", "$.jobs[3].image", ...). TY_ENOMEM.
+ */
+ty_err spec_batch(const json_t *in, size_t max_jobs, json_t **out, spec_errors *errs);
+
+/* Syntax checks shared with the query parser of GET /v1/jobs. Arguments borrowed. */
+int spec_is_dns_label(const char *s, size_t len);
+int spec_is_label_key(const char *s, size_t len);
+int spec_is_label_value(const char *s, size_t len);
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * tokens.c - the /v1/tokens resource (admin scope): list, create, revoke.
+ *
+ * A token's secret is generated here (ty_token_generate), shown once in the
+ * 201 response, and never stored: the store keeps only its SHA-256. Listings
+ * show names, scopes and dates, never hashes.
+ */
+#include "api/api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/spec.h"
+#include "common/ty_crypto.h"
+#include "common/ty_time.h"
+
+#define TOKEN_MAX_NAME 63
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} scope_names[] = {
+    {"read", STORE_SCOPE_READ},
+    {"submit", STORE_SCOPE_SUBMIT},
+    {"admin", STORE_SCOPE_ADMIN},
+};
+#define NSCOPES (sizeof scope_names / sizeof scope_names[0])
+
+/* ["read", "submit", ...] in a fixed order; NULL when out of memory. */
+static json_t *scopes_json(unsigned scopes)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < NSCOPES; i++) {
+        if ((scopes & scope_names[i].bit) &&
+            json_array_append_new(a, json_string(scope_names[i].name))) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
+static json_t *token_json(const store_token *t)
+{
+    char created[32];
+    ty_time_format_rfc3339(t->created_at_ms, created, sizeof created);
+    json_t *j = json_pack("{s:s, s:o, s:s}", "name", t->name, "scopes", scopes_json(t->scopes),
+                          "created_at", created);
+    if (j && t->revoked_at_ms) {
+        char revoked[32];
+        ty_time_format_rfc3339(t->revoked_at_ms, revoked, sizeof revoked);
+        if (json_object_set_new(j, "revoked_at", json_string(revoked))) {
+            json_decref(j);
+            j = NULL;
+        }
+    }
+    return j;
+}
+
+void api_tokens_list(const api_req *req, api_resp *resp)
+{
+    store_token *tokens = NULL;
+    size_t n = 0;
+    json_t *list = NULL;
+    ty_err e = store_tokens_list(req->ctx->store, &tokens, &n);
+    if (e)
+        goto fail;
+    e = TY_ENOMEM;
+    if (!(list = json_array()))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = token_json(&tokens[i]);
+        if (!t || json_array_append_new(list, t))
+            goto fail;
+    }
+    api_reply_json(resp, 200, json_pack("{s:o}", "tokens", list));
+    list = NULL;
+    goto out;
+fail:
+    api_reply_error(resp, e, NULL);
+out:
+    json_decref(list);
+    store_tokens_free(tokens, n);
+}
+
+/* 1..63 characters of [A-Za-z0-9._-], starting and ending with a letter or digit. */
+static int is_token_name(const char *s, size_t len)
+{
+    return len <= TOKEN_MAX_NAME && spec_is_label_value(s, len) && len > 0;
+}
+
+static const char *const request_fields[] = {"name", "scopes", NULL};
+
+/* Validates {"name", "scopes"}; appends errors; sets *name (borrowed from body) and *scopes. */
+static void parse_create(const json_t *body, spec_errors *errs, const char **name, unsigned *scopes)
+{
+    *name = NULL;
+    *scopes = 0;
+    if (!json_is_object(body)) {
+        spec_errors_add(errs, "$", "must be an object");
+        return;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)body, key, val)
+    {
+        int known = 0;
+        for (size_t i = 0; request_fields[i]; i++)
+            known |= strcmp(key, request_fields[i]) == 0;
+        if (!known) {
+            char path[96];
+            snprintf(path, sizeof path, "$.%.80s", key);
+            spec_errors_add(errs, path, "unknown field");
+        }
+    }
+    json_t *n = json_object_get(body, "name");
+    if (!n || json_is_null(n))
+        spec_errors_add(errs, "$.name", "is required");
+    else if (!json_is_string(n))
+        spec_errors_add(errs, "$.name", "must be a string");
+    else if (!is_token_name(json_string_value(n), json_string_length(n)))
+        spec_errors_add(errs, "$.name",
+                        "must be 1-63 characters of A-Z, a-z, 0-9, '-', '_' and '.', starting "
+                        "and ending with a letter or digit");
+    else
+        *name = json_string_value(n);
+
+    json_t *s = json_object_get(body, "scopes");
+    if (!s || json_is_null(s)) {
+        spec_errors_add(errs, "$.scopes", "is required");
+        return;
+    }
+    if (!json_is_array(s)) {
+        spec_errors_add(errs, "$.scopes", "must be an array of scope names");
+        return;
+    }
+    if (json_array_size(s) == 0)
+        spec_errors_add(errs, "$.scopes", "must not be empty");
+    size_t i;
+    json_t *item;
+    json_array_foreach(s, i, item)
+    {
+        char path[48];
+        snprintf(path, sizeof path, "$.scopes[%zu]", i);
+        unsigned bit = 0;
+        for (size_t k = 0; k < NSCOPES && json_is_string(item); k++)
+            if (strcmp(json_string_value(item), scope_names[k].name) == 0)
+                bit = scope_names[k].bit;
+        if (!bit)
+            spec_errors_add(errs, path, "must be one of \"read\", \"submit\", \"admin\"");
+        else if (*scopes & bit)
+            spec_errors_add(errs, path, "duplicate scope");
+        *scopes |= bit;
+    }
+}
+
+/* created_at as the store recorded it; now when the token cannot be read back. */
+static int64_t created_at(store *s, const char *name)
+{
+    store_token *tokens = NULL;
+    size_t n = 0;
+    int64_t at = ty_time_now_ms();
+    if (store_tokens_list(s, &tokens, &n) == TY_OK)
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(tokens[i].name, name) == 0)
+                at = tokens[i].created_at_ms;
+    store_tokens_free(tokens, n);
+    return at;
+}
+
+void api_tokens_create(const api_req *req, api_resp *resp)
+{
+    json_t *body = NULL;
+    spec_errors errs = {0};
+    char secret[TY_TOKEN_BUFLEN] = "";
+    const char *name;
+    unsigned scopes;
+
+    if (!api_need_json_body(req, resp, &body))
+        goto out;
+    ty_err e = spec_errors_init(&errs);
+    if (e)
+        goto fail;
+    parse_create(body, &errs, &name, &scopes);
+    if (errs.count) {
+        json_t *list = errs.list;
+        errs.list = NULL;
+        api_reply_problem(resp, 422, "invalid-request", NULL, "the token request is invalid", list);
+        goto out;
+    }
+    unsigned char hash[TY_SHA256_LEN];
+    if ((e = ty_token_generate(secret)))
+        goto fail;
+    ty_sha256(secret, strlen(secret), hash);
+    e = store_token_create(req->ctx->store, name, scopes, hash);
+    if (e == TY_EEXISTS) {
+        api_reply_problem(resp, 409, "token-exists", NULL,
+                          "a token with this name exists (revoked names are not reused)", NULL);
+        goto out;
+    }
+    if (e)
+        goto fail;
+    char created[32];
+    ty_time_format_rfc3339(created_at(req->ctx->store, name), created, sizeof created);
+    api_reply_json(resp, 201,
+                   json_pack("{s:s, s:o, s:s, s:s}", "name", name, "scopes", scopes_json(scopes),
+                             "created_at", created, "token", secret));
+    goto out;
+fail:
+    api_reply_error(resp, e, NULL);
+out:
+    memset(secret, 0, sizeof secret);
+    spec_errors_free(&errs);
+    json_decref(body);
+}
+
+void api_tokens_revoke(const api_req *req, api_resp *resp)
+{
+    ty_err e = req->id ? store_token_revoke(req->ctx->store, req->id) : TY_ENOTFOUND;
+    if (e == TY_ENOTFOUND) {
+        api_reply_problem(resp, 404, "token-not-found", NULL, "no valid token has this name", NULL);
+        return;
+    }
+    if (e) {
+        api_reply_error(resp, e, NULL);
+        return;
+    }
+    free(resp->body);
+    resp->body = NULL;
+    resp->body_len = 0;
+    resp->content_type = NULL;
+    resp->status = 204;
+}

@@ -1,0 +1,193 @@
+/*
+ * test_api_resp.c - api/resp.c: response bodies, problem documents, headers
+ * and the ty_err -> HTTP status table.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/api_int.h"
+
+static json_t *body_json(const api_resp *r)
+{
+    json_error_t e;
+    json_t *j = json_loadb(r->body, r->body_len, 0, &e);
+    if (!j)
+        fail_msg("not JSON: %s", e.text);
+    return j;
+}
+
+static void test_reply_json(void **state)
+{
+    (void)state;
+    api_resp r = {0};
+    api_reply_json(&r, 201, json_pack("{s:i, s:[s]}", "a", 1, "b", "x"));
+    assert_int_equal(r.status, 201);
+    assert_string_equal(r.content_type, "application/json");
+    assert_string_equal(r.body, "{\"a\":1,\"b\":[\"x\"]}");
+    assert_int_equal(r.body_len, strlen(r.body));
+    /* A second reply replaces the first (no leak, no stale body). */
+    api_reply_json(&r, 200, json_pack("{}"));
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "{}");
+    api_resp_free(&r);
+    api_resp_free(&r); /* idempotent */
+    api_resp_free(NULL);
+
+    /* No JSON (allocation failed upstream): a 503 problem, never a crash. */
+    api_reply_json(&r, 200, NULL);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.content_type, "application/problem+json");
+    json_t *p = body_json(&r);
+    assert_string_equal(json_string_value(json_object_get(p, "code")), "out-of-memory");
+    json_decref(p);
+    api_resp_free(&r);
+}
+
+static void test_reply_text_keeps_bytes(void **state)
+{
+    (void)state;
+    api_resp r = {0};
+    api_reply_text(&r, 200, "application/octet-stream", "a\0b", 3);
+    assert_int_equal(r.body_len, 3);
+    assert_memory_equal(r.body, "a\0b", 4);
+    assert_string_equal(r.content_type, "application/octet-stream");
+    api_reply_text(&r, 200, "text/plain", "", 0);
+    assert_int_equal(r.body_len, 0);
+    assert_string_equal(r.body, "");
+    api_resp_free(&r);
+}
+
+static void test_problem(void **state)
+{
+    (void)state;
+    api_resp r = {0};
+    api_reply_problem(&r, 422, "invalid-spec", NULL, "2 errors",
+                      json_pack("[{s:s, s:s}]", "path", "$.name", "message", "is required"));
+    assert_int_equal(r.status, 422);
+    assert_string_equal(r.content_type, "application/problem+json");
+    json_t *p = body_json(&r);
+    assert_string_equal(json_string_value(json_object_get(p, "type")),
+                        "urn:trainyard:problem:invalid-spec");
+    assert_string_equal(json_string_value(json_object_get(p, "title")), "Unprocessable Content");
+    assert_int_equal(json_integer_value(json_object_get(p, "status")), 422);
+    assert_string_equal(json_string_value(json_object_get(p, "detail")), "2 errors");
+    assert_string_equal(json_string_value(json_object_get(p, "code")), "invalid-spec");
+    assert_int_equal(json_array_size(json_object_get(p, "errors")), 1);
+    json_decref(p);
+
+    /* No detail, no errors: the members are absent; a title is kept. */
+    api_reply_problem(&r, 404, "job-not-found", "No such job", NULL, NULL);
+    p = body_json(&r);
+    assert_null(json_object_get(p, "detail"));
+    assert_null(json_object_get(p, "errors"));
+    assert_string_equal(json_string_value(json_object_get(p, "title")), "No such job");
+    json_decref(p);
+    api_resp_free(&r);
+}
+
+static void test_headers(void **state)
+{
+    (void)state;
+    api_resp r = {0};
+    api_resp_header(&r, "Location", "/v1/jobs/x");
+    api_resp_header(&r, "X-Bad", "a\r\nSet-Cookie: x"); /* header injection: dropped */
+    assert_int_equal(r.nheaders, 1);
+    assert_string_equal(r.headers[0].key, "Location");
+    assert_string_equal(r.headers[0].value, "/v1/jobs/x");
+    api_resp_free(&r);
+    assert_int_equal(r.nheaders, 0);
+}
+
+static void test_status_table(void **state)
+{
+    (void)state;
+    static const struct {
+        ty_err e;
+        unsigned status;
+    } cases[] = {
+        {TY_EINVAL, 400},    {TY_EAUTH, 401},     {TY_EFORBIDDEN, 403}, {TY_ENOTFOUND, 404},
+        {TY_ECONFLICT, 409}, {TY_EEXISTS, 409},   {TY_ETOOLARGE, 413},  {TY_EINTERNAL, 500},
+        {TY_EIO, 500},       {TY_ESCHEMA, 500},   {TY_ENOMEM, 503},     {TY_EBUSY, 503},
+        {TY_ESHUTDOWN, 503}, {TY_ERR_COUNT, 500}, {(ty_err)-1, 500},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(api_http_status(cases[i].e), cases[i].status);
+
+    /* Every error becomes a problem with the same status; 503s say when to retry. */
+    for (int e = 1; e < TY_ERR_COUNT; e++) {
+        api_resp r = {0};
+        api_reply_error(&r, (ty_err)e, NULL);
+        assert_int_equal(r.status, api_http_status((ty_err)e));
+        json_t *p = body_json(&r);
+        assert_string_equal(json_string_value(json_object_get(p, "detail")),
+                            ty_strerror((ty_err)e));
+        if (r.status == 503) {
+            assert_int_equal(r.nheaders, 1);
+            assert_string_equal(r.headers[0].key, "Retry-After");
+        }
+        json_decref(p);
+        api_resp_free(&r);
+    }
+}
+
+/* api_write_json writes what json_dumps(JSON_COMPACT) writes. */
+static void test_writer_matches_jansson(void **state)
+{
+    (void)state;
+    static const char *const docs[] = {
+        "{}",
+        "[]",
+        "{\"a\":[1,-2,9223372036854775807,-9223372036854775808],\"b\":{\"c\":null,\"d\":true,"
+        "\"e\":false},\"f\":[[],{}]}",
+        "[\"quote\\\" backslash\\\\ slash/ nl\\n cr\\r tab\\t bs\\b ff\\f\"]",
+        "[\"\\u0001\\u001f\\u007f \\u00e9 \\u2028 \\ud83d\\ude00\"]",
+        "{\"k\\\"ey\\n\":\"v\",\"\\u00e9\":1}",
+        "[1.5,-0.25,1e300,3.0]",
+        "\"top-level string\"",
+        "42",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        json_t *j = json_loads(docs[i], JSON_DECODE_ANY, NULL);
+        assert_non_null(j);
+        char *want = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        ty_buf b = {0};
+        assert_int_equal(api_write_json(&b, j), TY_OK);
+        if (strcmp(b.data, want) != 0)
+            fail_msg("doc %zu\n  jansson %s\n  ours    %s", i, want, b.data);
+        free(want);
+        ty_buf_free(&b);
+        json_decref(j);
+    }
+
+    /* Nesting past the limit is refused, not recursed into. */
+    json_t *deep = json_array();
+    for (int i = 0; i < 200; i++) {
+        json_t *outer = json_array();
+        json_array_append_new(outer, deep);
+        deep = outer;
+    }
+    ty_buf b = {0};
+    assert_int_equal(api_write_json(&b, deep), TY_EINVAL);
+    ty_buf_free(&b);
+    api_resp r = {0};
+    api_reply_json(&r, 200, deep);
+    assert_int_equal(r.status, 503);
+    api_resp_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reply_json),   cmocka_unit_test(test_reply_text_keeps_bytes),
+        cmocka_unit_test(test_problem),      cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_status_table), cmocka_unit_test(test_writer_matches_jansson),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
