@@ -1,0 +1,423 @@
+/*
+ * config.c - flags, environment and defaults of `trainyard`; see config.h.
+ */
+#include "server/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store.h"
+
+/* An environment variable, NULL when unset or empty. */
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+__attribute__((format(printf, 3, 4))) static ty_err fail(char *err, size_t errlen,
+                                                         const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            err[0] = '\0';
+    }
+    return TY_EINVAL;
+}
+
+static int parse_port(const char *s, unsigned *port)
+{
+    if (*s == '\0' || strlen(s) > 5 || strspn(s, "0123456789") != strlen(s))
+        return -1;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0' || v < 0 || v > 65535)
+        return -1;
+    *port = (unsigned)v;
+    return 0;
+}
+
+#define BAD_LISTEN "invalid listen address '%s': %s"
+#define BAD_HOST "expected an IPv4 address, [IPv6] or localhost"
+
+ty_err config_parse_listen(const char *text, config_listen *out, char *err, size_t errlen)
+{
+    char host[CONFIG_ADDR_LEN];
+    const char *port_text;
+
+    memset(out, 0, sizeof *out);
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (!close || close[1] != ':')
+            return fail(err, errlen, BAD_LISTEN, text, "expected [IPv6]:PORT");
+        size_t n = (size_t)(close - text - 1);
+        if (n == 0 || n >= sizeof host)
+            return fail(err, errlen, BAD_LISTEN, text, "bad IPv6 address");
+        memcpy(host, text + 1, n);
+        host[n] = '\0';
+        port_text = close + 2;
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&out->addr;
+        if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
+            return fail(err, errlen, BAD_LISTEN, text, "bad IPv6 address");
+        a6->sin6_family = AF_INET6;
+        out->addrlen = sizeof *a6;
+    } else {
+        const char *colon = strrchr(text, ':');
+        if (!colon)
+            return fail(err, errlen, BAD_LISTEN, text, "expected HOST:PORT");
+        size_t n = (size_t)(colon - text);
+        if (n == 0 || n >= sizeof host)
+            return fail(err, errlen, BAD_LISTEN, text, BAD_HOST);
+        memcpy(host, text, n);
+        host[n] = '\0';
+        port_text = colon + 1;
+        if (strcmp(host, "localhost") == 0)
+            snprintf(host, sizeof host, "127.0.0.1");
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&out->addr;
+        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+            return fail(err, errlen, BAD_LISTEN, text, BAD_HOST);
+        a4->sin_family = AF_INET;
+        out->addrlen = sizeof *a4;
+    }
+    if (parse_port(port_text, &out->port) != 0)
+        return fail(err, errlen, BAD_LISTEN, text, "port must be 0..65535");
+    if (out->addr.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&out->addr)->sin6_port = htons((uint16_t)out->port);
+    else
+        ((struct sockaddr_in *)&out->addr)->sin_port = htons((uint16_t)out->port);
+    memcpy(out->host, host, sizeof host);
+    return TY_OK;
+}
+
+void config_format_addr(const char *host, int family, unsigned port, char *buf, size_t len)
+{
+    int n = family == AF_INET6 ? snprintf(buf, len, "[%s]:%u", host, port)
+                               : snprintf(buf, len, "%s:%u", host, port);
+    if (n < 0 || (size_t)n >= len)
+        buf[0] = '\0';
+}
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} scope_names[] = {
+    {"read", STORE_SCOPE_READ},
+    {"submit", STORE_SCOPE_SUBMIT},
+    {"admin", STORE_SCOPE_ADMIN},
+};
+#define NSCOPES (sizeof scope_names / sizeof scope_names[0])
+
+ty_err config_parse_scopes(const char *text, unsigned *out, char *err, size_t errlen)
+{
+    unsigned bits = 0;
+    const char *s = text;
+    for (;;) {
+        size_t n = strcspn(s, ",");
+        unsigned bit = 0;
+        for (size_t i = 0; i < NSCOPES; i++)
+            if (strlen(scope_names[i].name) == n && memcmp(scope_names[i].name, s, n) == 0)
+                bit = scope_names[i].bit;
+        if (!bit)
+            return fail(err, errlen, "invalid scope list '%s': %s", text,
+                        "each scope must be read, submit or admin");
+        if (bits & bit)
+            return fail(err, errlen, "invalid scope list '%s': %s", text, "a scope is repeated");
+        bits |= bit;
+        if (s[n] == '\0')
+            break;
+        s += n + 1;
+    }
+    *out = bits;
+    return TY_OK;
+}
+
+void config_format_scopes(unsigned scopes, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NSCOPES; i++) {
+        if (!(scopes & scope_names[i].bit))
+            continue;
+        int n = snprintf(buf + used, len - used, "%s%s", used ? "," : "", scope_names[i].name);
+        if (n < 0 || (size_t)n >= len - used)
+            return;
+        used += (size_t)n;
+    }
+}
+
+static ty_err set_path(char *dst, const char *value, const char *what, char *err, size_t errlen)
+{
+    if (*value == '\0')
+        return fail(err, errlen, "%s must not be empty", what);
+    int n = snprintf(dst, CONFIG_PATH_MAX, "%s", value);
+    if (n < 0 || n >= CONFIG_PATH_MAX)
+        return fail(err, errlen, "%s is too long", what);
+    return TY_OK;
+}
+
+static ty_err parse_max_body(const char *value, const char *what, size_t *out, char *err,
+                             size_t errlen)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno == ERANGE || v < 1 ||
+        (unsigned long long)v > CONFIG_MAX_MAX_BODY)
+        return fail(err, errlen, "invalid %s '%s': expected bytes, 1..1073741824", what, value);
+    *out = (size_t)v;
+    return TY_OK;
+}
+
+static ty_err parse_level(const char *value, const char *what, ty_log_level *out, char *err,
+                          size_t errlen)
+{
+    int l = ty_log_parse_level(value);
+    if (l < 0)
+        return fail(err, errlen, "invalid %s '%s': expected debug, info, warn or error", what,
+                    value);
+    *out = (ty_log_level)l;
+    return TY_OK;
+}
+
+/*
+ * Recognizes "--name VALUE" and "--name=VALUE" at argv[*i]. Returns 1 and sets
+ * *value (advancing *i past a separate value), 0 when argv[*i] is another
+ * option, -1 when the value is missing.
+ */
+static int opt_value(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0)
+        return 0;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *value = argv[++*i];
+    return 1;
+}
+
+static int is_help(const char *a)
+{
+    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+}
+
+ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, size_t errlen)
+{
+    const char *listen_arg = NULL, *db = NULL, *max_body = NULL, *level = NULL;
+    ty_err e = TY_OK;
+
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (is_help(argv[i])) {
+            out->help = 1;
+            return TY_OK;
+        }
+        if ((r = opt_value(argc, argv, &i, "--listen", &v)) != 0)
+            listen_arg = v;
+        else if ((r = opt_value(argc, argv, &i, "--db", &v)) != 0)
+            db = v;
+        else if ((r = opt_value(argc, argv, &i, "--max-body", &v)) != 0)
+            max_body = v;
+        else if ((r = opt_value(argc, argv, &i, "--log-level", &v)) != 0)
+            level = v;
+        else
+            return fail(err, errlen, "unknown argument '%s' for serve (see trainyard serve --help)",
+                        argv[i]);
+        if (r < 0)
+            return fail(err, errlen, "option %s needs a value", argv[i]);
+    }
+
+    if (listen_arg) {
+        e = config_parse_listen(listen_arg, &out->listen, err, errlen);
+    } else if ((listen_arg = env("TRAINYARD_LISTEN"))) {
+        e = config_parse_listen(listen_arg, &out->listen, err, errlen);
+        if (e && err && errlen) {
+            char inner[256];
+            snprintf(inner, sizeof inner, "%s", err);
+            snprintf(err, errlen, "TRAINYARD_LISTEN: %s", inner);
+        }
+    } else {
+        e = config_parse_listen(CONFIG_DEFAULT_LISTEN, &out->listen, err, errlen);
+    }
+    if (e)
+        return e;
+
+    if (db)
+        e = set_path(out->db_path, db, "--db", err, errlen);
+    else if ((db = env("TRAINYARD_DB")))
+        e = set_path(out->db_path, db, "TRAINYARD_DB", err, errlen);
+    else
+        e = set_path(out->db_path, CONFIG_DEFAULT_DB, "default db", err, errlen);
+    if (e)
+        return e;
+
+    out->max_body = CONFIG_DEFAULT_MAX_BODY;
+    if (max_body)
+        e = parse_max_body(max_body, "--max-body", &out->max_body, err, errlen);
+    else if ((max_body = env("TRAINYARD_MAX_BODY")))
+        e = parse_max_body(max_body, "TRAINYARD_MAX_BODY", &out->max_body, err, errlen);
+    if (e)
+        return e;
+
+    out->log_level = TY_LOG_INFO;
+    if (level)
+        e = parse_level(level, "--log-level", &out->log_level, err, errlen);
+    else if ((level = env("TRAINYARD_LOG_LEVEL")))
+        e = parse_level(level, "TRAINYARD_LOG_LEVEL", &out->log_level, err, errlen);
+    return e;
+}
+
+ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, size_t errlen)
+{
+    const char *db = NULL, *scope = NULL;
+    ty_err e;
+
+    memset(out, 0, sizeof *out);
+    if (argc < 1 || is_help(argv[0])) {
+        out->help = 1;
+        if (argc < 1)
+            return fail(err, errlen, "token needs an action: create, list or revoke");
+        return TY_OK;
+    }
+    if (strcmp(argv[0], "create") == 0)
+        out->action = CONFIG_TOKEN_CREATE;
+    else if (strcmp(argv[0], "list") == 0)
+        out->action = CONFIG_TOKEN_LIST;
+    else if (strcmp(argv[0], "revoke") == 0)
+        out->action = CONFIG_TOKEN_REVOKE;
+    else
+        return fail(err, errlen, "unknown token action '%s': expected create, list or revoke",
+                    argv[0]);
+
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (is_help(argv[i])) {
+            out->help = 1;
+            return TY_OK;
+        }
+        if ((r = opt_value(argc, argv, &i, "--db", &v)) != 0)
+            db = v;
+        else if ((r = opt_value(argc, argv, &i, "--server", &v)) != 0)
+            out->server = v;
+        else if ((r = opt_value(argc, argv, &i, "--token", &v)) != 0)
+            out->token = v;
+        else if ((r = opt_value(argc, argv, &i, "--name", &v)) != 0)
+            out->name = v;
+        else if ((r = opt_value(argc, argv, &i, "--scope", &v)) != 0)
+            scope = v;
+        else
+            return fail(err, errlen,
+                        "unknown argument '%s' for token %s (see trainyard token --help)",
+                        argv[i], argv[0]);
+        if (r < 0)
+            return fail(err, errlen, "option %s needs a value", argv[i]);
+    }
+
+    if (!out->server)
+        out->server = env("TRAINYARD_SERVER");
+    if (!out->token)
+        out->token = env("TRAINYARD_TOKEN");
+    if (db)
+        e = set_path(out->db_path, db, "--db", err, errlen);
+    else if ((db = env("TRAINYARD_DB")))
+        e = set_path(out->db_path, db, "TRAINYARD_DB", err, errlen);
+    else
+        e = set_path(out->db_path, CONFIG_DEFAULT_DB, "default db", err, errlen);
+    if (e)
+        return e;
+
+    if (out->action != CONFIG_TOKEN_LIST && (!out->name || !*out->name))
+        return fail(err, errlen, "token %s needs --name", argv[0]);
+    if (out->action == CONFIG_TOKEN_CREATE) {
+        if (!scope)
+            return fail(err, errlen, "token %s needs --scope (read, submit, admin)", argv[0]);
+        e = config_parse_scopes(scope, &out->scopes, err, errlen);
+        if (e)
+            return e;
+    } else if (scope) {
+        return fail(err, errlen, "--scope only applies to token create");
+    }
+    if (out->server && (!out->token || !*out->token))
+        return fail(err, errlen, "--server needs --token (or TRAINYARD_TOKEN)");
+    return TY_OK;
+}
+
+void config_usage_main(FILE *f)
+{
+    fputs("Usage: trainyard COMMAND [OPTIONS]\n"
+          "\n"
+          "Trainyard: a job-submission service for distributed training.\n"
+          "\n"
+          "Commands:\n"
+          "  serve           run the API server\n"
+          "  token           create, list or revoke API tokens\n"
+          "\n"
+          "Options:\n"
+          "  --help          show this help (also: trainyard COMMAND --help)\n"
+          "  --version       print the version\n",
+          f);
+}
+
+void config_usage_serve(FILE *f)
+{
+    fputs("Usage: trainyard serve [OPTIONS]\n"
+          "\n"
+          "Runs the HTTP API server until SIGTERM or SIGINT, then finishes the requests\n"
+          "in flight, closes the database and exits 0.\n"
+          "\n"
+          "Options (flags beat environment variables, which beat defaults):\n"
+          "  --listen HOST:PORT    address to listen on: IPv4, [IPv6] or localhost;\n"
+          "                        port 0 picks a free port (logged as \"listening\")\n"
+          "                        env TRAINYARD_LISTEN, default " CONFIG_DEFAULT_LISTEN "\n"
+          "  --db PATH             SQLite database file; its directory is created\n"
+          "                        env TRAINYARD_DB, default " CONFIG_DEFAULT_DB "\n"
+          "  --max-body BYTES      largest accepted request body (1..1073741824)\n"
+          "                        env TRAINYARD_MAX_BODY, default 1048576\n"
+          "  --log-level LEVEL     debug, info, warn or error\n"
+          "                        env TRAINYARD_LOG_LEVEL, default info\n"
+          "  --help                show this help\n"
+          "\n"
+          "On first start (no valid admin token in the database) an admin token named\n"
+          "\"admin\" is created: the value of TRAINYARD_ADMIN_TOKEN when set, otherwise a\n"
+          "generated one written to <database directory>/admin.token (mode 0600).\n",
+          f);
+}
+
+void config_usage_token(FILE *f)
+{
+    fputs("Usage: trainyard token create --name NAME --scope SCOPE[,SCOPE...] [OPTIONS]\n"
+          "       trainyard token list [OPTIONS]\n"
+          "       trainyard token revoke --name NAME [OPTIONS]\n"
+          "\n"
+          "Manages API tokens. Scopes: read (GET), submit (submit and cancel jobs),\n"
+          "admin (everything, tokens included). create prints the new token: it is\n"
+          "shown only this once. Names are 1..64 characters of [A-Za-z0-9._-].\n"
+          "\n"
+          "By default the database file is changed directly (a running server sees the\n"
+          "change within a second). With --server the HTTP API is used instead.\n"
+          "\n"
+          "Options:\n"
+          "  --db PATH         database file; env TRAINYARD_DB, default " CONFIG_DEFAULT_DB "\n"
+          "  --server URL      use the API at URL (e.g. http://127.0.0.1:8080);\n"
+          "                    env TRAINYARD_SERVER\n"
+          "  --token TOKEN     admin token for --server; env TRAINYARD_TOKEN\n"
+          "  --help            show this help\n",
+          f);
+}

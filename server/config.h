@@ -1,0 +1,98 @@
+/*
+ * config.h - command-line and environment configuration of `trainyard`.
+ *
+ * Precedence: a flag beats its environment variable, which beats the default.
+ * An environment variable set to the empty string counts as unset. Flags take
+ * their value as "--flag VALUE" or "--flag=VALUE". Parsing never prints and
+ * never exits: errors come back as TY_EINVAL with a one-line message naming
+ * the flag or variable and the offending value, and main() decides what to do.
+ *
+ *   serve:  --listen HOST:PORT   TRAINYARD_LISTEN     127.0.0.1:8080
+ *           --db PATH            TRAINYARD_DB         ./data/trainyard.db
+ *           --max-body BYTES     TRAINYARD_MAX_BODY   1048576
+ *           --log-level LEVEL    TRAINYARD_LOG_LEVEL  info
+ *   token:  --db PATH, --server URL (TRAINYARD_SERVER), --token T (TRAINYARD_TOKEN),
+ *           --name N, --scope S[,S...]
+ */
+#ifndef TY_SERVER_CONFIG_H
+#define TY_SERVER_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "common/ty_error.h"
+#include "common/ty_log.h"
+
+#define CONFIG_DEFAULT_LISTEN "127.0.0.1:8080"
+#define CONFIG_DEFAULT_DB "./data/trainyard.db"
+#define CONFIG_DEFAULT_MAX_BODY ((size_t)1 << 20)
+#define CONFIG_MAX_MAX_BODY ((size_t)1 << 30)
+#define CONFIG_PATH_MAX 4096
+/* Longest HOST:PORT text: "[" + IPv6 text (45) + "]:" + 5 digits + NUL, rounded up. */
+#define CONFIG_ADDR_LEN 64
+
+/* A listening address. */
+typedef struct config_listen {
+    struct sockaddr_storage addr;  /* AF_INET or AF_INET6, port in network order */
+    socklen_t addrlen;
+    char host[CONFIG_ADDR_LEN];    /* "127.0.0.1" or "::1" (no brackets) */
+    unsigned port;                 /* 0 = ephemeral */
+} config_listen;
+
+typedef struct config_serve {
+    int help;                      /* --help given: print usage, nothing else is valid */
+    config_listen listen;
+    char db_path[CONFIG_PATH_MAX];
+    size_t max_body;               /* bytes, 1..CONFIG_MAX_MAX_BODY */
+    ty_log_level log_level;
+} config_serve;
+
+typedef enum config_token_action {
+    CONFIG_TOKEN_NONE = 0,         /* only with help */
+    CONFIG_TOKEN_CREATE,
+    CONFIG_TOKEN_LIST,
+    CONFIG_TOKEN_REVOKE,
+} config_token_action;
+
+typedef struct config_token {
+    int help;
+    config_token_action action;
+    char db_path[CONFIG_PATH_MAX];
+    const char *server;            /* base URL, NULL = use the database; borrowed from argv/env */
+    const char *token;             /* bearer token for --server, or NULL; borrowed */
+    const char *name;              /* --name; borrowed */
+    unsigned scopes;               /* STORE_SCOPE_* from --scope */
+} config_token;
+
+/*
+ * Parses "IPv4:PORT", "[IPv6]:PORT" or "localhost:PORT" (= 127.0.0.1). PORT is
+ * 0..65535. TY_EINVAL with a message in err on anything else.
+ */
+ty_err config_parse_listen(const char *text, config_listen *out, char *err, size_t errlen);
+
+/* Formats an address as "127.0.0.1:8080" or "[::1]:8080" into buf. */
+void config_format_addr(const char *host, int family, unsigned port, char *buf, size_t len);
+
+/* Parses "read,submit,admin" (any order, no duplicates, at least one) into STORE_SCOPE_* bits. */
+ty_err config_parse_scopes(const char *text, unsigned *out, char *err, size_t errlen);
+
+/* Writes "read,submit" style text for scope bits into buf. */
+void config_format_scopes(unsigned scopes, char *buf, size_t len);
+
+/* Parses the arguments after "serve" (argv[0] is the first option) plus the environment. */
+ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, size_t errlen);
+
+/*
+ * Parses the arguments after "token": an action ("create", "list", "revoke")
+ * then options. create needs --name and --scope, revoke needs --name; --token
+ * is required with --server. argv strings are borrowed by *out.
+ */
+ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, size_t errlen);
+
+/* Usage texts for --help. */
+void config_usage_main(FILE *f);
+void config_usage_serve(FILE *f);
+void config_usage_token(FILE *f);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * http.h - the HTTP listener: libmicrohttpd in front of the api/ handlers.
+ *
+ * Per request: route (router.h), authenticate (auth.h), read the body into a
+ * buffer capped at max_body, call the route's handler, send its api_resp with
+ * an X-Request-Id header, then count it in the api_ctx metrics and write one
+ * JSON log line ("msg":"request").
+ *
+ * Errors the server answers itself, as problem+json:
+ *   404 not-found (no route), 405 method-not-allowed (+ Allow),
+ *   401 unauthorized (+ WWW-Authenticate: Bearer), 403 forbidden,
+ *   413 body-too-large, 503 unavailable (token list unreadable, no slot
+ *   for a large body in time, or out of memory for the request).
+ */
+#ifndef TY_SERVER_HTTP_H
+#define TY_SERVER_HTTP_H
+
+#include <stddef.h>
+
+#include "api/api.h"
+#include "common/ty_error.h"
+#include "server/auth.h"
+#include "server/config.h"
+
+typedef struct http_options {
+    const config_listen *listen;     /* borrowed for the call */
+    const api_route *routes;         /* the table to serve; borrowed, must outlive the server */
+    size_t nroutes;
+    unsigned connection_limit;       /* 0 = 1024 */
+    unsigned connection_timeout_s;   /* idle keep-alive connections are closed after it; 0 = 60 */
+    /*
+     * Requests whose body exceeds large_body bytes (0 = 64 KiB) are handled at
+     * most large_slots (0 = 2) at a time; the others wait for a slot, up to
+     * large_wait_ms (0 = 30000), then get 503. Handling a body takes many times
+     * its size in memory (a 1000-job batch about 20 MiB), so this bounds the
+     * server's peak memory under concurrent batches.
+     */
+    size_t large_body;
+    unsigned large_slots;
+    unsigned large_wait_ms;
+} http_options;
+
+typedef struct http_server http_server;
+
+/*
+ * Creates the server and its listening socket (bound and listening, so the
+ * real port is known and connections queue up), without serving yet.
+ * opt->routes is borrowed and must outlive the server. On failure err holds a
+ * one-line reason. *out is new.
+ */
+ty_err http_server_bind(const http_options *opt, http_server **out, char *err, size_t errlen);
+
+/*
+ * Starts serving on the bound socket. ctx and auth are borrowed and must
+ * outlive the server; ctx->max_body caps request bodies. auth may be NULL only
+ * when no route needs a scope (every scoped route then answers 401).
+ */
+ty_err http_server_start(http_server *s, const api_ctx *ctx, auth_cache *auth, char *err,
+                         size_t errlen);
+
+/* The bound port (the real one when the listen port was 0). */
+unsigned http_server_port(const http_server *s);
+
+/*
+ * Graceful stop: closes the listening socket (new connections are refused),
+ * waits up to drain_ms for the requests in flight to finish (their responses
+ * carry "Connection: close"), then closes every connection and joins the
+ * connection threads. Safe to call once; http_server_free() calls it if needed.
+ */
+void http_server_shutdown(http_server *s, unsigned drain_ms);
+
+/* Shuts down if still running and frees. Accepts NULL. */
+void http_server_free(http_server *s);
+
+#endif

@@ -1,0 +1,207 @@
+/*
+ * main.c - the `trainyard` binary: subcommands, startup and graceful shutdown.
+ *
+ * Exit status: 0 success, 1 runtime failure, 2 usage error (bad flag or value,
+ * message on stderr).
+ *
+ * Signals: SIGTERM and SIGINT are blocked before any thread starts, so every
+ * thread inherits the mask and only the main thread receives them, through
+ * sigwait(): no code runs in signal handlers. SIGPIPE is ignored.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "api/api.h"
+#include "api/openapi_doc.h"
+#include "common/ty_log.h"
+#include "common/ty_metrics.h"
+#include "server/auth.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/paths.h"
+#include "server/token_cli.h"
+#include "store/store.h"
+
+#ifndef TY_VERSION
+#define TY_VERSION "0.0.0"
+#endif
+
+/* How long in-flight requests get to finish after SIGTERM. */
+#define DRAIN_MS 10000
+/* Token cache age after which a request reloads the token list. */
+#define AUTH_MAX_AGE_MS 1000
+
+/*
+ * Every connection holds a descriptor; with up to 1024 connections the usual
+ * soft limit of 1024 open files leaves no room for the database and the
+ * listening socket, so the soft limit is raised to the hard one.
+ */
+static void raise_nofile_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY ? 65536 : rl.rlim_max;
+    if (want <= rl.rlim_cur)
+        return;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        TY_LOG(TY_LOG_WARN, "cannot raise the open-file limit", "{s:I}", "limit",
+               (json_int_t)want);
+}
+
+static int serve(const config_serve *cfg, const sigset_t *stop_signals)
+{
+    char err[512] = "";
+    store *st = NULL;
+    auth_cache *auth = NULL;
+    http_server *srv = NULL;
+    ty_counter_vec requests;
+    ty_histogram duration;
+    char addr[CONFIG_ADDR_LEN], url[CONFIG_ADDR_LEN + 16];
+    int rc = 1, sig = 0;
+
+    ty_counter_vec_init(&requests);
+    ty_histogram_init(&duration, ty_latency_bounds, ty_latency_nbounds);
+    raise_nofile_limit();
+
+    /* Bind first: a busy port fails the start before the database is touched. */
+    http_options hopt = {.listen = &cfg->listen, .routes = api_routes, .nroutes = api_nroutes};
+    ty_err e = http_server_bind(&hopt, &srv, err, sizeof err);
+    if (e) {
+        TY_LOG(TY_LOG_ERROR, "cannot listen", "{s:s}", "error", err);
+        goto out;
+    }
+    e = paths_make_parent_dir(cfg->db_path, err, sizeof err);
+    if (e) {
+        TY_LOG(TY_LOG_ERROR, "cannot create the data directory", "{s:s}", "error", err);
+        goto out;
+    }
+    e = store_open(cfg->db_path, NULL, &st, err, sizeof err); /* the store's defaults */
+    if (e) {
+        TY_LOG(TY_LOG_ERROR, "cannot open the database", "{s:s, s:s}", "path", cfg->db_path,
+               "error", err[0] ? err : ty_strerror(e));
+        goto out;
+    }
+    const char *admin_env = getenv("TRAINYARD_ADMIN_TOKEN");
+    e = auth_bootstrap_admin(st, cfg->db_path, admin_env && *admin_env ? admin_env : NULL, NULL,
+                             err, sizeof err);
+    if (e) {
+        TY_LOG(TY_LOG_ERROR, "cannot create the admin token", "{s:s}", "error", err);
+        goto out;
+    }
+    e = auth_cache_new(st, AUTH_MAX_AGE_MS, &auth);
+    if (e)
+        goto out;
+
+    config_format_addr(cfg->listen.host, cfg->listen.addr.ss_family, http_server_port(srv), addr,
+                       sizeof addr);
+    snprintf(url, sizeof url, "http://%s", addr);
+    api_ctx ctx = {
+        .store = st,
+        .max_body = cfg->max_body,
+        .openapi_yaml = api_openapi_yaml,
+        .openapi_len = api_openapi_yaml_len,
+        .http_requests = &requests,
+        .http_duration = &duration,
+        .server_url = url,
+    };
+    e = http_server_start(srv, &ctx, auth, err, sizeof err);
+    if (e) {
+        TY_LOG(TY_LOG_ERROR, "cannot start the HTTP server", "{s:s}", "error", err);
+        goto out;
+    }
+    /* Written whatever the log level: tools and tests wait for this line. */
+    ty_log_json(TY_LOG_INFO, "listening",
+                json_pack("{s:s, s:s, s:s, s:I}", "addr", addr, "db", cfg->db_path, "version",
+                          TY_VERSION, "max_body", (json_int_t)cfg->max_body));
+
+    if (sigwait(stop_signals, &sig) != 0)
+        sig = 0;
+    TY_LOG(TY_LOG_INFO, "shutting down", "{s:s}", "signal",
+           sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "?");
+    http_server_shutdown(srv, DRAIN_MS);
+    rc = 0;
+out:
+    http_server_free(srv);
+    auth_cache_free(auth);
+    store_close(st); /* finishes queued commits */
+    ty_histogram_destroy(&duration);
+    ty_counter_vec_destroy(&requests);
+    if (rc == 0)
+        TY_LOG(TY_LOG_INFO, "stopped", NULL);
+    return rc;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    config_serve cfg;
+    char err[512];
+    sigset_t stop;
+
+    if (config_parse_serve(argc, argv, &cfg, err, sizeof err) != TY_OK) {
+        fprintf(stderr, "trainyard serve: %s\n", err);
+        return 2;
+    }
+    if (cfg.help) {
+        config_usage_serve(stdout);
+        return 0;
+    }
+    ty_log_set_level(cfg.log_level);
+
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, &stop, NULL) != 0) {
+        fprintf(stderr, "trainyard serve: cannot block signals\n");
+        return 1;
+    }
+    return serve(&cfg, &stop);
+}
+
+static int cmd_token(int argc, char **argv)
+{
+    config_token cfg;
+    char err[512];
+    ty_err e = config_parse_token(argc, argv, &cfg, err, sizeof err);
+    if (cfg.help) {
+        if (e)
+            fprintf(stderr, "trainyard token: %s\n\n", err);
+        config_usage_token(e ? stderr : stdout);
+        return e ? 2 : 0;
+    }
+    if (e) {
+        fprintf(stderr, "trainyard token: %s\n", err);
+        return 2;
+    }
+    /* Keep the store's own log lines (if any) quiet: this is an interactive command. */
+    ty_log_set_level(TY_LOG_WARN);
+    return token_cli_run(&cfg, stdout, stderr);
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        config_usage_main(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        config_usage_main(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("trainyard %s\n", TY_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "serve") == 0)
+        return cmd_serve(argc - 2, argv + 2);
+    if (strcmp(cmd, "token") == 0)
+        return cmd_token(argc - 2, argv + 2);
+    fprintf(stderr, "trainyard: unknown command '%s' (see trainyard --help)\n", cmd);
+    return 2;
+}

@@ -1,0 +1,369 @@
+/*
+ * test_config.c - flags > environment > defaults, listen addresses, scopes,
+ * token subcommand arguments and the error messages for bad values.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "server/config.h"
+#include "store/store.h"
+
+static const char *const env_names[] = {
+    "TRAINYARD_LISTEN", "TRAINYARD_DB",     "TRAINYARD_MAX_BODY",
+    "TRAINYARD_LOG_LEVEL", "TRAINYARD_SERVER", "TRAINYARD_TOKEN",
+};
+
+static int clear_env(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++)
+        unsetenv(env_names[i]);
+    return 0;
+}
+
+/* Parses a NULL-terminated argument list for serve. */
+static ty_err serve_args(config_serve *cfg, char *err, size_t errlen, ...)
+{
+    char *argv[16];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, errlen);
+    for (char *a; (a = va_arg(ap, char *)) && argc < 16;)
+        argv[argc++] = a;
+    va_end(ap);
+    return config_parse_serve(argc, argv, cfg, err, errlen);
+}
+
+static ty_err token_args(config_token *cfg, char *err, size_t errlen, ...)
+{
+    char *argv[16];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, errlen);
+    for (char *a; (a = va_arg(ap, char *)) && argc < 16;)
+        argv[argc++] = a;
+    va_end(ap);
+    return config_parse_token(argc, argv, cfg, err, errlen);
+}
+
+static void test_serve_defaults(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_false(c.help);
+    assert_string_equal(c.listen.host, "127.0.0.1");
+    assert_int_equal(c.listen.port, 8080);
+    assert_int_equal(c.listen.addr.ss_family, AF_INET);
+    assert_string_equal(c.db_path, "./data/trainyard.db");
+    assert_int_equal(c.max_body, 1048576);
+    assert_int_equal(c.log_level, TY_LOG_INFO);
+}
+
+static void test_serve_env(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    setenv("TRAINYARD_LISTEN", "0.0.0.0:9000", 1);
+    setenv("TRAINYARD_DB", "/tmp/x/y.db", 1);
+    setenv("TRAINYARD_MAX_BODY", "4096", 1);
+    setenv("TRAINYARD_LOG_LEVEL", "debug", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_string_equal(c.listen.host, "0.0.0.0");
+    assert_int_equal(c.listen.port, 9000);
+    assert_string_equal(c.db_path, "/tmp/x/y.db");
+    assert_int_equal(c.max_body, 4096);
+    assert_int_equal(c.log_level, TY_LOG_DEBUG);
+}
+
+static void test_serve_flags_beat_env(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    setenv("TRAINYARD_LISTEN", "0.0.0.0:9000", 1);
+    setenv("TRAINYARD_DB", "/tmp/x/y.db", 1);
+    setenv("TRAINYARD_MAX_BODY", "4096", 1);
+    setenv("TRAINYARD_LOG_LEVEL", "debug", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--listen", "127.0.0.1:0", "--db=/d/e.db",
+                                "--max-body", "100", "--log-level=error", NULL),
+                     TY_OK);
+    assert_string_equal(c.listen.host, "127.0.0.1");
+    assert_int_equal(c.listen.port, 0);
+    assert_string_equal(c.db_path, "/d/e.db");
+    assert_int_equal(c.max_body, 100);
+    assert_int_equal(c.log_level, TY_LOG_ERROR);
+}
+
+static void test_serve_empty_env_is_unset(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    setenv("TRAINYARD_LISTEN", "", 1);
+    setenv("TRAINYARD_MAX_BODY", "", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.listen.port, 8080);
+    assert_int_equal(c.max_body, 1048576);
+}
+
+static void test_serve_help(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, "--help", NULL), TY_OK);
+    assert_true(c.help);
+    /* --help wins over everything else on the line. */
+    assert_int_equal(serve_args(&c, err, sizeof err, "--listen", "x", "-h", NULL), TY_OK);
+    assert_true(c.help);
+}
+
+typedef struct {
+    const char *args[3];
+    const char *msg; /* a fragment the error must contain */
+} bad_case;
+
+static const bad_case bad_serve[] = {
+    {{"--listen", "nope"}, "invalid listen address 'nope'"},
+    {{"--listen", "1.2.3.4"}, "expected HOST:PORT"},
+    {{"--listen", "1.2.3.4:70000"}, "port must be 0..65535"},
+    {{"--listen", "1.2.3.4:"}, "port must be 0..65535"},
+    {{"--listen", "1.2.3.4:8x"}, "port must be 0..65535"},
+    {{"--listen", "1.2.3.4:-1"}, "port must be 0..65535"},
+    {{"--listen", "1.2.3.4:+80"}, "port must be 0..65535"},
+    {{"--listen", ":80"}, "invalid listen address"},
+    {{"--listen", "1.2.3:80"}, "IPv4"},
+    {{"--listen", "example.com:80"}, "IPv4"},
+    {{"--listen", "::1:80"}, "IPv4"},
+    {{"--listen", "[::1]80"}, "[IPv6]:PORT"},
+    {{"--listen", "[zz]:80"}, "bad IPv6 address"},
+    {{"--listen", "[]:80"}, "bad IPv6 address"},
+    {{"--max-body", "0"}, "invalid --max-body '0'"},
+    {{"--max-body", "-1"}, "invalid --max-body"},
+    {{"--max-body", "abc"}, "invalid --max-body"},
+    {{"--max-body", "10k"}, "invalid --max-body"},
+    {{"--max-body", "2000000000"}, "invalid --max-body"},
+    {{"--max-body", "99999999999999999999999"}, "invalid --max-body"},
+    {{"--log-level", "loud"}, "invalid --log-level 'loud'"},
+    {{"--db", ""}, "--db must not be empty"},
+    {{"--bogus"}, "unknown argument '--bogus'"},
+    {{"extra"}, "unknown argument 'extra'"},
+    {{"--listen"}, "option --listen needs a value"},
+    {{"--max-body"}, "option --max-body needs a value"},
+};
+
+static void test_serve_bad_values(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad_serve / sizeof bad_serve[0]; i++) {
+        const bad_case *b = &bad_serve[i];
+        config_serve c;
+        char err[256] = "";
+        ty_err e = serve_args(&c, err, sizeof err, b->args[0], b->args[1], b->args[2], NULL);
+        if (e != TY_EINVAL || !strstr(err, b->msg))
+            print_message("case %zu: got '%s', want '%s'\n", i, err, b->msg);
+        assert_int_equal(e, TY_EINVAL);
+        assert_non_null(strstr(err, b->msg));
+    }
+}
+
+static void test_serve_bad_env_names_the_variable(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    setenv("TRAINYARD_LISTEN", "nope", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_LISTEN"));
+    /* A valid flag overrides a bad environment value. */
+    assert_int_equal(serve_args(&c, err, sizeof err, "--listen", "127.0.0.1:1", NULL), TY_OK);
+    unsetenv("TRAINYARD_LISTEN");
+
+    setenv("TRAINYARD_MAX_BODY", "lots", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_MAX_BODY"));
+    unsetenv("TRAINYARD_MAX_BODY");
+
+    setenv("TRAINYARD_LOG_LEVEL", "chatty", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_LOG_LEVEL"));
+}
+
+typedef struct {
+    const char *text;
+    int family;
+    const char *host;
+    unsigned port;
+} listen_case;
+
+static const listen_case good_listen[] = {
+    {"127.0.0.1:8080", AF_INET, "127.0.0.1", 8080},
+    {"0.0.0.0:0", AF_INET, "0.0.0.0", 0},
+    {"localhost:65535", AF_INET, "127.0.0.1", 65535},
+    {"[::1]:0", AF_INET6, "::1", 0},
+    {"[::]:443", AF_INET6, "::", 443},
+    {"[fe80::1:2]:80", AF_INET6, "fe80::1:2", 80},
+};
+
+static void test_listen_good(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof good_listen / sizeof good_listen[0]; i++) {
+        const listen_case *lc = &good_listen[i];
+        config_listen l;
+        char err[256];
+        assert_int_equal(config_parse_listen(lc->text, &l, err, sizeof err), TY_OK);
+        assert_int_equal(l.addr.ss_family, lc->family);
+        assert_string_equal(l.host, lc->host);
+        assert_int_equal(l.port, lc->port);
+        if (lc->family == AF_INET) {
+            assert_int_equal(l.addrlen, sizeof(struct sockaddr_in));
+            assert_int_equal(ntohs(((struct sockaddr_in *)&l.addr)->sin_port), lc->port);
+        } else {
+            assert_int_equal(l.addrlen, sizeof(struct sockaddr_in6));
+            assert_int_equal(ntohs(((struct sockaddr_in6 *)&l.addr)->sin6_port), lc->port);
+        }
+    }
+}
+
+static void test_format_addr(void **state)
+{
+    (void)state;
+    char buf[CONFIG_ADDR_LEN];
+    config_format_addr("127.0.0.1", AF_INET, 41234, buf, sizeof buf);
+    assert_string_equal(buf, "127.0.0.1:41234");
+    config_format_addr("::1", AF_INET6, 80, buf, sizeof buf);
+    assert_string_equal(buf, "[::1]:80");
+}
+
+static void test_scopes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        ty_err want;
+        unsigned bits;
+    } cases[] = {
+        {"read", TY_OK, STORE_SCOPE_READ},
+        {"submit,read", TY_OK, STORE_SCOPE_SUBMIT | STORE_SCOPE_READ},
+        {"admin", TY_OK, STORE_SCOPE_ADMIN},
+        {"read,submit,admin", TY_OK, STORE_SCOPE_READ | STORE_SCOPE_SUBMIT | STORE_SCOPE_ADMIN},
+        {"", TY_EINVAL, 0},
+        {"read,", TY_EINVAL, 0},
+        {",read", TY_EINVAL, 0},
+        {"read,read", TY_EINVAL, 0},
+        {"Read", TY_EINVAL, 0},
+        {"write", TY_EINVAL, 0},
+        {"read submit", TY_EINVAL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned bits = 0;
+        char err[256];
+        assert_int_equal(config_parse_scopes(cases[i].text, &bits, err, sizeof err),
+                         cases[i].want);
+        if (cases[i].want == TY_OK)
+            assert_int_equal(bits, cases[i].bits);
+    }
+    char buf[64];
+    config_format_scopes(STORE_SCOPE_SUBMIT | STORE_SCOPE_READ, buf, sizeof buf);
+    assert_string_equal(buf, "read,submit");
+}
+
+static void test_token_args(void **state)
+{
+    (void)state;
+    config_token t;
+    char err[256];
+
+    assert_int_equal(token_args(&t, err, sizeof err, "create", "--name", "ci", "--scope",
+                                "submit,read", NULL),
+                     TY_OK);
+    assert_int_equal(t.action, CONFIG_TOKEN_CREATE);
+    assert_string_equal(t.name, "ci");
+    assert_int_equal(t.scopes, STORE_SCOPE_SUBMIT | STORE_SCOPE_READ);
+    assert_string_equal(t.db_path, "./data/trainyard.db");
+    assert_null(t.server);
+
+    setenv("TRAINYARD_DB", "/env/t.db", 1);
+    assert_int_equal(token_args(&t, err, sizeof err, "list", NULL), TY_OK);
+    assert_int_equal(t.action, CONFIG_TOKEN_LIST);
+    assert_string_equal(t.db_path, "/env/t.db");
+    assert_int_equal(token_args(&t, err, sizeof err, "list", "--db", "/flag.db", NULL), TY_OK);
+    assert_string_equal(t.db_path, "/flag.db");
+
+    assert_int_equal(token_args(&t, err, sizeof err, "revoke", "--name=ci", NULL), TY_OK);
+    assert_int_equal(t.action, CONFIG_TOKEN_REVOKE);
+    assert_string_equal(t.name, "ci");
+
+    setenv("TRAINYARD_SERVER", "http://127.0.0.1:1", 1);
+    setenv("TRAINYARD_TOKEN", "ty_env", 1);
+    assert_int_equal(token_args(&t, err, sizeof err, "list", NULL), TY_OK);
+    assert_string_equal(t.server, "http://127.0.0.1:1");
+    assert_string_equal(t.token, "ty_env");
+    assert_int_equal(token_args(&t, err, sizeof err, "list", "--token", "ty_flag", NULL), TY_OK);
+    assert_string_equal(t.token, "ty_flag");
+
+    assert_int_equal(token_args(&t, err, sizeof err, "--help", NULL), TY_OK);
+    assert_true(t.help);
+    assert_int_equal(token_args(&t, err, sizeof err, "create", "--help", NULL), TY_OK);
+    assert_true(t.help);
+}
+
+static const bad_case bad_token[] = {
+    {{"create", "--name", "ci"}, "needs --scope"},
+    {{"create", "--scope", "read"}, "needs --name"},
+    {{"revoke"}, "needs --name"},
+    {{"list", "--scope", "read"}, "--scope only applies"},
+    {{"list", "--server", "http://x"}, "--server needs --token"},
+    {{"destroy"}, "unknown token action 'destroy'"},
+    {{"list", "--nope"}, "unknown argument '--nope'"},
+    {{"list", "--db"}, "option --db needs a value"},
+};
+
+static void test_token_bad_args(void **state)
+{
+    (void)state;
+    config_token t;
+    char err[256];
+    for (size_t i = 0; i < sizeof bad_token / sizeof bad_token[0]; i++) {
+        const bad_case *b = &bad_token[i];
+        ty_err e = token_args(&t, err, sizeof err, b->args[0], b->args[1], b->args[2], NULL);
+        if (e != TY_EINVAL || !strstr(err, b->msg))
+            print_message("case %zu: got '%s', want '%s'\n", i, err, b->msg);
+        assert_int_equal(e, TY_EINVAL);
+        assert_non_null(strstr(err, b->msg));
+    }
+    /* No action at all: an error that also asks for the usage text. */
+    assert_int_equal(config_parse_token(0, NULL, &t, err, sizeof err), TY_EINVAL);
+    assert_true(t.help);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_serve_defaults, clear_env),
+        cmocka_unit_test_setup(test_serve_env, clear_env),
+        cmocka_unit_test_setup(test_serve_flags_beat_env, clear_env),
+        cmocka_unit_test_setup(test_serve_empty_env_is_unset, clear_env),
+        cmocka_unit_test_setup(test_serve_help, clear_env),
+        cmocka_unit_test_setup(test_serve_bad_values, clear_env),
+        cmocka_unit_test_setup(test_serve_bad_env_names_the_variable, clear_env),
+        cmocka_unit_test(test_listen_good),
+        cmocka_unit_test(test_format_addr),
+        cmocka_unit_test(test_scopes),
+        cmocka_unit_test_setup(test_token_args, clear_env),
+        cmocka_unit_test_setup(test_token_bad_args, clear_env),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
