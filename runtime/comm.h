@@ -13,6 +13,11 @@
  * r starts at comm_shard_offset(n, world, r) and has comm_shard_count(n, world, r)
  * elements (the first n % world shards have one element more).
  *
+ * Summation order: element i of shard k is summed along the ring starting at
+ * rank k+1, ((x[k+1] + x[k+2]) + ...) + x[k] (ranks modulo world). The result
+ * is the same bits on every run for a given world size, and after an
+ * all-reduce every rank holds the same bits.
+ *
  * Ordering: collectives are executed in the order they are issued, on one
  * background thread per rank; every rank must issue the same sequence. The
  * *_start functions return at once, so gradients can travel while backward is

@@ -1,0 +1,748 @@
+/*
+ * test_comm.c - runtime/comm.c: rendezvous, ring collectives, failure.
+ *
+ * Each rank is a forked process on 127.0.0.1 with an ephemeral MASTER_PORT.
+ * Children never call cmocka: they write what they saw into a shared result
+ * table, and the parent asserts on it after reaping them (killing any child
+ * that outlives a generous bound, so a hang shows as a failure, not a stuck
+ * test).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "runtime/comm.h"
+
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_WORLD 8
+#define TEXT 256
+/* Generous: the correctness runs must not fail on a loaded machine or under ASan. */
+#define SLOW_TIMEOUT_MS 30000
+/* Short: the failure runs must notice a hung rank quickly. */
+#define FAIL_TIMEOUT_MS 2000
+#define REAP_SECONDS 60.0
+
+struct rank_result {
+    int ran;          /* reached the end of its script */
+    int exit_status;  /* waitpid() status, filled in by the parent */
+    int ready;        /* initialized and past the first collective */
+    int init_status;
+    int status;       /* status of the operation under test */
+    int later_status; /* status of one more operation after that */
+    long mismatches;
+    char what[TEXT];  /* first mismatch, or the init error */
+    char err[TEXT];   /* comm_error() after the operation under test */
+};
+
+typedef void (*rank_fn)(int rank, int world, int port, const void *arg, struct rank_result *out);
+
+static struct rank_result *results(void)
+{
+    static struct rank_result *shared;
+    if (shared == NULL) {
+        void *p = mmap(NULL, sizeof *shared * MAX_WORLD, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        assert_true(p != MAP_FAILED);
+        shared = p;
+    }
+    memset(shared, 0, sizeof *shared * MAX_WORLD);
+    return shared;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* A port nobody listens on right now. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static pid_t spawn_rank(rank_fn fn, int rank, int world, int port, const void *arg,
+                        struct rank_result *res)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        fn(rank, world, port, arg, &res[rank]);
+        res[rank].ran = 1;
+        exit(0);
+    }
+    return pid;
+}
+
+static void spawn_world(rank_fn fn, int world, int port, const void *arg, struct rank_result *res,
+                        pid_t *pids)
+{
+    for (int r = 0; r < world; r++)
+        pids[r] = spawn_rank(fn, r, world, port, arg, res);
+}
+
+/*
+ * Waits for the listed children (pids[k] is rank k; 0 means skip) and records
+ * how each ended; kills those still running at the deadline.
+ */
+static void reap(pid_t *pids, int count, double seconds, struct rank_result *res)
+{
+    double deadline = now_s() + seconds;
+    int left = 0;
+    for (int k = 0; k < count; k++)
+        left += pids[k] > 0;
+    while (left > 0) {
+        for (int k = 0; k < count; k++) {
+            if (pids[k] <= 0)
+                continue;
+            int status;
+            pid_t p = waitpid(pids[k], &status, now_s() < deadline ? WNOHANG : 0);
+            if (p == 0 && now_s() >= deadline) {
+                kill(pids[k], SIGKILL);
+                continue;
+            }
+            if (p == pids[k] || (p < 0 && errno == ECHILD)) {
+                res[k].exit_status = p == pids[k] ? status : -1;
+                pids[k] = 0;
+                left--;
+            }
+        }
+        if (left > 0)
+            sleep_ms(5);
+    }
+}
+
+static void note(struct rank_result *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(struct rank_result *out, const char *fmt, ...)
+{
+    out->mismatches++;
+    if (out->what[0] != '\0')
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out->what, sizeof out->what, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        out->what[0] = '\0';
+}
+
+static comm *child_init(int rank, int world, int port, int timeout_ms, struct rank_result *out)
+{
+    comm_config cfg = {rank, world, "127.0.0.1", port, timeout_ms};
+    comm *c = NULL;
+    out->init_status = comm_init(&cfg, &c, out->what, sizeof out->what);
+    return out->init_status == COMM_OK ? c : NULL;
+}
+
+/* ------------------------------------------------------------- references */
+
+static uint32_t mix(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Small integers: every float sum of them is exact in any order. */
+static float small(int rank, size_t i)
+{
+    return (float)((int)(mix((uint32_t)i * 2654435761u + (uint32_t)rank * 97u) % 17u) - 8);
+}
+
+/* Values of varied magnitude: their float sum depends on the order. */
+static float noise(int rank, size_t i)
+{
+    uint32_t h = mix((uint32_t)i ^ ((uint32_t)rank << 24) ^ 0x5bd1e995u);
+    float m = (float)(h >> 8) / 16777216.0f - 0.5f;
+    return ldexpf(m, (int)(h & 15u) - 8);
+}
+
+static float exact_sum(int world, size_t i)
+{
+    float s = 0;
+    for (int r = 0; r < world; r++)
+        s += small(r, i);
+    return s;
+}
+
+/* The documented ring order: shard k is summed starting at rank k+1. */
+static float ring_sum(int world, int shard, size_t i)
+{
+    float acc = noise((shard + 1) % world, i);
+    for (int j = 2; j <= world; j++)
+        acc = acc + noise((shard + j) % world, i);
+    return acc;
+}
+
+/* ------------------------------------------------------ correctness, sync */
+
+static const size_t COUNTS[] = {1, 7, 1023, (1u << 20) + 3};
+
+static void check_count(comm *c, size_t n, struct rank_result *out)
+{
+    int rank = comm_rank(c), world = comm_world(c);
+    size_t lo = comm_shard_offset(n, world, rank), hi = lo + comm_shard_count(n, world, rank);
+    float *buf = malloc(n * sizeof *buf);
+    unsigned char *bytes = malloc(n);
+    int *own = malloc(n * sizeof *own);
+    if (buf == NULL || bytes == NULL || own == NULL) {
+        note(out, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0, k = 0; i < n; i++) {
+        while (i >= comm_shard_offset(n, world, (int)k) + comm_shard_count(n, world, (int)k))
+            k++;
+        own[i] = (int)k;
+    }
+    comm_status st;
+
+    for (size_t i = 0; i < n; i++)
+        buf[i] = small(rank, i);
+    if ((st = comm_all_reduce(c, buf, n)) != COMM_OK)
+        note(out, "n=%zu all_reduce: status %d: %s", n, st, comm_error(c));
+    for (size_t i = 0; i < n && st == COMM_OK; i++)
+        if (buf[i] != exact_sum(world, i)) {
+            note(out, "n=%zu all_reduce[%zu] = %g, want %g", n, i, buf[i], exact_sum(world, i));
+            break;
+        }
+
+    for (size_t i = 0; i < n; i++)
+        buf[i] = noise(rank, i);
+    if ((st = comm_all_reduce(c, buf, n)) != COMM_OK)
+        note(out, "n=%zu all_reduce(noise): status %d: %s", n, st, comm_error(c));
+    for (size_t i = 0; i < n && st == COMM_OK; i++)
+        if (memcmp(&buf[i], &(float){ring_sum(world, own[i], i)}, sizeof(float)) != 0) {
+            note(out, "n=%zu all_reduce(noise)[%zu] = %a, want ring order %a", n, i, buf[i],
+                 ring_sum(world, own[i], i));
+            break;
+        }
+
+    for (size_t i = 0; i < n; i++)
+        buf[i] = small(rank, i);
+    if ((st = comm_reduce_scatter(c, buf, n)) != COMM_OK)
+        note(out, "n=%zu reduce_scatter: status %d: %s", n, st, comm_error(c));
+    for (size_t i = lo; i < hi && st == COMM_OK; i++)
+        if (buf[i] != exact_sum(world, i)) {
+            note(out, "n=%zu reduce_scatter[%zu] = %g, want %g", n, i, buf[i], exact_sum(world, i));
+            break;
+        }
+
+    for (size_t i = 0; i < n; i++)
+        buf[i] = noise(rank, i);
+    if ((st = comm_reduce_scatter(c, buf, n)) != COMM_OK)
+        note(out, "n=%zu reduce_scatter(noise): status %d: %s", n, st, comm_error(c));
+    for (size_t i = lo; i < hi && st == COMM_OK; i++)
+        if (memcmp(&buf[i], &(float){ring_sum(world, rank, i)}, sizeof(float)) != 0) {
+            note(out, "n=%zu reduce_scatter(noise)[%zu] = %a, want ring order %a", n, i, buf[i],
+                 ring_sum(world, rank, i));
+            break;
+        }
+
+    for (size_t i = 0; i < n; i++)
+        buf[i] = i >= lo && i < hi ? small(rank, i) : -1000.0f;
+    if ((st = comm_all_gather(c, buf, n)) != COMM_OK)
+        note(out, "n=%zu all_gather: status %d: %s", n, st, comm_error(c));
+    for (size_t i = 0; i < n && st == COMM_OK; i++)
+        if (buf[i] != small(own[i], i)) {
+            note(out, "n=%zu all_gather[%zu] = %g, want %g", n, i, buf[i], small(own[i], i));
+            break;
+        }
+
+    int roots[2] = {0, world - 1};
+    for (int k = 0; k < 2; k++) {
+        int root = roots[k];
+        for (size_t i = 0; i < n; i++)
+            bytes[i] = rank == root ? (unsigned char)(i * 31u + (unsigned)root) : 0xa5;
+        if ((st = comm_broadcast(c, bytes, n, root)) != COMM_OK)
+            note(out, "n=%zu broadcast(root %d): status %d: %s", n, root, st, comm_error(c));
+        for (size_t i = 0; i < n && st == COMM_OK; i++)
+            if (bytes[i] != (unsigned char)(i * 31u + (unsigned)root)) {
+                note(out, "n=%zu broadcast(root %d)[%zu] = %u", n, root, i, bytes[i]);
+                break;
+            }
+    }
+
+    int64_t v = (int64_t)rank * 1000000000000LL + (int64_t)n, want = 0;
+    for (int r = 0; r < world; r++)
+        want += (int64_t)r * 1000000000000LL + (int64_t)n;
+    if ((st = comm_all_reduce_i64(c, &v)) != COMM_OK)
+        note(out, "all_reduce_i64: status %d: %s", st, comm_error(c));
+    else if (v != want)
+        note(out, "all_reduce_i64 = %lld, want %lld", (long long)v, (long long)want);
+
+    if ((st = comm_barrier(c)) != COMM_OK)
+        note(out, "barrier: status %d: %s", st, comm_error(c));
+out:
+    free(buf);
+    free(bytes);
+    free(own);
+}
+
+static void rank_collectives(int rank, int world, int port, const void *arg, struct rank_result *out)
+{
+    (void)arg;
+    comm *c = child_init(rank, world, port, SLOW_TIMEOUT_MS, out);
+    if (c == NULL)
+        return;
+    for (size_t k = 0; k < sizeof COUNTS / sizeof COUNTS[0]; k++)
+        check_count(c, COUNTS[k], out);
+    /* Checked before the last barrier: a rank that has left counts as lost. */
+    if (comm_error(c)[0] != '\0')
+        note(out, "comm_error after success: %s", comm_error(c));
+    if (world > 1 && !(comm_seconds(c) > 0.0))
+        note(out, "comm_seconds = %g after collectives", comm_seconds(c));
+    if (comm_barrier(c) != COMM_OK)
+        note(out, "final barrier: %s", comm_error(c));
+    comm_destroy(c);
+}
+
+static void run_world(rank_fn fn, int world, const void *arg, struct rank_result *res)
+{
+    pid_t pids[MAX_WORLD] = {0};
+    spawn_world(fn, world, free_port(), arg, res, pids);
+    reap(pids, world, REAP_SECONDS, res);
+}
+
+/* A child that ran to the end and exited cleanly (sanitizers exit non-zero). */
+static void assert_clean_exit(const struct rank_result *r)
+{
+    assert_true(r->ran);
+    assert_true(WIFEXITED(r->exit_status));
+    assert_int_equal(WEXITSTATUS(r->exit_status), 0);
+}
+
+static void test_collectives(void **state)
+{
+    (void)state;
+    for (int world = 1; world <= 5; world++) {
+        struct rank_result *res = results();
+        run_world(rank_collectives, world, NULL, res);
+        for (int r = 0; r < world; r++) {
+            if (res[r].init_status != COMM_OK || res[r].mismatches != 0 || !res[r].ran)
+                print_error("world %d rank %d: init %d, ran %d, %ld mismatches: %s\n", world, r,
+                            res[r].init_status, res[r].ran, res[r].mismatches, res[r].what);
+            assert_int_equal(res[r].init_status, COMM_OK);
+            assert_int_equal(res[r].mismatches, 0);
+            assert_clean_exit(&res[r]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ async */
+
+static void rank_async(int rank, int world, int port, const void *arg, struct rank_result *out)
+{
+    (void)arg;
+    enum { NA = 1023, NB = (1 << 20) + 3, ND = 7 };
+    comm *c = child_init(rank, world, port, SLOW_TIMEOUT_MS, out);
+    if (c == NULL)
+        return;
+    float *a = malloc(NA * sizeof *a), *b = malloc(NB * sizeof *b), *g = malloc(NB * sizeof *g);
+    float d[ND];
+    if (a == NULL || b == NULL || g == NULL) {
+        note(out, "out of memory");
+        goto out;
+    }
+    size_t lo = comm_shard_offset(NB, world, rank), hi = lo + comm_shard_count(NB, world, rank);
+    for (size_t i = 0; i < NA; i++)
+        a[i] = small(rank, i);
+    for (size_t i = 0; i < NB; i++) {
+        b[i] = small(rank, i);
+        g[i] = i >= lo && i < hi ? small(rank, i) : 0.0f;
+    }
+    for (size_t i = 0; i < ND; i++)
+        d[i] = small(rank, i);
+
+    /*
+     * Two all-reduces on a (the second sums the first's result), then
+     * reduce-scatter + all-gather on b (together an all-reduce): right only
+     * if the operations run one after the other in issue order.
+     */
+    comm_work *w[6] = {0};
+    comm_status st[6];
+    st[0] = comm_all_reduce_start(c, a, NA, &w[0]);
+    st[1] = comm_all_reduce_start(c, a, NA, &w[1]);
+    st[2] = comm_reduce_scatter_start(c, b, NB, &w[2]);
+    st[3] = comm_all_gather_start(c, b, NB, &w[3]);
+    st[4] = comm_all_gather_start(c, g, NB, &w[4]);
+    st[5] = comm_all_reduce_start(c, d, ND, &w[5]);
+    for (int k = 0; k < 6; k++)
+        if (st[k] != COMM_OK || w[k] == NULL)
+            note(out, "start %d: status %d", k, st[k]);
+    /* A blocking collective issued behind them completes after them. */
+    int64_t v = 1;
+    comm_status bs = comm_all_reduce_i64(c, &v);
+    if (bs != COMM_OK || v != world)
+        note(out, "all_reduce_i64 behind async ops: status %d value %lld", bs, (long long)v);
+    const int order[6] = {5, 3, 0, 4, 1, 2};
+    for (int k = 0; k < 6; k++) {
+        int j = order[k];
+        if (w[j] != NULL && (st[j] = comm_wait(c, w[j])) != COMM_OK)
+            note(out, "op %d: status %d: %s", j, st[j], comm_error(c));
+    }
+    for (size_t i = 0; i < NA; i++)
+        if (a[i] != (float)world * exact_sum(world, i)) {
+            note(out, "a[%zu] = %g, want %g", i, a[i], (float)world * exact_sum(world, i));
+            break;
+        }
+    for (size_t i = 0; i < NB; i++)
+        if (b[i] != exact_sum(world, i)) {
+            note(out, "b[%zu] = %g, want %g", i, b[i], exact_sum(world, i));
+            break;
+        }
+    for (int k = 0; k < world; k++) {
+        size_t from = comm_shard_offset(NB, world, k), to = from + comm_shard_count(NB, world, k);
+        for (size_t i = from; i < to; i++)
+            if (g[i] != small(k, i)) {
+                note(out, "g[%zu] = %g, want %g", i, g[i], small(k, i));
+                break;
+            }
+    }
+    for (size_t i = 0; i < ND; i++)
+        if (d[i] != exact_sum(world, i))
+            note(out, "d[%zu] = %g, want %g", i, d[i], exact_sum(world, i));
+out:
+    free(a);
+    free(b);
+    free(g);
+    comm_destroy(c);
+}
+
+static void test_async_in_order(void **state)
+{
+    (void)state;
+    const int worlds[] = {2, 4};
+    for (size_t k = 0; k < 2; k++) {
+        int world = worlds[k];
+        struct rank_result *res = results();
+        run_world(rank_async, world, NULL, res);
+        for (int r = 0; r < world; r++) {
+            if (res[r].mismatches != 0 || res[r].init_status != COMM_OK)
+                print_error("world %d rank %d: %s\n", world, r, res[r].what);
+            assert_int_equal(res[r].init_status, COMM_OK);
+            assert_int_equal(res[r].mismatches, 0);
+            assert_clean_exit(&res[r]);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- failure */
+
+enum fail_mode {
+    KILL_IN_OP,   /* the parent SIGKILLs the victim while collectives run */
+    KILL_IDLE,    /* the victim SIGKILLs itself between collectives */
+    HANG_SLEEP,   /* the victim's main thread sleeps instead of the next collective */
+    HANG_STOPPED, /* the parent SIGSTOPs the victim while collectives run */
+};
+
+struct fail_case {
+    const char *name;
+    int world, victim;
+    enum fail_mode mode;
+};
+
+static const struct fail_case FAIL_CASES[] = {
+    {"killed in op, world 5", 5, 3, KILL_IN_OP},
+    {"killed in op, world 2", 2, 1, KILL_IN_OP},
+    {"rank 0 killed between ops, world 4", 4, 0, KILL_IDLE},
+    {"main thread asleep, world 5", 5, 3, HANG_SLEEP},
+    {"process stopped, world 3", 3, 1, HANG_STOPPED},
+};
+
+enum { FAIL_N = 1 << 18 };
+
+static void rank_failure(int rank, int world, int port, const void *arg, struct rank_result *out)
+{
+    const struct fail_case *fc = arg;
+    comm *c = child_init(rank, world, port, FAIL_TIMEOUT_MS, out);
+    float *buf = calloc(FAIL_N, sizeof *buf);
+    if (c == NULL || buf == NULL)
+        goto out;
+    out->status = comm_all_reduce(c, buf, FAIL_N);
+    if (out->status != COMM_OK) {
+        note(out, "first all_reduce: %s", comm_error(c));
+        goto out;
+    }
+    out->ready = 1;
+    if (rank == fc->victim) {
+        if (fc->mode == KILL_IDLE)
+            raise(SIGKILL);
+        if (fc->mode == HANG_SLEEP)
+            for (;;)
+                sleep_ms(1000);
+    } else if (fc->mode == KILL_IDLE) {
+        sleep_ms(300); /* "computing" while the victim dies */
+    }
+    double end = now_s() + 30.0;
+    do
+        out->status = comm_all_reduce(c, buf, FAIL_N);
+    while (out->status == COMM_OK && now_s() < end);
+    snprintf(out->err, sizeof out->err, "%s", comm_error(c));
+    out->later_status = comm_barrier(c);
+out:
+    free(buf);
+    comm_destroy(c);
+}
+
+static void test_lost_rank(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < sizeof FAIL_CASES / sizeof FAIL_CASES[0]; k++) {
+        const struct fail_case *fc = &FAIL_CASES[k];
+        struct rank_result *res = results();
+        pid_t pids[MAX_WORLD] = {0}, victim;
+        spawn_world(rank_failure, fc->world, free_port(), fc, res, pids);
+        victim = pids[fc->victim];
+
+        double deadline = now_s() + 30.0;
+        int ready = 0;
+        while (ready < fc->world && now_s() < deadline) {
+            ready = 0;
+            for (int r = 0; r < fc->world; r++)
+                ready += res[r].ready;
+            sleep_ms(5);
+        }
+        if (fc->mode == KILL_IN_OP || fc->mode == HANG_STOPPED) {
+            sleep_ms(100);
+            kill(victim, fc->mode == KILL_IN_OP ? SIGKILL : SIGSTOP);
+        }
+        pids[fc->victim] = 0;
+        reap(pids, fc->world, REAP_SECONDS, res);
+        kill(victim, SIGKILL);
+        waitpid(victim, NULL, 0);
+
+        char want[32];
+        snprintf(want, sizeof want, "rank %d (", fc->victim);
+        for (int r = 0; r < fc->world; r++) {
+            if (r == fc->victim)
+                continue;
+            if (res[r].status != COMM_ELOST || strstr(res[r].err, want) == NULL)
+                print_error("%s: rank %d: ready %d, status %d, error \"%s\" %s\n", fc->name, r,
+                            res[r].ready, res[r].status, res[r].err, res[r].what);
+            assert_true(res[r].ready);
+            assert_clean_exit(&res[r]);
+            assert_int_equal(res[r].status, COMM_ELOST);
+            assert_non_null(strstr(res[r].err, want));
+            assert_non_null(strstr(res[r].err, " lost: "));
+            /* Failure is sticky: later collectives fail at once. */
+            assert_int_equal(res[r].later_status, COMM_ELOST);
+        }
+    }
+}
+
+/* ------------------------------------------------------------- rendezvous */
+
+static void rank_mismatch(int rank, int world, int port, const void *arg, struct rank_result *out)
+{
+    (void)arg;
+    /* Rank 1 belongs to a job of a different size. */
+    comm *c = child_init(rank, rank == 0 ? world : world + 1, port, 5000, out);
+    comm_destroy(c);
+}
+
+static void test_rendezvous_mismatch(void **state)
+{
+    (void)state;
+    struct rank_result *res = results();
+    run_world(rank_mismatch, 2, NULL, res);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(res[r].init_status, COMM_ESETUP);
+        assert_non_null(strstr(res[r].what, "world size 3, expected 2"));
+        assert_clean_exit(&res[r]);
+    }
+}
+
+static void rank_plain(int rank, int world, int port, const void *arg, struct rank_result *out)
+{
+    (void)arg;
+    comm *c = child_init(rank, world, port, 10000, out);
+    if (c != NULL)
+        out->status = comm_barrier(c);
+    comm_destroy(c);
+}
+
+static void test_rendezvous_ignores_strangers(void **state)
+{
+    (void)state;
+    struct rank_result *res = results();
+    int port = free_port();
+    pid_t pids[2];
+    pids[0] = spawn_rank(rank_plain, 0, 2, port, NULL, res);
+
+    /* Something that is not a rank connects first and sends garbage. */
+    int fd = -1;
+    for (int tries = 0; tries < 500 && fd < 0; tries++) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)port);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(fd);
+            fd = -1;
+            sleep_ms(10);
+        }
+    }
+    assert_true(fd >= 0);
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(send(fd, junk, sizeof junk - 1, 0), (ssize_t)(sizeof junk - 1));
+
+    pids[1] = spawn_rank(rank_plain, 1, 2, port, NULL, res);
+    reap(pids, 2, REAP_SECONDS, res);
+    close(fd);
+    for (int r = 0; r < 2; r++) {
+        if (res[r].init_status != COMM_OK)
+            print_error("rank %d: %s\n", r, res[r].what);
+        assert_int_equal(res[r].init_status, COMM_OK);
+        assert_int_equal(res[r].status, COMM_OK);
+        assert_clean_exit(&res[r]);
+    }
+}
+
+static void test_rendezvous_timeout(void **state)
+{
+    (void)state;
+    comm_config cfg = {1, 2, "127.0.0.1", free_port(), 300};
+    comm *c = NULL;
+    char err[256] = "";
+    assert_int_equal(comm_init(&cfg, &c, err, sizeof err), COMM_ESETUP);
+    assert_null(c);
+    assert_non_null(strstr(err, "cannot connect to 127.0.0.1:"));
+}
+
+/* ------------------------------------------------------------ local cases */
+
+static void test_shard_rule(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t n;
+        int world, rank;
+        size_t offset, count;
+    } cases[] = {
+        {10, 3, 0, 0, 4}, {10, 3, 1, 4, 3}, {10, 3, 2, 7, 3},
+        {2, 5, 0, 0, 1},  {2, 5, 1, 1, 1},  {2, 5, 2, 2, 0}, {2, 5, 4, 2, 0},
+        {0, 4, 3, 0, 0},  {9, 1, 0, 0, 9},  {12, 4, 3, 9, 3},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        assert_int_equal(comm_shard_offset(cases[k].n, cases[k].world, cases[k].rank), cases[k].offset);
+        assert_int_equal(comm_shard_count(cases[k].n, cases[k].world, cases[k].rank), cases[k].count);
+    }
+}
+
+static void test_invalid_arguments(void **state)
+{
+    (void)state;
+    comm *c = NULL;
+    char err[256];
+    static const comm_config bad[] = {
+        {0, 0, "127.0.0.1", 1234, 0},
+        {2, 2, "127.0.0.1", 1234, 0},
+        {-1, 2, "127.0.0.1", 1234, 0},
+        {1, 2, NULL, 1234, 0},
+        {1, 2, "127.0.0.1", 0, 0},
+        {0, 1, NULL, 0, -5},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(comm_init(&bad[k], &c, err, sizeof err), COMM_EINVAL);
+        assert_null(c);
+    }
+    assert_int_equal(comm_init(NULL, &c, err, sizeof err), COMM_EINVAL);
+
+    comm_config one = {0, 1, NULL, 0, 0};
+    assert_int_equal(comm_init(&one, &c, err, sizeof err), COMM_OK);
+    float x = 1;
+    comm_work *w = NULL;
+    assert_int_equal(comm_broadcast(c, &x, sizeof x, 1), COMM_EINVAL);
+    assert_int_equal(comm_all_reduce(c, NULL, 4), COMM_EINVAL);
+    assert_int_equal(comm_all_reduce_start(c, &x, 1, NULL), COMM_EINVAL);
+    assert_int_equal(comm_wait(c, NULL), COMM_EINVAL);
+    assert_int_equal(comm_all_reduce_start(NULL, &x, 1, &w), COMM_EINVAL);
+    assert_null(w);
+    comm_destroy(c);
+    comm_destroy(NULL);
+}
+
+/* A world of one needs no network and changes nothing. */
+static void test_world_of_one(void **state)
+{
+    (void)state;
+    comm_config one = {0, 1, NULL, 0, 0};
+    comm *c = NULL;
+    assert_int_equal(comm_init(&one, &c, NULL, 0), COMM_OK);
+    assert_int_equal(comm_rank(c), 0);
+    assert_int_equal(comm_world(c), 1);
+    float buf[5] = {1, 2, 3, 4, 5};
+    comm_work *w = NULL;
+    assert_int_equal(comm_all_reduce(c, buf, 5), COMM_OK);
+    assert_int_equal(comm_reduce_scatter(c, buf, 5), COMM_OK);
+    assert_int_equal(comm_all_gather(c, buf, 5), COMM_OK);
+    assert_int_equal(comm_all_reduce_start(c, buf, 5, &w), COMM_OK);
+    assert_int_equal(comm_wait(c, w), COMM_OK);
+    assert_int_equal(comm_broadcast(c, buf, sizeof buf, 0), COMM_OK);
+    for (int i = 0; i < 5; i++)
+        assert_true(buf[i] == (float)(i + 1));
+    int64_t v = -7;
+    assert_int_equal(comm_all_reduce_i64(c, &v), COMM_OK);
+    assert_int_equal(v, -7);
+    assert_int_equal(comm_barrier(c), COMM_OK);
+    assert_string_equal(comm_error(c), "");
+    /* Issued and never waited for: comm_destroy frees it. */
+    assert_int_equal(comm_all_gather_start(c, buf, 5, &w), COMM_OK);
+    comm_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shard_rule),
+        cmocka_unit_test(test_invalid_arguments),
+        cmocka_unit_test(test_world_of_one),
+        cmocka_unit_test(test_rendezvous_timeout),
+        cmocka_unit_test(test_rendezvous_mismatch),
+        cmocka_unit_test(test_rendezvous_ignores_strangers),
+        cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_async_in_order),
+        cmocka_unit_test(test_lost_rank),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
