@@ -48,15 +48,6 @@ void api_reply_problem_json(api_resp *r, json_t *problem);
 void api_reply_error(api_resp *r, ty_err e, const char *detail);
 /* Sends the JSON text in b (stolen: b is reset) with the given status. */
 void api_reply_json_buf(api_resp *r, unsigned status, ty_buf *b);
-/* Appends s as a JSON string literal (quotes and escapes added). s is valid UTF-8. */
-ty_err api_put_json_string(ty_buf *b, const char *s);
-/*
- * Appends the compact serialization of json (borrowed), byte for byte what
- * json_dumps(json, JSON_COMPACT | JSON_ENCODE_ANY) writes, without jansson's
- * per-container bookkeeping (it is the hot path of every submission).
- * TY_EINVAL for trees nested deeper than 128 levels, TY_ENOMEM.
- */
-ty_err api_write_json(ty_buf *b, const json_t *json);
 
 /* ---- requests (request.c) ------------------------------------------------- */
 

@@ -16,6 +16,7 @@
  * canonical filter set, so a token is refused with another query's filters.
  */
 #include "api/api_int.h"
+#include "common/ty_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,15 +43,15 @@ static ty_err job_write(ty_buf *b, const store_job *j)
     ty_time_format_rfc3339(j->updated_at_ms, updated, sizeof updated);
     ty_err e = ty_buf_puts(b, "{\"id\":");
     if (!e)
-        e = api_put_json_string(b, j->id);
+        e = ty_json_put_string(b, j->id, SIZE_MAX);
     if (!e)
         e = ty_buf_puts(b, ",\"name\":");
     if (!e)
-        e = api_put_json_string(b, j->name);
+        e = ty_json_put_string(b, j->name, SIZE_MAX);
     if (!e)
         e = ty_buf_printf(b, ",\"state\":\"%s\",\"queue\":", job_state_name(j->state));
     if (!e)
-        e = api_put_json_string(b, j->queue);
+        e = ty_json_put_string(b, j->queue, SIZE_MAX);
     if (!e)
         e = ty_buf_printf(b,
                           ",\"priority\":%lld,\"attempt\":%d,\"created_at\":\"%s\","
@@ -149,7 +150,7 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
         jobs[i].priority = json_integer_value(json_object_get(spec, "priority"));
         ty_buf text_spec = {0};
         char *spec_json = NULL;
-        if (api_write_json(&text_spec, spec) || ty_buf_steal(&text_spec, &spec_json, NULL)) {
+        if (ty_json_write(&text_spec, spec) || ty_buf_steal(&text_spec, &spec_json, NULL)) {
             ty_buf_free(&text_spec);
             goto fail;
         }

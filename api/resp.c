@@ -8,6 +8,7 @@
  */
 #include "api/api.h"
 #include "api/api_int.h"
+#include "common/ty_json.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@ void api_resp_free(api_resp *r)
 void api_reply_json(api_resp *r, unsigned status, json_t *json)
 {
     ty_buf b = {0};
-    ty_err e = json ? api_write_json(&b, json) : TY_ENOMEM;
+    ty_err e = json ? ty_json_write(&b, json) : TY_ENOMEM;
     json_decref(json);
     if (e)
         reply_oom(r);
@@ -215,123 +216,3 @@ void api_reply_json_buf(api_resp *r, unsigned status, ty_buf *b)
     r->body_len = len;
 }
 
-ty_err api_put_json_string(ty_buf *b, const char *s)
-{
-    ty_err e = ty_buf_append(b, "\"", 1);
-    while (!e && *s) {
-        /* Runs of bytes that need no escape are copied at once. */
-        size_t n = 0;
-        while (s[n] && s[n] != '"' && s[n] != '\\' && (unsigned char)s[n] >= 0x20)
-            n++;
-        if (n) {
-            e = ty_buf_append(b, s, n);
-            s += n;
-            continue;
-        }
-        unsigned char c = (unsigned char)*s++;
-        switch (c) {
-        case '"':
-            e = ty_buf_append(b, "\\\"", 2);
-            break;
-        case '\\':
-            e = ty_buf_append(b, "\\\\", 2);
-            break;
-        case '\b':
-            e = ty_buf_append(b, "\\b", 2);
-            break;
-        case '\f':
-            e = ty_buf_append(b, "\\f", 2);
-            break;
-        case '\n':
-            e = ty_buf_append(b, "\\n", 2);
-            break;
-        case '\r':
-            e = ty_buf_append(b, "\\r", 2);
-            break;
-        case '\t':
-            e = ty_buf_append(b, "\\t", 2);
-            break;
-        default:
-            e = ty_buf_printf(b, "\\u%04X", c);
-            break;
-        }
-    }
-    return e ? e : ty_buf_append(b, "\"", 1);
-}
-
-#define WRITE_MAX_DEPTH 128
-
-static ty_err write_value(ty_buf *b, const json_t *j, int depth)
-{
-    ty_err e = TY_OK;
-    if (depth > WRITE_MAX_DEPTH)
-        return TY_EINVAL;
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: {
-        const char *key;
-        json_t *val;
-        int first = 1;
-        e = ty_buf_append(b, "{", 1);
-        json_object_foreach((json_t *)j, key, val)
-        {
-            if (!e && !first)
-                e = ty_buf_append(b, ",", 1);
-            if (!e)
-                e = api_put_json_string(b, key);
-            if (!e)
-                e = ty_buf_append(b, ":", 1);
-            if (!e)
-                e = write_value(b, val, depth + 1);
-            first = 0;
-        }
-        return e ? e : ty_buf_append(b, "}", 1);
-    }
-    case JSON_ARRAY:
-        e = ty_buf_append(b, "[", 1);
-        for (size_t i = 0; i < json_array_size(j) && !e; i++) {
-            if (i)
-                e = ty_buf_append(b, ",", 1);
-            if (!e)
-                e = write_value(b, json_array_get(j, i), depth + 1);
-        }
-        return e ? e : ty_buf_append(b, "]", 1);
-    case JSON_STRING:
-        /* Strings with NUL bytes cannot come from our decoder; jansson's dump handles them. */
-        if (strlen(json_string_value(j)) == json_string_length(j))
-            return api_put_json_string(b, json_string_value(j));
-        break;
-    case JSON_INTEGER: {
-        /* Digits by hand: vsnprintf costs more than the rest of a small value. */
-        char digits[24];
-        size_t i = sizeof digits;
-        json_int_t v = json_integer_value(j);
-        unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
-        do {
-            digits[--i] = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
-        if (v < 0)
-            digits[--i] = '-';
-        return ty_buf_append(b, digits + i, sizeof digits - i);
-    }
-    case JSON_TRUE:
-        return ty_buf_append(b, "true", 4);
-    case JSON_FALSE:
-        return ty_buf_append(b, "false", 5);
-    case JSON_NULL:
-        return ty_buf_append(b, "null", 4);
-    default: /* reals: rare in our responses, jansson knows their formatting */
-        break;
-    }
-    char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!text)
-        return TY_ENOMEM;
-    e = ty_buf_puts(b, text);
-    free(text);
-    return e;
-}
-
-ty_err api_write_json(ty_buf *b, const json_t *json)
-{
-    return write_value(b, json, 0);
-}

@@ -1,5 +1,5 @@
 /*
- * reqlog.h - the per-request log line, formatted without allocating.
+ * reqlog.h - the per-request log line, formatted without building a json_t.
  *
  * The line has the shape of every ty_log line (common/ty_log.h):
  *   {"ts":"...","level":"info","msg":"request","request_id":"...","method":"POST",
