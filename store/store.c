@@ -56,9 +56,9 @@
 #include "common/ty_log.h"
 #include "common/ty_time.h"
 
-#define STORE_GROUP_MAX_ROWS 16384        /* jobs inserted by one group, about */
-#define STORE_CKPT_SOFT_PAGES 2048        /* 8 MiB of WAL: background checkpoint */
-#define STORE_CKPT_HARD_PAGES 16384       /* 64 MiB of WAL: the writer completes it */
+#define STORE_GROUP_MAX_ROWS 16384  /* jobs inserted by one group, about */
+#define STORE_CKPT_SOFT_PAGES 2048  /* 8 MiB of WAL: background checkpoint */
+#define STORE_CKPT_HARD_PAGES 16384 /* 64 MiB of WAL: the writer completes it */
 #define STORE_WRITER_CACHE_KIB 16384
 #define STORE_READER_CACHE_KIB 4096
 #define STORE_JOURNAL_LIMIT (64 * 1024 * 1024)
@@ -380,15 +380,20 @@ wake:;
     }
 }
 
-/* Keeps the WAL bounded; see the file comment. Writer thread only. */
+/* Keeps the WAL bounded; see the file comment. Writer thread only. The
+ * background checkpoint is asked for once per STORE_CKPT_SOFT_PAGES of growth
+ * (each run ends with an fsync of the database file). */
 static void after_commit_checkpoint(store *s)
 {
+    if (s->wal_pages < s->ckpt_asked_at)
+        s->ckpt_asked_at = 0; /* the WAL was restarted */
     if (s->wal_pages >= STORE_CKPT_HARD_PAGES) {
-        int rc = sqlite3_wal_checkpoint_v2(s->writer.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
-                                           NULL);
+        int rc =
+            sqlite3_wal_checkpoint_v2(s->writer.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
         if (rc == SQLITE_OK)
-            s->wal_pages = 0;
-    } else if (s->wal_pages >= STORE_CKPT_SOFT_PAGES && s->ckpt_started) {
+            s->wal_pages = s->ckpt_asked_at = 0;
+    } else if (s->wal_pages - s->ckpt_asked_at >= STORE_CKPT_SOFT_PAGES && s->ckpt_started) {
+        s->ckpt_asked_at = s->wal_pages;
         pthread_mutex_lock(&s->ckmu);
         if (!s->ckpt_wanted) {
             s->ckpt_wanted = 1;
@@ -522,8 +527,9 @@ out:
 
 static ty_err open_writer(store *s, char *err, size_t errlen)
 {
-    ty_err e = conn_open(s->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                         s->opt.busy_timeout_ms, STORE_WRITER_CACHE_KIB, &s->writer.db, err, errlen);
+    ty_err e =
+        conn_open(s->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, s->opt.busy_timeout_ms,
+                  STORE_WRITER_CACHE_KIB, &s->writer.db, err, errlen);
     if (e != TY_OK)
         return e;
     sqlite3 *db = s->writer.db;
@@ -542,9 +548,9 @@ static ty_err open_writer(store *s, char *err, size_t errlen)
         return e;
     }
     char pragmas[128];
-    int n = snprintf(pragmas, sizeof pragmas,
-                     "PRAGMA synchronous = FULL; PRAGMA journal_size_limit = %d",
-                     STORE_JOURNAL_LIMIT);
+    int n =
+        snprintf(pragmas, sizeof pragmas,
+                 "PRAGMA synchronous = FULL; PRAGMA journal_size_limit = %d", STORE_JOURNAL_LIMIT);
     if (n < 0 || (size_t)n >= sizeof pragmas)
         return TY_EINTERNAL;
     if ((rc = sqlite3_exec(db, pragmas, NULL, NULL, NULL)) != SQLITE_OK) {
@@ -565,8 +571,8 @@ static ty_err open_readers(store *s, char *err, size_t errlen)
     if (!s->readers || !s->free_readers)
         return TY_ENOMEM;
     for (int i = 0; i < s->opt.read_connections; i++) {
-        e = conn_open(s->path, SQLITE_OPEN_READONLY, s->opt.busy_timeout_ms,
-                      STORE_READER_CACHE_KIB, &s->readers[i].db, err, errlen);
+        e = conn_open(s->path, SQLITE_OPEN_READONLY, s->opt.busy_timeout_ms, STORE_READER_CACHE_KIB,
+                      &s->readers[i].db, err, errlen);
         if (e != TY_OK)
             return e;
         s->nreaders++;
@@ -586,8 +592,7 @@ static void configure_sqlite_once(void)
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-ty_err store_open(const char *path, const store_options *opt, store **out, char *err,
-                  size_t errlen)
+ty_err store_open(const char *path, const store_options *opt, store **out, char *err, size_t errlen)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     ty_err e = TY_OK;
@@ -599,7 +604,7 @@ ty_err store_open(const char *path, const store_options *opt, store **out, char 
         e = TY_EINVAL;
         goto out;
     }
-    if (!(s = calloc(1, sizeof *s)) || !(s->path = strdup(path))) {
+    if (!(s = calloc(1, sizeof *s))) {
         e = TY_ENOMEM;
         goto out;
     }
@@ -615,10 +620,15 @@ ty_err store_open(const char *path, const store_options *opt, store **out, char 
     pthread_mutex_init(&s->smu, NULL);
     ty_histogram_init(&s->commit_seconds, ty_latency_bounds, ty_latency_nbounds);
     static const double batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
-    ty_histogram_init(&s->commit_batch_ops, batch_bounds, sizeof batch_bounds / sizeof *batch_bounds);
+    ty_histogram_init(&s->commit_batch_ops, batch_bounds,
+                      sizeof batch_bounds / sizeof *batch_bounds);
     store_idgen_init(&s->idgen);
     s->last_purge_ms = 0;
 
+    if (!(s->path = strdup(path))) {
+        e = TY_ENOMEM;
+        goto out;
+    }
     if ((e = open_writer(s, err, errlen)) != TY_OK || (e = load_state(s, err, errlen)) != TY_OK ||
         (e = open_readers(s, err, errlen)) != TY_OK)
         goto out;

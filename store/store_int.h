@@ -28,8 +28,8 @@
 /* ---- connections and their statement caches ------------------------------ */
 
 typedef struct store_stmt_slot {
-    const char *sql;     /* identity of the statement: the address of a static SQL string */
-    int inst;            /* several live copies of one SQL text (e.g. one cursor per state) */
+    const char *sql; /* identity of the statement: the address of a static SQL string */
+    int inst;        /* several live copies of one SQL text (e.g. one cursor per state) */
     sqlite3_stmt *st;
 } store_stmt_slot;
 
@@ -38,7 +38,7 @@ typedef struct store_conn {
     sqlite3 *db;
     store_stmt_slot *slots;
     size_t nslots, capslots;
-    int64_t *scratch;    /* store_list.c: seqs gathered from a name range (grows on demand) */
+    int64_t *scratch; /* store_list.c: seqs gathered from a name range (grows on demand) */
     size_t scratch_cap;
 } store_conn;
 
@@ -50,7 +50,8 @@ typedef struct store_conn {
  */
 ty_err store_conn_stmt(store_conn *c, const char *sql, int inst, sqlite3_stmt **out);
 
-/* Maps an SQLite result code to ty_err (constraint: unique/primary key -> TY_EEXISTS, others -> TY_EINVAL). */
+/* Maps an SQLite result code to ty_err. A unique or primary key constraint is
+ * TY_EEXISTS, any other constraint TY_EINVAL. */
 ty_err store_sqlite_err(int rc);
 
 /* Binds a text argument that stays valid until the statement is reset; NULL binds SQL NULL. */
@@ -60,7 +61,7 @@ int store_bind_text(sqlite3_stmt *st, int idx, const char *text);
 char *store_column_dup(sqlite3_stmt *st, int col);
 
 /* The columns store_job_from_row() reads, in its order. */
-#define STORE_JOB_COLUMNS \
+#define STORE_JOB_COLUMNS                                                                          \
     "seq, id, name, queue, priority, state, attempt, created_ms, updated_ms, spec"
 
 /* Fills *j (new strings) from a row of STORE_JOB_COLUMNS. */
@@ -87,7 +88,7 @@ typedef struct store_op {
     ty_err result;
     sem_t done;
     /* Effects on the in-memory job counts; applied only once the group committed. */
-    uint64_t new_pending;        /* jobs inserted in PENDING */
+    uint64_t new_pending;           /* jobs inserted in PENDING */
     job_state moved_from, moved_to; /* a transition (JOB_STATE_NONE when none) */
     union {
         struct {
@@ -95,10 +96,10 @@ typedef struct store_op {
             size_t n;
             const char *idem_key;
             const unsigned char *body_hash;
-            store_job *out;      /* n entries, allocated by the caller; the writer fills
-                                    seq, id, state and times */
+            store_job *out; /* n entries, allocated by the caller; the writer fills
+                               seq, id, state and times */
             int replayed;
-            int64_t first_seq;   /* on replay: the jobs of the first call */
+            int64_t first_seq; /* on replay: the jobs of the first call */
             int64_t njobs;
         } submit;
         struct {
@@ -107,8 +108,8 @@ typedef struct store_op {
             void *ud;
             const char *reason, *message;
             int want_out;
-            store_job *out;      /* new, written by the writer; the caller keeps or frees it */
-            int decide_failed;   /* result is decide()'s own error */
+            store_job *out;    /* new, written by the writer; the caller keeps or frees it */
+            int decide_failed; /* result is decide()'s own error */
         } transition;
         struct {
             const char *name;
@@ -150,9 +151,9 @@ ty_err store_schema_migrate(sqlite3 *db, char *err, size_t errlen);
  * generation order, which the store relies on (see store_list.c).
  */
 typedef struct store_idgen {
-    int64_t ms;          /* timestamp of the last id; -1 before the first */
-    uint64_t rhi;        /* high 16 bits of the 80-bit suffix */
-    uint64_t rlo;        /* low 64 bits */
+    int64_t ms;   /* timestamp of the last id; -1 before the first */
+    uint64_t rhi; /* high 16 bits of the 80-bit suffix */
+    uint64_t rlo; /* low 64 bits */
 } store_idgen;
 
 #define STORE_ID_MAX_MS ((INT64_C(1) << 48) - 1)
@@ -191,9 +192,10 @@ struct store {
     int stopping;
     /* Touched by the writer thread only. */
     store_idgen idgen;
-    int idgen_checked;           /* the generator was synced with the table in this group */
+    int idgen_checked; /* the generator was synced with the table in this group */
     int64_t last_purge_ms;
-    int wal_pages;               /* WAL size after the last commit (wal hook) */
+    int wal_pages;     /* WAL size after the last commit (wal hook) */
+    int ckpt_asked_at; /* wal_pages when the checkpointer was last asked */
 
     /* Background checkpoints on their own connection. */
     sqlite3 *ckpt_db;
@@ -207,7 +209,7 @@ struct store {
     /* Read pool. */
     store_conn *readers;
     int nreaders;
-    int *free_readers;           /* stack of indexes into readers */
+    int *free_readers; /* stack of indexes into readers */
     int nfree;
     pthread_mutex_t rmu;
     pthread_cond_t rcv;

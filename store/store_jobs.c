@@ -38,7 +38,8 @@
 static const char SQL_INSERT_JOB[] =
     "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, spec) "
     "VALUES (?1, ?2, ?3, ?4, 0, 0, ?5, ?5, ?6)";
-static const char SQL_INSERT_LABEL[] = "INSERT INTO job_labels (key, value, seq) VALUES (?1, ?2, ?3)";
+static const char SQL_INSERT_LABEL[] =
+    "INSERT INTO job_labels (key, value, seq) VALUES (?1, ?2, ?3)";
 static const char SQL_INSERT_EVENT[] =
     "INSERT INTO job_events (job_seq, time_ms, from_state, to_state, reason, message) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
@@ -57,8 +58,8 @@ static const char SQL_EVENTS[] =
     "SELECT e.seq, e.time_ms, e.from_state, e.to_state, e.reason, e.message "
     "FROM jobs AS j JOIN job_events AS e ON e.job_seq = j.seq WHERE j.id = ?1 ORDER BY e.seq";
 
-const char *const store_jobs_sql[] = {SQL_LAST_ID, SQL_JOB_BY_ID, SQL_JOBS_RANGE, SQL_EVENTS,
-                                      SQL_IDEM_GET, NULL};
+const char *const store_jobs_sql[] = {SQL_LAST_ID, SQL_JOB_BY_ID, SQL_JOBS_RANGE,
+                                      SQL_EVENTS,  SQL_IDEM_GET,  NULL};
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -410,7 +411,7 @@ ty_err store_job_events(store *s, const char *id, store_event **out, size_t *nou
         x->seq = sqlite3_column_int64(st, 0);
         x->time_ms = sqlite3_column_int64(st, 1);
         x->from = sqlite3_column_type(st, 2) == SQLITE_NULL ? JOB_STATE_NONE
-                                                             : (job_state)sqlite3_column_int(st, 2);
+                                                            : (job_state)sqlite3_column_int(st, 2);
         x->to = (job_state)sqlite3_column_int(st, 3);
         if (!(x->reason = store_column_dup(st, 4)) || !(x->message = store_column_dup(st, 5))) {
             e = TY_ENOMEM;

@@ -56,14 +56,15 @@
 #define LIST_MAX_LIMIT 1000
 #define LIST_MAX_LABELS 64
 #define LIST_MAX_CURSORS (JOB_STATE_COUNT + LIST_MAX_LABELS + 1)
-#define LIST_GATHER_MAX 16384   /* seqs of a name_prefix range gathered in memory */
-#define LIST_STEP_TRIES 8       /* steps forward before a cursor re-seeks */
-#define LIST_WINDOW 256         /* seqs per window of the residual prefix scan */
-#define LIST_BUDGET 10000       /* work units per listing */
+#define LIST_GATHER_MAX 16384 /* seqs of a name_prefix range gathered in memory */
+#define LIST_STEP_TRIES 8     /* steps forward before a cursor re-seeks */
+#define LIST_WINDOW 256       /* seqs per window of the residual prefix scan */
+#define LIST_BUDGET 20000     /* work units per listing */
 #define COST_STEP 1
 #define COST_SEEK 2
 #define COST_FETCH 4
-#define COST_WINDOW (LIST_WINDOW / 4)
+#define COST_WINDOW LIST_WINDOW /* one per row examined */
+#define GATHERED_PER_UNIT 16    /* index entries read sequentially per unit */
 
 /* The limits in force; store_test_list_limits() lowers them for the tests. */
 static size_t gather_max = LIST_GATHER_MAX;
@@ -77,25 +78,27 @@ static const char SQL_STREAM_STATE[] = "SELECT seq FROM jobs INDEXED BY jobs_sta
 static const char SQL_STREAM_QUEUE_STATE[] =
     "SELECT seq FROM jobs INDEXED BY jobs_queue_state "
     "WHERE queue = ?2 AND state = ?3 AND seq <= ?1 ORDER BY seq DESC";
-static const char SQL_STREAM_LABEL[] = "SELECT seq FROM job_labels "
-                                       "WHERE key = ?2 AND value = ?3 AND seq <= ?1 ORDER BY seq DESC";
+static const char SQL_STREAM_LABEL[] =
+    "SELECT seq FROM job_labels "
+    "WHERE key = ?2 AND value = ?3 AND seq <= ?1 ORDER BY seq DESC";
 static const char SQL_STREAM_WINDOW[] =
     "SELECT seq FROM jobs WHERE seq <= ?1 AND seq >= ?2 "
     "AND name >= ?3 AND (?4 IS NULL OR name < ?4) ORDER BY seq DESC";
-static const char SQL_NAME_RANGE[] =
-    "SELECT seq FROM jobs INDEXED BY jobs_name "
-    "WHERE name >= ?1 AND name < ?2 AND seq BETWEEN ?3 AND ?4 LIMIT ?5";
+static const char SQL_NAME_RANGE[] = "SELECT seq FROM jobs INDEXED BY jobs_name "
+                                     "WHERE name >= ?1 AND name < ?2 LIMIT ?3";
 static const char SQL_NAME_FROM[] = "SELECT seq FROM jobs INDEXED BY jobs_name "
-                                    "WHERE name >= ?1 AND seq BETWEEN ?3 AND ?4 LIMIT ?5";
+                                    "WHERE name >= ?1 LIMIT ?3";
 static const char SQL_ID_FLOOR[] = "SELECT seq FROM jobs WHERE id >= ?1 ORDER BY id LIMIT 1";
+static const char SQL_MAX_SEQ[] = "SELECT max(seq) FROM jobs";
 static const char SQL_FETCH[] = "SELECT " STORE_JOB_COLUMNS " FROM jobs WHERE seq = ?1";
-static const char SQL_FETCH_PREFIX[] = "SELECT " STORE_JOB_COLUMNS " FROM jobs "
-                                       "WHERE seq = ?1 AND name >= ?2 AND (?3 IS NULL OR name < ?3)";
+static const char SQL_FETCH_PREFIX[] =
+    "SELECT " STORE_JOB_COLUMNS " FROM jobs "
+    "WHERE seq = ?1 AND name >= ?2 AND (?3 IS NULL OR name < ?3)";
 
 const char *const store_list_sql[] = {
-    SQL_STREAM_ALL, SQL_STREAM_STATE, SQL_STREAM_QUEUE_STATE, SQL_STREAM_LABEL,
-    SQL_STREAM_WINDOW, SQL_NAME_RANGE, SQL_NAME_FROM, SQL_ID_FLOOR, SQL_FETCH, SQL_FETCH_PREFIX,
-    NULL,
+    SQL_STREAM_ALL,    SQL_STREAM_STATE, SQL_STREAM_QUEUE_STATE, SQL_STREAM_LABEL,
+    SQL_STREAM_WINDOW, SQL_NAME_RANGE,   SQL_NAME_FROM,          SQL_ID_FLOOR,
+    SQL_MAX_SEQ,       SQL_FETCH,        SQL_FETCH_PREFIX,       NULL,
 };
 
 /*
@@ -104,13 +107,14 @@ const char *const store_list_sql[] = {
  */
 typedef struct cursor {
     sqlite3_stmt *st;
-    int window;      /* st is SQL_STREAM_WINDOW */
-    int64_t wlo;     /* window: lower end of the window st is stepping in */
-    int64_t *heap;
+    int window;  /* st is SQL_STREAM_WINDOW */
+    int64_t wlo; /* window: lower end of the window st is stepping in */
+    int is_heap;
+    int64_t *heap; /* may be NULL when empty */
     size_t nheap;
-    int started;     /* head is valid */
-    int positioned;  /* st is stepping (its last step returned head) */
-    int64_t head;    /* greatest seq <= the last bound asked; 0 when none */
+    int started;    /* head is valid */
+    int positioned; /* st is stepping (its last step returned head) */
+    int64_t head;   /* greatest seq <= the last bound asked; 0 when none */
 } cursor;
 
 /* The union of the cursors [first, first + n). */
@@ -123,12 +127,12 @@ typedef struct plan {
     size_t ncur;
     stream str[LIST_MAX_LABELS + 3];
     size_t nstr;
-    int64_t hi, lo;             /* seq range, inclusive */
-    int empty;                  /* the bounds exclude every job */
-    long budget;                /* work units left */
-    int64_t stopped_at;         /* a window scan ran out of budget: seqs above it are examined */
-    const char *prefix;         /* checked on each row read when not NULL */
-    char *prefix_end;           /* exclusive upper bound of the prefix range; NULL = none */
+    int64_t hi, lo;     /* seq range, inclusive */
+    int empty;          /* the bounds exclude every job */
+    long budget;        /* work units left */
+    int64_t stopped_at; /* a window scan ran out of budget: seqs above it are examined */
+    const char *prefix; /* checked on each row read when not NULL */
+    char *prefix_end;   /* exclusive upper bound of the prefix range; NULL = none */
 } plan;
 
 static void heap_sift_down(int64_t *h, size_t n, size_t i)
@@ -245,7 +249,7 @@ static ty_err cursor_seek(plan *p, cursor *c, int64_t t, int64_t *v)
         return TY_OK;
     }
     c->started = 1;
-    if (c->heap) {
+    if (c->is_heap) {
         while (c->nheap > 0 && c->heap[0] > t)
             heap_pop(c->heap, &c->nheap);
         c->head = c->nheap > 0 ? c->heap[0] : 0;
@@ -319,11 +323,28 @@ static ty_err id_floor(store_conn *c, int64_t ms, int64_t *seq)
     return e;
 }
 
-/* Narrows [lo, hi] to the created_* bounds (both exclusive, 0 = none). */
-static ty_err apply_time_bounds(plan *p, store_conn *c, const store_job_filter *f)
+/* Narrows [lo, hi] to the seqs that exist and to the created_* bounds (both
+ * exclusive, 0 = none). A tight hi keeps every cursor, including a budget
+ * cursor, inside the table. */
+static ty_err apply_bounds(plan *p, store_conn *c, const store_job_filter *f)
 {
     int64_t seq;
-    ty_err e;
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_MAX_SEQ, 0, &st);
+    if (e != TY_OK)
+        return e;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        if (sqlite3_column_int64(st, 0) < p->hi)
+            p->hi = sqlite3_column_int64(st, 0);
+    } else if (rc == SQLITE_ROW) {
+        p->empty = 1; /* no jobs at all */
+    } else {
+        e = store_sqlite_err(rc);
+    }
+    sqlite3_reset(st);
+    if (e != TY_OK)
+        return e;
     if (f->created_after_ms != 0 && f->created_after_ms >= 0) {
         int64_t from = f->created_after_ms + 1; /* first millisecond allowed */
         if (from > STORE_ID_MAX_MS)
@@ -370,8 +391,9 @@ static ty_err prefix_upper(const char *prefix, char **end)
     return TY_OK;
 }
 
-/* The name_prefix stream: the seqs of the name range, when few enough. The
- * gathering steps are not charged to the budget: they are bounded by gather_max. */
+/* The name_prefix stream: the seqs of the name range, when few enough. At
+ * most gather_max + 1 index entries are read, whatever the seq bounds (they
+ * are applied here), so the cost of gathering is bounded too. */
 static ty_err add_prefix_stream(plan *p, store_conn *c, const char *prefix)
 {
     sqlite3_stmt *st = NULL;
@@ -385,10 +407,12 @@ static ty_err add_prefix_stream(plan *p, store_conn *c, const char *prefix)
     store_bind_text(st, 1, prefix);
     if (p->prefix_end)
         store_bind_text(st, 2, p->prefix_end);
-    sqlite3_bind_int64(st, 3, p->lo);
-    sqlite3_bind_int64(st, 4, p->hi);
-    sqlite3_bind_int64(st, 5, (sqlite3_int64)gather_max + 1);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW && n <= gather_max) {
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)gather_max + 1);
+    size_t seen = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && seen++ <= gather_max) {
+        int64_t seq = sqlite3_column_int64(st, 0);
+        if (seq < p->lo || seq > p->hi)
+            continue;
         if (n == c->scratch_cap) {
             size_t cap = c->scratch_cap ? c->scratch_cap * 4 : 1024;
             if (cap > gather_max + 1)
@@ -401,18 +425,19 @@ static ty_err add_prefix_stream(plan *p, store_conn *c, const char *prefix)
             c->scratch = grown;
             c->scratch_cap = cap;
         }
-        c->scratch[n++] = sqlite3_column_int64(st, 0);
+        c->scratch[n++] = seq;
     }
     sqlite3_reset(st);
+    p->budget -= (long)(seen / GATHERED_PER_UNIT);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW)
         return store_sqlite_err(rc);
-    if (n > gather_max) {
+    if (seen > gather_max) {
         p->prefix = prefix; /* common prefix: check it on each candidate */
         return TY_OK;
     }
     heap_make(c->scratch, n);
     begin_stream(p);
-    p->cur[p->ncur++] = (cursor){.heap = c->scratch, .nheap = n};
+    p->cur[p->ncur++] = (cursor){.is_heap = 1, .heap = c->scratch, .nheap = n};
     end_stream(p);
     return TY_OK;
 }
@@ -426,7 +451,7 @@ static ty_err build_plan(plan *p, store_conn *c, const store_job_filter *f)
     p->hi = f->before_seq > 0 ? f->before_seq - 1 : INT64_MAX;
     p->lo = 1;
     p->budget = budget_max;
-    if ((e = apply_time_bounds(p, c, f)) != TY_OK || p->empty)
+    if ((e = apply_bounds(p, c, f)) != TY_OK || p->empty)
         return e;
 
     if (f->name_prefix && f->name_prefix[0] &&

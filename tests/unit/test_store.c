@@ -48,10 +48,10 @@ static void wait_queued(store *s, size_t n)
 /* ---- one blocking call per thread ----------------------------------------- */
 
 typedef enum task_kind {
-    T_SUBMIT,       /* one valid job named `name` */
-    T_SUBMIT_BAD,   /* a batch whose second job has an empty name */
-    T_MOVE,         /* transition job `id` to `to` */
-    T_TOKEN,        /* create token `name` */
+    T_SUBMIT,     /* one valid job named `name` */
+    T_SUBMIT_BAD, /* a batch whose second job has an empty name */
+    T_MOVE,       /* transition job `id` to `to` */
+    T_TOKEN,      /* create token `name` */
     T_PING,
 } task_kind;
 
@@ -271,7 +271,7 @@ static void test_failing_ops_in_a_group_roll_back_alone(void **state)
         {.kind = T_SUBMIT, .name = "good-c"},
         {.kind = T_MOVE, .id = go->id, .to = JOB_ADMITTED},
         {.kind = T_TOKEN, .name = "fresh"},
-        {.kind = T_TOKEN, .name = "taken"},                    /* duplicate name */
+        {.kind = T_TOKEN, .name = "taken"}, /* duplicate name */
         {.kind = T_PING},
     };
     static const ty_err want[] = {TY_OK, TY_EINVAL, TY_EINTERNAL, TY_OK,

@@ -125,7 +125,7 @@ static void test_first_ids_of_two_generators_differ(void **state)
     int64_t ms;
     assert_int_equal(store_idgen_next(&g1, 1234, a, &ms), TY_OK);
     assert_int_equal(store_idgen_next(&g2, 1234, b, &ms), TY_OK);
-    assert_memory_equal(a, b, 10);         /* same millisecond */
+    assert_memory_equal(a, b, 10);           /* same millisecond */
     assert_string_not_equal(a + 10, b + 10); /* random suffixes */
 }
 

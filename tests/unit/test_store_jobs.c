@@ -163,8 +163,10 @@ static void test_batch_is_all_or_nothing(void **state)
         {"empty name", {.name = "", .queue = "default", .spec_json = "{}"}},
         {"NULL queue", {.name = "b", .queue = NULL, .spec_json = "{}"}},
         {"NULL spec", {.name = "b", .queue = "default", .spec_json = NULL}},
-        {"NULL label key", {.name = "b", .queue = "q", .spec_json = "{}", .labels = null_key, .nlabels = 1}},
-        {"duplicate label", {.name = "b", .queue = "q", .spec_json = "{}", .labels = dup_label, .nlabels = 2}},
+        {"NULL label key",
+         {.name = "b", .queue = "q", .spec_json = "{}", .labels = null_key, .nlabels = 1}},
+        {"duplicate label",
+         {.name = "b", .queue = "q", .spec_json = "{}", .labels = dup_label, .nlabels = 2}},
     };
     store_job *keep = submit_one(f->s, "before", "default");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -210,16 +212,15 @@ static void test_events_follow_transitions(void **state)
 {
     fixture *f = *state;
     store_job *j = submit_one(f->s, "ev", "default");
-    static const job_state path[] = {JOB_ADMITTED, JOB_STARTING, JOB_RUNNING, JOB_RESTARTING,
-                                     JOB_STARTING, JOB_RUNNING, JOB_SUCCEEDED};
+    static const job_state path[] = {JOB_ADMITTED, JOB_STARTING, JOB_RUNNING,  JOB_RESTARTING,
+                                     JOB_STARTING, JOB_RUNNING,  JOB_SUCCEEDED};
     static const int attempts[] = {0, 1, 1, 1, 2, 2, 2};
     job_state from = JOB_PENDING;
     for (size_t i = 0; i < sizeof path / sizeof *path; i++) {
         job_state to = path[i];
         store_job *out = NULL;
-        assert_int_equal(store_job_transition(f->s, j->id, decide_to, &to, "Step", "step message",
-                                              &out),
-                         TY_OK);
+        assert_int_equal(
+            store_job_transition(f->s, j->id, decide_to, &to, "Step", "step message", &out), TY_OK);
         assert_non_null(out);
         assert_int_equal(out->state, to);
         assert_int_equal(out->attempt, attempts[i]);
@@ -257,8 +258,8 @@ static void test_illegal_transition_writes_nothing(void **state)
 {
     fixture *f = *state;
     store_job *j = submit_one(f->s, "illegal", "default");
-    static const job_state targets[] = {JOB_SUCCEEDED, JOB_RUNNING, JOB_CANCELLING, JOB_STARTING,
-                                        JOB_STATE_COUNT, JOB_STATE_NONE};
+    static const job_state targets[] = {JOB_SUCCEEDED, JOB_RUNNING,     JOB_CANCELLING,
+                                        JOB_STARTING,  JOB_STATE_COUNT, JOB_STATE_NONE};
     for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
         job_state to = targets[i];
         store_job *out = (store_job *)1;
@@ -313,7 +314,10 @@ static void test_cancel_semantics(void **state)
         {{JOB_ADMITTED, JOB_STARTING, JOB_CANCELLING, JOB_STATE_NONE}, TY_OK, JOB_CANCELLING, 0},
         {{JOB_CANCELLED, JOB_STATE_NONE}, TY_OK, JOB_CANCELLED, 0},
         {{JOB_FAILED, JOB_STATE_NONE}, TY_ECONFLICT, JOB_FAILED, 0},
-        {{JOB_ADMITTED, JOB_STARTING, JOB_SUCCEEDED, JOB_STATE_NONE}, TY_ECONFLICT, JOB_SUCCEEDED, 0},
+        {{JOB_ADMITTED, JOB_STARTING, JOB_SUCCEEDED, JOB_STATE_NONE},
+         TY_ECONFLICT,
+         JOB_SUCCEEDED,
+         0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         store_job *j = submit_one(f->s, "cancel-me", "default");
@@ -331,9 +335,9 @@ static void test_cancel_semantics(void **state)
         assert_int_equal(state_of(f->s, j->id), cases[i].after);
         assert_int_equal(count_events(f->s, j->id), before + (size_t)cases[i].new_event);
         /* Cancelling twice is harmless. */
-        assert_int_equal(store_job_transition(f->s, j->id, decide_cancel, NULL, "Cancelled", "",
-                                              NULL),
-                         cases[i].result);
+        assert_int_equal(
+            store_job_transition(f->s, j->id, decide_cancel, NULL, "Cancelled", "", NULL),
+            cases[i].result);
         assert_int_equal(count_events(f->s, j->id), before + (size_t)cases[i].new_event);
         store_jobs_free(j, 1);
     }

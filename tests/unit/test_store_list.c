@@ -108,7 +108,7 @@ static void drive_to(fixture *f, model_job *m, job_state target)
 
 static const char *const queues[] = {"default", "gpu", "cpu"};
 static const char *const sweeps[] = {"s0", "s1", "s2", "s3"};
-static const job_state states[] = {JOB_PENDING, JOB_ADMITTED, JOB_RUNNING,
+static const job_state states[] = {JOB_PENDING,   JOB_ADMITTED,  JOB_RUNNING,
                                    JOB_SUCCEEDED, JOB_CANCELLED, JOB_FAILED};
 
 /* 4 batches of 30 jobs, each batch in a later millisecond, with varied
@@ -229,7 +229,9 @@ static void check_every_filter(fixture *f)
         {"empty label value", {.labels = key_only, .nlabels = 1}},
         {"label + state", {.labels = vision, .nlabels = 1, .state_mask = BIT(JOB_ADMITTED)}},
         {"label + queue + states",
-         {.labels = vision_s1, .nlabels = 2, .queue = "gpu",
+         {.labels = vision_s1,
+          .nlabels = 2,
+          .queue = "gpu",
           .state_mask = BIT(JOB_PENDING) | BIT(JOB_SUCCEEDED) | BIT(JOB_ADMITTED)}},
         {"name_prefix alpha", {.name_prefix = "alpha-"}},
         {"name_prefix beta-1", {.name_prefix = "beta-1"}},
@@ -240,14 +242,17 @@ static void check_every_filter(fixture *f)
          {.name_prefix = "beta", .labels = vision, .nlabels = 1, .state_mask = BIT(JOB_PENDING)}},
         {"created_after batch 0", {.created_after_ms = f->batch_created[0]}},
         {"created_before batch 2", {.created_before_ms = f->batch_created[2]}},
-        {"created between", {.created_after_ms = f->batch_created[0],
-                             .created_before_ms = f->batch_created[3]}},
+        {"created between",
+         {.created_after_ms = f->batch_created[0], .created_before_ms = f->batch_created[3]}},
         {"created after the last", {.created_after_ms = f->batch_created[3]}},
         {"created before the first", {.created_before_ms = f->jobs[0].created}},
         {"created_before far future", {.created_before_ms = INT64_C(1) << 50}},
         {"created + queue + label",
-         {.created_after_ms = f->batch_created[0], .created_before_ms = f->batch_created[3],
-          .queue = "default", .labels = vision, .nlabels = 1}},
+         {.created_after_ms = f->batch_created[0],
+          .created_before_ms = f->batch_created[3],
+          .queue = "default",
+          .labels = vision,
+          .nlabels = 1}},
     };
     static const int pages[] = {7, 1, 1000};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
@@ -311,8 +316,8 @@ static void test_cursor_and_bounds_combine(void **state)
     fixture *f = *state;
     build_data_set(f);
     /* A cursor in the middle of the data set: only older jobs. */
-    store_job_filter flt = {.state_mask = BIT(JOB_PENDING), .limit = 1000,
-                            .before_seq = f->jobs[60].seq};
+    store_job_filter flt = {
+        .state_mask = BIT(JOB_PENDING), .limit = 1000, .before_seq = f->jobs[60].seq};
     store_job *jobs = NULL;
     size_t n = 0;
     int64_t next = -1;
@@ -461,6 +466,9 @@ static void test_common_name_prefix(void **state)
             store_jobs_free(jobs, n);
             if (!next)
                 break;
+            if (flt.before_seq && next >= flt.before_seq)
+                fail_msg("%s: cursor %lld after %lld", cases[c].what, (long long)next,
+                         (long long)flt.before_seq);
             flt.before_seq = next;
         }
         if (got != want)
@@ -557,8 +565,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_filter_returns_exactly_the_matching_jobs, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_every_filter_within_tiny_limits, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_budget_bounds_a_sparse_intersection, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_budget_bounds_a_sparse_intersection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cursor_and_bounds_combine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pagination_never_skips_or_repeats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_common_name_prefix, setup, teardown),

@@ -37,7 +37,8 @@ static void test_fresh_database_gets_current_version(void **state)
                                          "tokens"};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
         char sql[160];
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_schema WHERE name = '%s'", tables[i]);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_schema WHERE name = '%s'",
+                 tables[i]);
         assert_int_equal(db_int(t.db, sql), 1);
     }
     store_close(s);
