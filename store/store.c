@@ -75,6 +75,17 @@ static const char SQL_PURGE[] = "DELETE FROM idempotency_keys WHERE created_ms <
 
 /* ---- helpers shared by the store's files --------------------------------- */
 
+void *store_array_grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return arr;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    void *grown = realloc(arr, ncap * elem);
+    if (grown)
+        *cap = ncap;
+    return grown;
+}
+
 ty_err store_sqlite_err(int rc)
 {
     switch (rc & 0xff) {

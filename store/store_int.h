@@ -53,6 +53,10 @@ ty_err store_conn_stmt(store_conn *c, const char *sql, int inst, sqlite3_stmt **
 /* Maps an SQLite result code to ty_err. A unique or primary key constraint is
  * TY_EEXISTS, any other constraint TY_EINVAL. */
 ty_err store_sqlite_err(int rc);
+/* Makes room for element n of a growing array of `elem`-byte items that
+ * holds *cap of them. Returns the array (perhaps moved), or NULL when out of
+ * memory, leaving arr as it was. */
+void *store_array_grow(void *arr, size_t *cap, size_t n, size_t elem);
 
 /* Binds a text argument that stays valid until the statement is reset; NULL binds SQL NULL. */
 int store_bind_text(sqlite3_stmt *st, int idx, const char *text);

@@ -395,16 +395,12 @@ ty_err store_job_events(store *s, const char *id, store_event **out, size_t *nou
         goto out;
     store_bind_text(st, 1, id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 8;
-            store_event *grown = realloc(ev, ncap * sizeof *grown);
-            if (!grown) {
-                e = TY_ENOMEM;
-                goto out;
-            }
-            ev = grown;
-            cap = ncap;
+        store_event *grown = store_array_grow(ev, &cap, n, sizeof *ev);
+        if (!grown) {
+            e = TY_ENOMEM;
+            goto out;
         }
+        ev = grown;
         store_event *x = &ev[n];
         memset(x, 0, sizeof *x);
         n++;

@@ -92,16 +92,12 @@ ty_err store_tokens_list(store *s, store_token **out, size_t *nout)
     if (e != TY_OK)
         goto out;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 8;
-            store_token *grown = realloc(toks, ncap * sizeof *grown);
-            if (!grown) {
-                e = TY_ENOMEM;
-                goto out;
-            }
-            toks = grown;
-            cap = ncap;
+        store_token *grown = store_array_grow(toks, &cap, n, sizeof *toks);
+        if (!grown) {
+            e = TY_ENOMEM;
+            goto out;
         }
+        toks = grown;
         store_token *t = &toks[n];
         memset(t, 0, sizeof *t);
         n++;
