@@ -6,30 +6,6 @@
 #include "store/store_int.h"
 #include "tests/unit/test_store_util.h"
 
-typedef struct fixture {
-    tdir t;
-    store *s;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    tdir_make(&f->t);
-    f->s = open_store(&f->t);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    store_close(f->s);
-    tdir_remove(&f->t);
-    free(f);
-    return 0;
-}
-
 static uint64_t commits(store *s)
 {
     store_stats st;
@@ -127,7 +103,7 @@ static size_t count_events(store *s, const char *id)
 
 static void test_ping_is_a_write_round_trip(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     uint64_t before = commits(f->s);
     assert_int_equal(store_ping(f->s), TY_OK);
     assert_int_equal(commits(f->s), before + 1);
@@ -136,7 +112,7 @@ static void test_ping_is_a_write_round_trip(void **state)
 
 static void test_committed_on_return(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_job *j = submit_one(f->s, "durable", "default");
     /* Another connection, as another process would: the row is committed. */
     sqlite3 *db = NULL;
@@ -197,7 +173,7 @@ static int by_seq(const void *a, const void *b)
 
 static void test_group_commit_under_concurrency(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     submitter *w = calloc(THREADS, sizeof *w);
     assert_non_null(w);
     uint64_t commits_before = commits(f->s);
@@ -254,7 +230,7 @@ static void test_group_commit_under_concurrency(void **state)
  */
 static void test_failing_ops_in_a_group_roll_back_alone(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_job *stay = submit_one(f->s, "stay-pending", "default");
     store_job *go = submit_one(f->s, "go-admitted", "default");
     unsigned char h[32] = {2};
@@ -330,7 +306,7 @@ static void test_failing_ops_in_a_group_roll_back_alone(void **state)
 
 static void test_max_group_ops(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_close(f->s);
     store_options opt = {.max_group_ops = 2};
     char err[256];
@@ -354,7 +330,7 @@ static void test_max_group_ops(void **state)
 
 static void test_close_finishes_queued_writes(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     enum { N = 6 };
     task tasks[N];
     char names[N][16];
@@ -394,13 +370,18 @@ static void test_stats_without_store(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_ping_is_a_write_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_committed_on_return, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_group_commit_under_concurrency, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failing_ops_in_a_group_roll_back_alone, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_max_group_ops, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_close_finishes_queued_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ping_is_a_write_round_trip, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_committed_on_return, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit_under_concurrency, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_failing_ops_in_a_group_roll_back_alone,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_max_group_ops, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_close_finishes_queued_writes, store_fixture_setup,
+                                        store_fixture_teardown),
         cmocka_unit_test(test_stats_without_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,30 +1,6 @@
 /* Unit tests for store/store_jobs.c: submit, get, events, transitions, idempotency. */
 #include "tests/unit/test_store_util.h"
 
-typedef struct fixture {
-    tdir t;
-    store *s;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    tdir_make(&f->t);
-    f->s = open_store(&f->t);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    store_close(f->s);
-    tdir_remove(&f->t);
-    free(f);
-    return 0;
-}
-
 /* The number of jobs stored, counted by listing them all. */
 static size_t count_jobs(store *s)
 {
@@ -63,7 +39,7 @@ static job_state state_of(store *s, const char *id)
 
 static void test_submit_get_round_trip(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_label labels[] = {{"team", "vision"}, {"sweep", "lr-grid"}};
     store_job_new in = {
         .name = "fmnist-lr-0-05",
@@ -108,7 +84,7 @@ static void test_submit_get_round_trip(void **state)
 
 static void test_get_unknown_job(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     static const char *const ids[] = {"00000000000000000000000000", "short", "",
                                       "zzzzzzzzzzzzzzzzzzzzzzzzzzzz"};
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
@@ -126,7 +102,7 @@ static void test_get_unknown_job(void **state)
 
 static void test_batch_keeps_input_order(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     static const char *const names[] = {"a-0", "a-1", "a-2", "a-3", "a-4"};
     store_job_new in[5];
     for (int i = 0; i < 5; i++)
@@ -152,7 +128,7 @@ static void test_batch_keeps_input_order(void **state)
 
 static void test_batch_is_all_or_nothing(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_label null_key[] = {{NULL, "v"}};
     store_label dup_label[] = {{"k", "v"}, {"k", "v"}};
     struct {
@@ -195,7 +171,7 @@ static void test_batch_is_all_or_nothing(void **state)
 
 static void test_invalid_arguments(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_job_new in = job_template("x", "default");
     store_job *out = NULL;
     size_t n = 0;
@@ -210,7 +186,7 @@ static void test_invalid_arguments(void **state)
 
 static void test_events_follow_transitions(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_job *j = submit_one(f->s, "ev", "default");
     static const job_state path[] = {JOB_ADMITTED, JOB_STARTING, JOB_RUNNING,  JOB_RESTARTING,
                                      JOB_STARTING, JOB_RUNNING,  JOB_SUCCEEDED};
@@ -256,7 +232,7 @@ static void test_events_follow_transitions(void **state)
 
 static void test_illegal_transition_writes_nothing(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_job *j = submit_one(f->s, "illegal", "default");
     static const job_state targets[] = {JOB_SUCCEEDED, JOB_RUNNING,     JOB_CANCELLING,
                                         JOB_STARTING,  JOB_STATE_COUNT, JOB_STATE_NONE};
@@ -300,7 +276,7 @@ static ty_err decide_fail(job_state cur, job_state *to, void *ud)
 
 static void test_cancel_semantics(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     static const struct {
         job_state path[4]; /* transitions from PENDING, JOB_STATE_NONE-terminated */
         ty_err result;
@@ -345,7 +321,7 @@ static void test_cancel_semantics(void **state)
 
 static void test_decide_error_aborts(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     store_job *j = submit_one(f->s, "decide-error", "default");
     ty_err fail = TY_EINVAL;
     store_job *out = (store_job *)1;
@@ -359,7 +335,7 @@ static void test_decide_error_aborts(void **state)
 
 static void test_idempotent_replay_and_conflict(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     unsigned char h1[32], h2[32];
     memset(h1, 0x11, sizeof h1);
     memset(h2, 0x22, sizeof h2);
@@ -414,16 +390,26 @@ static void test_idempotent_replay_and_conflict(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_submit_get_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_get_unknown_job, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batch_keeps_input_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batch_is_all_or_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_invalid_arguments, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_events_follow_transitions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_illegal_transition_writes_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_semantics, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_decide_error_aborts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_idempotent_replay_and_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_submit_get_round_trip, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_get_unknown_job, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_keeps_input_order, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_is_all_or_nothing, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_arguments, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_events_follow_transitions, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_illegal_transition_writes_nothing, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_semantics, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_decide_error_aborts, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_idempotent_replay_and_conflict, store_fixture_setup,
+                                        store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,30 +1,6 @@
 /* Unit tests for store/store_tokens.c: API tokens. */
 #include "tests/unit/test_store_util.h"
 
-typedef struct fixture {
-    tdir t;
-    store *s;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    tdir_make(&f->t);
-    f->s = open_store(&f->t);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    store_close(f->s);
-    tdir_remove(&f->t);
-    free(f);
-    return 0;
-}
-
 static void hash_of(const char *name, unsigned char h[32])
 {
     memset(h, 0, 32);
@@ -40,7 +16,7 @@ static int64_t admins(store *s)
 
 static void test_create_list_revoke(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     static const struct {
         const char *name;
         unsigned scopes;
@@ -88,7 +64,7 @@ static void test_create_list_revoke(void **state)
 
 static void test_duplicate_name_exists(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     unsigned char h[32];
     hash_of("ci", h);
     assert_int_equal(store_token_create(f->s, "ci", STORE_SCOPE_READ, h), TY_OK);
@@ -102,7 +78,7 @@ static void test_duplicate_name_exists(void **state)
 
 static void test_invalid_tokens(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     unsigned char h[32] = {0};
     assert_int_equal(store_token_create(f->s, "x", 0, h), TY_EINVAL);
     assert_int_equal(store_token_create(f->s, "x", 1u << 5, h), TY_EINVAL);
@@ -118,7 +94,7 @@ static void test_invalid_tokens(void **state)
 
 static void test_tokens_survive_reopen(void **state)
 {
-    fixture *f = *state;
+    store_fixture *f = *state;
     unsigned char h[32];
     hash_of("admin", h);
     assert_int_equal(store_token_create(f->s, "admin", STORE_SCOPE_ADMIN, h), TY_OK);
@@ -130,10 +106,14 @@ static void test_tokens_survive_reopen(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_create_list_revoke, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_duplicate_name_exists, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_invalid_tokens, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_tokens_survive_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_list_revoke, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_name_exists, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_tokens, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_tokens_survive_reopen, store_fixture_setup,
+                                        store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

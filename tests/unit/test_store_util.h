@@ -54,6 +54,31 @@ static inline store *open_store(const tdir *t)
     return s;
 }
 
+/* The usual cmocka fixture: a fresh store in a scratch directory. */
+typedef struct store_fixture {
+    tdir t;
+    store *s;
+} store_fixture;
+
+static inline int store_fixture_setup(void **state)
+{
+    store_fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    tdir_make(&f->t);
+    f->s = open_store(&f->t);
+    *state = f;
+    return 0;
+}
+
+static inline int store_fixture_teardown(void **state)
+{
+    store_fixture *f = *state;
+    store_close(f->s);
+    tdir_remove(&f->t);
+    free(f);
+    return 0;
+}
+
 /* A valid job; name and queue are borrowed. */
 static inline store_job_new job_template(const char *name, const char *queue)
 {
