@@ -12,10 +12,9 @@
 #include <string.h>
 
 #include "api/spec.h"
+#include "api/tokens.h"
 #include "common/ty_crypto.h"
 #include "common/ty_time.h"
-
-#define TOKEN_MAX_NAME 63
 
 static const struct {
     const char *name;
@@ -84,10 +83,26 @@ out:
     store_tokens_free(tokens, n);
 }
 
-/* 1..63 characters of [A-Za-z0-9._-], starting and ending with a letter or digit. */
-static int is_token_name(const char *s, size_t len)
+int api_token_name_valid(const char *name)
 {
-    return len <= TOKEN_MAX_NAME && spec_is_label_value(s, len) && len > 0;
+    size_t len = strlen(name);
+    return len > 0 && len <= API_TOKEN_MAX_NAME && spec_is_label_value(name, len);
+}
+
+ty_err api_token_issue(store *s, const char *name, unsigned scopes,
+                       char secret_out[TY_TOKEN_BUFLEN])
+{
+    unsigned char hash[TY_SHA256_LEN];
+    if (!api_token_name_valid(name) || scopes == 0)
+        return TY_EINVAL;
+    ty_err e = ty_token_generate(secret_out);
+    if (e)
+        return e;
+    ty_sha256(secret_out, strlen(secret_out), hash);
+    e = store_token_create(s, name, scopes, hash);
+    if (e)
+        memset(secret_out, 0, TY_TOKEN_BUFLEN);
+    return e;
 }
 
 static const char *const request_fields[] = {"name", "scopes", NULL};
@@ -119,7 +134,8 @@ static void parse_create(const json_t *body, spec_errors *errs, const char **nam
         spec_errors_add(errs, "$.name", "is required");
     else if (!json_is_string(n))
         spec_errors_add(errs, "$.name", "must be a string");
-    else if (!is_token_name(json_string_value(n), json_string_length(n)))
+    else if (strlen(json_string_value(n)) != json_string_length(n) ||
+             !api_token_name_valid(json_string_value(n)))
         spec_errors_add(errs, "$.name",
                         "must be 1-63 characters of A-Z, a-z, 0-9, '-', '_' and '.', starting "
                         "and ending with a letter or digit");
@@ -189,11 +205,7 @@ void api_tokens_create(const api_req *req, api_resp *resp)
         api_reply_problem(resp, 422, "invalid-request", NULL, "the token request is invalid", list);
         goto out;
     }
-    unsigned char hash[TY_SHA256_LEN];
-    if ((e = ty_token_generate(secret)))
-        goto fail;
-    ty_sha256(secret, strlen(secret), hash);
-    e = store_token_create(req->ctx->store, name, scopes, hash);
+    e = api_token_issue(req->ctx->store, name, scopes, secret);
     if (e == TY_EEXISTS) {
         api_reply_problem(resp, 409, "token-exists", NULL,
                           "a token with this name exists (revoked names are not reused)", NULL);

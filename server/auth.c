@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "api/tokens.h"
 #include "common/ty_crypto.h"
 #include "common/ty_log.h"
 #include "common/ty_time.h"
@@ -203,35 +204,12 @@ out:
     return e;
 }
 
-int auth_name_valid(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > AUTH_MAX_NAME)
-        return 0;
-    return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
-}
-
 int auth_token_valid(const char *token)
 {
     size_t n = 0;
     while (token[n] > ' ' && token[n] < 0x7f)
         n++;
     return n > 0 && n <= AUTH_MAX_TOKEN && token[n] == '\0';
-}
-
-ty_err auth_token_create(store *s, const char *name, unsigned scopes, char *secret_out)
-{
-    unsigned char hash[TY_SHA256_LEN];
-    if (!auth_name_valid(name) || scopes == 0)
-        return TY_EINVAL;
-    ty_err e = ty_token_generate(secret_out);
-    if (e)
-        return e;
-    ty_sha256(secret_out, strlen(secret_out), hash);
-    e = store_token_create(s, name, scopes, hash);
-    if (e)
-        OPENSSL_cleanse(secret_out, TY_TOKEN_BUFLEN);
-    return e;
 }
 
 /* Writes "<dir of db_path>/admin.token" into buf. */
@@ -299,7 +277,7 @@ ty_err auth_bootstrap_admin(store *s, const char *db_path, const char *env_token
 {
     char path[4096 + 16];
     char secret[TY_TOKEN_BUFLEN];
-    char name[AUTH_MAX_NAME + 1];
+    char name[API_TOKEN_MAX_NAME + 1];
     unsigned char hash[TY_SHA256_LEN];
     int file_written = 0;
     int64_t admins = 0;

@@ -25,8 +25,6 @@
 
 /* Longest token accepted in an Authorization header or TRAINYARD_ADMIN_TOKEN. */
 #define AUTH_MAX_TOKEN 512
-/* Longest token name. */
-#define AUTH_MAX_NAME 64
 /* Name of the admin token created on first start. */
 #define AUTH_ADMIN_NAME "admin"
 
@@ -53,17 +51,8 @@ void auth_cache_invalidate(auth_cache *c);
 ty_err auth_check(auth_cache *c, const char *authorization, unsigned scope, char **name,
                   unsigned *scopes);
 
-/* 1 when name is a valid token name: 1..AUTH_MAX_NAME characters of [A-Za-z0-9._-]. */
-int auth_name_valid(const char *name);
 /* 1 when token is a usable secret: 1..AUTH_MAX_TOKEN visible ASCII characters (no spaces). */
 int auth_token_valid(const char *token);
-
-/*
- * Creates a new token: generates the secret into secret_out (TY_TOKEN_BUFLEN
- * bytes) and stores its hash. TY_EINVAL for a bad name or empty scopes,
- * TY_EEXISTS when the name is taken, store errors otherwise.
- */
-ty_err auth_token_create(store *s, const char *name, unsigned scopes, char *secret_out);
 
 /*
  * First start: when the store has no valid admin token, creates one named

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/tokens.h"
 #include "common/ty_buf.h"
 #include "common/ty_crypto.h"
 #include "common/ty_time.h"
@@ -61,7 +62,7 @@ static int db_create(const config_token *cfg, FILE *out, FILE *errf)
     int rc = 1;
     if (open_store(cfg, 1, &s, errf))
         goto out;
-    ty_err e = auth_token_create(s, cfg->name, cfg->scopes, secret);
+    ty_err e = api_token_issue(s, cfg->name, cfg->scopes, secret);
     if (e == TY_EEXISTS)
         fprintf(errf, "trainyard token: a token named '%s' already exists\n", cfg->name);
     else if (e)
@@ -305,7 +306,7 @@ out:
 
 static int http_revoke(const config_token *cfg, FILE *errf)
 {
-    char path[AUTH_MAX_NAME + 16];
+    char path[API_TOKEN_MAX_NAME + 16];
     ty_buf resp = {0};
     long status = 0;
     int rc = 1;
@@ -325,9 +326,11 @@ out:
 
 int token_cli_run(const config_token *cfg, FILE *out, FILE *errf)
 {
-    if (cfg->name && !auth_name_valid(cfg->name)) {
-        fprintf(errf, "trainyard token: invalid name '%s': 1..%d characters of [A-Za-z0-9._-]\n",
-                cfg->name, AUTH_MAX_NAME);
+    if (cfg->name && !api_token_name_valid(cfg->name)) {
+        fprintf(errf,
+                "trainyard token: invalid name '%s': 1..%d characters of [A-Za-z0-9._-], "
+                "starting and ending with a letter or digit\n",
+                cfg->name, API_TOKEN_MAX_NAME);
         return 1;
     }
     if (cfg->server) {

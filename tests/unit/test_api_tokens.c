@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "api/tokens.h"
 #include "common/ty_crypto.h"
 #include "tests/unit/test_api_fixture.h"
 
@@ -155,11 +156,60 @@ static void test_invalid_requests(void **state)
     api_resp_free(&resp);
 }
 
+/* The name rule shared by POST /v1/tokens and `trainyard token create`. */
+static void test_name_rules(void **state)
+{
+    (void)state;
+    assert_true(api_token_name_valid("ci"));
+    assert_true(api_token_name_valid("CI-bot_1.prod"));
+    char longname[API_TOKEN_MAX_NAME + 2];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    assert_false(api_token_name_valid(longname));
+    longname[API_TOKEN_MAX_NAME] = '\0';
+    assert_true(api_token_name_valid(longname));
+    assert_false(api_token_name_valid(""));
+    assert_false(api_token_name_valid("a b"));
+    assert_false(api_token_name_valid("a/b"));
+    assert_false(api_token_name_valid("a:b"));
+    assert_false(api_token_name_valid("\xc3\xa9"));
+    assert_false(api_token_name_valid("-ci"));
+    assert_false(api_token_name_valid("ci."));
+}
+
+/* Issuing stores only the hash, refuses taken names, bad names and empty scopes. */
+static void test_issue(void **state)
+{
+    fixture *f = *state;
+    char secret[TY_TOKEN_BUFLEN];
+    assert_int_equal(api_token_issue(f->store, "ci", STORE_SCOPE_READ, secret), TY_OK);
+    assert_int_equal(strncmp(secret, "ty_", 3), 0);
+    assert_int_equal(strlen(secret), 46);
+    assert_int_equal(api_token_issue(f->store, "ci", STORE_SCOPE_READ, secret), TY_EEXISTS);
+    assert_int_equal(api_token_issue(f->store, "bad name", STORE_SCOPE_READ, secret), TY_EINVAL);
+    assert_int_equal(api_token_issue(f->store, "x", 0, secret), TY_EINVAL);
+
+    assert_int_equal(api_token_issue(f->store, "ci2", STORE_SCOPE_READ, secret), TY_OK);
+    store_token *tokens = NULL;
+    size_t n = 0;
+    unsigned char hash[TY_SHA256_LEN];
+    ty_sha256(secret, strlen(secret), hash);
+    assert_int_equal(store_tokens_list(f->store, &tokens, &n), TY_OK);
+    int found = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(tokens[i].name, "ci2") == 0)
+            found = ty_equal_ct(tokens[i].hash, hash, TY_SHA256_LEN);
+    assert_true(found);
+    store_tokens_free(tokens, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_list_revoke, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_invalid_requests, fx_setup, fx_teardown),
+        cmocka_unit_test(test_name_rules),
+        cmocka_unit_test_setup_teardown(test_issue, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

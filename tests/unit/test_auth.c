@@ -228,43 +228,9 @@ static void test_invalidate_reloads_at_once(void **state)
     auth_cache_free(c);
 }
 
-static void test_token_create(void **state)
-{
-    fixture *f = *state;
-    auth_cache *c = NULL;
-    char secret[TY_TOKEN_BUFLEN], header[96], name[64];
-    assert_int_equal(auth_token_create(f->s, "ci", STORE_SCOPE_READ, secret), TY_OK);
-    assert_int_equal(strncmp(secret, "ty_", 3), 0);
-    assert_int_equal(strlen(secret), 46);
-    assert_int_equal(auth_token_create(f->s, "ci", STORE_SCOPE_READ, secret), TY_EEXISTS);
-    assert_int_equal(auth_token_create(f->s, "bad name", STORE_SCOPE_READ, secret), TY_EINVAL);
-    assert_int_equal(auth_token_create(f->s, "x", 0, secret), TY_EINVAL);
-
-    assert_int_equal(auth_token_create(f->s, "ci2", STORE_SCOPE_READ, secret), TY_OK);
-    assert_int_equal(auth_cache_new(f->s, 1000, &c), TY_OK);
-    snprintf(header, sizeof header, "Bearer %s", secret);
-    assert_int_equal(check(c, header, STORE_SCOPE_READ, name, sizeof name), TY_OK);
-    assert_string_equal(name, "ci2");
-    auth_cache_free(c);
-}
-
-static void test_name_and_token_rules(void **state)
+static void test_token_rules(void **state)
 {
     (void)state;
-    assert_true(auth_name_valid("ci"));
-    assert_true(auth_name_valid("CI-bot_1.prod"));
-    char longname[AUTH_MAX_NAME + 2];
-    memset(longname, 'n', sizeof longname - 1);
-    longname[sizeof longname - 1] = '\0';
-    assert_false(auth_name_valid(longname));
-    longname[AUTH_MAX_NAME] = '\0';
-    assert_true(auth_name_valid(longname));
-    assert_false(auth_name_valid(""));
-    assert_false(auth_name_valid("a b"));
-    assert_false(auth_name_valid("a/b"));
-    assert_false(auth_name_valid("a:b"));
-    assert_false(auth_name_valid("é"));
-
     assert_true(auth_token_valid("x"));
     assert_true(auth_token_valid("ty_abc-DEF_123"));
     assert_false(auth_token_valid(""));
@@ -366,8 +332,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_refreshes_after_max_age, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalidate_reloads_at_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_token_create, setup, teardown),
-        cmocka_unit_test(test_name_and_token_rules),
+        cmocka_unit_test(test_token_rules),
         cmocka_unit_test_setup_teardown(test_bootstrap_from_env, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bootstrap_bad_env_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bootstrap_generates_file, setup, teardown),
