@@ -26,6 +26,22 @@ static const struct {
 };
 #define NSCOPES (sizeof scope_names / sizeof scope_names[0])
 
+unsigned api_scope_parse(const char *name, size_t n)
+{
+    for (size_t i = 0; i < NSCOPES; i++)
+        if (strlen(scope_names[i].name) == n && memcmp(scope_names[i].name, name, n) == 0)
+            return scope_names[i].bit;
+    return 0;
+}
+
+const char *api_scope_name(unsigned bit)
+{
+    for (size_t i = 0; i < NSCOPES; i++)
+        if (scope_names[i].bit == bit)
+            return scope_names[i].name;
+    return NULL;
+}
+
 /* ["read", "submit", ...] in a fixed order; NULL when out of memory. */
 static json_t *scopes_json(unsigned scopes)
 {
@@ -159,10 +175,9 @@ static void parse_create(const json_t *body, spec_errors *errs, const char **nam
     {
         char path[48];
         snprintf(path, sizeof path, "$.scopes[%zu]", i);
-        unsigned bit = 0;
-        for (size_t k = 0; k < NSCOPES && json_is_string(item); k++)
-            if (strcmp(json_string_value(item), scope_names[k].name) == 0)
-                bit = scope_names[k].bit;
+        unsigned bit = json_is_string(item) ? api_scope_parse(json_string_value(item),
+                                                              json_string_length(item))
+                                            : 0;
         if (!bit)
             spec_errors_add(errs, path, "must be one of \"read\", \"submit\", \"admin\"");
         else if (*scopes & bit)

@@ -12,6 +12,13 @@
 
 #define API_TOKEN_MAX_NAME 63
 
+/* The STORE_SCOPE_* bit named by the n bytes at name ("read", "submit",
+ * "admin"); 0 when no scope has that name. */
+unsigned api_scope_parse(const char *name, size_t n);
+/* The name of one STORE_SCOPE_* bit; NULL for anything else. Scopes are
+ * listed in bit order: read, submit, admin. */
+const char *api_scope_name(unsigned bit);
+
 /*
  * 1 when name is a valid token name: 1..63 characters of [A-Za-z0-9._-],
  * starting and ending with a letter or digit (a Kubernetes label value, and

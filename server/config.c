@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/tokens.h"
 #include "store/store.h"
 
 /* An environment variable, NULL when unset or empty. */
@@ -105,26 +106,13 @@ void config_format_addr(const char *host, int family, unsigned port, char *buf, 
         buf[0] = '\0';
 }
 
-static const struct {
-    const char *name;
-    unsigned bit;
-} scope_names[] = {
-    {"read", STORE_SCOPE_READ},
-    {"submit", STORE_SCOPE_SUBMIT},
-    {"admin", STORE_SCOPE_ADMIN},
-};
-#define NSCOPES (sizeof scope_names / sizeof scope_names[0])
-
 ty_err config_parse_scopes(const char *text, unsigned *out, char *err, size_t errlen)
 {
     unsigned bits = 0;
     const char *s = text;
     for (;;) {
         size_t n = strcspn(s, ",");
-        unsigned bit = 0;
-        for (size_t i = 0; i < NSCOPES; i++)
-            if (strlen(scope_names[i].name) == n && memcmp(scope_names[i].name, s, n) == 0)
-                bit = scope_names[i].bit;
+        unsigned bit = api_scope_parse(s, n);
         if (!bit)
             return fail(err, errlen, "invalid scope list '%s': %s", text,
                         "each scope must be read, submit or admin");
@@ -143,10 +131,10 @@ void config_format_scopes(unsigned scopes, char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < NSCOPES; i++) {
-        if (!(scopes & scope_names[i].bit))
+    for (unsigned bit = STORE_SCOPE_READ; bit <= STORE_SCOPE_ADMIN; bit <<= 1) {
+        if (!(scopes & bit) || !api_scope_name(bit))
             continue;
-        int n = snprintf(buf + used, len - used, "%s%s", used ? "," : "", scope_names[i].name);
+        int n = snprintf(buf + used, len - used, "%s%s", used ? "," : "", api_scope_name(bit));
         if (n < 0 || (size_t)n >= len - used)
             return;
         used += (size_t)n;
