@@ -169,14 +169,6 @@ static int recv_all(int fd, void *p, size_t n)
     return 0;
 }
 
-static int free_port(void)
-{
-    int port = 0, fd = listen_loopback(&port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* ------------------------------------------------------------- one rank */
 
 struct rank_ctx {
@@ -342,7 +334,7 @@ out:
 static int measure_world(const struct options *o, int world, struct shared *sh)
 {
     pid_t pids[MAX_WORLD];
-    int port = free_port();
+    int port = comm_free_port();
     fflush(NULL);
     for (int r = 0; r < world; r++) {
         pids[r] = fork();

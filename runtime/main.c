@@ -10,18 +10,17 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 
 #include <errno.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/train.h"
 
@@ -129,25 +128,6 @@ static int run_rank(worker_config *c)
     return 0;
 }
 
-/* A free TCP port on 127.0.0.1 for rank 0 (it is closed again; rank 0 binds it soon after). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 static int set_env_int(const char *name, long long v)
 {
     char buf[32];
@@ -185,7 +165,7 @@ static int launch(const worker_config *c, int argc, char **argv)
     int *codes = calloc((size_t)n, sizeof *codes);
     char **child_argv = calloc((size_t)argc + 1, sizeof *child_argv);
     sigset_t mask, old;
-    int port = free_port();
+    int port = comm_free_port();
     if (!pids || !codes || !child_argv || port < 0) {
         fprintf(stderr, "trainyard-worker: cannot set up %d local ranks\n", n);
         goto out;

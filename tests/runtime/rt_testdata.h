@@ -44,8 +44,6 @@ char *rt_read_file(const char *path, size_t *len);
 /* Polls until the file contains needle or timeout_s passes. 1 when found. */
 int rt_wait_for_text(const char *path, const char *needle, double timeout_s);
 
-/* A free TCP port on 127.0.0.1, or -1. */
-int rt_free_port(void);
 
 /* Relative L2 distance ||a - b|| / ||b|| of two float vectors. */
 double rt_rel_l2(const float *a, const float *b, size_t n);

@@ -78,22 +78,6 @@ static void sleep_ms(int ms)
     }
 }
 
-/* A port nobody listens on right now. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static pid_t spawn_rank(rank_fn fn, int rank, int world, int port, const void *arg,
                         struct rank_result *res)
 {
@@ -337,7 +321,7 @@ static void rank_collectives(int rank, int world, int port, const void *arg, str
 static void run_world(rank_fn fn, int world, const void *arg, struct rank_result *res)
 {
     pid_t pids[MAX_WORLD] = {0};
-    spawn_world(fn, world, free_port(), arg, res, pids);
+    spawn_world(fn, world, comm_free_port(), arg, res, pids);
     reap(pids, world, REAP_SECONDS, res);
 }
 
@@ -529,7 +513,7 @@ static void test_lost_rank(void **state)
         const struct fail_case *fc = &FAIL_CASES[k];
         struct rank_result *res = results();
         pid_t pids[MAX_WORLD] = {0}, victim;
-        spawn_world(rank_failure, fc->world, free_port(), fc, res, pids);
+        spawn_world(rank_failure, fc->world, comm_free_port(), fc, res, pids);
         victim = pids[fc->victim];
 
         double deadline = now_s() + 30.0;
@@ -603,7 +587,7 @@ static void test_rendezvous_ignores_strangers(void **state)
 {
     (void)state;
     struct rank_result *res = results();
-    int port = free_port();
+    int port = comm_free_port();
     pid_t pids[2];
     pids[0] = spawn_rank(rank_plain, 0, 2, port, NULL, res);
 
@@ -641,7 +625,7 @@ static void test_rendezvous_ignores_strangers(void **state)
 static void test_rendezvous_timeout(void **state)
 {
     (void)state;
-    comm_config cfg = {1, 2, "127.0.0.1", free_port(), 300};
+    comm_config cfg = {1, 2, "127.0.0.1", comm_free_port(), 300};
     comm *c = NULL;
     char err[256] = "";
     assert_int_equal(comm_init(&cfg, &c, err, sizeof err), COMM_ESETUP);
