@@ -655,7 +655,9 @@ static json_t *int_value(vctx *v, json_int_t n)
     return chk(v, json_integer(n));
 }
 
-/* Checks val (at the current path) is a string passing check; returns a new copy. */
+/* Checks val (at the current path) is a string passing check; returns a new
+ * reference to it: parsed strings are immutable, so the normalized spec
+ * shares them with the request's tree instead of copying each one. */
 static json_t *want_string(vctx *v, const json_t *val, str_check check)
 {
     if (!json_is_string(val)) {
@@ -669,7 +671,7 @@ static json_t *want_string(vctx *v, const json_t *val, str_check check)
         fail(v, msg);
         return NULL;
     }
-    return chk(v, json_stringn_nocheck(s, len));
+    return json_incref((json_t *)val);
 }
 
 /* String member; dflt NULL means required. Returns the new normalized value or NULL. */
@@ -786,7 +788,7 @@ static json_t *string_map_field(vctx *v, const json_t *obj, const char *key, siz
     }
     qsort(keys, n, sizeof *keys, cmp_str);
     for (i = 0; i < n; i++)
-        put(v, out, keys[i], chk(v, json_copy(json_object_get(val, keys[i]))));
+        put(v, out, keys[i], json_incref(json_object_get(val, keys[i])));
 out:
     if (out && (v->errs->count != nerr || v->oom)) {
         json_decref(out);
