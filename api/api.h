@@ -38,7 +38,6 @@ typedef struct api_ctx {
     size_t openapi_len;
     ty_counter_vec *http_requests;   /* {route, code}, owned by server/ */
     ty_histogram *http_duration;     /* seconds, owned by server/ */
-    const char *server_url;          /* e.g. "http://127.0.0.1:8080", for absolute links; may be NULL */
 } api_ctx;
 
 typedef struct api_kv {

@@ -61,7 +61,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     http_server *srv = NULL;
     ty_counter_vec requests;
     ty_histogram duration;
-    char addr[CONFIG_ADDR_LEN], url[CONFIG_ADDR_LEN + 16];
+    char addr[CONFIG_ADDR_LEN];
     int rc = 1, sig = 0;
 
     ty_counter_vec_init(&requests);
@@ -99,7 +99,6 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
 
     config_format_addr(cfg->listen.host, cfg->listen.addr.ss_family, http_server_port(srv), addr,
                        sizeof addr);
-    snprintf(url, sizeof url, "http://%s", addr);
     api_ctx ctx = {
         .store = st,
         .max_body = cfg->max_body,
@@ -107,7 +106,6 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         .openapi_len = api_openapi_yaml_len,
         .http_requests = &requests,
         .http_duration = &duration,
-        .server_url = url,
     };
     e = http_server_start(srv, &ctx, auth, err, sizeof err);
     if (e) {

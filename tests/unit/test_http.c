@@ -162,7 +162,7 @@ static int setup(void **state)
     assert_int_not_equal(http_server_port(f->srv), 0);
     snprintf(f->base, sizeof f->base, "http://127.0.0.1:%u", http_server_port(f->srv));
     f->ctx = (api_ctx){.store = f->st, .max_body = MAX_BODY, .http_requests = &f->requests,
-                       .http_duration = &f->duration, .server_url = f->base};
+                       .http_duration = &f->duration};
     assert_int_equal(http_server_start(f->srv, &f->ctx, f->auth, err, sizeof err), TY_OK);
     *state = f;
     return 0;
