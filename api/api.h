@@ -34,8 +34,6 @@
 typedef struct api_ctx {
     store *store;
     size_t max_body;                 /* bytes; bodies above it are 413 */
-    const char *openapi_yaml;        /* the contract served at /openapi.yaml */
-    size_t openapi_len;
     ty_counter_vec *http_requests;   /* {route, code}, owned by server/ */
     ty_histogram *http_duration;     /* seconds, owned by server/ */
 } api_ctx;

@@ -15,7 +15,6 @@
 #include <sys/resource.h>
 
 #include "api/api.h"
-#include "api/openapi_doc.h"
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
 #include "server/auth.h"
@@ -102,8 +101,6 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     api_ctx ctx = {
         .store = st,
         .max_body = cfg->max_body,
-        .openapi_yaml = api_openapi_yaml,
-        .openapi_len = api_openapi_yaml_len,
         .http_requests = &requests,
         .http_duration = &duration,
     };

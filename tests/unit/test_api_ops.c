@@ -113,13 +113,6 @@ static void test_openapi_document(void **state)
     assert_int_equal(strlen(api_openapi_yaml), api_openapi_yaml_len);
     api_resp_free(&resp);
 
-    /* The server's copy wins when it sets one. */
-    f->ctx.openapi_yaml = "openapi: 3.0.3\n";
-    f->ctx.openapi_len = 15;
-    fx_call(f, "GET", "/openapi.yaml", NULL, &resp);
-    assert_int_equal(resp.body_len, 15);
-    api_resp_free(&resp);
-    f->ctx.openapi_yaml = NULL;
 }
 
 int main(void)
