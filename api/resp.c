@@ -182,6 +182,7 @@ static const struct {
     [TY_EAUTH] = {401, "unauthorized", "Unauthorized"},
     [TY_EFORBIDDEN] = {403, "forbidden", "Forbidden"},
     [TY_EINTERNAL] = {500, "internal", "Internal Server Error"},
+    [TY_EAGAIN] = {503, "unavailable", "Service Unavailable"},
 };
 
 unsigned api_http_status(ty_err e)

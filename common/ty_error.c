@@ -15,6 +15,7 @@ static const char *const messages[TY_ERR_COUNT] = {
     [TY_EAUTH] = "authentication required",
     [TY_EFORBIDDEN] = "forbidden",
     [TY_EINTERNAL] = "internal error",
+    [TY_EAGAIN] = "temporarily unavailable",
 };
 
 const char *ty_strerror(ty_err e)

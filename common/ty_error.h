@@ -25,6 +25,7 @@ typedef enum ty_err {
     TY_EAUTH,        /* missing or invalid credentials */
     TY_EFORBIDDEN,   /* valid credentials without the needed scope */
     TY_EINTERNAL,    /* an invariant failed: a bug */
+    TY_EAGAIN,       /* not possible now (e.g. no free capacity); may succeed later */
     TY_ERR_COUNT
 } ty_err;
 

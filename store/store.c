@@ -30,6 +30,12 @@
  * its effect, and the effects are applied only after the COMMIT that holds
  * them. This assumes one server process per database file.
  *
+ * Change hook. After a COMMIT that holds at least one job_events row, and
+ * before waking the callers of the group, the writer calls the hook set by
+ * store_set_change_hook(): a scheduler sleeping on it wakes up to read the
+ * change feed, and a caller that returns from a write knows the hook has
+ * already fired for it.
+ *
  * Checkpoints. The writer's connection has no automatic checkpoint: a
  * background thread with its own connection copies the WAL back into the
  * database (PASSIVE, never blocking the writer) when the WAL passes
@@ -71,19 +77,37 @@ static const char SQL_ROLLBACK[] = "ROLLBACK";
 static const char SQL_SAVEPOINT[] = "SAVEPOINT op";
 static const char SQL_RELEASE[] = "RELEASE op";
 static const char SQL_ROLLBACK_TO[] = "ROLLBACK TO op";
+static const char SQL_READ_BEGIN[] = "BEGIN";
+static const char SQL_READ_END[] = "COMMIT";
 static const char SQL_PURGE[] = "DELETE FROM idempotency_keys WHERE created_ms < ?1";
 
 /* ---- helpers shared by the store's files --------------------------------- */
 
-void *store_array_grow(void *arr, size_t *cap, size_t n, size_t elem)
+ty_err store_collect(sqlite3_stmt *st, size_t size, store_row_fn row, store_vec *v)
 {
-    if (n < *cap)
-        return arr;
-    size_t ncap = *cap ? *cap * 2 : 8;
-    void *grown = realloc(arr, ncap * elem);
-    if (grown)
-        *cap = ncap;
-    return grown;
+    ty_err e = TY_OK;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (v->n == v->cap) {
+            size_t ncap = v->cap ? v->cap * 2 : 8;
+            void *grown = realloc(v->items, ncap * size);
+            if (!grown) {
+                e = TY_ENOMEM;
+                break;
+            }
+            v->items = grown;
+            v->cap = ncap;
+        }
+        void *item = (char *)v->items + v->n * size;
+        memset(item, 0, size);
+        v->n++;
+        if ((e = row(st, item)) != TY_OK)
+            break;
+    }
+    if (e == TY_OK && rc != SQLITE_DONE)
+        e = store_sqlite_err(rc);
+    sqlite3_reset(st);
+    return e;
 }
 
 ty_err store_sqlite_err(int rc)
@@ -133,6 +157,12 @@ char *store_column_dup(sqlite3_stmt *st, int col)
     return out;
 }
 
+job_state store_column_state(sqlite3_stmt *st, int col)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? JOB_STATE_NONE
+                                                       : (job_state)sqlite3_column_int(st, col);
+}
+
 ty_err store_conn_stmt(store_conn *c, const char *sql, int inst, sqlite3_stmt **out)
 {
     for (size_t i = 0; i < c->nslots; i++) {
@@ -163,16 +193,18 @@ ty_err store_conn_stmt(store_conn *c, const char *sql, int inst, sqlite3_stmt **
     return TY_OK;
 }
 
-/* Runs a statement that returns no rows. */
-static ty_err conn_exec(store_conn *c, const char *sql)
+ty_err store_step_done(sqlite3_stmt *st)
 {
-    sqlite3_stmt *st = NULL;
-    ty_err e = store_conn_stmt(c, sql, 0, &st);
-    if (e != TY_OK)
-        return e;
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
+}
+
+ty_err store_conn_exec(store_conn *c, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, sql, 0, &st);
+    return e == TY_OK ? store_step_done(st) : e;
 }
 
 static void conn_close(store_conn *c)
@@ -227,12 +259,36 @@ out:
 
 /* ---- the writer ---------------------------------------------------------- */
 
+/* Forgets the effects of an op that was rolled back. */
+static void op_clear_effects(store_op *op)
+{
+    op->new_pending = 0;
+    memset(op->moved, 0, sizeof op->moved);
+    op->wrote_events = 0;
+}
+
+void store_op_moved(store_op *op, job_state from, job_state to)
+{
+    op->moved[from]--;
+    op->moved[to]++;
+    op->wrote_events = 1;
+}
+
+/* The jobs an op writes, about: what a group's size is measured in. */
+static size_t op_rows(const store_op *op)
+{
+    if (op->kind == STORE_OP_SUBMIT)
+        return op->u.submit.n;
+    if (op->kind == STORE_OP_UPDATE)
+        return op->u.update.n;
+    return 1;
+}
+
 ty_err store_writer_run(store *s, store_op *op)
 {
     op->next = NULL;
     op->result = TY_OK;
-    op->new_pending = 0;
-    op->moved_from = op->moved_to = JOB_STATE_NONE;
+    op_clear_effects(op);
     if (sem_init(&op->done, 0, 0) != 0)
         return TY_EINTERNAL;
     pthread_mutex_lock(&s->qmu);
@@ -264,6 +320,8 @@ static ty_err op_apply(store *s, store_op *op)
         return store_submit_apply(s, &s->writer, op);
     case STORE_OP_TRANSITION:
         return store_transition_apply(s, &s->writer, op);
+    case STORE_OP_UPDATE:
+        return store_update_apply(s, &s->writer, op);
     case STORE_OP_TOKEN_CREATE:
     case STORE_OP_TOKEN_REVOKE:
         return store_token_apply(s, &s->writer, op);
@@ -287,7 +345,7 @@ static void maybe_purge(store *s)
         return;
     s->last_purge_ms = now;
     sqlite3_stmt *st = NULL;
-    if (conn_exec(&s->writer, SQL_SAVEPOINT) != TY_OK)
+    if (store_conn_exec(&s->writer, SQL_SAVEPOINT) != TY_OK)
         return;
     ty_err e = store_conn_stmt(&s->writer, SQL_PURGE, 0, &st);
     if (e == TY_OK) {
@@ -299,21 +357,33 @@ static void maybe_purge(store *s)
     if (e != TY_OK) {
         TY_LOG(TY_LOG_WARN, "store: purging idempotency keys failed", "{s:s}", "error",
                ty_strerror(e));
-        conn_exec(&s->writer, SQL_ROLLBACK_TO);
+        store_conn_exec(&s->writer, SQL_ROLLBACK_TO);
     }
-    conn_exec(&s->writer, SQL_RELEASE);
+    store_conn_exec(&s->writer, SQL_RELEASE);
+}
+
+/* Calls the change hook, if any; writer thread, after a commit. */
+static void call_change_hook(store *s)
+{
+    pthread_mutex_lock(&s->qmu);
+    void (*fn)(void *) = s->change_hook;
+    void *ud = s->change_hook_ud;
+    pthread_mutex_unlock(&s->qmu);
+    if (fn)
+        fn(ud);
 }
 
 /*
  * Runs one group of nops operations: BEGIN IMMEDIATE, every op in its own
- * savepoint, COMMIT; then sets the counters and wakes every caller.
+ * savepoint, COMMIT; then sets the counters, calls the change hook when the
+ * commit holds job events, and wakes every caller.
  */
 static void run_group(store *s, store_op *group, size_t nops)
 {
     uint64_t t0 = ty_time_mono_ns();
     sqlite3 *db = s->writer.db;
     int committed = 0;
-    ty_err e = conn_exec(&s->writer, SQL_BEGIN);
+    ty_err e = store_conn_exec(&s->writer, SQL_BEGIN);
     store_op *tx_first = group; /* first op of the current transaction */
     if (e != TY_OK) {
         for (store_op *op = group; op; op = op->next)
@@ -323,17 +393,16 @@ static void run_group(store *s, store_op *group, size_t nops)
     s->idgen_checked = 0;
     maybe_purge(s);
     for (store_op *op = group; op; op = op->next) {
-        if ((e = conn_exec(&s->writer, SQL_SAVEPOINT)) == TY_OK) {
+        if ((e = store_conn_exec(&s->writer, SQL_SAVEPOINT)) == TY_OK) {
             op->result = op_apply(s, op);
             if (sqlite3_get_autocommit(db)) {
                 e = op->result != TY_OK ? op->result : TY_EIO;
             } else if (op->result != TY_OK) {
-                op->new_pending = 0;
-                op->moved_from = op->moved_to = JOB_STATE_NONE;
-                if ((e = conn_exec(&s->writer, SQL_ROLLBACK_TO)) == TY_OK)
-                    e = conn_exec(&s->writer, SQL_RELEASE);
+                op_clear_effects(op);
+                if ((e = store_conn_exec(&s->writer, SQL_ROLLBACK_TO)) == TY_OK)
+                    e = store_conn_exec(&s->writer, SQL_RELEASE);
             } else {
-                e = conn_exec(&s->writer, SQL_RELEASE);
+                e = store_conn_exec(&s->writer, SQL_RELEASE);
             }
         }
         if (e != TY_OK) {
@@ -345,7 +414,7 @@ static void run_group(store *s, store_op *group, size_t nops)
             fail_succeeded(tx_first, op->next, e);
             if (!sqlite3_get_autocommit(db))
                 sqlite3_exec(db, SQL_ROLLBACK, NULL, NULL, NULL);
-            if (op->next && (e = conn_exec(&s->writer, SQL_BEGIN)) != TY_OK) {
+            if (op->next && (e = store_conn_exec(&s->writer, SQL_BEGIN)) != TY_OK) {
                 for (store_op *rest = op->next; rest; rest = rest->next)
                     rest->result = e;
                 goto wake;
@@ -355,7 +424,7 @@ static void run_group(store *s, store_op *group, size_t nops)
         }
     }
     if (tx_first) {
-        if ((e = conn_exec(&s->writer, SQL_COMMIT)) == TY_OK) {
+        if ((e = store_conn_exec(&s->writer, SQL_COMMIT)) == TY_OK) {
             committed = 1;
         } else {
             TY_LOG(TY_LOG_ERROR, "store: commit failed", "{s:s,s:s}", "error", ty_strerror(e),
@@ -368,22 +437,24 @@ static void run_group(store *s, store_op *group, size_t nops)
 
 wake:;
     double secs = (double)(ty_time_mono_ns() - t0) / 1e9;
+    int changed = 0; /* a committed op wrote job events */
     pthread_mutex_lock(&s->smu);
     s->commits_total += (uint64_t)committed;
     for (store_op *op = group; op; op = op->next) {
         if (op->result != TY_OK)
-            continue;
+            continue; /* rolled back, alone or with its transaction */
         s->jobs_by_state[JOB_PENDING] += op->new_pending;
         s->jobs_submitted_total += op->new_pending;
-        if (op->moved_from != JOB_STATE_NONE) {
-            s->jobs_by_state[op->moved_from]--;
-            s->jobs_by_state[op->moved_to]++;
-        }
+        for (int st = 0; st < JOB_STATE_COUNT; st++)
+            s->jobs_by_state[st] += (uint64_t)op->moved[st]; /* modular: adds a negative too */
+        changed |= op->wrote_events;
     }
     pthread_mutex_unlock(&s->smu);
     if (committed) {
         ty_histogram_observe(&s->commit_seconds, secs);
         ty_histogram_observe(&s->commit_batch_ops, (double)nops);
+        if (changed)
+            call_change_hook(s);
     }
     for (store_op *op = group, *next; op; op = next) {
         next = op->next; /* op may vanish (caller's stack) as soon as it is posted */
@@ -437,10 +508,10 @@ static void *writer_main(void *arg)
         /* Take the queue's head: at most max_ops operations and about
          * STORE_GROUP_MAX_ROWS jobs (always at least one operation). */
         store_op *group = s->qhead, *last = group;
-        size_t nops = 1, rows = group->kind == STORE_OP_SUBMIT ? group->u.submit.n : 1;
+        size_t nops = 1, rows = op_rows(group);
         while (last->next && nops < max_ops) {
             store_op *cand = last->next;
-            size_t r = cand->kind == STORE_OP_SUBMIT ? cand->u.submit.n : 1;
+            size_t r = op_rows(cand);
             if (rows + r > STORE_GROUP_MAX_ROWS)
                 break;
             rows += r;
@@ -499,6 +570,48 @@ void store_reader_release(store *s, store_conn *c)
     s->free_readers[s->nfree++] = (int)(c - s->readers);
     pthread_cond_signal(&s->rcv);
     pthread_mutex_unlock(&s->rmu);
+}
+
+ty_err store_read_rows(store *s, const char *sql, const char *arg, size_t size, store_row_fn row,
+                       store_vec *v)
+{
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, sql, 0, &st);
+    if (e == TY_OK) {
+        if (arg)
+            store_bind_text(st, 1, arg);
+        e = store_collect(st, size, row, v);
+    }
+    store_reader_release(s, c);
+    return e;
+}
+
+ty_err store_read_begin(store_conn *c)
+{
+    return store_conn_exec(c, SQL_READ_BEGIN);
+}
+
+void store_read_end(store_conn *c)
+{
+    store_conn_exec(c, SQL_READ_END); /* a read transaction has nothing to lose */
+}
+
+ty_err store_read_int64(store *s, const char *sql, int64_t *out)
+{
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, sql, 0, &st);
+    if (e == TY_OK) {
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            *out = sqlite3_column_int64(st, 0); /* 0 for NULL */
+        else
+            e = rc == SQLITE_DONE ? TY_EINTERNAL : store_sqlite_err(rc);
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
+    return e;
 }
 
 /* ---- open / close -------------------------------------------------------- */
@@ -716,6 +829,16 @@ ty_err store_ping(store *s)
         return TY_EINVAL;
     store_op op = {.kind = STORE_OP_PING};
     return store_writer_run(s, &op);
+}
+
+void store_set_change_hook(store *s, void (*fn)(void *ud), void *ud)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->qmu);
+    s->change_hook = fn;
+    s->change_hook_ud = fn ? ud : NULL;
+    pthread_mutex_unlock(&s->qmu);
 }
 
 void store_get_stats(store *s, store_stats *out)

@@ -12,9 +12,10 @@
  * Schema migrations are applied at store_open(); a database whose schema is
  * newer than this binary knows is refused with TY_ESCHEMA and a message.
  *
- * Every job state change goes through store_job_transition(), which writes the
- * new state and its job_events row in the same transaction and refuses any
- * transition that scheduler/job_state.h does not allow.
+ * Every job state change goes through store_job_transition() or
+ * store_jobs_update(), which write the new state and its job_events row in the
+ * same transaction and refuse any transition that scheduler/job_state.h does
+ * not allow.
  *
  * Thread safety: every function may be called from any thread.
  * Ownership: out-parameters are new and owned by the caller only on TY_OK;
@@ -75,9 +76,12 @@ typedef struct store_job {
     int64_t priority;
     job_state state;
     int attempt;                 /* 0 until the first attempt starts */
+    int restarts;                /* restarts spent on failures (counted against restart.max) */
     int64_t created_at_ms;
     int64_t updated_at_ms;
     char *spec_json;
+    char *attempt_json;          /* the current attempt's record (a JSON object written by the
+                                    scheduler, see store_update), or NULL before the first */
 } store_job;
 
 /* Frees the members of n jobs and the array itself. Accepts NULL. */
@@ -150,6 +154,82 @@ typedef ty_err (*store_decide_fn)(job_state cur, job_state *to, void *ud);
  */
 ty_err store_job_transition(store *s, const char *id, store_decide_fn decide, void *ud,
                             const char *reason, const char *message, store_job **out);
+
+/* ---- the scheduler's side ------------------------------------------------ */
+
+/*
+ * One scheduler write for one job: an optional state transition, an optional
+ * attempt record and the restart count, applied together or not at all.
+ */
+typedef struct store_update {
+    const char *id;
+    job_state from;              /* the state the caller believes the job is in */
+    job_state to;                /* == from: no transition, only the record and counters */
+    const char *reason;          /* the job_events row's reason; required when to != from */
+    const char *message;         /* its message; NULL = "" */
+    int attempt;                 /* > 0: attempt_json is the record of this attempt, which must
+                                    be the job's attempt after the transition (a transition into
+                                    STARTING increments it), else TY_ECONFLICT */
+    const char *attempt_json;    /* JSON object text stored verbatim: as a row of the job's
+                                    attempts and as its current attempt (store_job.attempt_json) */
+    int restarts;                /* the job's new restart count; -1 = unchanged */
+    /* Results, set by store_jobs_update() for each update: */
+    ty_err result;               /* TY_OK; TY_ECONFLICT when the job was not in `from` (nothing
+                                    written); TY_ENOTFOUND; TY_EINTERNAL for a transition that
+                                    job_state_transition_allowed() refuses (logged); TY_EINVAL
+                                    for a malformed update (no id, a state out of range, no
+                                    reason for a transition, restarts < -1, attempt_json
+                                    without attempt > 0) */
+    job_state now;               /* the job's state after the update (when it exists) */
+    int now_attempt;             /* the job's attempt number after the update */
+} store_update;
+
+/*
+ * Applies n updates in one group commit, each in its own savepoint, so one
+ * failing update leaves the others intact. Returns TY_OK when the commit
+ * happened (look at each update's result), or the error that lost all of them.
+ */
+ty_err store_jobs_update(store *s, store_update *u, size_t n);
+
+/*
+ * PENDING jobs in admission order: priority descending, then age (seq
+ * ascending). With after_seq > 0 the walk resumes after the job (after_priority,
+ * after_seq). At most limit (1..1000) jobs; *out is new (NULL when there are
+ * none). Fewer than limit jobs means the walk is done.
+ */
+ty_err store_jobs_pending(store *s, int64_t after_priority, int64_t after_seq, int limit,
+                          store_job **out, size_t *nout);
+
+/* One job_events row as a change feed entry (like a watch event). */
+typedef struct store_change {
+    int64_t seq;                 /* the event's seq: increases in commit order */
+    char id[STORE_ID_LEN + 1];   /* the job */
+    job_state from, to;          /* from is JOB_STATE_NONE for a submission */
+} store_change;
+
+/* Events with seq > after, oldest first, at most limit (1..10000). *out is new (free(); NULL
+ * when there are none). */
+ty_err store_changes(store *s, int64_t after, int limit, store_change **out, size_t *nout);
+/* The seq of the newest event, 0 when there is none. */
+ty_err store_changes_head(store *s, int64_t *seq);
+
+/*
+ * Registers fn to be called by the writer thread after every commit that
+ * wrote at least one job event (a submission or a transition). fn must be
+ * quick and must not call the store (e.g. it writes to an eventfd). One hook
+ * per store; NULL removes it. Set it before other threads write.
+ */
+void store_set_change_hook(store *s, void (*fn)(void *ud), void *ud);
+
+typedef struct store_attempt {
+    int attempt;
+    char *json;                  /* the record as the scheduler last wrote it */
+} store_attempt;
+
+void store_attempts_free(store_attempt *a, size_t n);
+/* The job's attempts, oldest first (none: *out NULL, *nout 0). TY_ENOTFOUND for an unknown
+ * job. */
+ty_err store_job_attempts(store *s, const char *id, store_attempt **out, size_t *nout);
 
 /* ---- API tokens ---------------------------------------------------------- */
 

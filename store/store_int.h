@@ -7,6 +7,8 @@
  *   store_id.c      time-ordered job ids
  *   store_jobs.c    submit, get, events, transitions (the writer side of jobs)
  *   store_list.c    the filtered, keyset-paginated job listing
+ *   store_sched.c   the scheduler's side: batched updates, attempts, the
+ *                   admission order, the change feed
  *   store_tokens.c  API tokens
  *
  * Threads: the writer thread alone uses the writer connection and the id
@@ -50,26 +52,53 @@ typedef struct store_conn {
  */
 ty_err store_conn_stmt(store_conn *c, const char *sql, int inst, sqlite3_stmt **out);
 
+/* Runs the cached statement sql (no rows expected) on c. */
+ty_err store_conn_exec(store_conn *c, const char *sql);
+/* Steps st once expecting SQLITE_DONE, then resets it. */
+ty_err store_step_done(sqlite3_stmt *st);
+
 /* Maps an SQLite result code to ty_err. A unique or primary key constraint is
  * TY_EEXISTS, any other constraint TY_EINVAL. */
 ty_err store_sqlite_err(int rc);
-/* Makes room for element n of a growing array of `elem`-byte items that
- * holds *cap of them. Returns the array (perhaps moved), or NULL when out of
- * memory, leaving arr as it was. */
-void *store_array_grow(void *arr, size_t *cap, size_t n, size_t elem);
+/* A growing array of items, filled by store_collect(). */
+typedef struct store_vec {
+    void *items; /* new; NULL while empty */
+    size_t n, cap;
+} store_vec;
+
+/* Fills *item (zeroed) from the current row of st. */
+typedef ty_err (*store_row_fn)(sqlite3_stmt *st, void *item);
+
+/*
+ * Steps st (prepared and bound) to its end and appends one item of `size`
+ * bytes per row to v, filled by row(); resets st. An item is counted in v->n
+ * before row() fills it, so a free function that accepts zeroed members
+ * releases v completely after an error.
+ */
+ty_err store_collect(sqlite3_stmt *st, size_t size, store_row_fn row, store_vec *v);
+/* store_collect() of the cached statement sql, with ?1 bound to arg (when
+ * not NULL), on a read connection. */
+ty_err store_read_rows(store *s, const char *sql, const char *arg, size_t size, store_row_fn row,
+                       store_vec *v);
 
 /* Binds a text argument that stays valid until the statement is reset; NULL binds SQL NULL. */
 int store_bind_text(sqlite3_stmt *st, int idx, const char *text);
 
 /* A new NUL-terminated copy of a text column; "" for NULL. NULL when out of memory. */
 char *store_column_dup(sqlite3_stmt *st, int col);
+/* A state column; NULL (the from-state of a creation event) is JOB_STATE_NONE. */
+job_state store_column_state(sqlite3_stmt *st, int col);
 
 /* The columns store_job_from_row() reads, in its order. */
 #define STORE_JOB_COLUMNS                                                                          \
-    "seq, id, name, queue, priority, state, attempt, created_ms, updated_ms, spec"
+    "seq, id, name, queue, priority, state, attempt, created_ms, updated_ms, spec, restarts, "     \
+    "attempt_json"
 
-/* Fills *j (new strings) from a row of STORE_JOB_COLUMNS. */
-ty_err store_job_from_row(sqlite3_stmt *st, store_job *j);
+/* Fills the store_job *job (new strings) from a row of STORE_JOB_COLUMNS; a
+ * store_row_fn. */
+ty_err store_job_from_row(sqlite3_stmt *st, void *job);
+/* Frees the members of *j and zeroes it. */
+void store_job_clear(store_job *j);
 
 /* ---- the writer's operations --------------------------------------------- */
 
@@ -77,6 +106,7 @@ typedef enum store_op_kind {
     STORE_OP_PING,
     STORE_OP_SUBMIT,
     STORE_OP_TRANSITION,
+    STORE_OP_UPDATE,
     STORE_OP_TOKEN_CREATE,
     STORE_OP_TOKEN_REVOKE,
 } store_op_kind;
@@ -91,9 +121,10 @@ typedef struct store_op {
     store_op_kind kind;
     ty_err result;
     sem_t done;
-    /* Effects on the in-memory job counts; applied only once the group committed. */
+    /* Effects of the op, applied only once the group committed (see store_op_moved()). */
     uint64_t new_pending;           /* jobs inserted in PENDING */
-    job_state moved_from, moved_to; /* a transition (JOB_STATE_NONE when none) */
+    int64_t moved[JOB_STATE_COUNT]; /* net change of the number of jobs in each state */
+    int wrote_events;               /* job_events rows written: the change hook is due */
     union {
         struct {
             const store_job_new *jobs;
@@ -116,6 +147,10 @@ typedef struct store_op {
             int decide_failed; /* result is decide()'s own error */
         } transition;
         struct {
+            store_update *u; /* n entries, borrowed; the writer sets their results */
+            size_t n;
+        } update;
+        struct {
             const char *name;
             unsigned scopes;
             const unsigned char *hash;
@@ -131,19 +166,51 @@ ty_err store_writer_run(store *s, store_op *op);
  * An error return makes the writer roll the savepoint back. */
 ty_err store_submit_apply(store *s, store_conn *w, store_op *op);
 ty_err store_transition_apply(store *s, store_conn *w, store_op *op);
+ty_err store_update_apply(store *s, store_conn *w, store_op *op);
 ty_err store_token_apply(store *s, store_conn *w, store_op *op);
+
+/* Records a transition that op wrote: the job counts change, and the change
+ * hook is called, once the group holding op has committed. */
+void store_op_moved(store_op *op, job_state from, job_state to);
+
+/*
+ * One job (store_jobs.c), shared by reads, transitions and the scheduler's
+ * updates.
+ *
+ * store_job_load() reads the job with that id on c into *job (new strings);
+ * TY_ENOTFOUND when there is none.
+ *
+ * store_job_move(), writer only, moves *job (as read in this transaction) to
+ * `to`: writes the state, the attempt (+1 into STARTING), updated_ms and the
+ * job_events row, and updates *job to match. A transition that
+ * job_state_transition_allowed() refuses is TY_EINTERNAL, logged, with
+ * nothing written.
+ */
+ty_err store_job_load(store_conn *c, const char *id, store_job *job);
+ty_err store_job_move(store_conn *w, store_job *job, job_state to, const char *reason,
+                      const char *message);
 
 /* ---- read connections ---------------------------------------------------- */
 
 /* Borrows a read connection, waiting while all are busy. */
 store_conn *store_reader_acquire(store *s);
 void store_reader_release(store *s, store_conn *c);
+/* Brackets several statements on a read connection in one read transaction,
+ * so that they all see the same snapshot. */
+ty_err store_read_begin(store_conn *c);
+void store_read_end(store_conn *c);
+/* Runs sql, a query of one row and one integer column (NULL reads as 0), on a
+ * read connection. */
+ty_err store_read_int64(store *s, const char *sql, int64_t *out);
 
 /* ---- schema -------------------------------------------------------------- */
 
 /* Brings the database on db (a read-write connection) to store_schema_version().
  * TY_ESCHEMA with a message in err when it is newer, foreign or broken. */
 ty_err store_schema_migrate(sqlite3 *db, char *err, size_t errlen);
+/* The same, stopping at version `target` (1..store_schema_version()): lets the
+ * tests build a database as an older binary left it. */
+ty_err store_schema_migrate_to(sqlite3 *db, int target, char *err, size_t errlen);
 
 /* ---- job ids ------------------------------------------------------------- */
 
@@ -178,6 +245,7 @@ int store_id_decode(const char *id, int64_t *ms, uint64_t *rhi, uint64_t *rlo);
 /* The SQL texts of the read paths, NULL-terminated, for the query-plan tests. */
 extern const char *const store_list_sql[];
 extern const char *const store_jobs_sql[];
+extern const char *const store_sched_sql[];
 
 /* ---- the store ----------------------------------------------------------- */
 
@@ -225,6 +293,10 @@ struct store {
     uint64_t commits_total;
     ty_histogram commit_seconds;
     ty_histogram commit_batch_ops;
+
+    /* Called by the writer after a commit that wrote job events (qmu). */
+    void (*change_hook)(void *ud);
+    void *change_hook_ud;
 
     /* Test hook: while set, the writer takes no new group (see store_test_hold_writer). */
     int hold_writer;

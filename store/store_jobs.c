@@ -21,6 +21,8 @@
  *
  * attempt counts the attempts started: it is incremented by every transition
  * into STARTING (from ADMITTED for the first attempt, from RESTARTING later).
+ * store_job_move() is the one place a job changes state, for
+ * store_job_transition() and the scheduler's batched updates (store_sched.c).
  *
  * Reads (get, events, the replay of an idempotent submission) use a read
  * connection and a single statement each, hence one consistent snapshot.
@@ -63,11 +65,12 @@ const char *const store_jobs_sql[] = {SQL_LAST_ID, SQL_JOB_BY_ID, SQL_JOBS_RANGE
 
 /* ---- shared helpers ------------------------------------------------------ */
 
-static void job_clear(store_job *j)
+void store_job_clear(store_job *j)
 {
     free(j->name);
     free(j->queue);
     free(j->spec_json);
+    free(j->attempt_json);
     memset(j, 0, sizeof *j);
 }
 
@@ -76,7 +79,7 @@ void store_jobs_free(store_job *jobs, size_t n)
     if (!jobs)
         return;
     for (size_t i = 0; i < n; i++)
-        job_clear(&jobs[i]);
+        store_job_clear(&jobs[i]);
     free(jobs);
 }
 
@@ -91,8 +94,9 @@ void store_events_free(store_event *events, size_t n)
     free(events);
 }
 
-ty_err store_job_from_row(sqlite3_stmt *st, store_job *j)
+ty_err store_job_from_row(sqlite3_stmt *st, void *job)
 {
+    store_job *j = job;
     memset(j, 0, sizeof *j);
     j->seq = sqlite3_column_int64(st, 0);
     const unsigned char *id = sqlite3_column_text(st, 1);
@@ -104,19 +108,31 @@ ty_err store_job_from_row(sqlite3_stmt *st, store_job *j)
     j->attempt = sqlite3_column_int(st, 6);
     j->created_at_ms = sqlite3_column_int64(st, 7);
     j->updated_at_ms = sqlite3_column_int64(st, 8);
+    j->restarts = sqlite3_column_int(st, 10);
+    int has_attempt = sqlite3_column_type(st, 11) != SQLITE_NULL;
     if (!(j->name = store_column_dup(st, 2)) || !(j->queue = store_column_dup(st, 3)) ||
-        !(j->spec_json = store_column_dup(st, 9))) {
-        job_clear(j);
+        !(j->spec_json = store_column_dup(st, 9)) ||
+        (has_attempt && !(j->attempt_json = store_column_dup(st, 11)))) {
+        store_job_clear(j);
         return TY_ENOMEM;
     }
     return TY_OK;
 }
 
-static ty_err step_done(sqlite3_stmt *st)
+ty_err store_job_load(store_conn *c, const char *id, store_job *job)
 {
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_JOB_BY_ID, 0, &st);
+    if (e != TY_OK)
+        return e;
+    store_bind_text(st, 1, id);
     int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        e = store_job_from_row(st, job);
+    else
+        e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
+    return e;
 }
 
 static ty_err insert_event(store_conn *w, int64_t job_seq, int64_t time_ms, job_state from,
@@ -135,7 +151,7 @@ static ty_err insert_event(store_conn *w, int64_t job_seq, int64_t time_ms, job_
     sqlite3_bind_int(st, 4, (int)to);
     store_bind_text(st, 5, reason);
     store_bind_text(st, 6, message ? message : "");
-    return step_done(st);
+    return store_step_done(st);
 }
 
 /* ---- submission ---------------------------------------------------------- */
@@ -201,7 +217,7 @@ static ty_err insert_job(store *s, store_conn *w, const store_job_new *in, int64
     sqlite3_bind_int64(st, 4, in->priority);
     sqlite3_bind_int64(st, 5, ms);
     store_bind_text(st, 6, in->spec_json);
-    if ((e = step_done(st)) != TY_OK)
+    if ((e = store_step_done(st)) != TY_OK)
         return e;
     out->seq = sqlite3_last_insert_rowid(w->db);
     out->priority = in->priority;
@@ -216,7 +232,7 @@ static ty_err insert_job(store *s, store_conn *w, const store_job_new *in, int64
         store_bind_text(st, 1, in->labels[i].key);
         store_bind_text(st, 2, in->labels[i].value);
         sqlite3_bind_int64(st, 3, out->seq);
-        if ((e = step_done(st)) != TY_OK)
+        if ((e = store_step_done(st)) != TY_OK)
             return e;
     }
     return insert_event(w, out->seq, ms, JOB_STATE_NONE, JOB_PENDING, "Submitted", "");
@@ -254,10 +270,11 @@ ty_err store_submit_apply(store *s, store_conn *w, store_op *op)
         sqlite3_bind_int64(st, 3, op->u.submit.out[0].seq);
         sqlite3_bind_int64(st, 4, (int64_t)op->u.submit.n);
         sqlite3_bind_int64(st, 5, now);
-        if ((e = step_done(st)) != TY_OK)
+        if ((e = store_step_done(st)) != TY_OK)
             goto out;
     }
     op->new_pending = op->u.submit.n;
+    op->wrote_events = 1;
 out:
     return e;
 }
@@ -266,35 +283,23 @@ out:
 static ty_err read_range(store *s, int64_t first, int64_t n, store_job **out, size_t *nout)
 {
     store_conn *c = store_reader_acquire(s);
-    store_job *jobs = calloc((size_t)n, sizeof *jobs);
+    store_vec v = {0};
     sqlite3_stmt *st = NULL;
-    size_t got = 0;
-    int rc = SQLITE_OK;
-    ty_err e = jobs ? store_conn_stmt(c, SQL_JOBS_RANGE, 0, &st) : TY_ENOMEM;
-    if (e != TY_OK)
-        goto out;
-    sqlite3_bind_int64(st, 1, first);
-    sqlite3_bind_int64(st, 2, first + n);
-    while (got < (size_t)n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((e = store_job_from_row(st, &jobs[got])) != TY_OK)
-            goto out;
-        got++;
+    ty_err e = store_conn_stmt(c, SQL_JOBS_RANGE, 0, &st);
+    if (e == TY_OK) {
+        sqlite3_bind_int64(st, 1, first);
+        sqlite3_bind_int64(st, 2, first + n);
+        e = store_collect(st, sizeof(store_job), store_job_from_row, &v);
     }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        e = store_sqlite_err(rc);
-    else if (got != (size_t)n)
-        e = TY_ENOTFOUND; /* the recorded jobs are gone */
-out:
-    if (st)
-        sqlite3_reset(st);
     store_reader_release(s, c);
+    if (e == TY_OK && v.n != (size_t)n)
+        e = TY_ENOTFOUND; /* the recorded jobs are gone */
     if (e != TY_OK) {
-        store_jobs_free(jobs, got);
-        jobs = NULL;
-        got = 0;
+        store_jobs_free(v.items, v.n);
+        v = (store_vec){0};
     }
-    *out = jobs;
-    *nout = got;
+    *out = v.items;
+    *nout = v.n;
     return e;
 }
 
@@ -355,101 +360,89 @@ ty_err store_job_get(store *s, const char *id, store_job **out)
 {
     if (!s || !id || !out)
         return TY_EINVAL;
+    *out = NULL;
     if (strlen(id) != STORE_ID_LEN)
         return TY_ENOTFOUND;
-    store_conn *c = store_reader_acquire(s);
     store_job *job = calloc(1, sizeof *job);
-    sqlite3_stmt *st = NULL;
-    ty_err e = job ? store_conn_stmt(c, SQL_JOB_BY_ID, 0, &st) : TY_ENOMEM;
-    if (e != TY_OK)
-        goto out;
-    store_bind_text(st, 1, id);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        e = store_job_from_row(st, job);
-    else
-        e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
-out:
-    if (st)
-        sqlite3_reset(st);
+    if (!job)
+        return TY_ENOMEM;
+    store_conn *c = store_reader_acquire(s);
+    ty_err e = store_job_load(c, id, job);
     store_reader_release(s, c);
-    if (e != TY_OK) {
+    if (e != TY_OK)
         free(job);
-        job = NULL;
-    }
-    *out = job;
+    else
+        *out = job;
     return e;
+}
+
+static ty_err event_from_row(sqlite3_stmt *st, void *item)
+{
+    store_event *x = item;
+    x->seq = sqlite3_column_int64(st, 0);
+    x->time_ms = sqlite3_column_int64(st, 1);
+    x->from = store_column_state(st, 2);
+    x->to = store_column_state(st, 3);
+    if (!(x->reason = store_column_dup(st, 4)) || !(x->message = store_column_dup(st, 5)))
+        return TY_ENOMEM;
+    return TY_OK;
 }
 
 ty_err store_job_events(store *s, const char *id, store_event **out, size_t *nout)
 {
     if (!s || !id || !out || !nout)
         return TY_EINVAL;
-    store_conn *c = store_reader_acquire(s);
-    store_event *ev = NULL;
-    size_t n = 0, cap = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = SQLITE_OK;
-    ty_err e = store_conn_stmt(c, SQL_EVENTS, 0, &st);
-    if (e != TY_OK)
-        goto out;
-    store_bind_text(st, 1, id);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_event *grown = store_array_grow(ev, &cap, n, sizeof *ev);
-        if (!grown) {
-            e = TY_ENOMEM;
-            goto out;
-        }
-        ev = grown;
-        store_event *x = &ev[n];
-        memset(x, 0, sizeof *x);
-        n++;
-        x->seq = sqlite3_column_int64(st, 0);
-        x->time_ms = sqlite3_column_int64(st, 1);
-        x->from = sqlite3_column_type(st, 2) == SQLITE_NULL ? JOB_STATE_NONE
-                                                            : (job_state)sqlite3_column_int(st, 2);
-        x->to = (job_state)sqlite3_column_int(st, 3);
-        if (!(x->reason = store_column_dup(st, 4)) || !(x->message = store_column_dup(st, 5))) {
-            e = TY_ENOMEM;
-            goto out;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        e = store_sqlite_err(rc);
-    else if (n == 0)
+    store_vec v = {0};
+    ty_err e = store_read_rows(s, SQL_EVENTS, id, sizeof(store_event), event_from_row, &v);
+    if (e == TY_OK && v.n == 0)
         e = TY_ENOTFOUND; /* every job has at least its creation event */
-out:
-    if (st)
-        sqlite3_reset(st);
-    store_reader_release(s, c);
     if (e != TY_OK) {
-        store_events_free(ev, n);
-        ev = NULL;
-        n = 0;
+        store_events_free(v.items, v.n);
+        v = (store_vec){0};
     }
-    *out = ev;
-    *nout = n;
+    *out = v.items;
+    *nout = v.n;
     return e;
 }
 
 /* ---- transitions --------------------------------------------------------- */
 
+ty_err store_job_move(store_conn *w, store_job *job, job_state to, const char *reason,
+                      const char *message)
+{
+    job_state cur = job->state;
+    if (!job_state_transition_allowed(cur, to)) {
+        TY_LOG(TY_LOG_ERROR, "store: illegal job transition refused", "{s:s,s:s,s:s}", "job_id",
+               job->id, "from", job_state_name(cur), "to", job_state_name(to));
+        return TY_EINTERNAL;
+    }
+    int64_t now = ty_time_now_ms();
+    if (now < job->updated_at_ms)
+        now = job->updated_at_ms; /* keep history ordered if the clock steps back */
+    int attempt = to == JOB_STARTING ? job->attempt + 1 : job->attempt;
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, SQL_UPDATE_STATE, 0, &st);
+    if (e != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job->seq);
+    sqlite3_bind_int(st, 2, (int)to);
+    sqlite3_bind_int(st, 3, attempt);
+    sqlite3_bind_int64(st, 4, now);
+    if ((e = store_step_done(st)) != TY_OK ||
+        (e = insert_event(w, job->seq, now, cur, to, reason, message)) != TY_OK)
+        return e;
+    job->state = to;
+    job->attempt = attempt;
+    job->updated_at_ms = now;
+    return TY_OK;
+}
+
 ty_err store_transition_apply(store *s, store_conn *w, store_op *op)
 {
     (void)s;
-    sqlite3_stmt *st = NULL;
     store_job job = {0};
     int have_job = 0;
-    ty_err e = store_conn_stmt(w, SQL_JOB_BY_ID, 0, &st);
-    if (e != TY_OK)
-        goto out;
-    store_bind_text(st, 1, op->u.transition.id);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        e = store_job_from_row(st, &job);
-    else
-        e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
-    sqlite3_reset(st);
+    ty_err e = store_job_load(w, op->u.transition.id, &job);
     if (e != TY_OK)
         goto out;
     have_job = 1;
@@ -461,31 +454,10 @@ ty_err store_transition_apply(store *s, store_conn *w, store_op *op)
     }
     if (to == cur)
         goto out;
-    if (!job_state_transition_allowed(cur, to)) {
-        TY_LOG(TY_LOG_ERROR, "store: illegal job transition refused", "{s:s,s:s,s:s}", "job_id",
-               job.id, "from", job_state_name(cur), "to", job_state_name(to));
-        e = TY_EINTERNAL;
+    if ((e = store_job_move(w, &job, to, op->u.transition.reason, op->u.transition.message)) !=
+        TY_OK)
         goto out;
-    }
-    int64_t now = ty_time_now_ms();
-    if (now < job.updated_at_ms)
-        now = job.updated_at_ms; /* keep history ordered if the clock steps back */
-    int attempt = to == JOB_STARTING ? job.attempt + 1 : job.attempt;
-    if ((e = store_conn_stmt(w, SQL_UPDATE_STATE, 0, &st)) != TY_OK)
-        goto out;
-    sqlite3_bind_int64(st, 1, job.seq);
-    sqlite3_bind_int(st, 2, (int)to);
-    sqlite3_bind_int(st, 3, attempt);
-    sqlite3_bind_int64(st, 4, now);
-    if ((e = step_done(st)) != TY_OK ||
-        (e = insert_event(w, job.seq, now, cur, to, op->u.transition.reason,
-                          op->u.transition.message)) != TY_OK)
-        goto out;
-    job.state = to;
-    job.attempt = attempt;
-    job.updated_at_ms = now;
-    op->moved_from = cur;
-    op->moved_to = to;
+    store_op_moved(op, cur, to);
 out:
     if (have_job) {
         int keep = op->u.transition.want_out &&
@@ -495,7 +467,7 @@ out:
         } else {
             if (keep)
                 e = TY_ENOMEM;
-            job_clear(&job);
+            store_job_clear(&job);
         }
     }
     return e;

@@ -70,8 +70,6 @@
 static size_t gather_max = LIST_GATHER_MAX;
 static long budget_max = LIST_BUDGET;
 
-static const char SQL_READ_BEGIN[] = "BEGIN";
-static const char SQL_READ_END[] = "COMMIT";
 static const char SQL_STREAM_ALL[] = "SELECT seq FROM jobs WHERE seq <= ?1 ORDER BY seq DESC";
 static const char SQL_STREAM_STATE[] = "SELECT seq FROM jobs INDEXED BY jobs_state "
                                        "WHERE state = ?2 AND seq <= ?1 ORDER BY seq DESC";
@@ -600,15 +598,8 @@ ty_err store_jobs_list(store *s, const store_job_filter *f, store_job **out, siz
     int64_t next = 0;
     int in_tx = 0;
     ty_err e = p ? TY_OK : TY_ENOMEM;
-    sqlite3_stmt *st = NULL;
-    if (e != TY_OK || (e = store_conn_stmt(c, SQL_READ_BEGIN, 0, &st)) != TY_OK)
+    if (e != TY_OK || (e = store_read_begin(c)) != TY_OK)
         goto out;
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE) {
-        e = store_sqlite_err(rc);
-        goto out;
-    }
     in_tx = 1;
     if ((e = build_plan(p, c, f)) != TY_OK)
         goto out;
@@ -621,10 +612,8 @@ out:
         free(p->prefix_end);
         free(p);
     }
-    if (in_tx && store_conn_stmt(c, SQL_READ_END, 0, &st) == TY_OK) {
-        sqlite3_step(st);
-        sqlite3_reset(st);
-    }
+    if (in_tx)
+        store_read_end(c);
     store_reader_release(s, c);
     if (e != TY_OK) {
         store_jobs_free(jobs, n);

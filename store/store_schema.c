@@ -18,9 +18,20 @@
  *   jobs(queue, state) = (queue, state, seq): queue with or without states
  *   jobs(name)         = (name, seq): the seqs of a name_prefix range
  *   job_labels         (key, value, seq): one descending stream per label
+ *   jobs_pending       (priority DESC, seq) of the PENDING jobs only (partial):
+ *                      the admission order, read in order without a sort;
+ *                      jobs leave it when admitted, so it stays small
  * job_events is keyed by its own seq and indexed by (job_seq, seq), so a job's
- * history is one range read, oldest first. Tables are STRICT: a value of the
+ * history is one range read, oldest first, and the change feed (events after
+ * a seq) is a range of its primary key. attempts is keyed by (job_seq,
+ * attempt): a job's attempts are one range, and the scheduler's rewrite of an
+ * attempt's record is an upsert of one row. Tables are STRICT: a value of the
  * wrong type is an error, not a silent conversion.
+ *
+ * Versions:
+ *   1  jobs, job_labels, job_events, idempotency_keys, tokens
+ *   2  jobs.restarts, jobs.attempt_json (the current attempt's record),
+ *      attempts, jobs_pending
  */
 #include "store/store_int.h"
 
@@ -78,6 +89,17 @@ static const char *const migrations[] = {
     "  created_ms INTEGER NOT NULL,"
     "  revoked_ms INTEGER"
     ") STRICT;",
+
+    /* 2: the scheduler's records: restart counts, attempts, the admission index. */
+    "ALTER TABLE jobs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0 CHECK (restarts >= 0);"
+    "ALTER TABLE jobs ADD COLUMN attempt_json TEXT;"
+    "CREATE TABLE attempts ("
+    "  job_seq INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL CHECK (attempt > 0),"
+    "  record  TEXT NOT NULL,"
+    "  PRIMARY KEY (job_seq, attempt)"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE INDEX jobs_pending ON jobs (priority DESC, seq) WHERE state = 0;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -110,8 +132,15 @@ static int pragma_int(sqlite3 *db, const char *sql, int *out)
 
 ty_err store_schema_migrate(sqlite3 *db, char *err, size_t errlen)
 {
+    return store_schema_migrate_to(db, NMIGRATIONS, err, errlen);
+}
+
+ty_err store_schema_migrate_to(sqlite3 *db, int target, char *err, size_t errlen)
+{
     ty_err e = TY_OK;
     int in_tx = 0;
+    if (target < 1 || target > NMIGRATIONS)
+        return TY_EINVAL;
     for (;;) {
         int version = 0, app_id = 0, rc;
         if ((rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK) {
@@ -140,7 +169,7 @@ ty_err store_schema_migrate(sqlite3 *db, char *err, size_t errlen)
                          version, NMIGRATIONS);
             goto out;
         }
-        if (version == NMIGRATIONS)
+        if (version >= target)
             break;
         char bump[96];
         int n = snprintf(bump, sizeof bump, "PRAGMA user_version = %d; PRAGMA application_id = %d",

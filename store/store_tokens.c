@@ -79,54 +79,32 @@ void store_tokens_free(store_token *tokens, size_t n)
     free(tokens);
 }
 
+static ty_err token_from_row(sqlite3_stmt *st, void *item)
+{
+    store_token *t = item;
+    if (!(t->name = store_column_dup(st, 0)))
+        return TY_ENOMEM;
+    t->scopes = (unsigned)sqlite3_column_int(st, 1);
+    if (sqlite3_column_bytes(st, 2) != 32)
+        return TY_ESCHEMA;
+    memcpy(t->hash, sqlite3_column_blob(st, 2), 32);
+    t->created_at_ms = sqlite3_column_int64(st, 3);
+    t->revoked_at_ms = sqlite3_column_int64(st, 4); /* NULL reads as 0: valid */
+    return TY_OK;
+}
+
 ty_err store_tokens_list(store *s, store_token **out, size_t *nout)
 {
     if (!s || !out || !nout)
         return TY_EINVAL;
-    store_conn *c = store_reader_acquire(s);
-    store_token *toks = NULL;
-    size_t n = 0, cap = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = SQLITE_OK;
-    ty_err e = store_conn_stmt(c, SQL_TOKENS_LIST, 0, &st);
-    if (e != TY_OK)
-        goto out;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_token *grown = store_array_grow(toks, &cap, n, sizeof *toks);
-        if (!grown) {
-            e = TY_ENOMEM;
-            goto out;
-        }
-        toks = grown;
-        store_token *t = &toks[n];
-        memset(t, 0, sizeof *t);
-        n++;
-        if (!(t->name = store_column_dup(st, 0))) {
-            e = TY_ENOMEM;
-            goto out;
-        }
-        t->scopes = (unsigned)sqlite3_column_int(st, 1);
-        if (sqlite3_column_bytes(st, 2) != 32) {
-            e = TY_ESCHEMA;
-            goto out;
-        }
-        memcpy(t->hash, sqlite3_column_blob(st, 2), 32);
-        t->created_at_ms = sqlite3_column_int64(st, 3);
-        t->revoked_at_ms = sqlite3_column_int64(st, 4); /* NULL reads as 0: valid */
-    }
-    if (rc != SQLITE_DONE)
-        e = store_sqlite_err(rc);
-out:
-    if (st)
-        sqlite3_reset(st);
-    store_reader_release(s, c);
+    store_vec v = {0};
+    ty_err e = store_read_rows(s, SQL_TOKENS_LIST, NULL, sizeof(store_token), token_from_row, &v);
     if (e != TY_OK) {
-        store_tokens_free(toks, n);
-        toks = NULL;
-        n = 0;
+        store_tokens_free(v.items, v.n);
+        v = (store_vec){0};
     }
-    *out = toks;
-    *nout = n;
+    *out = v.items;
+    *nout = v.n;
     return e;
 }
 
@@ -134,17 +112,5 @@ ty_err store_token_count_admin(store *s, int64_t *count)
 {
     if (!s || !count)
         return TY_EINVAL;
-    store_conn *c = store_reader_acquire(s);
-    sqlite3_stmt *st = NULL;
-    ty_err e = store_conn_stmt(c, SQL_TOKENS_ADMIN, 0, &st);
-    if (e == TY_OK) {
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW)
-            *count = sqlite3_column_int64(st, 0);
-        else
-            e = store_sqlite_err(rc);
-        sqlite3_reset(st);
-    }
-    store_reader_release(s, c);
-    return e;
+    return store_read_int64(s, SQL_TOKENS_ADMIN, count);
 }

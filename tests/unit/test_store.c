@@ -6,21 +6,6 @@
 #include "store/store_int.h"
 #include "tests/unit/test_store_util.h"
 
-static uint64_t commits(store *s)
-{
-    store_stats st;
-    store_get_stats(s, &st);
-    return st.commits_total;
-}
-
-static void wait_queued(store *s, size_t n)
-{
-    struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
-    for (int i = 0; i < 10000 && store_test_queued(s) < n; i++)
-        nanosleep(&ms, NULL);
-    assert_int_equal(store_test_queued(s), n);
-}
-
 /* ---- one blocking call per thread ----------------------------------------- */
 
 typedef enum task_kind {
@@ -87,15 +72,6 @@ static size_t count_named(store *s, const char *prefix)
     int64_t next = 0;
     assert_int_equal(store_jobs_list(s, &flt, &jobs, &n, &next), TY_OK);
     store_jobs_free(jobs, n);
-    return n;
-}
-
-static size_t count_events(store *s, const char *id)
-{
-    store_event *ev = NULL;
-    size_t n = 0;
-    assert_int_equal(store_job_events(s, id, &ev, &n), TY_OK);
-    store_events_free(ev, n);
     return n;
 }
 

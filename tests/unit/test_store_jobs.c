@@ -19,15 +19,6 @@ static size_t count_jobs(store *s)
     }
 }
 
-static size_t count_events(store *s, const char *id)
-{
-    store_event *ev = NULL;
-    size_t n = 0;
-    assert_int_equal(store_job_events(s, id, &ev, &n), TY_OK);
-    store_events_free(ev, n);
-    return n;
-}
-
 static job_state state_of(store *s, const char *id)
 {
     store_job *j = NULL;

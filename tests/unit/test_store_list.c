@@ -524,7 +524,8 @@ static void test_empty_store_lists_nothing(void **state)
  * Every listing is a combination of the statements of store_list_sql (one per
  * stream kind, plus the fetch by seq), so checking each statement's plan
  * checks every filter combination: each must search an index range (no full
- * scan) and never sort in a temporary B-tree.
+ * scan) and never sort in a temporary B-tree. The other read paths
+ * (store_jobs_sql, store_sched_sql) are held to the same rule.
  */
 static void check_plan(sqlite3 *db, const char *sql)
 {
@@ -555,6 +556,8 @@ static void test_query_plans_use_indexes(void **state)
     for (const char *const *sql = store_list_sql; *sql; sql++)
         check_plan(db, *sql);
     for (const char *const *sql = store_jobs_sql; *sql; sql++)
+        check_plan(db, *sql);
+    for (const char *const *sql = store_sched_sql; *sql; sql++)
         check_plan(db, *sql);
     sqlite3_close(db);
 }

@@ -1,6 +1,7 @@
 /* Unit tests for store/store_schema.c: versioned migrations. */
 #include <sqlite3.h>
 
+#include "store/store_int.h"
 #include "tests/unit/test_store_util.h"
 
 static int db_int(const char *path, const char *sql)
@@ -33,12 +34,12 @@ static void test_fresh_database_gets_current_version(void **state)
     store *s = open_store(&t);
     assert_true(store_schema_version() >= 1);
     assert_int_equal(db_int(t.db, "PRAGMA user_version"), store_schema_version());
-    static const char *const tables[] = {"jobs", "job_labels", "job_events", "idempotency_keys",
-                                         "tokens"};
-    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+    static const char *const objects[] = {"jobs",   "job_labels", "job_events",  "idempotency_keys",
+                                          "tokens", "attempts",   "jobs_pending"};
+    for (size_t i = 0; i < sizeof objects / sizeof *objects; i++) {
         char sql[160];
         snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_schema WHERE name = '%s'",
-                 tables[i]);
+                 objects[i]);
         assert_int_equal(db_int(t.db, sql), 1);
     }
     store_close(s);
@@ -113,6 +114,76 @@ static void test_newer_schema_is_refused(void **state)
     tdir_remove(&t);
 }
 
+/*
+ * A database left at version 1 by an older binary: opening it applies the
+ * later steps and keeps its jobs, which get no restarts and no attempt yet.
+ */
+static void test_version_1_is_migrated(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    sqlite3 *db = NULL;
+    char err[256] = "";
+    assert_int_equal(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+                     SQLITE_OK);
+    if (store_schema_migrate_to(db, 1, err, sizeof err) != TY_OK)
+        fail_msg("migrating to version 1: %s", err);
+    static const char v1_job[] =
+        "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, "
+        "spec) "
+        "VALUES ('01j0000000000000000000000a', 'old', 'default', 7, 0, 0, 1000, 1000, '{}');"
+        "INSERT INTO job_events (job_seq, time_ms, from_state, to_state, reason, message) "
+        "VALUES (1, 1000, NULL, 0, 'Submitted', '')";
+    assert_int_equal(sqlite3_exec(db, v1_job, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), 1);
+    assert_int_equal(db_int(t.db, "SELECT count(*) FROM pragma_table_info('jobs')"), 10);
+    assert_int_equal(db_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name = 'attempts'"), 0);
+
+    store *s = open_store(&t);
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), store_schema_version());
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(s, "01j0000000000000000000000a", &j), TY_OK);
+    assert_string_equal(j->name, "old");
+    assert_int_equal(j->priority, 7);
+    assert_int_equal(j->state, JOB_PENDING);
+    assert_int_equal(j->restarts, 0);
+    assert_null(j->attempt_json);
+    store_jobs_free(j, 1);
+    store_stats st;
+    store_get_stats(s, &st);
+    assert_int_equal(st.jobs_by_state[JOB_PENDING], 1);
+
+    /* The new parts work on the old job: the admission order, records, the feed. */
+    size_t n = 0;
+    assert_int_equal(store_jobs_pending(s, 0, 0, 10, &j, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(j->id, "01j0000000000000000000000a");
+    store_jobs_free(j, n);
+    store_update u = {.id = "01j0000000000000000000000a",
+                      .from = JOB_PENDING,
+                      .to = JOB_PENDING,
+                      .attempt = 1,
+                      .attempt_json = "{}",
+                      .restarts = 2};
+    assert_int_equal(store_jobs_update(s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_ECONFLICT); /* attempt 0: no record for attempt 1 yet */
+    u.attempt_json = NULL;
+    assert_int_equal(store_jobs_update(s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_OK);
+    assert_int_equal(store_job_get(s, "01j0000000000000000000000a", &j), TY_OK);
+    assert_int_equal(j->restarts, 2);
+    store_jobs_free(j, 1);
+    store_change *ch = NULL;
+    assert_int_equal(store_changes(s, 0, 10, &ch, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ch[0].from, JOB_STATE_NONE);
+    free(ch);
+    store_close(s);
+    tdir_remove(&t);
+}
+
 static void test_foreign_database_is_refused(void **state)
 {
     (void)state;
@@ -164,6 +235,7 @@ int main(void)
         cmocka_unit_test(test_wal_mode),
         cmocka_unit_test(test_reopen_is_idempotent_and_keeps_data),
         cmocka_unit_test(test_newer_schema_is_refused),
+        cmocka_unit_test(test_version_1_is_migrated),
         cmocka_unit_test(test_foreign_database_is_refused),
         cmocka_unit_test(test_garbage_file_is_refused),
         cmocka_unit_test(test_unopenable_path_fails_cleanly),

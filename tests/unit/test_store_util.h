@@ -1,6 +1,7 @@
 /*
  * test_store_util.h - helpers shared by the store's unit tests: a scratch
- * directory from mkdtemp() removed at the end, and job templates.
+ * directory from mkdtemp() removed at the end, job templates, and a few
+ * looks at the store (commits, events, the writer's queue).
  */
 #ifndef TEST_STORE_UTIL_H
 #define TEST_STORE_UTIL_H
@@ -11,12 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "store/store.h"
+#include "store/store_int.h"
 
 typedef struct tdir {
     char dir[64];
@@ -117,6 +119,32 @@ static inline ty_err decide_to(job_state cur, job_state *to, void *ud)
 static inline ty_err move_job(store *s, const char *id, job_state to)
 {
     return store_job_transition(s, id, decide_to, &to, "Test", "", NULL);
+}
+
+static inline uint64_t commits(store *s)
+{
+    store_stats st;
+    store_get_stats(s, &st);
+    return st.commits_total;
+}
+
+/* The length of the job's history. */
+static inline size_t count_events(store *s, const char *id)
+{
+    store_event *ev = NULL;
+    size_t n = 0;
+    assert_int_equal(store_job_events(s, id, &ev, &n), TY_OK);
+    store_events_free(ev, n);
+    return n;
+}
+
+/* Waits (10 s at most) until n operations are queued for the held writer. */
+static inline void wait_queued(store *s, size_t n)
+{
+    struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
+    for (int i = 0; i < 10000 && store_test_queued(s) < n; i++)
+        nanosleep(&ms, NULL);
+    assert_int_equal(store_test_queued(s), n);
 }
 
 #endif

@@ -1,0 +1,312 @@
+/*
+ * store_sched.c - the scheduler's side of the store: batched updates, attempt
+ * records, the admission order and the change feed.
+ *
+ * Batched updates. The reconcile loop decides about many jobs at once and
+ * writes all its decisions with one store_jobs_update(): one writer operation
+ * holding the whole array, hence one group commit and one fsync for n jobs.
+ * Inside the operation each update runs in a nested savepoint, so a stale
+ * update (the job moved meanwhile: TY_ECONFLICT), an unknown job or an
+ * illegal transition is rolled back alone and the others stay. An update is
+ * checked against the state its caller read (`from`), not decided inside the
+ * transaction: the scheduler owns its decisions, the store only guarantees
+ * that none is applied to a job that changed under it. A transition goes
+ * through store_job_move() like store_job_transition(), so both write the
+ * same rows and refuse the same transitions.
+ *
+ * Attempt records. The scheduler keeps what it knows of an attempt (backend
+ * names, ranks, exit codes) as a JSON object it rewrites as the attempt goes
+ * on. Each write upserts the attempt's row in attempts and copies the record
+ * into jobs.attempt_json, so reading a job shows its current attempt without
+ * a join, and the history of attempts stays readable after a restart.
+ *
+ * The admission order is a walk of the partial index jobs_pending (priority
+ * descending, then seq): only PENDING jobs are in it, so its size follows the
+ * queue, not the history. A cursor (priority, seq) resumes strictly after a
+ * job in two index ranges: the rest of its priority, then the priorities
+ * below, read in one transaction so both see the same snapshot.
+ *
+ * The change feed is job_events read by its primary key: every submission and
+ * every transition is one row, and seqs increase in commit order because the
+ * single writer assigns them, so "events after seq N" is all a consumer needs
+ * to follow every change (store_set_change_hook() says when to look).
+ */
+#include "store/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PENDING_MAX_LIMIT 1000
+#define CHANGES_MAX_LIMIT 10000
+
+static const char SQL_SAVEPOINT_UPDATE[] = "SAVEPOINT upd";
+static const char SQL_ROLLBACK_UPDATE[] = "ROLLBACK TO upd";
+static const char SQL_RELEASE_UPDATE[] = "RELEASE upd";
+static const char SQL_UPSERT_ATTEMPT[] =
+    "INSERT INTO attempts (job_seq, attempt, record) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (job_seq, attempt) DO UPDATE SET record = excluded.record";
+static const char SQL_SET_RECORDS[] =
+    "UPDATE jobs SET attempt_json = coalesce(?2, attempt_json), restarts = coalesce(?3, restarts) "
+    "WHERE seq = ?1";
+
+static const char SQL_PENDING_AT[] =
+    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending "
+    "WHERE state = 0 AND priority = ?1 AND seq > ?2 ORDER BY priority DESC, seq LIMIT ?3";
+static const char SQL_PENDING_BELOW[] =
+    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending "
+    "WHERE state = 0 AND priority <= ?1 ORDER BY priority DESC, seq LIMIT ?3";
+static const char SQL_CHANGES[] =
+    "SELECT e.seq, j.id, e.from_state, e.to_state FROM job_events AS e "
+    "JOIN jobs AS j ON j.seq = e.job_seq WHERE e.seq > ?1 ORDER BY e.seq LIMIT ?2";
+static const char SQL_CHANGES_HEAD[] = "SELECT max(seq) FROM job_events";
+static const char SQL_ATTEMPTS[] =
+    "SELECT a.attempt, a.record FROM jobs AS j LEFT JOIN attempts AS a ON a.job_seq = j.seq "
+    "WHERE j.id = ?1 ORDER BY a.attempt";
+
+const char *const store_sched_sql[] = {SQL_PENDING_AT,   SQL_PENDING_BELOW, SQL_CHANGES,
+                                       SQL_CHANGES_HEAD, SQL_ATTEMPTS,      NULL};
+
+/* ---- batched updates (writer thread) ------------------------------------- */
+
+/* The checks that need no database. */
+static int update_valid(const store_update *u)
+{
+    return u->id && u->from >= 0 && u->from < JOB_STATE_COUNT && u->to >= 0 &&
+           u->to < JOB_STATE_COUNT && (u->to == u->from || u->reason) && u->restarts >= -1 &&
+           (!u->attempt_json || u->attempt > 0);
+}
+
+/* Writes the attempt record and the restart count of an update that passed its checks. */
+static ty_err write_records(store_conn *w, const store_job *job, const store_update *u)
+{
+    int record = u->attempt > 0 && u->attempt_json;
+    sqlite3_stmt *st = NULL;
+    ty_err e;
+    if (record) {
+        if ((e = store_conn_stmt(w, SQL_UPSERT_ATTEMPT, 0, &st)) != TY_OK)
+            return e;
+        sqlite3_bind_int64(st, 1, job->seq);
+        sqlite3_bind_int(st, 2, u->attempt);
+        store_bind_text(st, 3, u->attempt_json);
+        if ((e = store_step_done(st)) != TY_OK)
+            return e;
+    }
+    if (!record && u->restarts < 0)
+        return TY_OK;
+    if ((e = store_conn_stmt(w, SQL_SET_RECORDS, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job->seq);
+    store_bind_text(st, 2, record ? u->attempt_json : NULL); /* NULL keeps the column */
+    if (u->restarts >= 0)
+        sqlite3_bind_int(st, 3, u->restarts);
+    else
+        sqlite3_bind_null(st, 3);
+    return store_step_done(st);
+}
+
+/* One update, inside its savepoint; returns its result. */
+static ty_err update_one(store_conn *w, store_update *u)
+{
+    store_job job = {0};
+    ty_err e;
+    u->now = JOB_STATE_NONE;
+    u->now_attempt = 0;
+    if (!update_valid(u))
+        return TY_EINVAL;
+    if ((e = store_job_load(w, u->id, &job)) != TY_OK)
+        return e;
+    job_state cur = job.state;
+    int cur_attempt = job.attempt;
+    if (cur != u->from)
+        e = TY_ECONFLICT;
+    else if (u->to != cur)
+        e = store_job_move(w, &job, u->to, u->reason, u->message);
+    if (e == TY_OK && u->attempt > 0 && u->attempt_json && u->attempt != job.attempt)
+        e = TY_ECONFLICT; /* a record for another attempt than the job's */
+    if (e == TY_OK)
+        e = write_records(w, &job, u);
+    /* A failed update is rolled back: the job stays as it was read. */
+    u->now = e == TY_OK ? job.state : cur;
+    u->now_attempt = e == TY_OK ? job.attempt : cur_attempt;
+    store_job_clear(&job);
+    return e;
+}
+
+ty_err store_update_apply(store *s, store_conn *w, store_op *op)
+{
+    (void)s;
+    for (size_t i = 0; i < op->u.update.n; i++) {
+        store_update *u = &op->u.update.u[i];
+        ty_err e = store_conn_exec(w, SQL_SAVEPOINT_UPDATE);
+        if (e != TY_OK)
+            return e;
+        u->result = update_one(w, u);
+        if (sqlite3_get_autocommit(w->db))
+            return u->result != TY_OK ? u->result : TY_EIO; /* SQLite gave up the transaction */
+        if (u->result != TY_OK && (e = store_conn_exec(w, SQL_ROLLBACK_UPDATE)) != TY_OK)
+            return e;
+        if ((e = store_conn_exec(w, SQL_RELEASE_UPDATE)) != TY_OK)
+            return e;
+        if (u->result == TY_OK && u->to != u->from)
+            store_op_moved(op, u->from, u->to);
+    }
+    return TY_OK;
+}
+
+ty_err store_jobs_update(store *s, store_update *u, size_t n)
+{
+    if (!s || (n && !u))
+        return TY_EINVAL;
+    if (n == 0)
+        return TY_OK;
+    store_op op = {.kind = STORE_OP_UPDATE};
+    op.u.update.u = u;
+    op.u.update.n = n;
+    ty_err e = store_writer_run(s, &op);
+    if (e != TY_OK) {
+        /* Nothing of the operation committed, whatever each update said. */
+        for (size_t i = 0; i < n; i++)
+            u[i].result = e;
+    }
+    return e;
+}
+
+/* ---- reads --------------------------------------------------------------- */
+
+/* Appends to v the jobs sql returns for (priority, seq, limit). */
+static ty_err pending_read(store_conn *c, const char *sql, int64_t priority, int64_t seq, int limit,
+                           store_vec *v)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, sql, 0, &st);
+    if (e != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, priority);
+    sqlite3_bind_int64(st, 2, seq);
+    sqlite3_bind_int(st, 3, limit);
+    return store_collect(st, sizeof(store_job), store_job_from_row, v);
+}
+
+ty_err store_jobs_pending(store *s, int64_t after_priority, int64_t after_seq, int limit,
+                          store_job **out, size_t *nout)
+{
+    if (!s || !out || !nout)
+        return TY_EINVAL;
+    *out = NULL;
+    *nout = 0;
+    if (limit < 1 || limit > PENDING_MAX_LIMIT || after_seq < 0)
+        return TY_EINVAL;
+    store_conn *c = store_reader_acquire(s);
+    store_vec v = {0};
+    ty_err e = store_read_begin(c);
+    if (e != TY_OK)
+        goto out;
+    if (after_seq == 0) {
+        e = pending_read(c, SQL_PENDING_BELOW, INT64_MAX, 0, limit, &v);
+    } else {
+        /* The rest of the cursor's priority, then the priorities below it. */
+        e = pending_read(c, SQL_PENDING_AT, after_priority, after_seq, limit, &v);
+        if (e == TY_OK && v.n < (size_t)limit && after_priority > INT64_MIN)
+            e = pending_read(c, SQL_PENDING_BELOW, after_priority - 1, 0, limit - (int)v.n, &v);
+    }
+    store_read_end(c);
+out:
+    store_reader_release(s, c);
+    if (e != TY_OK) {
+        store_jobs_free(v.items, v.n);
+        return e;
+    }
+    *out = v.items;
+    *nout = v.n;
+    return TY_OK;
+}
+
+static ty_err change_from_row(sqlite3_stmt *st, void *item)
+{
+    store_change *x = item;
+    const unsigned char *id = sqlite3_column_text(st, 1);
+    if (!id || sqlite3_column_bytes(st, 1) != STORE_ID_LEN)
+        return TY_ESCHEMA;
+    x->seq = sqlite3_column_int64(st, 0);
+    memcpy(x->id, id, STORE_ID_LEN + 1);
+    x->from = store_column_state(st, 2);
+    x->to = store_column_state(st, 3);
+    return TY_OK;
+}
+
+ty_err store_changes(store *s, int64_t after, int limit, store_change **out, size_t *nout)
+{
+    if (!s || !out || !nout)
+        return TY_EINVAL;
+    *out = NULL;
+    *nout = 0;
+    if (limit < 1 || limit > CHANGES_MAX_LIMIT)
+        return TY_EINVAL;
+    store_conn *c = store_reader_acquire(s);
+    store_vec v = {0};
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_CHANGES, 0, &st);
+    if (e == TY_OK) {
+        sqlite3_bind_int64(st, 1, after);
+        sqlite3_bind_int(st, 2, limit);
+        e = store_collect(st, sizeof(store_change), change_from_row, &v);
+    }
+    store_reader_release(s, c);
+    if (e != TY_OK) {
+        free(v.items);
+        return e;
+    }
+    *out = v.items;
+    *nout = v.n;
+    return TY_OK;
+}
+
+ty_err store_changes_head(store *s, int64_t *seq)
+{
+    if (!s || !seq)
+        return TY_EINVAL;
+    *seq = 0;
+    return store_read_int64(s, SQL_CHANGES_HEAD, seq); /* max() of no rows is NULL: 0 */
+}
+
+/* ---- attempts ------------------------------------------------------------ */
+
+void store_attempts_free(store_attempt *a, size_t n)
+{
+    if (!a)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(a[i].json);
+    free(a);
+}
+
+/* A row of SQL_ATTEMPTS; attempt 0 is the row of NULLs of a job without attempts. */
+static ty_err attempt_from_row(sqlite3_stmt *st, void *item)
+{
+    store_attempt *a = item;
+    a->attempt = sqlite3_column_int(st, 0);
+    return (a->json = store_column_dup(st, 1)) ? TY_OK : TY_ENOMEM;
+}
+
+ty_err store_job_attempts(store *s, const char *id, store_attempt **out, size_t *nout)
+{
+    if (!s || !id || !out || !nout)
+        return TY_EINVAL;
+    *out = NULL;
+    *nout = 0;
+    store_vec v = {0};
+    ty_err e = store_read_rows(s, SQL_ATTEMPTS, id, sizeof(store_attempt), attempt_from_row, &v);
+    if (e == TY_OK && v.n == 0)
+        e = TY_ENOTFOUND; /* the LEFT JOIN gives every job at least one row */
+    if (e != TY_OK) {
+        store_attempts_free(v.items, v.n);
+        return e;
+    }
+    if (((store_attempt *)v.items)[0].attempt == 0) { /* attempts are > 0: no attempts */
+        store_attempts_free(v.items, v.n);
+        v = (store_vec){0};
+    }
+    *out = v.items;
+    *nout = v.n;
+    return TY_OK;
+}
