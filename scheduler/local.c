@@ -1,0 +1,1294 @@
+/*
+ * local.c - the local backend (local.h): every rank is a child process of the server.
+ *
+ * Capacity: a reservation (backend_attempt) holds world_size slots and particular GPU
+ * indices from reserve() until release(); each launch() runs one attempt on it.
+ *
+ * Process groups: rank 0 of an attempt starts a new process group, the other ranks join
+ * it, so one killpg() reaches every rank and whatever the ranks started (unless it left
+ * the group on purpose). The group id is rank 0's pid; it stays valid as long as one
+ * member exists, zombies included. That is why the last rank of an attempt is reaped
+ * only after its status was read with WNOWAIT and the group got a SIGKILL: until then
+ * the zombie pins the pgid, so the SIGKILL cannot reach an unrelated group that reused
+ * the number.
+ *
+ * Exits: each rank has a pidfd in one epoll set, the descriptor of event_fd(); an
+ * exited rank keeps its pidfd readable until observe() reaps it and closes the pidfd,
+ * so the epoll set polls readable exactly while events are pending. Kernels without
+ * pidfd_open (before 5.3) get a timerfd instead that ticks every LOCAL_TICK_MS while a
+ * rank runs, and observe() polls every rank with waitid(WNOHANG).
+ *
+ * Environment: the allowlisted variables of the server are copied once, when the
+ * backend is made (getenv() is not safe against a concurrent setenv() later on); every
+ * other variable of the server, its secrets first, stays out of the ranks.
+ *
+ * Threads: everything but log_* runs on the scheduler's thread. log_* only read
+ * data_dir, which never changes after local_backend_new(), so they need no lock.
+ */
+#define _GNU_SOURCE /* posix_spawn_file_actions_addchdir_np, addclosefrom_np */
+#include "scheduler/local.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ty_log.h"
+#include "common/ty_time.h"
+#include "runtime/comm.h"
+
+#define LOCAL_ID_LEN 26
+#define LOCAL_TICK_MS 20              /* waitid() polling period without pidfds */
+#define LOCAL_RECOVER_POLL_MS 10      /* recover(): how often to look whether all are gone */
+#define LOCAL_KILL_WAIT_MS 5000       /* recover(): bound on the wait after SIGKILL */
+#define LOCAL_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+#define LOCAL_EPOLL_BATCH 32
+
+/* The server's variables a rank inherits (local.h); PATH is handled apart. */
+static const char *const inherited_env[] = {"HOME", "USER", "LOGNAME", "LANG",
+                                            "LC_ALL", "TZ", "TMPDIR", NULL};
+
+typedef struct local_rank {
+    backend_attempt *a;           /* owner; epoll's data.ptr points at the rank */
+    int rank;
+    pid_t pid;                    /* > 0 from spawn until reaped */
+    int pidfd;                    /* -1 when none (fallback mode, or not running) */
+} local_rank;
+
+struct backend_attempt {
+    backend_attempt *next;        /* local_backend.attempts */
+    char id[LOCAL_ID_LEN + 1];
+    int world_size;
+    int gpus_per_rank;
+    int *gpus;                    /* world_size * gpus_per_rank indices, rank-major */
+    int attempt;                  /* the attempt launched last, 0 before the first */
+    pid_t pgid;                   /* rank 0's pid while a rank is unreaped, else 0 */
+    int running;                  /* ranks spawned and not reaped yet */
+    local_rank *ranks;            /* world_size, allocated with the reservation */
+};
+
+typedef struct local_backend {
+    backend base;
+    char *data_dir;               /* absolute: ranks run elsewhere and get paths under it */
+    char *server_url;             /* or NULL */
+    char *bin_path;               /* bin_dirs joined with ':' (absolute), "" when none */
+    char *server_path;            /* the server's PATH, or LOCAL_DEFAULT_PATH */
+    char **server_env;            /* inherited_env entries that are set, NULL-terminated */
+    int slots;
+    int gpus;
+    atomic_int slots_used;        /* read by metrics from other threads */
+    unsigned char *gpu_busy;      /* gpus entries (at least one allocated) */
+    int use_pidfd;                /* 1: evfd is an epoll set of pidfds; 0: a timerfd */
+    int evfd;
+    int timer_armed;
+    int running;                  /* unreaped ranks of every attempt */
+    backend_attempt *attempts;    /* every reservation not released */
+} local_backend;
+
+struct backend_log {
+    int fd;
+};
+
+static const backend_ops local_ops;
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static void set_why(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_why(char *why, size_t len, const char *fmt, ...)
+{
+    if (!why || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+}
+
+/* Formats a path; -1 when it does not fit. */
+static int path_fmt(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int path_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* Job ids go into paths: only ids of the store's shape ([0-9a-z]{26}) are accepted. */
+static int is_job_id(const char *s)
+{
+    if (!s)
+        return 0;
+    size_t i = 0;
+    for (; s[i]; i++)
+        if (i >= LOCAL_ID_LEN || !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z')))
+            return 0;
+    return i == LOCAL_ID_LEN;
+}
+
+/* mkdir -p with mode 0755; 0 when path is a directory afterwards, else -1 and errno. */
+static int mkdir_p(const char *path)
+{
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        errno = n ? ENAMETOOLONG : ENOENT;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+static int sys_pidfd_open(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+static int sys_pidfd_send_signal(int pidfd, int sig)
+{
+#ifdef SYS_pidfd_send_signal
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+#else
+    (void)pidfd;
+    (void)sig;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* ---- the environment of a rank -------------------------------------------- */
+
+/* A growing NULL-terminated vector of owned "NAME=value" strings, one per name. */
+typedef struct env_vec {
+    char **v;
+    size_t n, cap;
+} env_vec;
+
+static void env_free(env_vec *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->v[i]);
+    free(e->v);
+    memset(e, 0, sizeof *e);
+}
+
+/* Takes entry (owned); an entry of the same name is replaced in place, so a later
+ * source overrides an earlier one and each name appears once. */
+static ty_err env_take(env_vec *e, char *entry)
+{
+    size_t nlen = strcspn(entry, "=");
+    for (size_t i = 0; i < e->n; i++) {
+        if (strncmp(e->v[i], entry, nlen) == 0 && e->v[i][nlen] == '=') {
+            free(e->v[i]);
+            e->v[i] = entry;
+            return TY_OK;
+        }
+    }
+    if (e->n + 2 > e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 32;
+        char **v = realloc(e->v, cap * sizeof *v);
+        if (!v) {
+            free(entry);
+            return TY_ENOMEM;
+        }
+        e->v = v;
+        e->cap = cap;
+    }
+    e->v[e->n++] = entry;
+    e->v[e->n] = NULL;
+    return TY_OK;
+}
+
+static ty_err env_put(env_vec *e, const char *entry)
+{
+    char *copy = strdup(entry);
+    return copy ? env_take(e, copy) : TY_ENOMEM;
+}
+
+static ty_err env_setf(env_vec *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static ty_err env_setf(env_vec *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return TY_ENOMEM;
+    return env_take(e, s);
+}
+
+/*
+ * The part of the environment all ranks of an attempt share (local.h): the server's
+ * allowlisted variables, then the job's env (which may override them), then PATH, then
+ * Trainyard's variables, which nothing overrides. A job's PATH replaces the server's,
+ * but bin_dirs stay in front so that trainyard-worker is still found. *path points into
+ * e (the PATH value) for resolving the command.
+ */
+static ty_err env_common(local_backend *lb, backend_attempt *a, const backend_job *job,
+                         int port, const char *jobdir, env_vec *e, const char **path,
+                         char *why, size_t whylen)
+{
+    ty_err rc = TY_OK;
+    const char *base = lb->server_path;
+    for (size_t i = 0; lb->server_env[i] && rc == TY_OK; i++)
+        rc = env_put(e, lb->server_env[i]);
+    for (size_t i = 0; job->env && job->env[i] && rc == TY_OK; i++) {
+        const char *s = job->env[i];
+        if (!strchr(s, '=') || s[0] == '=') {
+            set_why(why, whylen, "invalid env entry (expected NAME=value)");
+            return TY_EINVAL;
+        }
+        if (strncmp(s, "PATH=", 5) == 0)
+            base = s + 5;
+        else
+            rc = env_put(e, s);
+    }
+    if (rc == TY_OK)
+        rc = env_setf(e, "PATH=%s%s%s", lb->bin_path, *lb->bin_path && *base ? ":" : "", base);
+    if (rc == TY_OK)
+        rc = env_setf(e, "WORLD_SIZE=%d", a->world_size);
+    if (rc == TY_OK)
+        rc = env_setf(e, "LOCAL_WORLD_SIZE=%d", a->world_size);
+    if (rc == TY_OK)
+        rc = env_put(e, "MASTER_ADDR=127.0.0.1");
+    if (rc == TY_OK)
+        rc = env_setf(e, "MASTER_PORT=%d", port);
+    if (rc == TY_OK)
+        rc = env_setf(e, "TRAINYARD_JOB_ID=%s", a->id);
+    if (rc == TY_OK)
+        rc = env_setf(e, "TRAINYARD_ATTEMPT=%d", job->attempt);
+    if (rc == TY_OK && lb->server_url)
+        rc = env_setf(e, "TRAINYARD_SERVER=%s", lb->server_url);
+    if (rc == TY_OK)
+        rc = env_setf(e, "TRAINYARD_DATA_DIR=%s/datasets", lb->data_dir);
+    if (rc == TY_OK)
+        rc = env_setf(e, "TRAINYARD_OUTPUT_DIR=%s/output", jobdir);
+    if (rc == TY_OK)
+        rc = env_setf(e, "TRAINYARD_CHECKPOINT_DIR=%s/checkpoints", jobdir);
+    if (rc != TY_OK) {
+        set_why(why, whylen, "out of memory building the environment");
+        return rc;
+    }
+    for (size_t i = 0; i < e->n; i++)
+        if (strncmp(e->v[i], "PATH=", 5) == 0)
+            *path = e->v[i] + 5;
+    return TY_OK;
+}
+
+/* The variables that differ per rank; set in place for each rank in turn. */
+static ty_err env_rank(backend_attempt *a, int r, env_vec *e)
+{
+    char cuda[256] = "";
+    size_t off = 0;
+    for (int g = 0; g < a->gpus_per_rank; g++) {
+        int n = snprintf(cuda + off, sizeof cuda - off, "%s%d", g ? "," : "",
+                         a->gpus[r * a->gpus_per_rank + g]);
+        if (n < 0 || (size_t)n >= sizeof cuda - off)
+            return TY_EINVAL;
+        off += (size_t)n;
+    }
+    ty_err rc = env_setf(e, "RANK=%d", r);
+    if (rc == TY_OK)
+        rc = env_setf(e, "LOCAL_RANK=%d", r);
+    if (rc == TY_OK)
+        rc = env_setf(e, "CUDA_VISIBLE_DEVICES=%s", cuda);
+    return rc;
+}
+
+/*
+ * Finds name along path the way execvp() would. glibc's posix_spawnp() searches the
+ * server's PATH, not the rank's, hence this. Empty components (the current directory)
+ * are skipped: the rank's directory is not where the server looks. A relative
+ * directory is made absolute, as the rank starts elsewhere. *out is new.
+ */
+static ty_err resolve_command(const char *name, const char *path, char **out)
+{
+    if (strchr(name, '/')) {
+        *out = strdup(name);
+        return *out ? TY_OK : TY_ENOMEM;
+    }
+    const char *p = path;
+    while (*p) {
+        size_t len = strcspn(p, ":");
+        if (len > 0) {
+            char cand[PATH_MAX];
+            struct stat st;
+            if (path_fmt(cand, sizeof cand, "%.*s/%s", (int)len, p, name) == 0 &&
+                stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
+                char cwd[PATH_MAX];
+                if (cand[0] == '/') {
+                    *out = strdup(cand);
+                } else if (getcwd(cwd, sizeof cwd)) {
+                    if (asprintf(out, "%s/%s", cwd, cand) < 0)
+                        *out = NULL;
+                } else {
+                    return TY_EIO;
+                }
+                return *out ? TY_OK : TY_ENOMEM;
+            }
+        }
+        p += len;
+        if (*p == ':')
+            p++;
+    }
+    return TY_ENOTFOUND;
+}
+
+/* ---- ranks ---------------------------------------------------------------- */
+
+/* Without pidfds a timer makes event_fd() readable every tick while a rank runs. */
+static void timer_update(local_backend *lb)
+{
+    if (lb->use_pidfd || lb->timer_armed == (lb->running > 0))
+        return;
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (lb->running > 0) {
+        its.it_value.tv_nsec = LOCAL_TICK_MS * 1000000L;
+        its.it_interval = its.it_value;
+    }
+    if (timerfd_settime(lb->evfd, 0, &its, NULL) == 0)
+        lb->timer_armed = lb->running > 0;
+}
+
+/* Bookkeeping once a rank was reaped. */
+static void rank_forget(local_backend *lb, local_rank *lr)
+{
+    if (lr->pidfd >= 0) {
+        epoll_ctl(lb->evfd, EPOLL_CTL_DEL, lr->pidfd, NULL);
+        close(lr->pidfd);
+        lr->pidfd = -1;
+    }
+    lr->pid = 0;
+    lr->a->running--;
+    lb->running--;
+    if (lr->a->running == 0)
+        lr->a->pgid = 0;
+}
+
+/*
+ * Kills every unreaped rank of a and whatever is in its group, and reaps the ranks
+ * (blocking, but SIGKILL makes that quick). The group is killed before any rank is
+ * reaped, while the ranks still pin its id. No events follow for these ranks.
+ */
+static void attempt_kill_reap(local_backend *lb, backend_attempt *a)
+{
+    if (a->running == 0)
+        return;
+    if (a->pgid > 0)
+        killpg(a->pgid, SIGKILL);
+    for (int r = 0; r < a->world_size; r++) {
+        local_rank *lr = &a->ranks[r];
+        if (lr->pid <= 0)
+            continue;
+        kill(lr->pid, SIGKILL);
+        while (waitpid(lr->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        rank_forget(lb, lr);
+    }
+    timer_update(lb);
+}
+
+/* Starts rank r of a. On failure why says what failed; a rank that did start is in a,
+ * for the caller to kill and reap with the others. */
+static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const char *exe,
+                         const backend_job *job, char *const envp[], const char *jobdir,
+                         const char *logdir, char *why, size_t whylen)
+{
+    char logpath[PATH_MAX];
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int fa_ok = 0, attr_ok = 0, logfd = -1, err = 0;
+    ty_err rc = TY_EIO;
+    pid_t pid = 0;
+
+    if (path_fmt(logpath, sizeof logpath, "%s/rank-%d.log", logdir, r) != 0) {
+        set_why(why, whylen, "log path too long");
+        return TY_EINVAL;
+    }
+    /* Opened here rather than as a file action, so that a failure has a clear why. */
+    logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (logfd < 0) {
+        set_why(why, whylen, "cannot open %s: %s", logpath, strerror(errno));
+        return TY_EIO;
+    }
+
+    /* Signals: the server blocks SIGTERM/SIGINT in every thread and ignores SIGPIPE;
+     * a rank must start with an empty mask and every signal at its default. */
+    sigset_t mask, dfl;
+    sigemptyset(&mask);
+    sigfillset(&dfl);
+    sigdelset(&dfl, SIGKILL);
+    sigdelset(&dfl, SIGSTOP);
+
+    if ((err = posix_spawn_file_actions_init(&fa)) != 0)
+        goto out;
+    fa_ok = 1;
+    if ((err = posix_spawn_file_actions_adddup2(&fa, logfd, STDOUT_FILENO)) != 0 ||
+        (err = posix_spawn_file_actions_adddup2(&fa, logfd, STDERR_FILENO)) != 0 ||
+        (err = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY,
+                                                0)) != 0 ||
+        (err = posix_spawn_file_actions_addchdir_np(&fa, jobdir)) != 0)
+        goto out;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    /* Descriptors of the server opened without O_CLOEXEC (by a library, say) must not
+     * reach the ranks either. */
+    if ((err = posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1)) != 0)
+        goto out;
+#endif
+    if ((err = posix_spawnattr_init(&attr)) != 0)
+        goto out;
+    attr_ok = 1;
+    /* Rank 0 founds the attempt's group (pgid 0 = its own pid); the others join it. */
+    if ((err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                                   POSIX_SPAWN_SETSIGDEF)) != 0 ||
+        (err = posix_spawnattr_setpgroup(&attr, r == 0 ? 0 : a->pgid)) != 0 ||
+        (err = posix_spawnattr_setsigmask(&attr, &mask)) != 0 ||
+        (err = posix_spawnattr_setsigdefault(&attr, &dfl)) != 0)
+        goto out;
+
+    err = posix_spawn(&pid, exe, &fa, &attr, (char *const *)job->argv, envp);
+    if (err != 0) {
+        if (err == ENOENT)
+            set_why(why, whylen, "command not found: %s", job->argv[0]);
+        else
+            set_why(why, whylen, "cannot start rank %d (%s): %s", r, job->argv[0],
+                    strerror(err));
+        err = 0;
+        goto out;
+    }
+
+    local_rank *lr = &a->ranks[r];
+    lr->pid = pid;
+    lr->pidfd = -1;
+    a->running++;
+    lb->running++;
+    if (r == 0)
+        a->pgid = pid;
+    if (lb->use_pidfd) {
+        lr->pidfd = sys_pidfd_open(pid);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = lr};
+        if (lr->pidfd < 0 || epoll_ctl(lb->evfd, EPOLL_CTL_ADD, lr->pidfd, &ev) != 0) {
+            /* The caller kills and reaps the rank with the others. */
+            set_why(why, whylen, "cannot watch rank %d: %s", r, strerror(errno));
+            goto out;
+        }
+    }
+    rc = TY_OK;
+out:
+    if (err != 0)
+        set_why(why, whylen, "cannot set up rank %d: %s", r, strerror(err));
+    if (attr_ok)
+        posix_spawnattr_destroy(&attr);
+    if (fa_ok)
+        posix_spawn_file_actions_destroy(&fa);
+    close(logfd);
+    return rc;
+}
+
+/*
+ * Turns a rank that ended into *ev and reaps it; 0 (and nothing done) while it runs.
+ * The status is read with WNOWAIT first: the last rank of an attempt must stay a
+ * zombie, pinning the group id, until the group has been sent its SIGKILL.
+ */
+static int rank_collect(local_backend *lb, local_rank *lr, backend_event *ev)
+{
+    backend_attempt *a = lr->a;
+    siginfo_t si;
+    int lost = 0;
+
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)lr->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
+        if (errno == EINTR)
+            continue;
+        /* ECHILD: someone else reaped it (SIGCHLD set to SIG_IGN, say); its status is
+         * lost and its group id is no longer pinned, so no killpg. */
+        lost = 1;
+        break;
+    }
+    if (!lost && si.si_pid == 0)
+        return 0;
+
+    if (!lost && a->running == 1 && a->pgid > 0 && killpg(a->pgid, SIGKILL) != 0 &&
+        errno != ESRCH)
+        TY_LOG(TY_LOG_WARN, "local: killpg failed", "{s:s,s:i,s:s}", "job_id", a->id, "pgid",
+               (int)a->pgid, "error", strerror(errno));
+    if (!lost) {
+        siginfo_t reaped;
+        while (waitid(P_PID, (id_t)lr->pid, &reaped, WEXITED) != 0 && errno == EINTR)
+            ;
+    }
+
+    memset(ev, 0, sizeof *ev);
+    ev->attempt = a;
+    ev->rank = lr->rank;
+    ev->time_ms = ty_time_now_ms();
+    if (lost) {
+        TY_LOG(TY_LOG_WARN, "local: exit status of a rank lost", "{s:s,s:i}", "job_id", a->id,
+               "rank", lr->rank);
+        ev->exit_code = 255;
+    } else if (si.si_code == CLD_EXITED) {
+        ev->exit_code = si.si_status;
+    } else {
+        ev->exit_code = -1;
+        ev->signal = si.si_status;
+    }
+    rank_forget(lb, lr);
+    return 1;
+}
+
+/* ---- backend_ops ---------------------------------------------------------- */
+
+static ty_err local_reserve(backend *b, const backend_job *job, backend_attempt **out, char *why,
+                            size_t whylen)
+{
+    local_backend *lb = (local_backend *)b;
+    if (!job || !is_job_id(job->id)) {
+        set_why(why, whylen, "invalid job id");
+        return TY_EINVAL;
+    }
+    if (job->world_size < 1 || job->gpus_per_rank < 0) {
+        set_why(why, whylen, "needs at least one rank and a GPU count >= 0");
+        return TY_EINVAL;
+    }
+    /* GPUs are counted, not typed (no driver query here): gpu_type is not checked. */
+    int ws = job->world_size, gpr = job->gpus_per_rank;
+    long long need_gpus = (long long)ws * gpr;
+    if (ws > lb->slots) {
+        set_why(why, whylen, "needs %d slots (one per rank), this machine has %d (--local-slots)",
+                ws, lb->slots);
+        return TY_EINVAL;
+    }
+    if (need_gpus > lb->gpus) {
+        set_why(why, whylen, "needs %lld GPU%s (%d per rank x %d rank%s), this machine has %d "
+                "(--local-gpus)", need_gpus, need_gpus == 1 ? "" : "s", gpr, ws,
+                ws == 1 ? "" : "s", lb->gpus);
+        return TY_EINVAL;
+    }
+    int used = atomic_load(&lb->slots_used);
+    if (used + ws > lb->slots) {
+        set_why(why, whylen, "needs %d slots, %d of %d free", ws, lb->slots - used, lb->slots);
+        return TY_EAGAIN;
+    }
+    int free_gpus = 0;
+    for (int g = 0; g < lb->gpus; g++)
+        free_gpus += !lb->gpu_busy[g];
+    if (free_gpus < need_gpus) {
+        set_why(why, whylen, "needs %lld GPUs, %d of %d free", need_gpus, free_gpus, lb->gpus);
+        return TY_EAGAIN;
+    }
+
+    backend_attempt *a = calloc(1, sizeof *a);
+    if (!a)
+        return TY_ENOMEM;
+    a->ranks = calloc((size_t)ws, sizeof *a->ranks);
+    a->gpus = calloc(need_gpus ? (size_t)need_gpus : 1, sizeof *a->gpus);
+    if (!a->ranks || !a->gpus) {
+        free(a->ranks);
+        free(a->gpus);
+        free(a);
+        return TY_ENOMEM;
+    }
+    memcpy(a->id, job->id, LOCAL_ID_LEN + 1);
+    a->world_size = ws;
+    a->gpus_per_rank = gpr;
+    for (int r = 0; r < ws; r++) {
+        a->ranks[r].a = a;
+        a->ranks[r].rank = r;
+        a->ranks[r].pidfd = -1;
+    }
+    /* The lowest free indices, rank after rank. */
+    for (int g = 0, k = 0; k < need_gpus; g++) {
+        if (!lb->gpu_busy[g]) {
+            lb->gpu_busy[g] = 1;
+            a->gpus[k++] = g;
+        }
+    }
+    atomic_fetch_add(&lb->slots_used, ws);
+    a->next = lb->attempts;
+    lb->attempts = a;
+    *out = a;
+    return TY_OK;
+}
+
+static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *job,
+                           backend_rank *ranks, char *why, size_t whylen)
+{
+    local_backend *lb = (local_backend *)b;
+    char jobdir[PATH_MAX], logdir[PATH_MAX];
+    env_vec env = {0};
+    char *exe = NULL;
+    const char *path = NULL;
+    ty_err rc = TY_EINVAL;
+
+    if (a->running > 0) {
+        set_why(why, whylen, "a rank of the previous attempt still runs");
+        return TY_EINVAL;
+    }
+    if (!is_job_id(job->id) || strcmp(job->id, a->id) != 0 || job->world_size != a->world_size ||
+        job->gpus_per_rank != a->gpus_per_rank || job->attempt < 1) {
+        set_why(why, whylen, "the job does not match its reservation");
+        return TY_EINVAL;
+    }
+    if (!job->argv || !job->argv[0] || !job->argv[0][0]) {
+        set_why(why, whylen, "no command");
+        return TY_EINVAL;
+    }
+
+    if (path_fmt(jobdir, sizeof jobdir, "%s/jobs/%s", lb->data_dir, a->id) != 0 ||
+        path_fmt(logdir, sizeof logdir, "%s/logs/a%d", jobdir, job->attempt) != 0) {
+        set_why(why, whylen, "data dir path too long");
+        return TY_EINVAL;
+    }
+    /* datasets is shared by every job; checkpoints outlive attempts; logs/a<n> is new. */
+    char dirs[4][PATH_MAX];
+    if (path_fmt(dirs[0], sizeof dirs[0], "%s/datasets", lb->data_dir) != 0 ||
+        path_fmt(dirs[1], sizeof dirs[1], "%s/output", jobdir) != 0 ||
+        path_fmt(dirs[2], sizeof dirs[2], "%s/checkpoints", jobdir) != 0 ||
+        path_fmt(dirs[3], sizeof dirs[3], "%s", logdir) != 0) {
+        set_why(why, whylen, "data dir path too long");
+        return TY_EINVAL;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (mkdir_p(dirs[i]) != 0) {
+            set_why(why, whylen, "cannot create %s: %s", dirs[i], strerror(errno));
+            return TY_EIO;
+        }
+    }
+
+    int port = comm_free_port();
+    if (port < 0) {
+        set_why(why, whylen, "no free TCP port on 127.0.0.1 for MASTER_PORT");
+        return TY_EIO;
+    }
+    rc = env_common(lb, a, job, port, jobdir, &env, &path, why, whylen);
+    if (rc != TY_OK)
+        goto out;
+    rc = resolve_command(job->argv[0], path, &exe);
+    if (rc == TY_ENOTFOUND) {
+        set_why(why, whylen, "command not found: %s", job->argv[0]);
+        rc = TY_EINVAL;
+        goto out;
+    }
+    if (rc != TY_OK) {
+        set_why(why, whylen, "cannot resolve the command %s: %s", job->argv[0], ty_strerror(rc));
+        goto out;
+    }
+
+    a->attempt = job->attempt;
+    for (int r = 0; r < a->world_size; r++) {
+        if (env_rank(a, r, &env) != TY_OK) {
+            set_why(why, whylen, "cannot build the environment of rank %d", r);
+            rc = TY_ENOMEM;
+            break;
+        }
+        rc = spawn_rank(lb, a, r, exe, job, env.v, jobdir, logdir, why, whylen);
+        if (rc != TY_OK)
+            break;
+        ranks[r].pid = a->ranks[r].pid;
+        ranks[r].started_ms = ty_time_now_ms();
+    }
+    /* All or nothing: a gang missing a rank would only hang in its rendezvous. */
+    if (rc != TY_OK)
+        attempt_kill_reap(lb, a);
+    timer_update(lb);
+out:
+    free(exe);
+    env_free(&env);
+    return rc;
+}
+
+static int local_event_fd(backend *b)
+{
+    return ((local_backend *)b)->evfd;
+}
+
+static size_t local_observe(backend *b, backend_event *ev, size_t max)
+{
+    local_backend *lb = (local_backend *)b;
+    size_t n = 0;
+
+    if (lb->use_pidfd) {
+        struct epoll_event evs[LOCAL_EPOLL_BATCH];
+        while (n < max) {
+            int want = max - n < LOCAL_EPOLL_BATCH ? (int)(max - n) : LOCAL_EPOLL_BATCH;
+            int k = epoll_wait(lb->evfd, evs, want, 0);
+            if (k <= 0)
+                break;
+            for (int i = 0; i < k; i++)
+                n += (size_t)rank_collect(lb, evs[i].data.ptr, &ev[n]);
+            if (k < want)
+                break;
+        }
+        return n;
+    }
+
+    uint64_t ticks;
+    if (read(lb->evfd, &ticks, sizeof ticks) < 0) {
+        /* EAGAIN: no tick yet; still worth a look, the caller asked. */
+    }
+    for (backend_attempt *a = lb->attempts; a && n < max; a = a->next)
+        for (int r = 0; r < a->world_size && n < max; r++)
+            if (a->ranks[r].pid > 0)
+                n += (size_t)rank_collect(lb, &a->ranks[r], &ev[n]);
+    timer_update(lb);
+    return n;
+}
+
+static void local_signal(backend *b, backend_attempt *a, int hard)
+{
+    (void)b;
+    /* Only while a rank is unreaped: it pins the group id (see the top of the file). */
+    if (a->running == 0 || a->pgid <= 0)
+        return;
+    if (killpg(a->pgid, hard ? SIGKILL : SIGTERM) != 0 && errno != ESRCH)
+        TY_LOG(TY_LOG_WARN, "local: killpg failed", "{s:s,s:i,s:s}", "job_id", a->id, "pgid",
+               (int)a->pgid, "error", strerror(errno));
+}
+
+static void attempt_free(local_backend *lb, backend_attempt *a)
+{
+    for (int i = 0; i < a->world_size * a->gpus_per_rank; i++)
+        lb->gpu_busy[a->gpus[i]] = 0;
+    atomic_fetch_sub(&lb->slots_used, a->world_size);
+    free(a->gpus);
+    free(a->ranks);
+    free(a);
+}
+
+static void local_release(backend *b, backend_attempt *a)
+{
+    local_backend *lb = (local_backend *)b;
+    if (!a)
+        return;
+    if (a->running > 0) {
+        /* A bug of the caller; still, nothing may outlive its reservation. */
+        TY_LOG(TY_LOG_ERROR, "local: release with ranks running; killing them", "{s:s,s:i}",
+               "job_id", a->id, "running", a->running);
+        attempt_kill_reap(lb, a);
+    }
+    for (backend_attempt **p = &lb->attempts; *p; p = &(*p)->next) {
+        if (*p == a) {
+            *p = a->next;
+            break;
+        }
+    }
+    attempt_free(lb, a);
+}
+
+/* ---- recover -------------------------------------------------------------- */
+
+/*
+ * A process of the job found in /proc. These are not our children (their server
+ * died), so waitpid() does not work on them. With a pidfd, signals and the "gone"
+ * test are tied to the process itself, not to a pid that may be reused.
+ */
+typedef struct found_proc {
+    pid_t pid;
+    int pidfd;                    /* -1 without pidfd_open */
+} found_proc;
+
+typedef struct found_set {
+    found_proc *v;
+    size_t n, cap;
+} found_set;
+
+/* The state letter of /proc/<pid>/stat ('R', 'S', 'Z', ...); 0 when unreadable. */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold spaces and parentheses, so the last ')'. */
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* 1 when /proc/<pid>/environ holds exactly the entry (entries are NUL-separated). */
+static int proc_has_entry(pid_t pid, const char *entry)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    size_t cap = 16384, len = 0;
+    char *buf = malloc(cap + 1);
+    int found = 0;
+    while (buf) {
+        if (len == cap) {
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            buf[len] = '\0';
+            for (size_t off = 0; off < len; off += strlen(buf + off) + 1)
+                if (strcmp(buf + off, entry) == 0) {
+                    found = 1;
+                    break;
+                }
+            break;
+        }
+        len += (size_t)n;
+    }
+    free(buf);
+    close(fd);
+    return found;
+}
+
+static int found_alive(const found_proc *f)
+{
+    if (f->pidfd >= 0) {
+        /* A pidfd polls readable once its process exited (zombie or reaped); on an
+         * error, assume alive: waiting longer is safer than missing a process. */
+        struct pollfd p = {.fd = f->pidfd, .events = POLLIN};
+        return poll(&p, 1, 0) <= 0;
+    }
+    if (kill(f->pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    char st = proc_state(f->pid);
+    return st != 0 && st != 'Z' && st != 'X';
+}
+
+/* Signals the process's group (never our own) and the process. The group is looked up
+ * while the process is alive, so the id is still its group's. */
+static void found_signal(const found_proc *f, int sig)
+{
+    if (!found_alive(f))
+        return;
+    pid_t pg = getpgid(f->pid);
+    if (pg > 1 && pg != getpgrp())
+        killpg(pg, sig);
+    if (f->pidfd >= 0)
+        sys_pidfd_send_signal(f->pidfd, sig);
+    else
+        kill(f->pid, sig);
+}
+
+/* Adds to fs every live process with the entry not already there, signalling each;
+ * *found counts them. */
+static ty_err scan_job(const char *entry, found_set *fs, int sig, int *found)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return TY_EIO;
+    pid_t self = getpid();
+    struct dirent *de;
+    ty_err rc = TY_OK;
+    while ((de = readdir(d)) != NULL) {
+        char *end;
+        errno = 0;
+        long v = strtol(de->d_name, &end, 10);
+        if (*de->d_name < '0' || *de->d_name > '9' || *end || errno || v <= 0 || v > INT_MAX)
+            continue;
+        pid_t pid = (pid_t)v;
+        if (pid == self)
+            continue;
+        int known = 0;
+        for (size_t i = 0; i < fs->n && !known; i++)
+            known = fs->v[i].pid == pid && found_alive(&fs->v[i]);
+        if (known)
+            continue;
+        /* The pidfd first: if the process is still alive after its environ was read,
+         * the environ was its own and not that of a process reusing the pid. */
+        found_proc f = {pid, sys_pidfd_open(pid)};
+        if (f.pidfd < 0 && errno == ESRCH)
+            continue;
+        char st = proc_state(pid);
+        if (st == 0 || st == 'Z' || st == 'X' || !proc_has_entry(pid, entry) || !found_alive(&f)) {
+            if (f.pidfd >= 0)
+                close(f.pidfd);
+            continue;
+        }
+        if (fs->n == fs->cap) {
+            size_t cap = fs->cap ? fs->cap * 2 : 16;
+            found_proc *nv = realloc(fs->v, cap * sizeof *nv);
+            if (!nv) {
+                if (f.pidfd >= 0)
+                    close(f.pidfd);
+                rc = TY_ENOMEM;
+                break;
+            }
+            fs->v = nv;
+            fs->cap = cap;
+        }
+        fs->v[fs->n++] = f;
+        (*found)++;
+        found_signal(&f, sig);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int any_alive(const found_set *fs)
+{
+    for (size_t i = 0; i < fs->n; i++)
+        if (found_alive(&fs->v[i]))
+            return 1;
+    return 0;
+}
+
+/*
+ * SIGTERM to everything found, SIGKILL to what is left after grace_ms, each time to
+ * the process and its group. Once all found processes are gone /proc is scanned again:
+ * one of them may have started another while it was being stopped.
+ */
+static ty_err local_recover(backend *b, const char *job_id, int grace_ms, int *found)
+{
+    (void)b;
+    char entry[64];
+    found_set fs = {0};
+    int nfound = 0, sig = SIGTERM;
+    ty_err rc;
+
+    *found = 0;
+    if (!is_job_id(job_id))
+        return TY_EINVAL;
+    snprintf(entry, sizeof entry, "TRAINYARD_JOB_ID=%s", job_id);
+    uint64_t deadline = ty_time_mono_ns() + (uint64_t)(grace_ms > 0 ? grace_ms : 0) * 1000000u;
+
+    rc = scan_job(entry, &fs, sig, &nfound);
+    while (rc == TY_OK) {
+        if (!any_alive(&fs)) {
+            size_t before = fs.n;
+            rc = scan_job(entry, &fs, sig, &nfound);
+            if (rc != TY_OK || fs.n == before)
+                break;
+            continue;
+        }
+        if (ty_time_mono_ns() >= deadline) {
+            if (sig == SIGKILL) {
+                rc = TY_EIO;
+                break;
+            }
+            sig = SIGKILL;
+            deadline = ty_time_mono_ns() + (uint64_t)LOCAL_KILL_WAIT_MS * 1000000u;
+            for (size_t i = 0; i < fs.n; i++)
+                found_signal(&fs.v[i], SIGKILL);
+            rc = scan_job(entry, &fs, sig, &nfound);
+            continue;
+        }
+        sleep_ms(LOCAL_RECOVER_POLL_MS);
+    }
+
+    for (size_t i = 0; i < fs.n; i++)
+        if (fs.v[i].pidfd >= 0)
+            close(fs.v[i].pidfd);
+    free(fs.v);
+    if (nfound > 0)
+        TY_LOG(TY_LOG_INFO, "local: stopped processes of a previous server", "{s:s,s:i,s:b}",
+               "job_id", job_id, "found", nfound, "killed", sig == SIGKILL);
+    *found = nfound;
+    return rc;
+}
+
+/* ---- logs (any thread) ---------------------------------------------------- */
+
+static ty_err local_log_open(backend *b, const char *job_id, int attempt, int rank,
+                             backend_log **out)
+{
+    local_backend *lb = (local_backend *)b;
+    char path[PATH_MAX];
+    if (!is_job_id(job_id) || attempt < 1 || rank < 0)
+        return TY_ENOTFOUND;
+    if (path_fmt(path, sizeof path, "%s/jobs/%s/logs/a%d/rank-%d.log", lb->data_dir, job_id,
+                 attempt, rank) != 0)
+        return TY_ENOTFOUND;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR ? TY_ENOTFOUND : TY_EIO;
+    backend_log *l = malloc(sizeof *l);
+    if (!l) {
+        close(fd);
+        return TY_ENOMEM;
+    }
+    l->fd = fd;
+    *out = l;
+    return TY_OK;
+}
+
+static long local_log_read(backend_log *l, char *buf, size_t max)
+{
+    for (;;) {
+        ssize_t n = read(l->fd, buf, max);
+        if (n >= 0)
+            return (long)n;
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
+static void local_log_close(backend_log *l)
+{
+    if (!l)
+        return;
+    close(l->fd);
+    free(l);
+}
+
+/* ---- life ----------------------------------------------------------------- */
+
+static void local_free(backend *b)
+{
+    local_backend *lb = (local_backend *)b;
+    if (!lb)
+        return;
+    while (lb->attempts) {
+        backend_attempt *a = lb->attempts;
+        if (a->running > 0) {
+            TY_LOG(TY_LOG_ERROR, "local: freed with ranks running; killing them", "{s:s}",
+                   "job_id", a->id);
+            attempt_kill_reap(lb, a);
+        }
+        lb->attempts = a->next;
+        attempt_free(lb, a);
+    }
+    if (lb->evfd >= 0)
+        close(lb->evfd);
+    if (lb->server_env)
+        for (size_t i = 0; lb->server_env[i]; i++)
+            free(lb->server_env[i]);
+    free(lb->server_env);
+    free(lb->gpu_busy);
+    free(lb->data_dir);
+    free(lb->server_url);
+    free(lb->bin_path);
+    free(lb->server_path);
+    free(lb);
+}
+
+/* /dev/nvidia0, /dev/nvidia1, ...: one per GPU (nvidiactl, nvidia-uvm are not GPUs). */
+static int count_nvidia_devices(void)
+{
+    DIR *d = opendir("/dev");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *s = de->d_name;
+        if (strncmp(s, "nvidia", 6) != 0 || !s[6])
+            continue;
+        s += 6;
+        while (*s >= '0' && *s <= '9')
+            s++;
+        n += *s == '\0';
+    }
+    closedir(d);
+    return n;
+}
+
+/* bin_dirs joined with ':'; relative ones made absolute, as the ranks run elsewhere. */
+static ty_err join_bin_dirs(const char *const *dirs, char **out)
+{
+    size_t len = 1;
+    char cwd[PATH_MAX] = "";
+    for (size_t i = 0; dirs && dirs[i]; i++) {
+        if (dirs[i][0] != '/' && !cwd[0] && !getcwd(cwd, sizeof cwd))
+            return TY_EIO;
+        len += strlen(dirs[i]) + strlen(cwd) + 2;
+    }
+    char *s = malloc(len);
+    if (!s)
+        return TY_ENOMEM;
+    size_t off = 0;
+    s[0] = '\0';
+    for (size_t i = 0; dirs && dirs[i]; i++) {
+        int n = snprintf(s + off, len - off, "%s%s%s%s", off ? ":" : "",
+                         dirs[i][0] == '/' ? "" : cwd, dirs[i][0] == '/' ? "" : "/", dirs[i]);
+        if (n < 0 || (size_t)n >= len - off) {
+            free(s);
+            return TY_EINVAL;
+        }
+        off += (size_t)n;
+    }
+    *out = s;
+    return TY_OK;
+}
+
+ty_err local_backend_new(const local_options *opt, backend **out, char *err, size_t errlen)
+{
+    local_backend *lb = NULL;
+    ty_err rc = TY_ENOMEM;
+    char real[PATH_MAX];
+
+    if (!opt || !opt->data_dir || !opt->data_dir[0]) {
+        set_why(err, errlen, "local backend: data_dir is required");
+        return TY_EINVAL;
+    }
+    if (opt->slots < 0 || opt->gpus < -1) {
+        set_why(err, errlen, "local backend: slots must be >= 0 and gpus >= -1");
+        return TY_EINVAL;
+    }
+    if (mkdir_p(opt->data_dir) != 0) {
+        set_why(err, errlen, "local backend: cannot create %s: %s", opt->data_dir,
+                strerror(errno));
+        return TY_EIO;
+    }
+    /* Absolute: ranks run in their job's directory and get paths under data_dir. */
+    if (!realpath(opt->data_dir, real)) {
+        set_why(err, errlen, "local backend: %s: %s", opt->data_dir, strerror(errno));
+        return TY_EIO;
+    }
+
+    lb = calloc(1, sizeof *lb);
+    if (!lb)
+        goto fail;
+    lb->base.ops = &local_ops;
+    lb->evfd = -1;
+    if (opt->slots > 0) {
+        lb->slots = opt->slots;
+    } else {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        lb->slots = cpus > 0 && cpus < INT_MAX / 2 ? 2 * (int)cpus : 2;
+    }
+    lb->gpus = opt->gpus >= 0 ? opt->gpus : count_nvidia_devices();
+    lb->gpu_busy = calloc(lb->gpus > 0 ? (size_t)lb->gpus : 1, 1);
+    lb->data_dir = strdup(real);
+    lb->server_url = opt->server_url ? strdup(opt->server_url) : NULL;
+    const char *sp = getenv("PATH");
+    lb->server_path = strdup(sp && *sp ? sp : LOCAL_DEFAULT_PATH);
+    lb->server_env = calloc(sizeof inherited_env / sizeof inherited_env[0], sizeof(char *));
+    if (!lb->gpu_busy || !lb->data_dir || (opt->server_url && !lb->server_url) ||
+        !lb->server_path || !lb->server_env)
+        goto fail;
+    for (size_t i = 0, k = 0; inherited_env[i]; i++) {
+        const char *v = getenv(inherited_env[i]);
+        if (!v)
+            continue;
+        if (asprintf(&lb->server_env[k], "%s=%s", inherited_env[i], v) < 0) {
+            lb->server_env[k] = NULL;
+            goto fail;
+        }
+        k++;
+    }
+    rc = join_bin_dirs(opt->bin_dirs, &lb->bin_path);
+    if (rc != TY_OK) {
+        set_why(err, errlen, "local backend: cannot resolve bin_dirs");
+        goto fail;
+    }
+
+    /* pidfds need Linux 5.3; a seccomp profile may refuse them too. */
+    int probe = sys_pidfd_open(getpid());
+    if (probe >= 0) {
+        close(probe);
+        lb->use_pidfd = 1;
+        lb->evfd = epoll_create1(EPOLL_CLOEXEC);
+    } else {
+        TY_LOG(TY_LOG_INFO, "local: no pidfd_open, polling rank exits", "{s:s}", "error",
+               strerror(errno));
+        lb->evfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    }
+    if (lb->evfd < 0) {
+        set_why(err, errlen, "local backend: %s: %s", lb->use_pidfd ? "epoll" : "timerfd",
+                strerror(errno));
+        rc = TY_EIO;
+        goto fail;
+    }
+    *out = &lb->base;
+    return TY_OK;
+
+fail:
+    if (rc == TY_ENOMEM)
+        set_why(err, errlen, "local backend: out of memory");
+    local_free(lb ? &lb->base : NULL);
+    return rc;
+}
+
+int local_backend_slots(const backend *b)
+{
+    return ((const local_backend *)b)->slots;
+}
+
+int local_backend_gpus(const backend *b)
+{
+    return ((const local_backend *)b)->gpus;
+}
+
+int local_backend_slots_used(const backend *b)
+{
+    return atomic_load(&((local_backend *)b)->slots_used);
+}
+
+static const backend_ops local_ops = {
+    .name = "local",
+    .reserve = local_reserve,
+    .launch = local_launch,
+    .event_fd = local_event_fd,
+    .observe = local_observe,
+    .signal = local_signal,
+    .release = local_release,
+    .recover = local_recover,
+    .log_open = local_log_open,
+    .log_read = local_log_read,
+    .log_close = local_log_close,
+    .free = local_free,
+};

@@ -1,0 +1,60 @@
+/*
+ * local.h - the local backend: every rank of a job is a process on this
+ * machine (the embedded default of `trainyard serve`).
+ *
+ * Capacity is counted in slots (one per rank) and GPUs; a gang is reserved
+ * whole or not at all. Each attempt runs in its own process group (rank 0's
+ * pid), so one killpg() reaches every rank and whatever the ranks started.
+ * Ranks are started with posix_spawn(): the process is multithreaded, and
+ * posix_spawn() is the safe (and fast, vfork-like) way to fork it.
+ *
+ * Each rank runs argv with cwd <data_dir>/jobs/<id>, stdout and stderr
+ * appended to <data_dir>/jobs/<id>/logs/a<attempt>/rank-<r>.log, signals reset
+ * to their defaults, and this environment (the env contract of DESIGN.md):
+ *
+ *   PATH, HOME, USER, LOGNAME, LANG, LC_ALL, TZ, TMPDIR  from the server, when
+ *       set (nothing else leaks: the server's own secrets stay out); PATH is
+ *       prefixed with bin_dirs so that trainyard-worker is found
+ *   the job's env (over the above; a job's PATH replaces the server's, still
+ *       after bin_dirs)
+ *   RANK, LOCAL_RANK (= RANK), WORLD_SIZE, LOCAL_WORLD_SIZE,
+ *   MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port chosen per attempt)
+ *   TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_SERVER (when server_url is set)
+ *   TRAINYARD_DATA_DIR       data_dir/datasets    (shared by all jobs)
+ *   TRAINYARD_OUTPUT_DIR     data_dir/jobs/<id>/output
+ *   TRAINYARD_CHECKPOINT_DIR data_dir/jobs/<id>/checkpoints (kept across attempts)
+ *   CUDA_VISIBLE_DEVICES     the rank's GPUs ("0,1"), "" for a rank without GPUs
+ *
+ * Rank exits are observed through a pidfd per rank in one epoll set
+ * (event_fd; without pidfd_open, before Linux 5.3, a timerfd that ticks every
+ * 20 ms while a rank runs, and observe() polls waitid). recover() finds a
+ * job's processes by the TRAINYARD_JOB_ID in their environment
+ * (/proc/<pid>/environ), so processes whose pids were never recorded are
+ * found too.
+ */
+#ifndef TY_SCHEDULER_LOCAL_H
+#define TY_SCHEDULER_LOCAL_H
+
+#include <stddef.h>
+
+#include "common/ty_error.h"
+#include "scheduler/backend.h"
+
+typedef struct local_options {
+    const char *data_dir;          /* required; created when missing */
+    int slots;                     /* ranks that may run at once; 0 = twice the online CPUs */
+    int gpus;                      /* GPUs to hand out; -1 = count /dev/nvidia<N> */
+    const char *server_url;        /* TRAINYARD_SERVER, or NULL */
+    const char *const *bin_dirs;   /* prepended to PATH, NULL-terminated; may be NULL */
+} local_options;
+
+/* *out is new (free with out->ops->free). err holds a reason on failure. */
+ty_err local_backend_new(const local_options *opt, backend **out, char *err, size_t errlen);
+
+/* The effective limits (after defaults and detection). */
+int local_backend_slots(const backend *b);
+int local_backend_gpus(const backend *b);
+/* Slots in use now (reserved by gangs); for tests and metrics. */
+int local_backend_slots_used(const backend *b);
+
+#endif
