@@ -106,6 +106,9 @@ typedef struct backend_ops {
     ty_err (*log_open)(backend *b, const char *job_id, int attempt, int rank, backend_log **out);
     long (*log_read)(backend_log *l, char *buf, size_t max);
     void (*log_close)(backend_log *l);
+    /* The capacity in ranks (-1 when unbounded or unknown) and how much of it
+     * is reserved now. Any thread (it serves /metrics). */
+    void (*capacity)(const backend *b, int *total, int *used);
     /* Frees the backend; every reservation must have been released. */
     void (*free)(backend *b);
 } backend_ops;

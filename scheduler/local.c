@@ -1278,6 +1278,12 @@ int local_backend_slots_used(const backend *b)
     return atomic_load(&((local_backend *)b)->slots_used);
 }
 
+static void local_capacity(const backend *b, int *total, int *used)
+{
+    *total = local_backend_slots(b);
+    *used = local_backend_slots_used(b);
+}
+
 static const backend_ops local_ops = {
     .name = "local",
     .reserve = local_reserve,
@@ -1290,5 +1296,6 @@ static const backend_ops local_ops = {
     .log_open = local_log_open,
     .log_read = local_log_read,
     .log_close = local_log_close,
+    .capacity = local_capacity,
     .free = local_free,
 };

@@ -1,0 +1,1333 @@
+/*
+ * sched.c - the reconcile loop (see sched.h for what it guarantees).
+ *
+ * The scheduler thread owns every `sjob` (one per job it holds: ADMITTED
+ * through CANCELLING) and runs rounds:
+ *
+ *   read   the change feed (submissions, cancels) and the backend's rank exits
+ *   decide timers (SIGKILL after the grace period, backoff, timeouts), what each
+ *          job's state must become, and which PENDING jobs to admit
+ *   write  every decision of the round with one store_jobs_update(): one commit
+ *   act    after the commit: launch, release, forget finished jobs
+ *
+ * A decision is a `change`: one job's update for the store plus the action
+ * to take once it committed. If the store refuses an update because the job
+ * moved (TY_ECONFLICT: a client cancelled it meanwhile), the job is read
+ * again and the next round decides afresh; nothing was launched for it.
+ *
+ * The attempt record (the JSON the API shows as current_attempt and lists
+ * under /attempts) is rebuilt from the sjob whenever a rank or the attempt
+ * changes, and written with the round's commit.
+ *
+ * Threads: everything here runs on the scheduler thread except
+ * sched_get_stats() and sched_log_*(), which read `mu`-protected fields:
+ * the job list and each rank's state (for follow).
+ */
+#include "scheduler/sched.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ty_buf.h"
+#include "common/ty_json.h"
+#include "common/ty_log.h"
+#include "common/ty_time.h"
+
+#define DEFAULT_GRACE_MS 10000
+#define MAX_ADMITS_PER_ROUND 256   /* keeps a round (and its commit) short under a flood */
+#define PENDING_PAGE 128
+#define PENDING_BUDGET 1024        /* PENDING rows looked at per round at most */
+#define CHANGES_PAGE 4096
+#define EVENTS_PAGE 256
+#define FOLLOW_POLL_MS 100
+
+/* ---- jobs as the scheduler holds them ------------------------------------ */
+
+typedef enum rank_state {
+    RANK_PENDING,
+    RANK_RUNNING,
+    RANK_SUCCEEDED,
+    RANK_FAILED,  /* exited non-zero on its own */
+    RANK_KILLED,  /* killed by a signal nobody here sent */
+    RANK_STOPPED, /* ended after the server asked the gang to stop */
+} rank_state;
+
+static const char *const rank_state_names[] = {"pending", "running", "succeeded",
+                                               "failed",  "killed",  "stopped"};
+
+typedef enum attempt_state {
+    ATT_STARTING,
+    ATT_RUNNING,
+    ATT_STOPPING,
+    ATT_SUCCEEDED,
+    ATT_FAILED,
+    ATT_STOPPED,
+    ATT_CANCELLED,
+} attempt_state;
+
+static const char *const attempt_state_names[] = {"starting",  "running", "stopping", "succeeded",
+                                                  "failed",    "stopped", "cancelled"};
+
+/* Why the gang of the current attempt is being stopped: what its end means. */
+typedef enum end_cause {
+    END_NONE,
+    END_FAILED,   /* a rank failed: restart or fail */
+    END_TIMEOUT,  /* timeout_seconds: fail */
+    END_CANCEL,   /* a client cancelled: CANCELLED */
+    END_SHUTDOWN, /* the server stops: RESTARTING, resumed by the next start */
+} end_cause;
+
+typedef struct srank {
+    rank_state state;
+    int pid;
+    int exit_code; /* -1: none */
+    int signal;    /* 0: none */
+    int64_t started_ms, ended_ms;
+} srank;
+
+typedef struct sjob {
+    struct sjob *next;
+    char id[STORE_ID_LEN + 1];
+    char *queue;
+    job_state state; /* as last committed */
+    int attempt;     /* the store's attempt number */
+    int restarts;
+    /* From the spec. */
+    json_t *spec;
+    char **argv;     /* borrowed strings of spec, NULL-terminated */
+    char **env;      /* owned "NAME=value" strings, NULL-terminated */
+    int world, gpus_per_rank, restart_max, backoff_s;
+    const char *gpu_type;
+    int64_t timeout_s; /* 0: none */
+    /* The backend's reservation and the current attempt. */
+    backend_attempt *res;
+    srank *ranks;      /* world entries; protected by mu for readers */
+    int launched;      /* the current attempt's ranks were started */
+    int alive;         /* launched ranks not yet ended */
+    attempt_state astate;
+    int64_t a_started_ms, a_ended_ms;
+    const char *a_reason;
+    char a_message[256];
+    int have_record;   /* an attempt record exists for `attempt` */
+    int dirty;         /* the record changed since it was written */
+    /* Stopping and timers. */
+    end_cause cause;
+    char cause_msg[192];
+    int stop_asked, kill_sent;
+    int64_t kill_at_ms;    /* SIGKILL when the gang is still there; 0: none */
+    int64_t restart_at_ms; /* RESTARTING: launch the next attempt then */
+    int64_t first_start_ms;
+    int need_running;      /* launched: write STARTING -> RUNNING */
+    int recheck;           /* the store refused an update: read the job again */
+    int retry;             /* the store failed: this round's changes are tried again */
+} sjob;
+
+typedef struct queue_count {
+    char *name;
+    int active;
+} queue_count;
+
+struct sched {
+    store *st;
+    backend *be;
+    int default_limit;
+    sched_queue_limit *limits;
+    size_t nlimits;
+    int grace_ms;
+
+    pthread_t thread;
+    int thread_started;
+    int wake_fd;
+    atomic_int stopping;
+
+    /* Scheduler thread only. */
+    int64_t feed_seq;
+    int admit_wanted;
+    int commit_failed; /* the last commit failed: pause before trying again */
+    queue_count *queues;
+    size_t nqueues, capqueues;
+
+    /* Shared with sched_get_stats() and sched_log_*(). */
+    pthread_mutex_t mu;
+    sjob *jobs;
+    uint64_t njobs, running_ranks, rounds, launches, restarts_total;
+    int stopped; /* the thread finished: every follower stops waiting */
+};
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static void wake(sched *s)
+{
+    uint64_t one = 1;
+    ssize_t n = write(s->wake_fd, &one, sizeof one);
+    (void)n; /* a full counter already means "wake up" */
+}
+
+static void on_store_change(void *ud)
+{
+    wake(ud);
+}
+
+static int queue_limit(const sched *s, const char *queue)
+{
+    for (size_t i = 0; i < s->nlimits; i++)
+        if (strcmp(s->limits[i].queue, queue) == 0)
+            return s->limits[i].limit;
+    return s->default_limit;
+}
+
+static queue_count *queue_get(sched *s, const char *queue)
+{
+    for (size_t i = 0; i < s->nqueues; i++)
+        if (strcmp(s->queues[i].name, queue) == 0)
+            return &s->queues[i];
+    if (s->nqueues == s->capqueues) {
+        size_t cap = s->capqueues ? s->capqueues * 2 : 8;
+        queue_count *q = realloc(s->queues, cap * sizeof *q);
+        if (!q)
+            return NULL;
+        s->queues = q;
+        s->capqueues = cap;
+    }
+    char *name = strdup(queue);
+    if (!name)
+        return NULL;
+    s->queues[s->nqueues] = (queue_count){name, 0};
+    return &s->queues[s->nqueues++];
+}
+
+static int queue_full(sched *s, const char *queue)
+{
+    int limit = queue_limit(s, queue);
+    if (limit < 0)
+        return 0; /* unlimited; 0 pauses the queue */
+    queue_count *q = queue_get(s, queue);
+    return q && q->active >= limit;
+}
+
+static sjob *job_find(sched *s, const char *id)
+{
+    for (sjob *j = s->jobs; j; j = j->next)
+        if (strcmp(j->id, id) == 0)
+            return j;
+    return NULL;
+}
+
+static sjob *job_by_res(sched *s, const backend_attempt *a)
+{
+    for (sjob *j = s->jobs; j; j = j->next)
+        if (j->res == a)
+            return j;
+    return NULL;
+}
+
+static void job_free(sjob *j)
+{
+    if (!j)
+        return;
+    if (j->env)
+        for (char **e = j->env; *e; e++)
+            free(*e);
+    free(j->env);
+    free(j->argv);
+    free(j->ranks);
+    free(j->queue);
+    json_decref(j->spec);
+    free(j);
+}
+
+/* Builds a job from its stored row: the spec's fields a backend needs. */
+static ty_err job_new(const store_job *row, sjob **out)
+{
+    sjob *j = calloc(1, sizeof *j);
+    if (!j)
+        return TY_ENOMEM;
+    ty_err e = TY_ENOMEM;
+    memcpy(j->id, row->id, sizeof j->id);
+    j->state = row->state;
+    j->attempt = row->attempt;
+    j->restarts = row->restarts;
+    if (!(j->queue = strdup(row->queue)))
+        goto fail;
+    json_error_t jerr;
+    j->spec = json_loads(row->spec_json, 0, &jerr);
+    e = TY_EINTERNAL; /* the store holds only specs the API validated */
+    if (!json_is_object(j->spec))
+        goto fail;
+    const json_t *cmd = json_object_get(j->spec, "command");
+    const json_t *args = json_object_get(j->spec, "args");
+    const json_t *env = json_object_get(j->spec, "env");
+    const json_t *workers = json_object_get(j->spec, "workers");
+    const json_t *res = json_object_get(j->spec, "resources");
+    const json_t *gpu = json_object_get(res, "gpu");
+    const json_t *restart = json_object_get(j->spec, "restart");
+    size_t nargv = json_array_size(cmd) + json_array_size(args);
+    j->world = (int)json_integer_value(json_object_get(workers, "count"));
+    if (nargv == 0 || j->world < 1)
+        goto fail;
+    j->gpus_per_rank = json_is_object(gpu) ? (int)json_integer_value(json_object_get(gpu, "count")) : 0;
+    j->gpu_type = json_is_object(gpu) ? json_string_value(json_object_get(gpu, "type")) : NULL;
+    j->restart_max = (int)json_integer_value(json_object_get(restart, "max"));
+    j->backoff_s = (int)json_integer_value(json_object_get(restart, "backoff_seconds"));
+    j->timeout_s = json_integer_value(json_object_get(j->spec, "timeout_seconds"));
+
+    e = TY_ENOMEM;
+    if (!(j->argv = calloc(nargv + 1, sizeof *j->argv)) ||
+        !(j->env = calloc(json_object_size(env) + 1, sizeof *j->env)) ||
+        !(j->ranks = calloc((size_t)j->world, sizeof *j->ranks)))
+        goto fail;
+    size_t n = 0, i;
+    json_t *v;
+    json_array_foreach(cmd, i, v) j->argv[n++] = (char *)json_string_value(v);
+    json_array_foreach(args, i, v) j->argv[n++] = (char *)json_string_value(v);
+    const char *k;
+    n = 0;
+    json_object_foreach((json_t *)env, k, v)
+    {
+        size_t len = strlen(k) + strlen(json_string_value(v)) + 2;
+        if (!(j->env[n] = malloc(len)))
+            goto fail;
+        snprintf(j->env[n++], len, "%s=%s", k, json_string_value(v));
+    }
+    for (int r = 0; r < j->world; r++)
+        j->ranks[r] = (srank){.exit_code = -1};
+    *out = j;
+    return TY_OK;
+fail:
+    job_free(j);
+    return e;
+}
+
+static void job_backend_view(const sjob *j, int attempt, backend_job *bj)
+{
+    *bj = (backend_job){
+        .id = j->id,
+        .attempt = attempt,
+        .world_size = j->world,
+        .gpus_per_rank = j->gpus_per_rank,
+        .gpu_type = j->gpu_type,
+        .argv = (const char *const *)j->argv,
+        .env = (const char *const *)j->env,
+        .spec = j->spec,
+    };
+}
+
+/* Adds j to the list (and its queue's count). */
+static void job_link(sched *s, sjob *j)
+{
+    pthread_mutex_lock(&s->mu);
+    j->next = s->jobs;
+    s->jobs = j;
+    s->njobs++;
+    pthread_mutex_unlock(&s->mu);
+    queue_count *q = queue_get(s, j->queue);
+    if (q)
+        q->active++;
+}
+
+/* Removes j from the list, releases its reservation and frees it. */
+static void job_forget(sched *s, sjob *j)
+{
+    pthread_mutex_lock(&s->mu);
+    for (sjob **p = &s->jobs; *p; p = &(*p)->next)
+        if (*p == j) {
+            *p = j->next;
+            s->njobs--;
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    queue_count *q = queue_get(s, j->queue);
+    if (q && q->active > 0)
+        q->active--;
+    if (j->res)
+        s->be->ops->release(s->be, j->res);
+    job_free(j);
+    s->admit_wanted = 1; /* capacity and a queue place came free */
+}
+
+/* ---- the attempt record --------------------------------------------------- */
+
+static json_t *time_or_null(int64_t ms)
+{
+    char buf[32];
+    return ms > 0 ? json_string(ty_time_format_rfc3339(ms, buf, sizeof buf)) : json_null();
+}
+
+static json_t *int_or_null(int v, int present)
+{
+    return present ? json_integer(v) : json_null();
+}
+
+/* The record of j's current attempt, number `attempt`, as JSON text (new). */
+static char *record_text(const sjob *j, int attempt)
+{
+    json_t *ranks = json_array();
+    for (int r = 0; ranks && r < j->world; r++) {
+        const srank *k = &j->ranks[r];
+        int ended = k->state >= RANK_SUCCEEDED;
+        json_array_append_new(
+            ranks, json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:o}", "rank", r, "state",
+                             rank_state_names[k->state], "pid", int_or_null(k->pid, k->pid > 0),
+                             "exit_code", int_or_null(k->exit_code, ended && k->exit_code >= 0),
+                             "signal", int_or_null(k->signal, ended && k->signal > 0),
+                             "started_at", time_or_null(k->started_ms), "ended_at",
+                             time_or_null(k->ended_ms)));
+    }
+    json_t *rec = json_pack("{s:i, s:s, s:o, s:o, s:o, s:s, s:o}", "attempt", attempt, "state",
+                            attempt_state_names[j->astate], "started_at",
+                            time_or_null(j->a_started_ms), "ended_at",
+                            time_or_null(j->a_ended_ms), "reason",
+                            j->a_reason ? json_string(j->a_reason) : json_null(), "message",
+                            j->a_message, "ranks", ranks ? ranks : json_null());
+    char *text = NULL;
+    ty_buf b = {0};
+    if (rec && ty_json_write(&b, rec) == TY_OK)
+        ty_buf_steal(&b, &text, NULL);
+    ty_buf_free(&b);
+    json_decref(rec);
+    return text;
+}
+
+/* Loads the ranks and times of a stored attempt record into j (recovery). */
+static void record_load(sjob *j, const char *text)
+{
+    json_t *rec = text ? json_loads(text, 0, NULL) : NULL;
+    if (!json_is_object(rec)) {
+        json_decref(rec);
+        return;
+    }
+    j->have_record = 1;
+    const char *st = json_string_value(json_object_get(rec, "state"));
+    for (size_t n = 0; st && n < sizeof attempt_state_names / sizeof *attempt_state_names; n++)
+        if (strcmp(st, attempt_state_names[n]) == 0)
+            j->astate = (attempt_state)n;
+    st = json_string_value(json_object_get(rec, "started_at"));
+    int64_t ms;
+    if (st && ty_time_parse_rfc3339(st, &ms) == 0)
+        j->a_started_ms = ms;
+    size_t i;
+    json_t *rk;
+    json_array_foreach(json_object_get(rec, "ranks"), i, rk)
+    {
+        if ((int)i >= j->world)
+            break;
+        srank *k = &j->ranks[i];
+        const char *state = json_string_value(json_object_get(rk, "state"));
+        for (size_t n = 0; state && n < sizeof rank_state_names / sizeof *rank_state_names; n++)
+            if (strcmp(state, rank_state_names[n]) == 0)
+                k->state = (rank_state)n;
+        k->pid = (int)json_integer_value(json_object_get(rk, "pid"));
+        const json_t *code = json_object_get(rk, "exit_code");
+        k->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+        k->signal = (int)json_integer_value(json_object_get(rk, "signal"));
+        st = json_string_value(json_object_get(rk, "started_at"));
+        if (st && ty_time_parse_rfc3339(st, &ms) == 0)
+            k->started_ms = ms;
+        st = json_string_value(json_object_get(rk, "ended_at"));
+        if (st && ty_time_parse_rfc3339(st, &ms) == 0)
+            k->ended_ms = ms;
+    }
+    json_decref(rec);
+}
+
+/* Ends the current attempt's record: every rank not yet ended becomes `left`. */
+static void record_end(sched *s, sjob *j, attempt_state as, const char *reason, const char *msg,
+                       int64_t now)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int r = 0; r < j->world; r++) {
+        srank *k = &j->ranks[r];
+        if (k->state == RANK_RUNNING || (k->state == RANK_PENDING && j->launched)) {
+            k->state = RANK_STOPPED;
+            k->ended_ms = now;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    j->astate = as;
+    j->a_ended_ms = now;
+    j->a_reason = reason;
+    snprintf(j->a_message, sizeof j->a_message, "%s", msg ? msg : "");
+    j->dirty = 1;
+}
+
+/* A fresh record for attempt n (ranks pending). */
+static void record_begin(sched *s, sjob *j, int64_t now)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int r = 0; r < j->world; r++)
+        j->ranks[r] = (srank){.exit_code = -1};
+    pthread_mutex_unlock(&s->mu);
+    j->astate = ATT_STARTING;
+    j->a_started_ms = now;
+    j->a_ended_ms = 0;
+    j->a_reason = NULL;
+    j->a_message[0] = '\0';
+    j->launched = j->alive = 0;
+    j->cause = END_NONE;
+    j->cause_msg[0] = '\0';
+    j->stop_asked = j->kill_sent = 0;
+    j->kill_at_ms = 0;
+    j->have_record = 1;
+    j->dirty = 1;
+    if (!j->first_start_ms)
+        j->first_start_ms = now;
+}
+
+/* ---- a round's decisions ---------------------------------------------------- */
+
+typedef enum act {
+    ACT_NONE,
+    ACT_LAUNCH,  /* after STARTING committed: start the ranks */
+    ACT_FORGET,  /* after a terminal state committed: release and forget */
+    ACT_DISCARD, /* a fresh admission the store refused: release and forget */
+} act;
+
+typedef struct change {
+    sjob *job;
+    store_update u;
+    act act;
+    char msg[320];
+    char *record; /* owned */
+} change;
+
+typedef struct round {
+    change *c;
+    size_t n, cap;
+} round;
+
+/* Sets the action of a change (NULL when it could not be recorded: out of memory). */
+static void set_act(change *c, act a)
+{
+    if (c)
+        c->act = a;
+}
+
+/* Adds a transition (to == from: none) of j; the record, if dirty, goes with the job's last change. */
+static change *push(round *r, sjob *j, job_state to, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static change *push(round *r, sjob *j, job_state to, const char *reason, const char *fmt, ...)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        change *c = realloc(r->c, cap * sizeof *c);
+        if (!c)
+            return NULL;
+        r->c = c;
+        r->cap = cap;
+    }
+    change *c = &r->c[r->n++];
+    memset(c, 0, sizeof *c);
+    c->job = j;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+        va_end(ap);
+    }
+    c->u.id = j->id;
+    c->u.from = j->state;
+    c->u.to = to;
+    c->u.reason = reason;
+    c->u.message = c->msg;
+    c->u.restarts = -1;
+    /* The next change of this job in the round starts where this one ends. */
+    j->state = to;
+    return c;
+}
+
+/* Attaches j's record to its last change in the round, or a record-only change. */
+static void attach_record(round *r, sjob *j)
+{
+    if (!j->dirty || !j->have_record)
+        return;
+    change *c = NULL;
+    for (size_t i = r->n; i-- > 0;)
+        if (r->c[i].job == j) {
+            c = &r->c[i];
+            break;
+        }
+    if (!c && !(c = push(r, j, j->state, NULL, NULL)))
+        return;
+    /* A transition into STARTING begins the next attempt (the store counts it). */
+    int attempt = j->attempt + (c->u.to == JOB_STARTING && c->u.from != JOB_STARTING);
+    free(c->record);
+    c->record = record_text(j, attempt);
+    if (c->record) {
+        c->u.attempt = attempt;
+        c->u.attempt_json = c->record;
+    }
+    c->u.restarts = j->restarts;
+}
+
+static void round_clear(round *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        free(r->c[i].record);
+    r->n = 0;
+}
+
+/* ---- deciding ---------------------------------------------------------------- */
+
+static void describe_end(const srank *k, int rank, char *buf, size_t len)
+{
+    if (k->signal > 0)
+        snprintf(buf, len, "rank %d killed by signal %d", rank, k->signal);
+    else
+        snprintf(buf, len, "rank %d exited with code %d", rank, k->exit_code);
+}
+
+/* Asks the gang to stop for `cause`. The first cause decides what the end means, except
+ * that a cancel overrides a failure or a timeout in progress. */
+static void stop_gang(sched *s, sjob *j, end_cause cause, const char *msg, int64_t now)
+{
+    if (j->cause == END_NONE || (cause == END_CANCEL && j->cause != END_CANCEL)) {
+        j->cause = cause;
+        if (msg)
+            snprintf(j->cause_msg, sizeof j->cause_msg, "%s", msg);
+    }
+    if (j->alive > 0 && !j->stop_asked) {
+        j->stop_asked = 1;
+        j->kill_at_ms = now + s->grace_ms;
+        s->be->ops->signal(s->be, j->res, 0);
+        if (j->astate == ATT_RUNNING || j->astate == ATT_STARTING) {
+            j->astate = ATT_STOPPING;
+            j->dirty = 1;
+        }
+    }
+}
+
+/* One rank ended. */
+static void on_exit_event(sched *s, const backend_event *ev)
+{
+    sjob *j = job_by_res(s, ev->attempt);
+    if (!j || ev->rank < 0 || ev->rank >= j->world)
+        return;
+    srank *k = &j->ranks[ev->rank];
+    if (k->state != RANK_RUNNING)
+        return;
+    pthread_mutex_lock(&s->mu);
+    k->exit_code = ev->exit_code;
+    k->signal = ev->signal;
+    k->ended_ms = ev->time_ms;
+    if (ev->exit_code == 0 && ev->signal == 0)
+        k->state = RANK_SUCCEEDED;
+    else if (j->stop_asked)
+        k->state = RANK_STOPPED; /* what we asked for, whatever the code (75 included) */
+    else
+        k->state = ev->signal > 0 ? RANK_KILLED : RANK_FAILED;
+    s->running_ranks--;
+    pthread_mutex_unlock(&s->mu);
+    j->alive--;
+    j->dirty = 1;
+    if (k->state == RANK_FAILED || k->state == RANK_KILLED) {
+        char msg[96];
+        describe_end(k, ev->rank, msg, sizeof msg);
+        TY_LOG(TY_LOG_INFO, "rank ended", "{s:s, s:i, s:i, s:s}", "job_id", j->id, "attempt",
+               j->attempt, "rank", ev->rank, "cause", msg);
+        stop_gang(s, j, END_FAILED, msg, ev->time_ms);
+    }
+}
+
+/* What a job whose gang is all gone becomes; returns 1 when it decided something. */
+static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
+{
+    if (!j->launched || j->alive > 0)
+        return 0;
+    j->launched = 0;
+    j->kill_at_ms = 0;
+    switch (j->cause) {
+    case END_NONE:
+        record_end(s, j, ATT_SUCCEEDED, "Succeeded", "", now);
+        set_act(push(r, j, JOB_SUCCEEDED, "Succeeded", "all %d rank%s exited with code 0", j->world,
+             j->world == 1 ? "" : "s"), ACT_FORGET);
+        return 1;
+    case END_FAILED:
+        record_end(s, j, ATT_FAILED, "RankFailed", j->cause_msg, now);
+        if (j->restarts < j->restart_max) {
+            j->restarts++;
+            j->restart_at_ms = now + (int64_t)j->backoff_s * 1000;
+            push(r, j, JOB_RESTARTING, "RankFailed", "%s; restart %d of %d in %d s", j->cause_msg,
+                 j->restarts, j->restart_max, j->backoff_s);
+            pthread_mutex_lock(&s->mu);
+            s->restarts_total++;
+            pthread_mutex_unlock(&s->mu);
+        } else {
+            set_act(push(r, j, JOB_FAILED, "RankFailed", "%s; no restart left (restart.max is %d)",
+                         j->cause_msg, j->restart_max),
+                    ACT_FORGET);
+        }
+        j->cause = END_NONE; /* the next attempt starts clean; a timeout may still come */
+        return 1;
+    case END_TIMEOUT:
+        record_end(s, j, ATT_FAILED, "Timeout", j->cause_msg, now);
+        set_act(push(r, j, JOB_FAILED, "Timeout", "%s", j->cause_msg), ACT_FORGET);
+        return 1;
+    case END_CANCEL:
+        record_end(s, j, ATT_CANCELLED, "Cancelled", "every rank stopped", now);
+        set_act(push(r, j, JOB_CANCELLED, "Cancelled", "every rank stopped"), ACT_FORGET);
+        return 1;
+    case END_SHUTDOWN:
+        record_end(s, j, ATT_STOPPED, "ServerShutdown", j->cause_msg, now);
+        j->restart_at_ms = now;
+        push(r, j, JOB_RESTARTING, "ServerShutdown",
+             "the server shut down; attempt %d was stopped and resumes as a new attempt at the "
+             "next start",
+             j->attempt);
+        j->cause = END_NONE;
+        return 1;
+    }
+    return 0;
+}
+
+/* The decisions for one job the scheduler holds. */
+static void decide_job(sched *s, round *r, sjob *j, int64_t now)
+{
+    int stopping = atomic_load(&s->stopping);
+    if (j->state == JOB_CANCELLING && j->cause != END_CANCEL)
+        stop_gang(s, j, END_CANCEL, "cancelled", now);
+    if (j->timeout_s > 0 && j->first_start_ms > 0 && j->cause == END_NONE &&
+        now >= j->first_start_ms + j->timeout_s * 1000) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "timeout_seconds (%lld) exceeded", (long long)j->timeout_s);
+        stop_gang(s, j, END_TIMEOUT, msg, now);
+    }
+    if (stopping && j->alive > 0)
+        stop_gang(s, j, END_SHUTDOWN, "the server shut down", now);
+    if (j->alive > 0 && j->kill_at_ms && now >= j->kill_at_ms && !j->kill_sent) {
+        j->kill_sent = 1;
+        s->be->ops->signal(s->be, j->res, 1);
+    }
+    if (j->need_running) {
+        j->need_running = 0;
+        if (j->astate == ATT_STARTING)
+            j->astate = ATT_RUNNING;
+        j->dirty = 1;
+        push(r, j, JOB_RUNNING, "Running", "%s%d rank%s running", j->world > 1 ? "all " : "",
+             j->world, j->world == 1 ? "" : "s");
+    }
+    if (decide_gang_end(s, r, j, now))
+        return;
+    if (j->launched)
+        return;
+    /* No gang runs: a cancel, a timeout or a restart can be decided at once. */
+    if (j->state == JOB_CANCELLING) {
+        if (j->have_record && j->astate < ATT_SUCCEEDED)
+            record_end(s, j, ATT_CANCELLED, "Cancelled", "cancelled", now);
+        set_act(push(r, j, JOB_CANCELLED, "Cancelled", "no rank was running"), ACT_FORGET);
+    } else if (j->state == JOB_RESTARTING && j->cause == END_TIMEOUT) {
+        set_act(push(r, j, JOB_FAILED, "Timeout", "%s", j->cause_msg), ACT_FORGET);
+    } else if (j->state == JOB_RESTARTING && !stopping && now >= j->restart_at_ms) {
+        if (!j->res) {
+            char why[256] = "";
+            backend_job bj;
+            job_backend_view(j, j->attempt + 1, &bj);
+            ty_err e = s->be->ops->reserve(s->be, &bj, &j->res, why, sizeof why);
+            if (e == TY_EINVAL) {
+                set_act(push(r, j, JOB_FAILED, "Unschedulable", "%s", why), ACT_FORGET);
+                return;
+            }
+            if (e != TY_OK)
+                return; /* no capacity now: a release wakes us */
+        }
+        record_begin(s, j, now);
+        change *c = push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s", j->attempt + 1,
+                         j->world, j->world == 1 ? "" : "s");
+        set_act(c, ACT_LAUNCH);
+    }
+}
+
+/* Admits PENDING jobs in order while they fit; see sched.h. */
+static void admit(sched *s, round *r, int64_t now)
+{
+    int64_t after_prio = 0, after_seq = 0;
+    int admitted = 0, looked = 0;
+    s->admit_wanted = 0;
+    while (looked < PENDING_BUDGET) {
+        store_job *page = NULL;
+        size_t n = 0;
+        if (store_jobs_pending(s->st, after_prio, after_seq, PENDING_PAGE, &page, &n) != TY_OK) {
+            s->admit_wanted = 1;
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            store_job *row = &page[i];
+            looked++;
+            after_prio = row->priority;
+            after_seq = row->seq;
+            if (job_find(s, row->id) || queue_full(s, row->queue))
+                continue;
+            sjob *j = NULL;
+            if (job_new(row, &j) != TY_OK) {
+                TY_LOG(TY_LOG_ERROR, "scheduler: cannot load a job", "{s:s}", "job_id", row->id);
+                continue;
+            }
+            char why[256] = "";
+            backend_job bj;
+            job_backend_view(j, j->attempt + 1, &bj);
+            ty_err e = s->be->ops->reserve(s->be, &bj, &j->res, why, sizeof why);
+            if (e == TY_EINVAL) {
+                job_link(s, j);
+                set_act(push(r, j, JOB_FAILED, "Unschedulable", "%s", why), ACT_DISCARD);
+                continue;
+            }
+            if (e != TY_OK) {
+                /* The head of the line waits for capacity; nothing passes it. */
+                job_free(j);
+                store_jobs_free(page, n);
+                return;
+            }
+            job_link(s, j);
+            set_act(push(r, j, JOB_ADMITTED, "Admitted", "queue %s, priority %lld", j->queue,
+                 (long long)row->priority), ACT_DISCARD);
+            record_begin(s, j, now);
+            change *c = push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s",
+                             j->attempt + 1, j->world, j->world == 1 ? "" : "s");
+            set_act(c, ACT_LAUNCH);
+            if (++admitted >= MAX_ADMITS_PER_ROUND) {
+                s->admit_wanted = 1;
+                store_jobs_free(page, n);
+                return;
+            }
+        }
+        store_jobs_free(page, n);
+        if (n < PENDING_PAGE)
+            return;
+    }
+    s->admit_wanted = 1; /* budget spent: look further next round */
+}
+
+/* ---- acting after the commit ---------------------------------------------- */
+
+static void launch(sched *s, sjob *j, round *next, int64_t now)
+{
+    backend_job bj;
+    job_backend_view(j, j->attempt, &bj);
+    backend_rank *br = calloc((size_t)j->world, sizeof *br);
+    char why[256] = "";
+    ty_err e = br ? s->be->ops->launch(s->be, j->res, &bj, br, why, sizeof why) : TY_ENOMEM;
+    if (e != TY_OK) {
+        if (!why[0])
+            snprintf(why, sizeof why, "%s", ty_strerror(e));
+        TY_LOG(TY_LOG_WARN, "scheduler: launch failed", "{s:s, s:i, s:s}", "job_id", j->id,
+               "attempt", j->attempt, "error", why);
+        record_end(s, j, ATT_FAILED, "LaunchFailed", why, now);
+        set_act(push(next, j, JOB_FAILED, "LaunchFailed", "%s", why), ACT_FORGET);
+        free(br);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    for (int r = 0; r < j->world; r++)
+        j->ranks[r] = (srank){.state = RANK_RUNNING,
+                              .pid = br[r].pid,
+                              .exit_code = -1,
+                              .started_ms = br[r].started_ms};
+    s->running_ranks += (uint64_t)j->world;
+    s->launches++;
+    pthread_mutex_unlock(&s->mu);
+    free(br);
+    j->launched = 1;
+    j->alive = j->world;
+    j->need_running = 1;
+    j->dirty = 1;
+}
+
+/* Reads a job the store refused to move, so the next round decides from its real state. */
+static void recheck(sched *s, sjob *j)
+{
+    store_job *row = NULL;
+    ty_err e = store_job_get(s->st, j->id, &row);
+    if (e == TY_OK) {
+        j->state = row->state;
+        j->attempt = row->attempt;
+    }
+    store_jobs_free(row, row ? 1 : 0);
+}
+
+/* Commits the round's changes, then acts on those that committed. */
+static void commit(sched *s, round *r, round *next, int64_t now)
+{
+    if (r->n == 0)
+        return;
+    store_update *u = malloc(r->n * sizeof *u);
+    if (!u)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        u[i] = r->c[i].u;
+    ty_err e = store_jobs_update(s->st, u, r->n);
+    s->commit_failed = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        change *c = &r->c[i];
+        sjob *j = c->job;
+        ty_err ue = e ? e : u[i].result;
+        if (ue == TY_OK) {
+            j->state = u[i].now;
+            j->attempt = u[i].now_attempt;
+            if (c->u.attempt_json)
+                j->dirty = 0;
+        } else if (ue == TY_ECONFLICT || ue == TY_ENOTFOUND || ue == TY_EINTERNAL) {
+            j->recheck = 1; /* the job is not where we thought: read it again */
+        } else {
+            /* The store failed (I/O, busy): the same change is tried again next round. */
+            if (!j->retry)
+                j->state = c->u.from;
+            j->retry = 1;
+            change *again = push(next, j, c->u.to, c->u.reason, "%s", c->msg);
+            if (again) {
+                again->u.from = c->u.from;
+                again->act = c->act;
+            }
+            s->commit_failed = 1;
+        }
+    }
+    /* Act once per job, on its last change's outcome. */
+    for (size_t i = 0; i < r->n; i++) {
+        change *c = &r->c[i];
+        sjob *j = c->job;
+        int last = 1;
+        for (size_t k = i + 1; k < r->n && last; k++)
+            last = r->c[k].job != j;
+        if (!last)
+            continue;
+        if (j->retry) {
+            j->retry = 0;
+            j->state = c->u.from;
+            for (size_t k = 0; k < r->n; k++)
+                if (r->c[k].job == j) {
+                    j->state = r->c[k].u.from; /* where the job still is in the store */
+                    break;
+                }
+            continue;
+        }
+        if (j->recheck) {
+            j->recheck = 0;
+            recheck(s, j);
+            j->dirty = 1;
+            if (c->act == ACT_DISCARD || c->act == ACT_LAUNCH) {
+                if (!j->launched && j->state != JOB_CANCELLING && j->state != JOB_RESTARTING)
+                    job_forget(s, j); /* e.g. cancelled while PENDING: never ran */
+            } else if (job_state_is_terminal(j->state) && j->alive == 0) {
+                job_forget(s, j);
+            }
+            continue;
+        }
+        switch (c->act) {
+        case ACT_LAUNCH:
+            launch(s, j, next, now);
+            break;
+        case ACT_FORGET:
+            if (job_state_is_terminal(j->state))
+                job_forget(s, j);
+            break;
+        case ACT_DISCARD:
+            job_forget(s, j);
+            break;
+        case ACT_NONE:
+            break;
+        }
+    }
+    free(u);
+}
+
+/* ---- the loop --------------------------------------------------------------- */
+
+/* Reads the change feed: new submissions wake admission; cancels reach held jobs. */
+static void read_feed(sched *s)
+{
+    for (;;) {
+        store_change *ch = NULL;
+        size_t n = 0;
+        if (store_changes(s->st, s->feed_seq, CHANGES_PAGE, &ch, &n) != TY_OK)
+            return;
+        for (size_t i = 0; i < n; i++) {
+            s->feed_seq = ch[i].seq;
+            if (ch[i].from == JOB_STATE_NONE) {
+                s->admit_wanted = 1;
+            } else if (ch[i].to == JOB_CANCELLING || ch[i].to == JOB_CANCELLED) {
+                sjob *j = job_find(s, ch[i].id);
+                if (j && !job_state_is_terminal(j->state))
+                    j->state = ch[i].to == JOB_CANCELLING ? JOB_CANCELLING : j->state;
+            }
+        }
+        free(ch);
+        if (n < CHANGES_PAGE)
+            return;
+    }
+}
+
+static int64_t next_deadline(sched *s)
+{
+    int64_t d = 0;
+    for (sjob *j = s->jobs; j; j = j->next) {
+        int64_t t = 0;
+        if (j->alive > 0 && j->kill_at_ms && !j->kill_sent)
+            t = j->kill_at_ms;
+        if (j->state == JOB_RESTARTING && !j->launched && (!t || j->restart_at_ms < t))
+            t = j->restart_at_ms;
+        if (j->timeout_s > 0 && j->first_start_ms > 0 && j->cause == END_NONE) {
+            int64_t to = j->first_start_ms + j->timeout_s * 1000;
+            if (!t || to < t)
+                t = to;
+        }
+        if (t && (!d || t < d))
+            d = t;
+    }
+    return d;
+}
+
+static void run_round(sched *s, round *r, round *next)
+{
+    int64_t now = ty_time_now_ms();
+    backend_event ev[EVENTS_PAGE];
+    size_t n;
+    read_feed(s);
+    while ((n = s->be->ops->observe(s->be, ev, EVENTS_PAGE)) > 0) {
+        for (size_t i = 0; i < n; i++)
+            on_exit_event(s, &ev[i]);
+        if (n < EVENTS_PAGE)
+            break;
+    }
+    /* Changes left over from the last round's launches (a launch that failed) go first. */
+    for (size_t i = 0; i < next->n; i++) {
+        change *c = push(r, next->c[i].job, next->c[i].u.to, next->c[i].u.reason, "%s",
+                         next->c[i].msg);
+        if (c) {
+            c->u.from = next->c[i].u.from;
+            c->act = next->c[i].act;
+        }
+    }
+    round_clear(next);
+    for (sjob *j = s->jobs, *nx; j; j = nx) {
+        nx = j->next;
+        decide_job(s, r, j, now);
+    }
+    if (s->admit_wanted && !atomic_load(&s->stopping))
+        admit(s, r, now);
+    for (sjob *j = s->jobs; j; j = j->next)
+        attach_record(r, j);
+    commit(s, r, next, now);
+    round_clear(r);
+    pthread_mutex_lock(&s->mu);
+    s->rounds++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- recovery ------------------------------------------------------------------ */
+
+/* The start of the job's first attempt, for its timeout. */
+static int64_t first_start(sched *s, const sjob *j)
+{
+    store_attempt *a = NULL;
+    size_t n = 0;
+    int64_t ms = 0;
+    if (store_job_attempts(s->st, j->id, &a, &n) == TY_OK && n > 0) {
+        json_t *rec = json_loads(a[0].json, 0, NULL);
+        const char *st = json_string_value(json_object_get(rec, "started_at"));
+        if (st)
+            ty_time_parse_rfc3339(st, &ms);
+        json_decref(rec);
+    }
+    store_attempts_free(a, n);
+    return ms;
+}
+
+/*
+ * Takes over the jobs a previous server process held: whatever of them still
+ * runs is stopped; the attempt restarts (ServerRestarted) or the cancel ends.
+ */
+static void recover(sched *s, round *r)
+{
+    const unsigned mask = 1u << JOB_ADMITTED | 1u << JOB_STARTING | 1u << JOB_RUNNING |
+                          1u << JOB_RESTARTING | 1u << JOB_CANCELLING;
+    int64_t before = 0;
+    int64_t now = ty_time_now_ms();
+    do {
+        store_job_filter f = {.state_mask = mask, .before_seq = before, .limit = 1000};
+        store_job *rows = NULL;
+        size_t n = 0;
+        int64_t next = 0;
+        if (store_jobs_list(s->st, &f, &rows, &n, &next) != TY_OK)
+            return;
+        for (size_t i = 0; i < n; i++) {
+            sjob *j = NULL;
+            if (job_new(&rows[i], &j) != TY_OK)
+                continue;
+            record_load(j, rows[i].attempt_json);
+            if (j->timeout_s > 0)
+                j->first_start_ms = first_start(s, j);
+            int found = 0;
+            if (j->state != JOB_ADMITTED &&
+                s->be->ops->recover(s->be, j->id, s->grace_ms, &found) != TY_OK)
+                TY_LOG(TY_LOG_ERROR, "scheduler: processes of a job could not be stopped",
+                       "{s:s}", "job_id", j->id);
+            job_link(s, j);
+            now = ty_time_now_ms();
+            switch (j->state) {
+            case JOB_ADMITTED: /* admitted, never started: back in line */
+                set_act(push(r, j, JOB_PENDING, "ServerRestarted",
+                             "the server restarted before the job started; it waits for "
+                             "admission again"),
+                        ACT_DISCARD);
+                break;
+            case JOB_STARTING:
+            case JOB_RUNNING:
+                if (j->have_record)
+                    record_end(s, j, ATT_STOPPED, "ServerRestarted",
+                               "the server restarted while this attempt ran", now);
+                j->restart_at_ms = now;
+                push(r, j, JOB_RESTARTING, "ServerRestarted",
+                     "the server restarted while attempt %d ran; %d leftover process%s stopped; "
+                     "restarting (does not count against restart.max)",
+                     j->attempt, found, found == 1 ? " was" : "es were");
+                break;
+            case JOB_RESTARTING:
+                j->restart_at_ms = now;
+                break;
+            default: /* CANCELLING: decided by the first round */
+                break;
+            }
+            TY_LOG(TY_LOG_INFO, "scheduler: recovered a job", "{s:s, s:s, s:i, s:i}", "job_id",
+                   j->id, "state", job_state_name(rows[i].state), "attempt", j->attempt,
+                   "processes_stopped", found);
+        }
+        store_jobs_free(rows, n);
+        before = next;
+    } while (before > 0);
+}
+
+static void *sched_main(void *arg)
+{
+    sched *s = arg;
+    round r = {0}, next = {0};
+    s->admit_wanted = 1;
+    recover(s, &r);
+    for (sjob *j = s->jobs; j; j = j->next)
+        attach_record(&r, j);
+    commit(s, &r, &next, ty_time_now_ms());
+    round_clear(&r);
+
+    struct pollfd pfd[2] = {{.fd = s->wake_fd, .events = POLLIN},
+                            {.fd = s->be->ops->event_fd(s->be), .events = POLLIN}};
+    for (;;) {
+        run_round(s, &r, &next);
+        int stopping = atomic_load(&s->stopping);
+        if (stopping) {
+            int alive = 0;
+            for (sjob *j = s->jobs; j; j = j->next)
+                alive |= j->alive > 0 || j->launched;
+            if (!alive && next.n == 0)
+                break;
+        }
+        int timeout = -1;
+        int busy = next.n > 0 || s->admit_wanted;
+        for (sjob *j = s->jobs; j && !busy; j = j->next)
+            busy = j->need_running || (j->dirty && j->have_record);
+        if (s->commit_failed) {
+            timeout = 200;
+        } else if (busy) {
+            timeout = 0;
+        } else {
+            int64_t d = next_deadline(s);
+            if (d) {
+                int64_t wait = d - ty_time_now_ms();
+                timeout = wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
+            }
+        }
+        if (timeout != 0 && poll(pfd, pfd[1].fd >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
+            break;
+        if (pfd[0].revents & POLLIN) {
+            uint64_t v;
+            ssize_t got = read(s->wake_fd, &v, sizeof v);
+            (void)got;
+        }
+    }
+    /* Shutting down: jobs that did not run hold reservations only. */
+    while (s->jobs) {
+        sjob *j = s->jobs;
+        job_forget(s, j);
+    }
+    round_clear(&r);
+    round_clear(&next);
+    free(r.c);
+    free(next.c);
+    pthread_mutex_lock(&s->mu);
+    s->stopped = 1;
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- public API ------------------------------------------------------------------- */
+
+void sched_shutdown(sched *s)
+{
+    if (!s || !s->thread_started)
+        return;
+    atomic_store(&s->stopping, 1);
+    wake(s);
+}
+
+void sched_stop(sched *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        sched_shutdown(s);
+        pthread_join(s->thread, NULL);
+    }
+    store_set_change_hook(s->st, NULL, NULL);
+    for (size_t i = 0; i < s->nlimits; i++)
+        free((char *)s->limits[i].queue);
+    free(s->limits);
+    for (size_t i = 0; i < s->nqueues; i++)
+        free(s->queues[i].name);
+    free(s->queues);
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+ty_err sched_start(const sched_options *opt, sched **out, char *err, size_t errlen)
+{
+    if (!opt || !opt->store || !opt->backend || !out) {
+        snprintf(err, errlen, "scheduler: store and backend are required");
+        return TY_EINVAL;
+    }
+    sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return TY_ENOMEM;
+    s->st = opt->store;
+    s->be = opt->backend;
+    s->default_limit = opt->queue_limit;
+    s->grace_ms = opt->stop_grace_ms > 0 ? opt->stop_grace_ms : DEFAULT_GRACE_MS;
+    s->wake_fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    ty_err e = TY_ENOMEM;
+    if (opt->nqueue_limits) {
+        if (!(s->limits = calloc(opt->nqueue_limits, sizeof *s->limits)))
+            goto fail;
+        for (size_t i = 0; i < opt->nqueue_limits; i++, s->nlimits++) {
+            s->limits[i].limit = opt->queue_limits[i].limit;
+            if (!(s->limits[i].queue = strdup(opt->queue_limits[i].queue)))
+                goto fail;
+        }
+    }
+    if ((s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        snprintf(err, errlen, "scheduler: eventfd: %s", strerror(errno));
+        e = TY_EIO;
+        goto fail;
+    }
+    /* The feed starts at its head: what is older is read by recovery. */
+    if ((e = store_changes_head(s->st, &s->feed_seq)) != TY_OK) {
+        snprintf(err, errlen, "scheduler: cannot read the change feed: %s", ty_strerror(e));
+        goto fail;
+    }
+    store_set_change_hook(s->st, on_store_change, s);
+    if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        snprintf(err, errlen, "scheduler: cannot start its thread");
+        e = TY_EIO;
+        goto fail;
+    }
+    s->thread_started = 1;
+    *out = s;
+    return TY_OK;
+fail:
+    sched_stop(s);
+    return e;
+}
+
+void sched_get_stats(sched *s, sched_stats *out)
+{
+    *out = (sched_stats){.slots_total = -1};
+    if (!s)
+        return;
+    s->be->ops->capacity(s->be, &out->slots_total, &out->slots_used);
+    pthread_mutex_lock(&s->mu);
+    out->active_jobs = s->njobs;
+    out->running_ranks = s->running_ranks;
+    out->rounds_total = s->rounds;
+    out->launches_total = s->launches;
+    out->restarts_total = s->restarts_total;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- logs ------------------------------------------------------------------------- */
+
+struct sched_log {
+    sched *s;
+    backend_log *bl;
+    char id[STORE_ID_LEN + 1];
+    int attempt, rank, follow;
+};
+
+ty_err sched_log_open(sched *s, const char *job_id, int attempt, int rank, int follow,
+                      sched_log **out)
+{
+    if (!s || !job_id || strlen(job_id) != STORE_ID_LEN || attempt < 1 || rank < 0)
+        return TY_EINVAL;
+    sched_log *l = calloc(1, sizeof *l);
+    if (!l)
+        return TY_ENOMEM;
+    ty_err e = s->be->ops->log_open(s->be, job_id, attempt, rank, &l->bl);
+    if (e != TY_OK) {
+        free(l);
+        return e;
+    }
+    l->s = s;
+    memcpy(l->id, job_id, sizeof l->id);
+    l->attempt = attempt;
+    l->rank = rank;
+    l->follow = follow;
+    *out = l;
+    return TY_OK;
+}
+
+/* Whether that rank of that attempt may still write to its log. */
+static int rank_running(sched *s, const char *id, int attempt, int rank)
+{
+    int running = 0;
+    pthread_mutex_lock(&s->mu);
+    if (!s->stopped && !atomic_load(&s->stopping))
+        for (sjob *j = s->jobs; j; j = j->next)
+            if (strcmp(j->id, id) == 0) {
+                running = j->attempt == attempt && rank < j->world &&
+                          (j->ranks[rank].state == RANK_RUNNING ||
+                           j->ranks[rank].state == RANK_PENDING);
+                break;
+            }
+    pthread_mutex_unlock(&s->mu);
+    return running;
+}
+
+long sched_log_read(sched_log *l, char *buf, size_t max)
+{
+    if (!l || !buf || max == 0)
+        return -1;
+    for (;;) {
+        long n = l->s->be->ops->log_read(l->bl, buf, max);
+        if (n != 0 || !l->follow)
+            return n;
+        if (!rank_running(l->s, l->id, l->attempt, l->rank))
+            /* It ended: what it wrote before ending is read by one more pass. */
+            return l->s->be->ops->log_read(l->bl, buf, max);
+        struct timespec ts = {0, FOLLOW_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void sched_log_close(sched_log *l)
+{
+    if (!l)
+        return;
+    l->s->be->ops->log_close(l->bl);
+    free(l);
+}

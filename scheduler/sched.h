@@ -1,0 +1,109 @@
+/*
+ * sched.h - the reconcile loop: it drives every job from PENDING to a
+ * terminal state through a backend (backend.h).
+ *
+ * One thread owns all scheduling state. It wakes when the store commits job
+ * events (a submission, a cancel), when a rank ends, and at its own deadlines
+ * (SIGKILL after the grace period, restart backoff, timeouts), then runs one
+ * round:
+ *
+ *   1. reads the change feed (store_changes) and the backend's rank exits
+ *   2. decides, per job, what its state must become
+ *   3. admits PENDING jobs by priority, then age, while their queue is under
+ *      its limit and the backend can reserve the whole gang; the first job
+ *      that does not fit stops admission (no backfill, so a big gang is not
+ *      starved by a stream of small ones); a job that can never fit fails
+ *   4. writes every decision of the round in one group commit
+ *      (store_jobs_update), then acts: launches, signals, releases
+ *
+ * A state is written before the action it announces (STARTING before the
+ * ranks exist), so a crash leaves the store ahead of the world, never behind;
+ * at start the loop recovers every job a previous process left STARTING,
+ * RUNNING, RESTARTING or CANCELLING: its processes are stopped (backend
+ * recover) and the attempt restarts without spending restart.max
+ * (reason ServerRestarted), or a cancel completes.
+ *
+ * Gang semantics: a rank that exits non-zero or is killed stops the whole
+ * gang (SIGTERM, then SIGKILL after stop_grace_ms); while restart.max allows,
+ * attempt n+1 starts after restart.backoff_seconds (RESTARTING), else the job
+ * FAILS. A rank that exits 75 after the server asked it to stop is a
+ * disruption and spends no restart. timeout_seconds counts from the start of
+ * the first attempt (FAILED, reason Timeout).
+ */
+#ifndef TY_SCHEDULER_SCHED_H
+#define TY_SCHEDULER_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ty_error.h"
+#include "scheduler/backend.h"
+#include "store/store.h"
+
+/* The exit code with which a rank says "stopped as asked, resumable". */
+#define SCHED_EXIT_RESUMABLE 75
+
+#define SCHED_UNLIMITED (-1)
+
+/* Jobs of a queue active (ADMITTED..CANCELLING) at once: a count, 0 to pause
+ * the queue (its jobs stay PENDING), or SCHED_UNLIMITED. */
+typedef struct sched_queue_limit {
+    const char *queue;
+    int limit;
+} sched_queue_limit;
+
+typedef struct sched_options {
+    store *store;                  /* borrowed, outlives the scheduler */
+    backend *backend;              /* borrowed, outlives the scheduler */
+    int queue_limit;               /* every queue's limit unless overridden (see above) */
+    const sched_queue_limit *queue_limits; /* per-queue overrides (copied) */
+    size_t nqueue_limits;
+    int stop_grace_ms;             /* SIGTERM to SIGKILL; default (0) 10000 */
+} sched_options;
+
+typedef struct sched sched;
+
+/* Starts the scheduler thread (which first recovers, see above). *out is new. */
+ty_err sched_start(const sched_options *opt, sched **out, char *err, size_t errlen);
+
+/*
+ * Begins stopping, returns at once: log followers end, no job is admitted any
+ * more and every running gang is asked to stop. Call before shutting the HTTP
+ * server down, then sched_stop(). Accepts NULL.
+ */
+void sched_shutdown(sched *s);
+
+/*
+ * Stops every running gang (SIGTERM, SIGKILL after the grace period), records
+ * each as RESTARTING (reason ServerShutdown; the next start resumes it as a
+ * new attempt), joins the thread and frees s. Accepts NULL.
+ */
+void sched_stop(sched *s);
+
+typedef struct sched_stats {
+    int slots_total;               /* the backend's capacity, -1 when unknown */
+    int slots_used;
+    uint64_t active_jobs;          /* jobs the scheduler holds (ADMITTED..CANCELLING) */
+    uint64_t running_ranks;
+    uint64_t rounds_total;         /* reconcile rounds run */
+    uint64_t launches_total;       /* attempts launched */
+    uint64_t restarts_total;       /* attempts restarted (failures and disruptions) */
+} sched_stats;
+
+void sched_get_stats(sched *s, sched_stats *out);
+
+/*
+ * A rank's log. attempt >= 1 names the attempt. With follow, reads wait for
+ * more output while that rank runs and the log ends when it has ended and
+ * everything was read; without follow the log ends at its current end.
+ * TY_ENOTFOUND when that rank never started.
+ */
+typedef struct sched_log sched_log;
+
+ty_err sched_log_open(sched *s, const char *job_id, int attempt, int rank, int follow,
+                      sched_log **out);
+/* Bytes copied (> 0), 0 at the end of the log, -1 on an error. May block while following. */
+long sched_log_read(sched_log *l, char *buf, size_t max);
+void sched_log_close(sched_log *l);
+
+#endif

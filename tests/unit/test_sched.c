@@ -1,0 +1,348 @@
+/*
+ * test_sched.c - the reconcile loop with a real store and the real local
+ * backend: admission order (priority, then age; no backfill), queue limits,
+ * gangs that can never fit, exit code 75, and a graceful stop followed by a
+ * new scheduler that resumes the job.
+ *
+ * Jobs are `sh -c` scripts that append what they do to files in the test's
+ * directory, so the assertions are about the order of things, never about
+ * how long they took.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "common/ty_log.h"
+#include "scheduler/local.h"
+#include "scheduler/sched.h"
+#include "store/store.h"
+
+#define WAIT_MS 30000
+
+typedef struct fixture {
+    char dir[64];
+    char db[96];
+    store *st;
+    backend *be;
+    sched *sc;
+} fixture;
+
+static void start_sched(fixture *f, int slots, int queue_limit, const sched_queue_limit *limits,
+                        size_t nlimits)
+{
+    char err[256] = "";
+    if (!f->be) {
+        local_options lo = {.data_dir = f->dir, .slots = slots, .gpus = 0};
+        assert_int_equal(local_backend_new(&lo, &f->be, err, sizeof err), TY_OK);
+    }
+    sched_options so = {.store = f->st,
+                        .backend = f->be,
+                        .queue_limit = queue_limit,
+                        .queue_limits = limits,
+                        .nqueue_limits = nlimits,
+                        .stop_grace_ms = 2000};
+    assert_int_equal(sched_start(&so, &f->sc, err, sizeof err), TY_OK);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/ty-sched-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->db, sizeof f->db, "%s/trainyard.db", f->dir);
+    char err[256];
+    if (store_open(f->db, NULL, &f->st, err, sizeof err) != TY_OK)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    sched_stop(f->sc);
+    if (f->be)
+        f->be->ops->free(f->be);
+    store_close(f->st);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", f->dir);
+    free(f);
+    return 0;
+}
+
+/* Submits a job running `sh -c script` with `world` ranks; returns its id in id. */
+static void submit(fixture *f, const char *name, const char *queue, int64_t priority, int world,
+                   int restart_max, const char *script, char id[STORE_ID_LEN + 1])
+{
+    json_t *spec = json_pack(
+        "{s:s, s:{}, s:s, s:I, s:s, s:[s,s,s], s:[], s:{s:s}, s:{s:i}, s:{s:n}, s:{s:i, s:i}, "
+        "s:n}",
+        "name", name, "labels", "queue", queue, "priority", (json_int_t)priority, "image", "local",
+        "command", "sh", "-c", script, "args", "env", "T", f->dir, "workers", "count", world,
+        "resources", "gpu", "restart", "max", restart_max, "backoff_seconds", 0,
+        "timeout_seconds");
+    assert_non_null(spec);
+    char *text = json_dumps(spec, JSON_COMPACT);
+    store_job_new n = {.name = name, .queue = queue, .priority = priority, .spec_json = text};
+    store_job *out = NULL;
+    size_t nout = 0;
+    int replayed = 0;
+    assert_int_equal(store_jobs_submit(f->st, &n, 1, NULL, NULL, &out, &nout, &replayed), TY_OK);
+    memcpy(id, out[0].id, STORE_ID_LEN + 1);
+    store_jobs_free(out, nout);
+    free(text);
+    json_decref(spec);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits until the job is in a state of mask; returns the job (new). */
+static store_job *wait_state(fixture *f, const char *id, unsigned mask)
+{
+    for (int waited = 0; waited < WAIT_MS; waited += 20) {
+        store_job *j = NULL;
+        assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+        if (mask & (1u << j->state))
+            return j;
+        store_jobs_free(j, 1);
+        sleep_ms(20);
+    }
+    fail_msg("job %s did not reach the expected state in time", id);
+    return NULL;
+}
+
+#define DONE (1u << JOB_SUCCEEDED | 1u << JOB_FAILED | 1u << JOB_CANCELLED)
+
+static void expect_done(fixture *f, const char *id, job_state want)
+{
+    store_job *j = wait_state(f, id, DONE);
+    assert_string_equal(job_state_name(j->state), job_state_name(want));
+    store_jobs_free(j, 1);
+}
+
+/* The file's lines, concatenated with '|' (new). */
+static char *read_lines(const char *dir, const char *name)
+{
+    char path[160], line[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "r");
+    char *all = calloc(1, 4096);
+    assert_non_null(all);
+    while (fp && fgets(line, sizeof line, fp)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (all[0])
+            strcat(all, "|");
+        strncat(all, line, 4096 - strlen(all) - 2);
+    }
+    if (fp)
+        fclose(fp);
+    return all;
+}
+
+/* The message of the job's last event (new). */
+static char *last_event(fixture *f, const char *id, char *reason, size_t rlen)
+{
+    store_event *ev = NULL;
+    size_t n = 0;
+    assert_int_equal(store_job_events(f->st, id, &ev, &n), TY_OK);
+    assert_true(n > 0);
+    snprintf(reason, rlen, "%s", ev[n - 1].reason);
+    char *msg = strdup(ev[n - 1].message);
+    store_events_free(ev, n);
+    return msg;
+}
+
+/* A script that waits for $T/<file> to exist, then records its name. */
+#define GATED(file, tag) "while [ ! -e \"$T/" file "\" ]; do sleep 0.02; done; echo " tag " >> \"$T/order\""
+
+static void touch(const fixture *f, const char *name)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+}
+
+/* Higher priority first, then older first, whatever the submission order. */
+static void test_priority_then_age(void **state)
+{
+    fixture *f = *state;
+    start_sched(f, 1, SCHED_UNLIMITED, NULL, 0);
+    char blocker[27], low[27], high1[27], high2[27];
+    submit(f, "blocker", "default", 0, 1, 0, GATED("go", "blocker"), blocker);
+    store_jobs_free(wait_state(f, blocker, 1u << JOB_RUNNING), 1);
+    submit(f, "low", "default", 1, 1, 0, "echo low >> \"$T/order\"", low);
+    submit(f, "high1", "default", 10, 1, 0, "echo high1 >> \"$T/order\"", high1);
+    submit(f, "high2", "default", 10, 1, 0, "echo high2 >> \"$T/order\"", high2);
+    touch(f, "go");
+    expect_done(f, low, JOB_SUCCEEDED);
+    expect_done(f, high1, JOB_SUCCEEDED);
+    expect_done(f, high2, JOB_SUCCEEDED);
+    char *order = read_lines(f->dir, "order");
+    assert_string_equal(order, "blocker|high1|high2|low");
+    free(order);
+}
+
+/* A gang that does not fit yet holds the line: a smaller job behind it waits. */
+static void test_no_backfill(void **state)
+{
+    fixture *f = *state;
+    start_sched(f, 2, SCHED_UNLIMITED, NULL, 0);
+    char blocker[27], big[27], small[27];
+    submit(f, "blocker", "default", 0, 1, 0, GATED("go", "blocker"), blocker);
+    store_jobs_free(wait_state(f, blocker, 1u << JOB_RUNNING), 1);
+    submit(f, "big", "default", 0, 2, 0, "[ \"$RANK\" = 0 ] && echo big >> \"$T/order\"; true",
+           big);
+    submit(f, "small", "default", 0, 1, 0, "echo small >> \"$T/order\"", small);
+    sleep_ms(300); /* room for a wrong decision: small must still wait */
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, small, &j), TY_OK);
+    assert_string_equal(job_state_name(j->state), "PENDING");
+    store_jobs_free(j, 1);
+    touch(f, "go");
+    expect_done(f, big, JOB_SUCCEEDED);
+    expect_done(f, small, JOB_SUCCEEDED);
+    char *order = read_lines(f->dir, "order");
+    assert_string_equal(order, "blocker|big|small");
+    free(order);
+}
+
+/* A queue at its limit waits; other queues go on. */
+static void test_queue_limit(void **state)
+{
+    fixture *f = *state;
+    sched_queue_limit limits[] = {{"batch", 1}};
+    start_sched(f, 4, SCHED_UNLIMITED, limits, 1);
+    char a[27], b[27], c[27];
+    submit(f, "a", "batch", 0, 1, 0, GATED("go-a", "a"), a);
+    submit(f, "b", "batch", 0, 1, 0, "echo b >> \"$T/order\"", b);
+    submit(f, "c", "interactive", 0, 1, 0, "echo c >> \"$T/order\"", c);
+    expect_done(f, c, JOB_SUCCEEDED); /* ran although a holds the batch queue */
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, b, &j), TY_OK);
+    assert_string_equal(job_state_name(j->state), "PENDING");
+    store_jobs_free(j, 1);
+    touch(f, "go-a");
+    expect_done(f, a, JOB_SUCCEEDED);
+    expect_done(f, b, JOB_SUCCEEDED);
+    char *order = read_lines(f->dir, "order");
+    assert_string_equal(order, "c|a|b");
+    free(order);
+}
+
+/* More ranks than slots fails at once, with the reason. */
+static void test_never_fits(void **state)
+{
+    fixture *f = *state;
+    start_sched(f, 2, SCHED_UNLIMITED, NULL, 0);
+    char id[27];
+    submit(f, "wide", "default", 0, 3, 0, "true", id);
+    expect_done(f, id, JOB_FAILED);
+    char reason[64];
+    char *msg = last_event(f, id, reason, sizeof reason);
+    assert_string_equal(reason, "Unschedulable");
+    assert_non_null(strstr(msg, "slots"));
+    free(msg);
+}
+
+/* Exit 75 unasked is a failure like any other code. */
+static void test_exit_75_unasked_fails(void **state)
+{
+    fixture *f = *state;
+    start_sched(f, 2, SCHED_UNLIMITED, NULL, 0);
+    char id[27];
+    submit(f, "quits", "default", 0, 1, 0, "exit 75", id);
+    expect_done(f, id, JOB_FAILED);
+    char reason[64];
+    char *msg = last_event(f, id, reason, sizeof reason);
+    assert_string_equal(reason, "RankFailed");
+    assert_non_null(strstr(msg, "rank 0 exited with code 75"));
+    free(msg);
+}
+
+/*
+ * A graceful stop asks the gang to stop (the rank exits 75 as a checkpointing
+ * trainer would) and records RESTARTING; the next scheduler resumes the job as
+ * attempt 2, which spends no restart.
+ */
+static void test_stop_then_resume(void **state)
+{
+    fixture *f = *state;
+    start_sched(f, 2, SCHED_UNLIMITED, NULL, 0);
+    char id[27];
+    submit(f, "resumable", "default", 0, 2, 0,
+           "if [ \"$TRAINYARD_ATTEMPT\" = 1 ]; then trap 'exit 75' TERM; "
+           "echo up-$RANK >> \"$T/up\"; while :; do sleep 0.05; done; fi; exit 0",
+           id);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    for (int waited = 0; waited < WAIT_MS; waited += 20) { /* both traps are set */
+        char *up = read_lines(f->dir, "up");
+        int both = strstr(up, "up-0") && strstr(up, "up-1");
+        free(up);
+        if (both)
+            break;
+        sleep_ms(20);
+    }
+    sched_stop(f->sc);
+    f->sc = NULL;
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+    assert_string_equal(job_state_name(j->state), "RESTARTING");
+    assert_int_equal(j->restarts, 0);
+    assert_non_null(j->attempt_json);
+    json_t *rec = json_loads(j->attempt_json, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(rec, "state")), "stopped");
+    assert_string_equal(json_string_value(json_object_get(rec, "reason")), "ServerShutdown");
+    json_t *r0 = json_array_get(json_object_get(rec, "ranks"), 0);
+    assert_string_equal(json_string_value(json_object_get(r0, "state")), "stopped");
+    assert_int_equal(json_integer_value(json_object_get(r0, "exit_code")), 75);
+    json_decref(rec);
+    store_jobs_free(j, 1);
+
+    start_sched(f, 2, SCHED_UNLIMITED, NULL, 0);
+    expect_done(f, id, JOB_SUCCEEDED);
+    assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+    assert_int_equal(j->attempt, 2);
+    assert_int_equal(j->restarts, 0);
+    store_jobs_free(j, 1);
+    store_attempt *att = NULL;
+    size_t n = 0;
+    assert_int_equal(store_job_attempts(f->st, id, &att, &n), TY_OK);
+    assert_int_equal(n, 2);
+    store_attempts_free(att, n);
+}
+
+int main(void)
+{
+    ty_log_set_level(TY_LOG_WARN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_priority_then_age, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_backfill, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_never_fits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exit_75_unasked_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_then_resume, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
