@@ -23,6 +23,7 @@
 #include "common/ty_buf.h"
 #include "common/ty_error.h"
 #include "common/ty_metrics.h"
+#include "scheduler/sched.h"
 #include "store/store.h"
 
 #define API_DEFAULT_MAX_BODY (1u << 20) /* 1 MiB */
@@ -33,6 +34,7 @@
 /* Process-wide context, created by server/ and borrowed by every handler. */
 typedef struct api_ctx {
     store *store;
+    sched *sched;                    /* runs the jobs; NULL: logs are unavailable (503) */
     size_t max_body;                 /* bytes; bodies above it are 413 */
     ty_counter_vec *http_requests;   /* {route, code}, owned by server/ */
     ty_histogram *http_duration;     /* seconds, owned by server/ */
@@ -67,6 +69,17 @@ typedef struct api_req {
 
 #define API_MAX_HEADERS 4
 
+/*
+ * A body produced while it is sent (chunked), for logs that grow. server/
+ * calls read() from the connection's thread until it returns 0 (the end) or
+ * -1 (an error: the connection is closed), then free(ud) once.
+ */
+typedef struct api_stream {
+    long (*read)(void *ud, char *buf, size_t max); /* bytes (> 0), 0 at the end, -1; may block */
+    void (*free)(void *ud);
+    void *ud;
+} api_stream;
+
 /* A response; handlers fill it, server/ sends and frees it with api_resp_free(). */
 typedef struct api_resp {
     unsigned status;
@@ -75,6 +88,7 @@ typedef struct api_resp {
     size_t body_len;
     api_kv headers[API_MAX_HEADERS]; /* extra headers; key static, value owned (malloc'ed) */
     size_t nheaders;
+    api_stream stream;               /* when stream.read is set it replaces body; owned */
 } api_resp;
 
 void api_resp_free(api_resp *r);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "api/api.h"
+#include "api/spec.h"
 
 /* ---- handlers (one signature, see api_handler) ---------------------------- */
 
@@ -25,7 +26,9 @@ void api_jobs_batch(const api_req *req, api_resp *resp);
 void api_jobs_list(const api_req *req, api_resp *resp);
 void api_jobs_get(const api_req *req, api_resp *resp);
 void api_jobs_events(const api_req *req, api_resp *resp);
+void api_jobs_attempts(const api_req *req, api_resp *resp);
 void api_jobs_cancel(const api_req *req, api_resp *resp);
+void api_jobs_logs(const api_req *req, api_resp *resp);
 
 void api_tokens_list(const api_req *req, api_resp *resp);
 void api_tokens_create(const api_req *req, api_resp *resp);
@@ -48,6 +51,24 @@ void api_reply_problem_json(api_resp *r, json_t *problem);
 void api_reply_error(api_resp *r, ty_err e, const char *detail);
 /* Sends the JSON text in b (stolen: b is reset) with the given status. */
 void api_reply_json_buf(api_resp *r, unsigned status, ty_buf *b);
+/*
+ * A body produced while it is sent (see api_stream): s is stolen, and freed
+ * with s.free(s.ud) by whoever ends up owning the response. content_type is
+ * static. Any body set before is dropped.
+ */
+void api_reply_stream(api_resp *r, unsigned status, const char *content_type, api_stream s);
+
+/* ---- jobs (jobs.c) -------------------------------------------------------- */
+
+/* Ids are STORE_ID_LEN characters of [0-9a-z]; anything else cannot name a job. */
+int api_is_job_id(const char *id);
+/* The 404 "job-not-found" of every /v1/jobs/{id} route. */
+void api_reply_job_not_found(api_resp *resp);
+/*
+ * The problem listing every error of errs (its list is stolen), e.g. 400
+ * "invalid-query" or 422 "invalid-spec"; the detail counts them.
+ */
+void api_reply_invalid(api_resp *resp, unsigned status, const char *code, spec_errors *errs);
 
 /* ---- requests (request.c) ------------------------------------------------- */
 

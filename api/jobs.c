@@ -1,6 +1,6 @@
 /*
  * jobs.c - the /v1/jobs resource: submit one or a batch, list with filters
- * and keyset pagination, get one, its events, cancel.
+ * and keyset pagination, get one, its events, its attempts, cancel.
  *
  * A submission is parsed once, validated in one pass (spec.c), serialized
  * once into the normalized spec the store keeps verbatim, and answered only
@@ -32,12 +32,15 @@
  * Appends the Job resource to b. The spec is the stored normalized spec,
  * copied verbatim: the store keeps exactly the compact JSON that submit()
  * wrote, so it is neither parsed nor serialized again (which matters for
- * pages of 1000 jobs).
+ * pages of 1000 jobs). The current attempt's record is copied the same way:
+ * the scheduler wrote it as one JSON object.
  */
 static ty_err job_write(ty_buf *b, const store_job *j)
 {
     char created[32], updated[32];
     if (!j->spec_json || j->spec_json[0] != '{')
+        return TY_EINTERNAL;
+    if (j->attempt_json && j->attempt_json[0] != '{')
         return TY_EINTERNAL;
     ty_time_format_rfc3339(j->created_at_ms, created, sizeof created);
     ty_time_format_rfc3339(j->updated_at_ms, updated, sizeof updated);
@@ -54,9 +57,14 @@ static ty_err job_write(ty_buf *b, const store_job *j)
         e = ty_json_put_string(b, j->queue, SIZE_MAX);
     if (!e)
         e = ty_buf_printf(b,
-                          ",\"priority\":%lld,\"attempt\":%d,\"created_at\":\"%s\","
-                          "\"updated_at\":\"%s\",\"spec\":",
-                          (long long)j->priority, j->attempt, created, updated);
+                          ",\"priority\":%lld,\"attempt\":%d,\"restarts\":%d,"
+                          "\"current_attempt\":",
+                          (long long)j->priority, j->attempt, j->restarts);
+    if (!e)
+        e = ty_buf_puts(b, j->attempt_json ? j->attempt_json : "null");
+    if (!e)
+        e = ty_buf_printf(b, ",\"created_at\":\"%s\",\"updated_at\":\"%s\",\"spec\":", created,
+                          updated);
     if (!e)
         e = ty_buf_puts(b, j->spec_json);
     if (!e)
@@ -86,8 +94,7 @@ static json_t *event_json(const store_event *ev)
                      ev->message ? ev->message : "");
 }
 
-/* Ids are STORE_ID_LEN characters of [0-9a-z]; anything else cannot name a job. */
-static int is_job_id(const char *id)
+int api_is_job_id(const char *id)
 {
     size_t n = id ? strlen(id) : 0;
     if (n != STORE_ID_LEN)
@@ -98,13 +105,12 @@ static int is_job_id(const char *id)
     return 1;
 }
 
-static void reply_job_not_found(api_resp *resp)
+void api_reply_job_not_found(api_resp *resp)
 {
     api_reply_problem(resp, 404, "job-not-found", NULL, "no job has this id", NULL);
 }
 
-/* Fills resp with the problem listing errs (whose list is stolen). */
-static void reply_invalid(api_resp *resp, unsigned status, const char *code, spec_errors *errs)
+void api_reply_invalid(api_resp *resp, unsigned status, const char *code, spec_errors *errs)
 {
     char detail[128];
     if (errs->count > json_array_size(errs->list))
@@ -238,7 +244,7 @@ void api_jobs_create(const api_req *req, api_resp *resp)
     if (!e)
         e = spec_job(body, "$", &spec, &errs);
     if (e == TY_EINVAL)
-        reply_invalid(resp, 422, "invalid-spec", &errs);
+        api_reply_invalid(resp, 422, "invalid-spec", &errs);
     else if (e)
         api_reply_error(resp, e, NULL);
     else
@@ -261,7 +267,7 @@ void api_jobs_batch(const api_req *req, api_resp *resp)
     if (!e)
         e = spec_batch(body, API_MAX_BATCH, &specs, &errs);
     if (e == TY_EINVAL) {
-        reply_invalid(resp, 422, "invalid-spec", &errs);
+        api_reply_invalid(resp, 422, "invalid-spec", &errs);
     } else if (e) {
         api_reply_error(resp, e, NULL);
     } else {
@@ -550,7 +556,7 @@ void api_jobs_list(const api_req *req, api_resp *resp)
         goto fail;
     parse_list_query(req, &q, &errs);
     if (errs.count) {
-        reply_invalid(resp, 400, "invalid-query", &errs);
+        api_reply_invalid(resp, 400, "invalid-query", &errs);
         goto out;
     }
     if ((e = store_jobs_list(req->ctx->store, &q.f, &jobs, &njobs, &next)))
@@ -595,13 +601,13 @@ out:
 void api_jobs_get(const api_req *req, api_resp *resp)
 {
     store_job *job = NULL;
-    if (!is_job_id(req->id)) {
-        reply_job_not_found(resp);
+    if (!api_is_job_id(req->id)) {
+        api_reply_job_not_found(resp);
         return;
     }
     ty_err e = store_job_get(req->ctx->store, req->id, &job);
     if (e == TY_ENOTFOUND)
-        reply_job_not_found(resp);
+        api_reply_job_not_found(resp);
     else if (e)
         api_reply_error(resp, e, NULL);
     else
@@ -614,13 +620,13 @@ void api_jobs_events(const api_req *req, api_resp *resp)
     store_event *events = NULL;
     size_t n = 0;
     json_t *list = NULL;
-    if (!is_job_id(req->id)) {
-        reply_job_not_found(resp);
+    if (!api_is_job_id(req->id)) {
+        api_reply_job_not_found(resp);
         return;
     }
     ty_err e = store_job_events(req->ctx->store, req->id, &events, &n);
     if (e == TY_ENOTFOUND) {
-        reply_job_not_found(resp);
+        api_reply_job_not_found(resp);
         goto out;
     }
     if (e)
@@ -643,6 +649,42 @@ out:
     store_events_free(events, n);
 }
 
+void api_jobs_attempts(const api_req *req, api_resp *resp)
+{
+    store_attempt *attempts = NULL;
+    size_t n = 0;
+    ty_buf text = {0};
+    if (!api_is_job_id(req->id)) {
+        api_reply_job_not_found(resp);
+        return;
+    }
+    ty_err e = store_job_attempts(req->ctx->store, req->id, &attempts, &n);
+    if (e == TY_ENOTFOUND) {
+        api_reply_job_not_found(resp);
+        goto out;
+    }
+    /* The records are the scheduler's JSON objects, copied as they are (see job_write). */
+    if (!e)
+        e = ty_buf_puts(&text, "{\"attempts\":[");
+    for (size_t i = 0; i < n && !e; i++) {
+        if (!attempts[i].json || attempts[i].json[0] != '{')
+            e = TY_EINTERNAL;
+        if (!e && i)
+            e = ty_buf_append(&text, ",", 1);
+        if (!e)
+            e = ty_buf_puts(&text, attempts[i].json);
+    }
+    if (!e)
+        e = ty_buf_puts(&text, "]}");
+    if (e)
+        api_reply_error(resp, e, NULL);
+    else
+        api_reply_json_buf(resp, 200, &text);
+out:
+    ty_buf_free(&text);
+    store_attempts_free(attempts, n);
+}
+
 /* Inside the store's transaction: where a cancel takes a job in state cur. */
 static ty_err decide_cancel(job_state cur, job_state *to, void *ud)
 {
@@ -656,8 +698,8 @@ static ty_err decide_cancel(job_state cur, job_state *to, void *ud)
 void api_jobs_cancel(const api_req *req, api_resp *resp)
 {
     store_job *job = NULL;
-    if (!is_job_id(req->id)) {
-        reply_job_not_found(resp);
+    if (!api_is_job_id(req->id)) {
+        api_reply_job_not_found(resp);
         return;
     }
     char message[128];
@@ -668,7 +710,7 @@ void api_jobs_cancel(const api_req *req, api_resp *resp)
     if (e == TY_OK) {
         reply_job(resp, job);
     } else if (e == TY_ENOTFOUND) {
-        reply_job_not_found(resp);
+        api_reply_job_not_found(resp);
     } else if (e == TY_ECONFLICT) {
         const char *state = job ? job_state_name(job->state) : "finished";
         char detail[96];

@@ -25,6 +25,52 @@ void api_ops_readyz(const api_req *req, api_resp *resp)
     api_reply_json(resp, 200, json_pack("{s:s}", "status", "ready"));
 }
 
+/* One family with a single unlabelled sample, or none when has_value is 0. */
+static ty_err render_single(ty_buf *out, const char *name, const char *type, const char *help,
+                            int has_value, unsigned long long value)
+{
+    ty_err e = ty_metrics_render_header(out, name, type, help);
+    if (!e && has_value)
+        e = ty_buf_printf(out, "%s %llu\n", name, value);
+    return e;
+}
+
+/* The scheduler's families; without a scheduler (or a known capacity) they have no samples. */
+static ty_err render_sched(const api_ctx *ctx, ty_buf *out)
+{
+    sched_stats ss = {0};
+    int on = ctx->sched != NULL;
+    if (on)
+        sched_get_stats(ctx->sched, &ss);
+    ty_err e = render_single(out, "trainyard_local_slots", "gauge",
+                             "Ranks the local backend may run at once.", on && ss.slots_total >= 0,
+                             (unsigned long long)ss.slots_total);
+    if (!e)
+        e = render_single(out, "trainyard_local_slots_used", "gauge",
+                          "Slots reserved by the gangs of admitted jobs.", on && ss.slots_used >= 0,
+                          (unsigned long long)ss.slots_used);
+    if (!e)
+        e = render_single(out, "trainyard_scheduler_active_jobs", "gauge",
+                          "Jobs the scheduler holds, from ADMITTED to CANCELLING.", on,
+                          (unsigned long long)ss.active_jobs);
+    if (!e)
+        e = render_single(out, "trainyard_running_ranks", "gauge", "Ranks running now.", on,
+                          (unsigned long long)ss.running_ranks);
+    if (!e)
+        e = render_single(out, "trainyard_scheduler_rounds_total", "counter",
+                          "Reconcile rounds the scheduler ran.", on,
+                          (unsigned long long)ss.rounds_total);
+    if (!e)
+        e = render_single(out, "trainyard_attempts_launched_total", "counter",
+                          "Attempts launched, restarts included.", on,
+                          (unsigned long long)ss.launches_total);
+    if (!e)
+        e = render_single(out, "trainyard_attempt_restarts_total", "counter",
+                          "Attempts restarted after a failure or a disruption.", on,
+                          (unsigned long long)ss.restarts_total);
+    return e;
+}
+
 /* Renders every family of the contract; families whose source is absent have no samples. */
 static ty_err render_metrics(const api_ctx *ctx, ty_buf *out)
 {
@@ -66,6 +112,8 @@ static ty_err render_metrics(const api_ctx *ctx, ty_buf *out)
     if (!e && st.commit_batch_ops)
         e = ty_metrics_render_histogram(out, "trainyard_store_commit_batch_size", NULL,
                                         st.commit_batch_ops);
+    if (!e)
+        e = render_sched(ctx, out);
     return e;
 }
 

@@ -1,6 +1,7 @@
 /*
- * resp.c - filling an api_resp: JSON bodies, text bodies, RFC 9457 problems,
- * extra headers, and the one table that maps a ty_err to an HTTP status.
+ * resp.c - filling an api_resp: JSON bodies, text bodies, streamed bodies,
+ * RFC 9457 problems, extra headers, and the one table that maps a ty_err to
+ * an HTTP status. Each reply replaces whatever body or stream was set before.
  *
  * These functions cannot fail from the handler's point of view: when memory
  * runs out while building a body, the response degrades to a static 503
@@ -19,9 +20,18 @@ static const char oom_body[] =
     "{\"type\":\"urn:trainyard:problem:out-of-memory\",\"title\":\"Service Unavailable\","
     "\"status\":503,\"code\":\"out-of-memory\"}";
 
+/* Frees a stream the response holds and was never handed to server/. */
+static void drop_stream(api_resp *r)
+{
+    if (r->stream.free)
+        r->stream.free(r->stream.ud);
+    memset(&r->stream, 0, sizeof r->stream);
+}
+
 /* Replaces the body with the static out-of-memory problem (copied when possible). */
 static void reply_oom(api_resp *r)
 {
+    drop_stream(r);
     free(r->body);
     r->status = 503;
     r->content_type = API_CT_PROBLEM;
@@ -39,6 +49,7 @@ void api_resp_free(api_resp *r)
     for (size_t i = 0; i < r->nheaders; i++)
         free((char *)r->headers[i].value);
     r->nheaders = 0;
+    drop_stream(r);
 }
 
 void api_reply_json(api_resp *r, unsigned status, json_t *json)
@@ -64,6 +75,7 @@ void api_reply_text(api_resp *r, unsigned status, const char *content_type, cons
     if (len)
         memcpy(copy, text, len);
     copy[len] = '\0';
+    drop_stream(r);
     free(r->body);
     r->status = status;
     r->content_type = content_type;
@@ -210,6 +222,7 @@ void api_reply_json_buf(api_resp *r, unsigned status, ty_buf *b)
         reply_oom(r);
         return;
     }
+    drop_stream(r);
     free(r->body);
     r->status = status;
     r->content_type = API_CT_JSON;
@@ -217,3 +230,13 @@ void api_reply_json_buf(api_resp *r, unsigned status, ty_buf *b)
     r->body_len = len;
 }
 
+void api_reply_stream(api_resp *r, unsigned status, const char *content_type, api_stream s)
+{
+    drop_stream(r);
+    free(r->body);
+    r->status = status;
+    r->content_type = content_type;
+    r->body = NULL;
+    r->body_len = 0;
+    r->stream = s;
+}

@@ -587,8 +587,11 @@ static const char *check_label_key(const char *s, size_t len)
                  "subdomain and '/'";
 }
 
-static const char *const reserved_env[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",
-                                           "MASTER_ADDR", "MASTER_PORT", NULL};
+/* Set per rank by every backend (DESIGN.md, the contract with a worker). */
+static const char *const reserved_env[] = {
+    "RANK",        "WORLD_SIZE",  "LOCAL_RANK",           "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", NULL,
+};
 
 static const char *check_env_key(const char *s, size_t len)
 {
@@ -1092,7 +1095,11 @@ static json_t *job_spec(vctx *v, const json_t *in)
     put(v, out, "queue", string_field(v, in, "queue", check_dns_label, "default"));
     if (!int_field(v, in, "priority", 0, -SPEC_MAX_PRIORITY, SPEC_MAX_PRIORITY, 0, &n))
         put(v, out, "priority", int_value(v, n));
-    put(v, out, "image", string_field(v, in, "image", check_image, NULL));
+    /* Only the Kubernetes backend runs an image; the local one ignores it. */
+    if (!member(in, "image"))
+        put(v, out, "image", json_null());
+    else
+        put(v, out, "image", string_field(v, in, "image", check_image, NULL));
     put(v, out, "command",
         string_array_field(v, in, "command", 1, SPEC_MAX_COMMAND_ITEMS, check_command_item));
     put(v, out, "args", string_array_field(v, in, "args", 0, SPEC_MAX_ARGS_ITEMS, check_arg));

@@ -16,8 +16,8 @@
  * body; "$.workers.count", "$.labels.team", "$.jobs[3].image") and, when
  * nothing is wrong, builds the normalized spec: every default filled in, keys
  * in one fixed order (the order of the contract), label and env keys sorted,
- * explicit nulls ("gpu": null, "timeout_seconds": null) for absent optional
- * objects. Normalizing a normalized spec gives the same spec.
+ * explicit nulls ("image": null, "gpu": null, "timeout_seconds": null) for
+ * absent optional values. Normalizing a normalized spec gives the same spec.
  */
 #ifndef TY_API_SPEC_H
 #define TY_API_SPEC_H

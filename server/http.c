@@ -27,6 +27,14 @@
  *                slots bound the peak under concurrent batches.
  *   final call   call the handler, queue its response.
  *   completed    count the request, write its log line, free the state.
+ *
+ * A streamed response (api_stream, e.g. a log that is followed) is sent with
+ * chunked encoding, read block by block from the connection's thread while it
+ * is sent; it may block there, which costs only that connection. Its request
+ * completes when the stream has ended, so the log line comes then, with the
+ * bytes sent; the duration histogram gets the time until the response began,
+ * since a followed log may last hours and would drown the latency of every
+ * other request.
  */
 #include "server/http.h"
 
@@ -68,6 +76,8 @@
 #define TOO_LARGE_DETAIL "the request body is larger than the server accepts"
 #define BUSY_DETAIL "too many large requests at once; retry later"
 #define REQUEST_ID_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
+/* Bytes asked of a stream at a time (the chunk size on the wire at most). */
+#define STREAM_BLOCK ((size_t)32 << 10)
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -87,11 +97,26 @@ struct http_server {
     int stopped;
     atomic_long inflight;            /* requests between the 1st call and on_completed */
     atomic_int draining;             /* responses carry Connection: close */
+    atomic_int stopping;             /* past the drain: streams still running are cut */
     char rid_prefix[17];             /* random per process, so ids differ across restarts */
     atomic_uint_fast64_t rid_counter;
     char start_error[256];           /* the last libmicrohttpd message while starting */
     atomic_int starting;             /* MHD_start_daemon() is running (single-threaded) */
 };
+
+/*
+ * A streamed body in flight, shared by the libmicrohttpd response (which reads
+ * it and, when the response is destroyed, frees the api_stream) and the
+ * request state (which reads the byte count for the log line); the last of
+ * the two to let go frees it. Both run on the connection's thread, but their
+ * order differs between a completed and an aborted request.
+ */
+typedef struct stream_state {
+    api_stream s;
+    http_server *srv;
+    atomic_size_t bytes;             /* sent so far */
+    atomic_int refs;
+} stream_state;
 
 typedef struct req_state {
     uint64_t start_ns;
@@ -115,15 +140,50 @@ typedef struct req_state {
         const char *hkey, *hval;     /* extra header or NULL; hval static or in match */
     } err;
     unsigned status;
-    size_t bytes;                    /* response body bytes */
+    size_t bytes;                    /* response body bytes; a stream counts its own */
+    stream_state *stream;            /* the streamed body, or NULL */
+    uint64_t head_ns;                /* when a streamed response was queued */
     api_kv *query;
     size_t nquery, query_cap;
 } req_state;
+
+static void stream_unref(stream_state *ss)
+{
+    if (ss && atomic_fetch_sub(&ss->refs, 1) == 1)
+        free(ss);
+}
+
+/* libmicrohttpd's content reader: one block of the stream. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_state *ss = cls;
+    (void)pos;
+    /* Shutdown is past its drain deadline: end what is still being sent. */
+    if (atomic_load(&ss->srv->stopping))
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    long n = ss->s.read(ss->s.ud, buf, max);
+    if (n == 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n < 0 || (size_t)n > max)
+        return MHD_CONTENT_READER_END_WITH_ERROR; /* the client sees a cut-off chunked body */
+    atomic_fetch_add(&ss->bytes, (size_t)n);
+    return (ssize_t)n;
+}
+
+/* Called once when libmicrohttpd destroys the response. */
+static void stream_done(void *cls)
+{
+    stream_state *ss = cls;
+    if (ss->s.free)
+        ss->s.free(ss->s.ud);
+    stream_unref(ss);
+}
 
 static void req_state_free(req_state *st)
 {
     if (!st)
         return;
+    stream_unref(st->stream);
     free(st->path);
     free(st->principal);
     free(st->query);
@@ -165,10 +225,28 @@ static enum MHD_Result send_resp(http_server *srv, struct MHD_Connection *c, req
                                  api_resp *r)
 {
     struct MHD_Response *mr = NULL;
+    stream_state *ss = NULL;
     enum MHD_Result ret = MHD_NO;
     size_t len = r->body ? r->body_len : 0;
 
-    if (len) {
+    if (r->stream.read) {
+        ss = calloc(1, sizeof *ss);
+        if (!ss)
+            goto out; /* api_resp_free() frees the stream */
+        ss->s = r->stream;
+        ss->srv = srv;
+        atomic_init(&ss->bytes, 0);
+        atomic_init(&ss->refs, 1); /* the response's */
+        /* Size unknown: chunked in HTTP/1.1; an HTTP/1.0 client sees the connection close. */
+        mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, ss,
+                                               stream_done);
+        if (!mr) {
+            free(ss);
+            ss = NULL;
+            goto out;
+        }
+        memset(&r->stream, 0, sizeof r->stream); /* now owned by the response */
+    } else if (len) {
         mr = MHD_create_response_from_buffer_with_free_callback(len, r->body, free);
         if (mr)
             r->body = NULL; /* now owned by the response */
@@ -177,7 +255,7 @@ static enum MHD_Result send_resp(http_server *srv, struct MHD_Connection *c, req
     }
     if (!mr)
         goto out;
-    if (r->content_type && len)
+    if (r->content_type && (len || ss))
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
     MHD_add_response_header(mr, "X-Request-Id", st->request_id);
     for (size_t i = 0; i < r->nheaders; i++)
@@ -186,12 +264,18 @@ static enum MHD_Result send_resp(http_server *srv, struct MHD_Connection *c, req
     if (atomic_load(&srv->draining))
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(c, r->status, mr);
-    MHD_destroy_response(mr);
     if (ret == MHD_YES) {
         st->replied = 1;
         st->status = r->status;
         st->bytes = len;
+        if (ss) {
+            /* The connection holds the response: nothing was read from ss yet. */
+            atomic_fetch_add(&ss->refs, 1);
+            st->stream = ss;
+            st->head_ns = ty_time_mono_ns();
+        }
     }
+    MHD_destroy_response(mr);
 out:
     api_resp_free(r);
     return ret;
@@ -503,8 +587,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         snprintf(code, sizeof code, "%u", st->status);
         if (srv->ctx->http_requests)
             ty_counter_vec_add(srv->ctx->http_requests, route, code, 1);
+        /* A stream counts until its response began (see the top of this file). */
         if (srv->ctx->http_duration)
-            ty_histogram_observe(srv->ctx->http_duration, seconds);
+            ty_histogram_observe(srv->ctx->http_duration,
+                                 st->stream ? (double)(st->head_ns - st->start_ns) / 1e9 : seconds);
         reqlog_entry le = {
             .request_id = st->request_id,
             .method = st->method,
@@ -512,7 +598,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             .route = route,
             .status = st->status,
             .duration_ms = seconds * 1e3,
-            .bytes = st->bytes,
+            .bytes = st->stream ? atomic_load(&st->stream->bytes) : st->bytes,
             .principal = st->principal,
             .aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK,
         };
@@ -664,6 +750,12 @@ void http_server_shutdown(http_server *s, unsigned drain_ms)
     long left = atomic_load(&s->inflight);
     if (left > 0)
         TY_LOG(TY_LOG_WARN, "requests still in flight at shutdown", "{s:i}", "count", (int)left);
+    /*
+     * Streams still running (followed logs) end at their next block. A stream
+     * whose read() is blocked keeps MHD_stop_daemon() joining its thread until
+     * read() returns: its source must end it (see http.h).
+     */
+    atomic_store(&s->stopping, 1);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
 }

@@ -4,7 +4,11 @@
  * Per request: route (router.h), authenticate (auth.h), read the body into a
  * buffer capped at max_body, call the route's handler, send its api_resp with
  * an X-Request-Id header, then count it in the api_ctx metrics and write one
- * JSON log line ("msg":"request").
+ * JSON log line ("msg":"request"). A response with an api_stream is sent with
+ * chunked encoding as its read() produces it (from the connection's thread,
+ * where read() may block); read() returning -1 closes the connection without
+ * the final chunk, so the client sees the body cut off. Its log line is
+ * written when the stream has ended.
  *
  * Errors the server answers itself, as problem+json:
  *   404 not-found (no route), 405 method-not-allowed (+ Allow),
@@ -64,8 +68,13 @@ unsigned http_server_port(const http_server *s);
 /*
  * Graceful stop: closes the listening socket (new connections are refused),
  * waits up to drain_ms for the requests in flight to finish (their responses
- * carry "Connection: close"), then closes every connection and joins the
- * connection threads. Safe to call once; http_server_free() calls it if needed.
+ * carry "Connection: close"; a stream counts until it has ended), then ends
+ * the streams still being sent at their next block (cut off, as for -1),
+ * closes every connection and joins the connection threads. A stream whose
+ * read() is blocked at that moment (a followed log of a silent rank) delays
+ * the return until read() returns, so whatever feeds it must end it first
+ * (for logs: sched_shutdown() before this call).
+ * Safe to call once; http_server_free() calls it if needed.
  */
 void http_server_shutdown(http_server *s, unsigned drain_ms);
 

@@ -49,7 +49,11 @@
  *     response by status (exact, then "2XX" style, then "default"), media
  *     type (parameters after ';' ignored, case-insensitive, media ranges with
  *     a wildcard subtype or type honoured) and, for JSON media types (application/json and
- *     any +json), the body against the schema.
+ *     any +json), the body against the schema. A body of another media type
+ *     (text/plain, application/yaml) is checked as a JSON string against the
+ *     schema when it is UTF-8 (so {type: string} allows an empty body and
+ *     minLength: 1 does not); bytes that are not UTF-8 pass only
+ *     format: binary.
  *
  * Errors: functions return 0 on success and -1 on failure with a one-line,
  * NUL-terminated reason in err (truncated to errlen). For a validation
@@ -111,8 +115,9 @@ const char *oas_match_path(const oas *o, const char *concrete_path);
  * (or "NXX" or "default") must be documented for that operation, the
  * content type must be one of that response's media types (an empty body
  * with no content type matches a response without content), and a JSON body
- * must parse and conform to the media type's schema. content_type may be
- * NULL when the response had none. body need not be NUL-terminated.
+ * must parse and conform to the media type's schema (another body: see
+ * above). content_type may be NULL when the response had none. body need not
+ * be NUL-terminated.
  */
 int oas_check_response(const oas *o, const char *method, const char *concrete_path, int status,
                        const char *content_type, const char *body, size_t bodylen, char *err,

@@ -1,18 +1,22 @@
 /* test_api_fixture.c - see test_api_fixture.h. */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/openapi_doc.h"
+#include "common/ty_buf.h"
+#include "scheduler/local.h"
 #include "tests/unit/test_api_fixture.h"
 
 int fx_setup(void **state)
@@ -50,25 +54,27 @@ fail:
     return -1;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
 int fx_teardown(void **state)
 {
     fixture *f = *state;
+    sched_stop(f->ctx.sched); /* stops the ranks still running */
+    if (f->backend)
+        f->backend->ops->free(f->backend);
     store_close(f->store);
     oas_free(f->doc);
     ty_counter_vec_destroy(&f->requests);
     ty_histogram_destroy(&f->duration);
-    DIR *d = opendir(f->dir);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        char p[512];
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", f->dir, de->d_name);
-        unlink(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(f->dir);
+    /* The database and the local backend's jobs/ tree (logs, working directories). */
+    nftw(f->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(f);
     return 0;
 }
@@ -87,6 +93,28 @@ static const char *get_header(const char *name, void *ud)
     if (strcasecmp(name, "X-Request-Id") == 0)
         return "test-request-1";
     return fx_header(ud, name);
+}
+
+/* Reads resp's stream into its body and frees the stream, as server/ sends it. */
+static void drain_stream(fixture *f, api_resp *resp)
+{
+    ty_buf b;
+    char chunk[4096];
+    long n;
+    ty_buf_init(&b, (size_t)64 << 20);
+    while ((n = resp->stream.read(resp->stream.ud, chunk, sizeof chunk)) > 0) {
+        assert_true((size_t)n <= sizeof chunk);
+        assert_int_equal(ty_buf_append(&b, chunk, (size_t)n), TY_OK);
+    }
+    f->stream_error = n < 0;
+    resp->stream.free(resp->stream.ud);
+    memset(&resp->stream, 0, sizeof resp->stream);
+    free(resp->body);
+    resp->body = NULL;
+    resp->body_len = 0;
+    if (b.len)
+        assert_int_equal(ty_buf_steal(&b, &resp->body, &resp->body_len), TY_OK);
+    ty_buf_free(&b);
 }
 
 json_t *fx_call(fixture *f, const char *method, const char *tmpl, const fx_req *r, api_resp *resp)
@@ -133,6 +161,13 @@ json_t *fx_call(fixture *f, const char *method, const char *tmpl, const fx_req *
     route->handler(&req, resp);
     if (resp->status < 100 || resp->status > 599)
         fail_msg("%s %s: no status", method, path);
+    f->streamed = resp->stream.read != NULL;
+    f->stream_error = 0;
+    if (f->streamed) {
+        if (!resp->stream.free)
+            fail_msg("%s %s: a stream without free()", method, path);
+        drain_stream(f, resp);
+    }
 
     char err[512];
     if (oas_check_response(f->doc, method, path, (int)resp->status, resp->content_type, resp->body,
@@ -181,4 +216,78 @@ void fx_submit(fixture *f, const char *name, const char *queue, const char *labe
     snprintf(id, STORE_ID_LEN + 1, "%s", json_string_value(json_object_get(j, "id")));
     json_decref(j);
     api_resp_free(&resp);
+}
+
+void fx_sched_write(fixture *f, const char *id, job_state from, job_state to, int attempt,
+                    const char *record, int restarts)
+{
+    store_update u = {.id = id,
+                      .from = from,
+                      .to = to,
+                      .reason = "Test",
+                      .message = "",
+                      .attempt = attempt,
+                      .attempt_json = record,
+                      .restarts = restarts};
+    ty_err e = store_jobs_update(f->store, &u, 1);
+    if (e || u.result)
+        fail_msg("store_jobs_update %s %s -> %s: %s / %s", id, job_state_name(from),
+                 job_state_name(to), ty_strerror(e), ty_strerror(u.result));
+}
+
+/* ---- the scheduler over the local backend --------------------------------- */
+
+void fx_sched_start(fixture *f)
+{
+    char err[256] = "", data[128];
+    snprintf(data, sizeof data, "%s/data", f->dir);
+    local_options lo = {.data_dir = data, .slots = FX_SLOTS, .gpus = 0};
+    if (local_backend_new(&lo, &f->backend, err, sizeof err) != TY_OK)
+        fail_msg("local_backend_new: %s", err);
+    sched_options opt = {.store = f->store,
+                         .backend = f->backend,
+                         .queue_limit = SCHED_UNLIMITED,
+                         .stop_grace_ms = 2000};
+    if (sched_start(&opt, &f->ctx.sched, err, sizeof err) != TY_OK)
+        fail_msg("sched_start: %s", err);
+}
+
+void fx_submit_sh(fixture *f, const char *queue, int workers, int restarts, const char *script,
+                  char id[STORE_ID_LEN + 1])
+{
+    json_t *spec =
+        json_pack("{s:s, s:s, s:[s, s, s], s:{s:i}, s:{s:i, s:i}}", "name", "sh", "queue",
+                  queue ? queue : "default", "command", "sh", "-c", script, "workers", "count",
+                  workers, "restart", "max", restarts, "backoff_seconds", 0);
+    assert_non_null(spec);
+    char *body = json_dumps(spec, JSON_COMPACT);
+    json_decref(spec);
+    assert_non_null(body);
+    api_resp resp;
+    json_t *j = fx_call(f, "POST", "/v1/jobs", &(fx_req){.body = body}, &resp);
+    if (resp.status != 201)
+        fail_msg("submit %s: %u %s", script, resp.status, resp.body ? resp.body : "");
+    snprintf(id, STORE_ID_LEN + 1, "%s", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    api_resp_free(&resp);
+    free(body);
+}
+
+void fx_wait_state(fixture *f, const char *id, job_state want)
+{
+    job_state now = JOB_STATE_NONE;
+    /* Generous: a loaded machine (or a sanitizer build) starts processes slowly. */
+    for (int i = 0; i < 6000; i++) {
+        store_job *j = NULL;
+        assert_int_equal(store_job_get(f->store, id, &j), TY_OK);
+        now = j->state;
+        store_jobs_free(j, 1);
+        if (now == want)
+            return;
+        if (job_state_is_terminal(now))
+            break;
+        struct timespec t = {0, 10 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    fail_msg("job %s is %s, not %s", id, job_state_name(now), job_state_name(want));
 }

@@ -33,6 +33,9 @@ static void test_submit_get_events(void **state)
     assert_string_equal(json_string_value(json_object_get(job, "state")), "PENDING");
     assert_string_equal(json_string_value(json_object_get(job, "queue")), "default");
     assert_int_equal(json_integer_value(json_object_get(job, "attempt")), 0);
+    assert_true(json_is_integer(json_object_get(job, "restarts")));
+    assert_int_equal(json_integer_value(json_object_get(job, "restarts")), 0);
+    assert_true(json_is_null(json_object_get(job, "current_attempt")));
     json_t *spec = json_object_get(job, "spec");
     assert_int_equal(json_integer_value(json_object_get(json_object_get(spec, "workers"), "min")),
                      2);
@@ -61,6 +64,21 @@ static void test_submit_get_events(void **state)
     json_decref(job);
 }
 
+/* The local backend runs no image: a spec may leave it out, and it is stored as null. */
+static void test_image_is_optional(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    const char *body = "{\"name\":\"local\",\"command\":[\"run\"],\"workers\":{\"count\":1}}";
+    json_t *job = fx_call(f, "POST", "/v1/jobs", &(fx_req){.body = body}, &resp);
+    assert_int_equal(resp.status, 201);
+    json_t *image = json_object_get(json_object_get(job, "spec"), "image");
+    assert_non_null(image);
+    assert_true(json_is_null(image));
+    json_decref(job);
+    api_resp_free(&resp);
+}
+
 static void test_unknown_job_is_404(void **state)
 {
     fixture *f = *state;
@@ -69,6 +87,8 @@ static void test_unknown_job_is_404(void **state)
                                       "x';DROP TABLE jobs;--"};
     static const char *const routes[][2] = {{"GET", "/v1/jobs/{id}"},
                                             {"GET", "/v1/jobs/{id}/events"},
+                                            {"GET", "/v1/jobs/{id}/attempts"},
+                                            {"GET", "/v1/jobs/{id}/logs"},
                                             {"POST", "/v1/jobs/{id}:cancel"}};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         for (size_t r = 0; r < sizeof routes / sizeof routes[0]; r++) {
@@ -277,8 +297,8 @@ static void test_batch(void **state)
     assert_int_equal(count_jobs(f, NULL, 0), before + 2);
 
     /* One bad spec: 422 naming it, nothing stored. */
-    const char *bad = "{\"jobs\":[" MINIMAL ",{\"name\":\"x\",\"command\":[\"run\"],"
-                      "\"workers\":{\"count\":1}}]}";
+    const char *bad = "{\"jobs\":[" MINIMAL ",{\"name\":\"x\",\"image\":\"\","
+                      "\"command\":[\"run\"],\"workers\":{\"count\":1}}]}";
     json_t *p = fx_call(f, "POST", "/v1/jobs:batch", &(fx_req){.body = bad}, &resp);
     fx_expect_problem(&resp, p, 422, "invalid-spec");
     assert_string_equal(
@@ -536,6 +556,104 @@ static void test_cancel(void **state)
     api_resp_free(&resp);
 }
 
+/* Attempt records as the scheduler writes them (the shape of components.schemas.Attempt). */
+#define A1_STARTING                                                                                \
+    "{\"attempt\":1,\"state\":\"starting\",\"started_at\":\"2026-11-22T10:00:00.123Z\","           \
+    "\"ended_at\":null,\"reason\":null,\"message\":\"\",\"ranks\":["                               \
+    "{\"rank\":0,\"state\":\"pending\",\"pid\":null,\"exit_code\":null,\"signal\":null,"           \
+    "\"started_at\":null,\"ended_at\":null}]}"
+#define A1_FAILED                                                                                  \
+    "{\"attempt\":1,\"state\":\"failed\",\"started_at\":\"2026-11-22T10:00:00.123Z\","             \
+    "\"ended_at\":\"2026-11-22T10:05:00.000Z\",\"reason\":\"RankFailed\","                         \
+    "\"message\":\"rank 1 exited with code 3\",\"ranks\":["                                        \
+    "{\"rank\":0,\"state\":\"killed\",\"pid\":4242,\"exit_code\":null,\"signal\":15,"              \
+    "\"started_at\":\"2026-11-22T10:00:00.125Z\",\"ended_at\":\"2026-11-22T10:05:00.000Z\"},"      \
+    "{\"rank\":1,\"state\":\"failed\",\"pid\":4243,\"exit_code\":3,\"signal\":null,"               \
+    "\"started_at\":\"2026-11-22T10:00:00.126Z\",\"ended_at\":\"2026-11-22T10:04:59.000Z\"}]}"
+#define A2_RUNNING                                                                                 \
+    "{\"attempt\":2,\"state\":\"running\",\"started_at\":\"2026-11-22T10:05:10.000Z\","            \
+    "\"ended_at\":null,\"reason\":null,\"message\":\"\",\"ranks\":["                               \
+    "{\"rank\":0,\"state\":\"running\",\"pid\":5000,\"exit_code\":null,\"signal\":null,"           \
+    "\"started_at\":\"2026-11-22T10:05:10.001Z\",\"ended_at\":null},"                              \
+    "{\"rank\":1,\"state\":\"running\",\"pid\":5001,\"exit_code\":null,\"signal\":null,"           \
+    "\"started_at\":\"2026-11-22T10:05:10.002Z\",\"ended_at\":null}]}"
+
+static json_t *parse(const char *text)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    return j;
+}
+
+/* The job's current attempt and its history, as the scheduler recorded them. */
+static void test_attempts(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    json_t *j = fx_call(f, "POST", "/v1/jobs", &(fx_req){.body = MINIMAL}, &resp);
+    char id[STORE_ID_LEN + 1];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    api_resp_free(&resp);
+
+    /* Before the first attempt: none. */
+    j = fx_call(f, "GET", "/v1/jobs/{id}/attempts", &(fx_req){.id = id}, &resp);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(resp.body, "{\"attempts\":[]}");
+    json_decref(j);
+    api_resp_free(&resp);
+
+    fx_sched_write(f, id, JOB_PENDING, JOB_ADMITTED, 0, NULL, -1);
+    fx_sched_write(f, id, JOB_ADMITTED, JOB_STARTING, 1, A1_STARTING, -1);
+    j = fx_call(f, "GET", "/v1/jobs/{id}", &(fx_req){.id = id}, &resp);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 1);
+    json_t *want = parse(A1_STARTING);
+    assert_true(json_equal(json_object_get(j, "current_attempt"), want));
+    json_decref(want);
+    json_decref(j);
+    api_resp_free(&resp);
+
+    /* Attempt 1 fails (one restart spent), attempt 2 runs. */
+    fx_sched_write(f, id, JOB_STARTING, JOB_RUNNING, 0, NULL, -1);
+    fx_sched_write(f, id, JOB_RUNNING, JOB_RESTARTING, 1, A1_FAILED, 1);
+    fx_sched_write(f, id, JOB_RESTARTING, JOB_STARTING, 2, A2_RUNNING, -1);
+
+    /* The record is sent as the scheduler wrote it, byte for byte. */
+    j = fx_call(f, "GET", "/v1/jobs/{id}", &(fx_req){.id = id}, &resp);
+    assert_int_equal(resp.status, 200);
+    assert_non_null(strstr(resp.body, "\"current_attempt\":" A2_RUNNING ","));
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 1);
+    json_decref(j);
+    api_resp_free(&resp);
+
+    /* The list shows the same resource. */
+    api_kv q[] = {{"name_prefix", "train"}};
+    j = fx_call(f, "GET", "/v1/jobs", &(fx_req){.query = q, .nquery = 1}, &resp);
+    json_t *listed = json_array_get(json_object_get(j, "jobs"), 0);
+    assert_string_equal(json_string_value(json_object_get(listed, "id")), id);
+    assert_int_equal(json_integer_value(json_object_get(listed, "restarts")), 1);
+    want = parse(A2_RUNNING);
+    assert_true(json_equal(json_object_get(listed, "current_attempt"), want));
+    json_decref(want);
+    json_decref(j);
+    api_resp_free(&resp);
+
+    /* Every attempt, oldest first, each as last written. */
+    j = fx_call(f, "GET", "/v1/jobs/{id}/attempts", &(fx_req){.id = id}, &resp);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(resp.body, "{\"attempts\":[" A1_FAILED "," A2_RUNNING "]}");
+    json_t *attempts = json_object_get(j, "attempts");
+    assert_int_equal(json_array_size(attempts), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(attempts, 0), "attempt")),
+                     1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(attempts, 0), "reason")),
+                        "RankFailed");
+    json_decref(j);
+    api_resp_free(&resp);
+}
+
 static void test_jobs_submitted_in_a_batch_of_1000(void **state)
 {
     fixture *f = *state;
@@ -564,6 +682,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_submit_get_events, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_image_is_optional, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unknown_job_is_404, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_media_type, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_body_too_large, fx_setup, fx_teardown),
@@ -576,6 +695,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_bad_queries, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_pagination, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_cancel, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_attempts, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_jobs_submitted_in_a_batch_of_1000, fx_setup,
                                         fx_teardown),
     };

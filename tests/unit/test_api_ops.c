@@ -100,6 +100,54 @@ static void test_metrics(void **state)
     f->ctx.store = f->store;
 }
 
+static const char *const sched_families[] = {
+    "trainyard_local_slots gauge",
+    "trainyard_local_slots_used gauge",
+    "trainyard_scheduler_active_jobs gauge",
+    "trainyard_running_ranks gauge",
+    "trainyard_scheduler_rounds_total counter",
+    "trainyard_attempts_launched_total counter",
+    "trainyard_attempt_restarts_total counter",
+};
+
+/* The scheduler's families: always listed, with samples when a scheduler runs. */
+static void test_scheduler_metrics(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    fx_call(f, "GET", "/metrics", NULL, &resp);
+    for (size_t i = 0; i < sizeof sched_families / sizeof sched_families[0]; i++) {
+        char name[64], type[80], help[80], sample[80];
+        sscanf(sched_families[i], "%63s", name);
+        snprintf(type, sizeof type, "# TYPE %s\n", sched_families[i]);
+        snprintf(help, sizeof help, "# HELP %s ", name);
+        snprintf(sample, sizeof sample, "\n%s ", name);
+        if (!strstr(resp.body, type) || !strstr(resp.body, help))
+            fail_msg("no HELP or TYPE for %s:\n%s", name, resp.body);
+        if (strstr(resp.body, sample))
+            fail_msg("a sample of %s without a scheduler:\n%s", name, resp.body);
+    }
+    api_resp_free(&resp);
+
+    char id[STORE_ID_LEN + 1], slots[64];
+    fx_sched_start(f);
+    fx_submit_sh(f, NULL, 1, 0, "sleep 600", id); /* runs until the teardown stops it */
+    fx_wait_state(f, id, JOB_RUNNING);
+    fx_call(f, "GET", "/metrics", NULL, &resp);
+    assert_int_equal(resp.status, 200);
+    snprintf(slots, sizeof slots, "\ntrainyard_local_slots %d\n", FX_SLOTS);
+    const char *const want[] = {
+        "\ntrainyard_scheduler_active_jobs 1\n",   "\ntrainyard_running_ranks 1\n",
+        "\ntrainyard_attempts_launched_total 1\n", "\ntrainyard_attempt_restarts_total 0\n",
+        "\ntrainyard_scheduler_rounds_total ",     slots,
+        "\ntrainyard_local_slots_used 1\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(resp.body, want[i]))
+            fail_msg("metrics lack \"%s\":\n%s", want[i] + 1, resp.body);
+    api_resp_free(&resp);
+}
+
 static void test_openapi_document(void **state)
 {
     fixture *f = *state;
@@ -112,7 +160,6 @@ static void test_openapi_document(void **state)
     assert_non_null(strstr(resp.body, "openapi: 3.0.3"));
     assert_int_equal(strlen(api_openapi_yaml), api_openapi_yaml_len);
     api_resp_free(&resp);
-
 }
 
 int main(void)
@@ -120,6 +167,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_health_and_readiness, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_metrics, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_scheduler_metrics, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_openapi_document, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

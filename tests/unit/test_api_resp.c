@@ -153,12 +153,57 @@ static void test_reply_json_too_deep(void **state)
     api_resp_free(&r);
 }
 
+static long never_read(void *ud, char *buf, size_t max)
+{
+    (void)ud;
+    (void)buf;
+    (void)max;
+    fail_msg("an unsent stream was read");
+    return -1;
+}
+
+static void count_free(void *ud)
+{
+    (*(int *)ud)++;
+}
+
+/* A stream the server never took is freed exactly once by whatever replaces or frees it. */
+static void test_stream_ownership(void **state)
+{
+    (void)state;
+    int freed = 0;
+    api_stream s = {.read = never_read, .free = count_free, .ud = &freed};
+    api_resp r = {0};
+    api_reply_text(&r, 200, "text/plain", "x", 1);
+    api_reply_stream(&r, 200, "text/plain; charset=utf-8", s);
+    assert_null(r.body); /* the stream replaces the body */
+    assert_int_equal(r.body_len, 0);
+    assert_string_equal(r.content_type, "text/plain; charset=utf-8");
+    assert_ptr_equal(r.stream.ud, &freed);
+    api_resp_free(&r);
+    assert_int_equal(freed, 1);
+    assert_null(r.stream.read);
+    api_resp_free(&r);
+    assert_int_equal(freed, 1);
+
+    /* A reply after the stream (say, an error found late) frees it and wins. */
+    api_reply_stream(&r, 200, "text/plain", s);
+    api_reply_problem(&r, 404, "log-not-found", NULL, "gone", NULL);
+    assert_int_equal(freed, 2);
+    assert_null(r.stream.read);
+    assert_int_equal(r.status, 404);
+    assert_non_null(strstr(r.body, "log-not-found"));
+    api_resp_free(&r);
+    assert_int_equal(freed, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reply_json),   cmocka_unit_test(test_reply_text_keeps_bytes),
-        cmocka_unit_test(test_problem),      cmocka_unit_test(test_headers),
-        cmocka_unit_test(test_status_table), cmocka_unit_test(test_reply_json_too_deep),
+        cmocka_unit_test(test_reply_json),       cmocka_unit_test(test_reply_text_keeps_bytes),
+        cmocka_unit_test(test_problem),          cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_status_table),     cmocka_unit_test(test_reply_json_too_deep),
+        cmocka_unit_test(test_stream_ownership),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

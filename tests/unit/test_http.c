@@ -2,7 +2,8 @@
  * test_http.c - the HTTP layer over loopback with a test route table: request
  * ids, 404/405/401/403/413 problems, query arguments (repeats, "label=k=v"),
  * bodies at and past the cap, keep-alive, token-cache invalidation, metrics,
- * and a graceful shutdown that lets a request in flight finish.
+ * streamed (chunked) responses and their errors, and a graceful shutdown that
+ * lets a request in flight finish and cuts a stream that does not end.
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +103,77 @@ static void revoke_ci(const api_req *req, api_resp *resp)
     resp->status = 204;
 }
 
+/*
+ * Streamed bodies: STREAM_PIECES pieces of PIECE_LEN bytes (about 100 KB, so
+ * several blocks), each read returning the rest of one piece. /stream/fail
+ * fails after 3 pieces; /stream/endless never ends.
+ */
+#define STREAM_PIECES 100
+#define PIECE_LEN 1000
+
+static atomic_int streams_open; /* made by a handler and not yet freed */
+
+typedef struct stream_src {
+    int pieces;     /* -1: endless */
+    int fail_after; /* read() returns -1 after this many pieces; -1: never */
+    int sent;
+    size_t off; /* in the current piece */
+} stream_src;
+
+static void make_piece(int i, char *out)
+{
+    int n = snprintf(out, PIECE_LEN, "piece %04d ", i);
+    memset(out + n, 'a' + i % 26, PIECE_LEN - (size_t)n - 1);
+    out[PIECE_LEN - 1] = '\n';
+}
+
+static long stream_read(void *ud, char *buf, size_t max)
+{
+    stream_src *ts = ud;
+    char piece[PIECE_LEN];
+    if (ts->fail_after >= 0 && ts->sent == ts->fail_after)
+        return -1;
+    if (ts->pieces >= 0 && ts->sent == ts->pieces)
+        return 0;
+    if (ts->pieces < 0) {
+        struct timespec t = {0, 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    make_piece(ts->sent, piece);
+    size_t n = PIECE_LEN - ts->off;
+    if (n > max)
+        n = max;
+    memcpy(buf, piece + ts->off, n);
+    ts->off += n;
+    if (ts->off == PIECE_LEN) {
+        ts->off = 0;
+        ts->sent++;
+    }
+    return (long)n;
+}
+
+static void stream_free(void *ud)
+{
+    free(ud);
+    atomic_fetch_sub(&streams_open, 1);
+}
+
+static void stream_route(const api_req *req, api_resp *resp)
+{
+    stream_src *ts = calloc(1, sizeof *ts);
+    if (!ts) {
+        api_reply_text(resp, 503, "text/plain", "oom\n", 4);
+        return;
+    }
+    int fail = strcmp(req->path, "/stream/fail") == 0;
+    int endless = strcmp(req->path, "/stream/endless") == 0;
+    *ts = (stream_src){.pieces = endless ? -1 : STREAM_PIECES, .fail_after = fail ? 3 : -1};
+    atomic_fetch_add(&streams_open, 1);
+    resp->status = 200;
+    resp->content_type = "text/plain; charset=utf-8";
+    resp->stream = (api_stream){.read = stream_read, .free = stream_free, .ud = ts};
+}
+
 static const api_route routes[] = {
     {"GET", "/open", open_route, 0},
     {"GET", "/slow", slow, 0},
@@ -110,6 +183,8 @@ static const api_route routes[] = {
     {"POST", "/echo", echo, STORE_SCOPE_SUBMIT},
     {"GET", "/echo", echo, STORE_SCOPE_READ},
     {"DELETE", "/v1/tokens/{id}", revoke_ci, STORE_SCOPE_ADMIN},
+    {"GET", "/stream", stream_route, 0},
+    {"GET", "/stream/{id}", stream_route, 0},
 };
 
 typedef struct fixture {
@@ -201,6 +276,7 @@ typedef struct reply {
     char allow[128];
     char www_auth[128];
     char connection[64];
+    char transfer_encoding[64];
     json_t *json; /* the body parsed, when it is JSON */
 } reply;
 
@@ -233,6 +309,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     copy_header(p, len, "Allow", r->allow, sizeof r->allow);
     copy_header(p, len, "WWW-Authenticate", r->www_auth, sizeof r->www_auth);
     copy_header(p, len, "Connection", r->connection, sizeof r->connection);
+    copy_header(p, len, "Transfer-Encoding", r->transfer_encoding, sizeof r->transfer_encoding);
     return len;
 }
 
@@ -738,6 +815,195 @@ static void test_graceful_shutdown(void **state)
     curl_easy_cleanup(h);
 }
 
+/* Waits until every stream a handler made has been freed (failing after 10 s). */
+static void wait_streams_freed(void)
+{
+    for (int i = 0; i < 1000 && atomic_load(&streams_open) != 0; i++) {
+        struct timespec t = {0, 10 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    assert_int_equal(atomic_load(&streams_open), 0);
+}
+
+/* A GET that may fail: the reply so far and curl's result. */
+static CURLcode get_raw(CURL *h, const fixture *f, const char *path, reply *r)
+{
+    char url[256];
+    memset(r, 0, sizeof *r);
+    snprintf(url, sizeof url, "%s%s", f->base, path);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+    CURLcode cc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    return cc;
+}
+
+static void test_stream(void **state)
+{
+    fixture *f = *state;
+    CURL *h = curl_easy_init();
+    reply r;
+    char *want = malloc(STREAM_PIECES * PIECE_LEN);
+    assert_non_null(want);
+    for (int i = 0; i < STREAM_PIECES; i++)
+        make_piece(i, want + (size_t)i * PIECE_LEN);
+
+    /* Several blocks arrive complete and in order, chunked. */
+    request(h, f, "GET", "/stream", NULL, NULL, 0, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.content_type, "text/plain; charset=utf-8");
+    assert_string_equal(r.transfer_encoding, "chunked");
+    assert_true(r.request_id[0] != '\0');
+    assert_int_equal(r.body.len, STREAM_PIECES * PIECE_LEN);
+    assert_memory_equal(r.body.data, want, STREAM_PIECES * PIECE_LEN);
+    reply_free(&r);
+
+    /* The connection stays usable after a stream that ended. */
+    request(h, f, "GET", "/open", NULL, NULL, 0, 0, &r);
+    assert_int_equal(r.status, 200);
+    long connects = -1;
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects);
+    assert_int_equal(connects, 0);
+    reply_free(&r);
+
+    /* HEAD sends no body, and the stream is freed all the same. */
+    request(h, f, "HEAD", "/stream", NULL, NULL, 0, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body.len, 0);
+    reply_free(&r);
+    wait_streams_freed();
+
+    /*
+     * -1 in the middle: the connection closes without the last chunk, so the
+     * client cannot take the body for complete. (The close may be abortive, and
+     * then even what was sent before is lost: the status may be missing too.)
+     */
+    CURLcode cc = get_raw(h, f, "/stream/fail", &r);
+    assert_int_not_equal(cc, CURLE_OK);
+    assert_true(r.status == 200 || r.status == 0);
+    assert_true(r.body.len <= 3 * PIECE_LEN);
+    assert_true(r.body.len == 0 || memcmp(r.body.data, want, r.body.len) == 0);
+    reply_free(&r);
+    wait_streams_freed();
+
+    /* The server goes on. */
+    request(h, f, "GET", "/stream", NULL, NULL, 0, 0, &r);
+    assert_int_equal(r.body.len, STREAM_PIECES * PIECE_LEN);
+    reply_free(&r);
+    curl_easy_cleanup(h);
+    wait_streams_freed();
+
+    /* Each stream is counted once it completed. */
+    for (int i = 0; i < 500 && counter(f, "/stream", "200") < 3; i++) {
+        struct timespec t = {0, 10 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    assert_int_equal(counter(f, "/stream", "200"), 3); /* GET, HEAD, GET */
+    assert_int_equal(counter(f, "/stream/{id}", "200"), 1);
+    free(want);
+}
+
+/* 1 when the file at path holds the log line of the streamed request "streamed-1". */
+static int has_stream_log_line(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    char line[4096], bytes[64];
+    int found = 0;
+    snprintf(bytes, sizeof bytes, "\"bytes\":%d,", STREAM_PIECES * PIECE_LEN);
+    while (in && fgets(line, sizeof line, in))
+        if (strstr(line, "\"msg\":\"request\"") && strstr(line, "\"request_id\":\"streamed-1\""))
+            found = strstr(line, "\"route\":\"/stream\"") && strstr(line, "\"status\":200") &&
+                    strstr(line, bytes) && !strstr(line, "aborted");
+    if (in)
+        fclose(in);
+    return found;
+}
+
+/* The request's log line is written once a stream has ended, with the bytes sent. */
+static void test_stream_log_line(void **state)
+{
+    fixture *f = *state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/stderr.log", f->dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    ty_log_set_level(TY_LOG_INFO);
+
+    CURL *h = curl_easy_init();
+    reply r;
+    const char *id[] = {"X-Request-Id: streamed-1", NULL};
+    request(h, f, "GET", "/stream", id, NULL, 0, 0, &r);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    curl_easy_cleanup(h); /* closing the connection lets the completion run */
+    int found = 0;
+    for (int i = 0; i < 500 && !(found = has_stream_log_line(path)); i++) {
+        struct timespec t = {0, 10 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    ty_log_set_level(TY_LOG_ERROR);
+    assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    close(saved);
+    close(fd);
+    assert_true(found);
+}
+
+typedef struct endless_call {
+    fixture *f;
+    atomic_size_t got;
+    CURLcode cc;
+} endless_call;
+
+static size_t count_body(char *p, size_t size, size_t n, void *ud)
+{
+    endless_call *ec = ud;
+    (void)p;
+    atomic_fetch_add(&ec->got, size * n);
+    return size * n;
+}
+
+static void *endless_thread(void *arg)
+{
+    endless_call *ec = arg;
+    char url[128];
+    CURL *h = curl_easy_init();
+    snprintf(url, sizeof url, "%s/stream/endless", ec->f->base);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, count_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, ec);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    ec->cc = curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* A stream that never ends does not hold shutdown: it is cut after the drain. */
+static void test_shutdown_cuts_endless_stream(void **state)
+{
+    fixture *f = *state;
+    pthread_t t;
+    endless_call ec = {.f = f};
+    atomic_init(&ec.got, 0);
+    assert_int_equal(pthread_create(&t, NULL, endless_thread, &ec), 0);
+    for (int i = 0; i < 2000 && atomic_load(&ec.got) < 10 * PIECE_LEN; i++) {
+        struct timespec w = {0, 5 * 1000 * 1000};
+        nanosleep(&w, NULL);
+    }
+    assert_true(atomic_load(&ec.got) >= 10 * PIECE_LEN);
+    http_server_shutdown(f->srv, 200);
+    pthread_join(t, NULL);
+    assert_int_not_equal(ec.cc, CURLE_OK); /* cut off, not a clean end */
+    assert_int_equal(atomic_load(&streams_open), 0);
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_ERROR);
@@ -754,6 +1020,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_token_change_invalidates_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graceful_shutdown, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_log_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_cuts_endless_stream, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -437,7 +437,19 @@ static const char *const small_doc =
     "      responses:\n"
     "        '200':\n"
     "          description: text\n"
-    "          content: {text/plain: {schema: {type: string}}}\n"
+    "          content: {text/plain: {schema: {type: string, minLength: 1}}}\n"
+    "  /text:\n"
+    "    get:\n"
+    "      responses:\n"
+    "        '200':\n"
+    "          description: text, maybe empty\n"
+    "          content: {text/plain: {schema: {type: string, maxLength: 8}}}\n"
+    "  /log:\n"
+    "    get:\n"
+    "      responses:\n"
+    "        '200':\n"
+    "          description: bytes\n"
+    "          content: {text/plain: {schema: {$ref: '#/components/schemas/Bytes'}}}\n"
     "  /any:\n"
     "    get:\n"
     "      responses:\n"
@@ -455,6 +467,7 @@ static const char *const small_doc =
     "            required: [status, code]\n"
     "            properties: {status: {type: integer}, code: {type: string}}\n"
     "  schemas:\n"
+    "    Bytes: {type: string, format: binary}\n"
     "    Job:\n"
     "      type: object\n"
     "      required: [id, state]\n"
@@ -504,6 +517,12 @@ static const struct resp_case {
     {"POST", "/v1/jobs:batch", 204, "application/json", "{}", "where the response documents none"},
     {"GET", "/metrics", 200, "text/plain; version=0.0.4", "a_total 1\n", NULL},
     {"GET", "/metrics", 200, "text/plain; version=0.0.4", "", "empty body"},
+    {"GET", "/text", 200, "text/plain; charset=utf-8", "", NULL},
+    {"GET", "/text", 200, "text/plain", "caf\xc3\xa9", NULL},
+    {"GET", "/text", 200, "text/plain", "123456789", "is longer than"},
+    {"GET", "/text", 200, "text/plain", "\xff\xfe", "the body is not UTF-8 text"},
+    {"GET", "/log", 200, "text/plain", "", NULL},
+    {"GET", "/log", 200, "text/plain", "\xff\xfe", NULL},
     {"GET", "/any", 200, "application/yaml", "a: 1", NULL},
     {"GET", "/any", 200, "text/plain", "a", "is not documented"},
 };

@@ -15,7 +15,7 @@
 #include "api/spec.h"
 #include "common/ty_buf.h"
 
-/* The required fields, so each case changes exactly one thing. */
+/* The fields of a minimal spec (image is optional), so each case changes exactly one thing. */
 #define NAME "\"name\":\"a\""
 #define IMG "\"image\":\"img\""
 #define CMD "\"command\":[\"x\"]"
@@ -149,7 +149,7 @@ static const struct bad_case {
     {J("\"priority\":1e400"), "$.priority", "must be an integer"},
     {J("\"priority\":-1e400"), "$.priority", "must be an integer"},
     /* image */
-    {"{" NAME "," CMD "," WRK "}", "$.image", "is required"},
+    {"{" NAME ",\"image\":[\"img\"]," CMD "," WRK "}", "$.image", "must be a string"},
     {"{" NAME ",\"image\":\"\"," CMD "," WRK "}", "$.image", "must not be empty"},
     {"{" NAME ",\"image\":\"a b\"," CMD "," WRK "}", "$.image", "white space"},
     {"{" NAME ",\"image\":\"a\\tb\"," CMD "," WRK "}", "$.image", "control"},
@@ -175,6 +175,8 @@ static const struct bad_case {
     {J("\"env\":{\"LOCAL_RANK\":\"0\"}"), "$.env.LOCAL_RANK", "reserved"},
     {J("\"env\":{\"MASTER_ADDR\":\"h\"}"), "$.env.MASTER_ADDR", "reserved"},
     {J("\"env\":{\"MASTER_PORT\":\"1\"}"), "$.env.MASTER_PORT", "reserved"},
+    {J("\"env\":{\"LOCAL_WORLD_SIZE\":\"1\"}"), "$.env.LOCAL_WORLD_SIZE", "reserved"},
+    {J("\"env\":{\"CUDA_VISIBLE_DEVICES\":\"0\"}"), "$.env.CUDA_VISIBLE_DEVICES", "reserved"},
     {J("\"env\":{\"A\":1}"), "$.env.A", "must be a string"},
     /* workers */
     {"{" NAME "," IMG "," CMD "}", "$.workers", "is required"},
@@ -416,6 +418,21 @@ static const struct good_case {
      "\"placement\":{\"zone\":\"auto\",\"capacity\":\"on-demand\"},\"volumes\":[],"
      "\"restart\":{\"max\":0,\"backoff_seconds\":10},\"timeout_seconds\":null,"
      "\"ttl_seconds_after_finished\":604800}"},
+    /* image is optional (the local backend ignores it): absent or null, it is null */
+    {"{\"name\":\"a\",\"command\":[\"x\"],\"workers\":{\"count\":1}}",
+     "{\"name\":\"a\",\"labels\":{},\"queue\":\"default\",\"priority\":0,\"image\":null,"
+     "\"command\":[\"x\"],\"args\":[],\"env\":{},\"workers\":{\"count\":1,\"min\":1},"
+     "\"resources\":{\"cpu\":\"1\",\"memory\":\"2Gi\",\"gpu\":null},"
+     "\"placement\":{\"zone\":\"auto\",\"capacity\":\"on-demand\"},\"volumes\":[],"
+     "\"restart\":{\"max\":0,\"backoff_seconds\":10},\"timeout_seconds\":null,"
+     "\"ttl_seconds_after_finished\":604800}"},
+    {"{\"workers\":{\"count\":1},\"image\":null,\"command\":[\"x\"],\"name\":\"a\"}",
+     "{\"name\":\"a\",\"labels\":{},\"queue\":\"default\",\"priority\":0,\"image\":null,"
+     "\"command\":[\"x\"],\"args\":[],\"env\":{},\"workers\":{\"count\":1,\"min\":1},"
+     "\"resources\":{\"cpu\":\"1\",\"memory\":\"2Gi\",\"gpu\":null},"
+     "\"placement\":{\"zone\":\"auto\",\"capacity\":\"on-demand\"},\"volumes\":[],"
+     "\"restart\":{\"max\":0,\"backoff_seconds\":10},\"timeout_seconds\":null,"
+     "\"ttl_seconds_after_finished\":604800}"},
     /* DESIGN.md's example, keys in another order: labels sorted, defaults added */
     {"{\"ttl_seconds_after_finished\":604800,\"timeout_seconds\":86400,"
      "\"restart\":{\"backoff_seconds\":10,\"max\":3},"
@@ -527,8 +544,8 @@ static void test_batch(void **state)
     expect_batch_error("{\"jobs\":{}}", "$.jobs", "must be an array");
     expect_batch_error("{\"jobs\":[]}", "$.jobs", "between 1 and 1000");
     expect_batch_error("{\"jobs\":[{" REQ "}],\"x\":1}", "$.x", "unknown field");
-    expect_batch_error("{\"jobs\":[{" REQ "},{" NAME "," CMD "," WRK "}]}", "$.jobs[1].image",
-                       "is required");
+    expect_batch_error("{\"jobs\":[{" REQ "},{" NAME ",\"image\":\"\"," CMD "," WRK "}]}",
+                       "$.jobs[1].image", "must not be empty");
     expect_batch_error("{\"jobs\":[{" REQ "},3]}", "$.jobs[1]", "must be an object");
 
     ty_buf b = {0};
