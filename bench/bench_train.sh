@@ -5,7 +5,7 @@
 #
 #   bench/bench_train.sh BUILD_DIR [STEPS] [REPEATS]
 #
-# BUILD_DIR holds runtime/trainyard-worker and bench/bench_sgemm. Both trainers get the
+# BUILD_DIR holds bin/trainyard-worker and bench/bench_sgemm. Both trainers get the
 # same OpenBLAS kernel (OPENBLAS_CORETYPE, Haswell unless set) and threads per rank
 # (cores / ranks); the best of REPEATS runs (default 3) is reported, since other load on
 # the machine only ever slows a run down. Needs python3-torch for the PyTorch side
@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # Debian's python3-torch lives in the system interpreter, not in a virtualenv's.
 python=${PYTHON:-python3}
 if [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ]; then python=/usr/bin/python3; fi
-worker=$build/runtime/trainyard-worker
+worker=$build/bin/trainyard-worker
 sgemm=$build/bench/bench_sgemm
 data=${TRAINYARD_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}

@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # Debian's python3-torch lives in the system interpreter, not in a virtualenv's.
 python=${PYTHON:-python3}
 if [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ]; then python=/usr/bin/python3; fi
-worker=$build/runtime/trainyard-worker
+worker=$build/bin/trainyard-worker
 data=${TRAINYARD_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true

@@ -5,7 +5,7 @@
 #
 #   bench/run_server_bench.sh [BUILD_DIR]      (default ./build; builds nothing)
 #
-# Needs BUILD_DIR/server/trainyard, BUILD_DIR/bench/bench_submit and
+# Needs BUILD_DIR/bin/trainyard, BUILD_DIR/bench/bench_submit and
 # BUILD_DIR/bench/bench_fsync. The database lives in a fresh directory under
 # ${TMPDIR:-/tmp}, removed at the end; the fdatasync rate is measured there too.
 # Knobs (environment): BENCH_DURATION seconds per measured run (default 5),
@@ -35,7 +35,7 @@ fi
 batch_duration=3
 list_duration=2
 
-trainyard=$build/server/trainyard
+trainyard=$build/bin/trainyard
 submit=$build/bench/bench_submit
 fsyncb=$build/bench/bench_fsync
 for bin in "$trainyard" "$submit" "$fsyncb"; do

@@ -203,12 +203,83 @@ static int is_help(const char *a)
     return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
 }
 
+static ty_err parse_count(const char *value, const char *what, long min, long max, int *out,
+                          char *err, size_t errlen)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno == ERANGE || v < min ||
+        v > max)
+        return fail(err, errlen, "invalid %s '%s': expected an integer, %ld..%ld", what, value, min,
+                    max);
+    *out = (int)v;
+    return TY_OK;
+}
+
+/* A queue limit: a count (0 pauses the queue) or "unlimited" (-1). */
+static ty_err parse_limit(const char *value, const char *what, int *out, char *err, size_t errlen)
+{
+    if (strcmp(value, "unlimited") == 0) {
+        *out = -1;
+        return TY_OK;
+    }
+    ty_err e = parse_count(value, what, 0, CONFIG_MAX_SLOTS, out, err, errlen);
+    if (e && err && errlen) {
+        char inner[256];
+        snprintf(inner, sizeof inner, "%s", err);
+        snprintf(err, errlen, "%s or 'unlimited'", inner);
+    }
+    return e;
+}
+
+/* "N" sets every queue's limit; "QUEUE=N" one queue's (a later one wins). */
+static ty_err parse_queue_limit(const char *value, size_t len, const char *what, config_serve *out,
+                                char *err, size_t errlen)
+{
+    char text[CONFIG_QUEUE_NAME_MAX + 32];
+    if (len >= sizeof text)
+        return fail(err, errlen, "invalid %s '%.*s': too long", what, (int)len, value);
+    memcpy(text, value, len);
+    text[len] = '\0';
+    char *eq = strchr(text, '=');
+    if (!eq)
+        return parse_limit(text, what, &out->queue_limit, err, errlen);
+    *eq = '\0';
+    size_t qn = strlen(text);
+    int ok = qn > 0 && qn < CONFIG_QUEUE_NAME_MAX;
+    for (size_t i = 0; i < qn && ok; i++)
+        ok = (text[i] >= 'a' && text[i] <= 'z') || (text[i] >= '0' && text[i] <= '9') ||
+             (text[i] == '-' && i > 0 && i + 1 < qn);
+    if (!ok)
+        return fail(err, errlen, "invalid %s '%s=%s': the queue must be a DNS label", what, text,
+                    eq + 1);
+    int limit;
+    ty_err e = parse_limit(eq + 1, what, &limit, err, errlen);
+    if (e)
+        return e;
+    size_t i = 0;
+    while (i < out->nqueue_limits && strcmp(out->queue_limits[i].queue, text) != 0)
+        i++;
+    if (i == CONFIG_MAX_QUEUE_LIMITS)
+        return fail(err, errlen, "too many %s values (at most %d queues)", what,
+                    CONFIG_MAX_QUEUE_LIMITS);
+    if (i == out->nqueue_limits)
+        out->nqueue_limits++;
+    memcpy(out->queue_limits[i].queue, text, qn + 1);
+    out->queue_limits[i].limit = limit;
+    return TY_OK;
+}
+
 ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, size_t errlen)
 {
     const char *listen_arg = NULL, *db = NULL, *max_body = NULL, *level = NULL;
+    const char *slots = NULL, *gpus = NULL, *grace = NULL;
+    int queue_flags = 0;
     ty_err e = TY_OK;
 
     memset(out, 0, sizeof *out);
+    out->queue_limit = -1;
     for (int i = 0; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -224,7 +295,18 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             max_body = v;
         else if ((r = opt_value(argc, argv, &i, "--log-level", &v)) != 0)
             level = v;
-        else
+        else if ((r = opt_value(argc, argv, &i, "--local-slots", &v)) != 0)
+            slots = v;
+        else if ((r = opt_value(argc, argv, &i, "--local-gpus", &v)) != 0)
+            gpus = v;
+        else if ((r = opt_value(argc, argv, &i, "--stop-grace", &v)) != 0)
+            grace = v;
+        else if ((r = opt_value(argc, argv, &i, "--queue-limit", &v)) != 0) {
+            queue_flags = 1;
+            if (r > 0 &&
+                (e = parse_queue_limit(v, strlen(v), "--queue-limit", out, err, errlen)) != TY_OK)
+                return e;
+        } else
             return fail(err, errlen, "unknown argument '%s' for serve (see trainyard serve --help)",
                         argv[i]);
         if (r < 0)
@@ -268,7 +350,40 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
         e = parse_level(level, "--log-level", &out->log_level, err, errlen);
     else if ((level = env("TRAINYARD_LOG_LEVEL")))
         e = parse_level(level, "TRAINYARD_LOG_LEVEL", &out->log_level, err, errlen);
-    return e;
+    if (e)
+        return e;
+
+    if (slots)
+        e = parse_count(slots, "--local-slots", 1, CONFIG_MAX_SLOTS, &out->local_slots, err, errlen);
+    else if ((slots = env("TRAINYARD_LOCAL_SLOTS")))
+        e = parse_count(slots, "TRAINYARD_LOCAL_SLOTS", 1, CONFIG_MAX_SLOTS, &out->local_slots, err,
+                        errlen);
+    if (e)
+        return e;
+    out->local_gpus = -1;
+    if (gpus)
+        e = parse_count(gpus, "--local-gpus", 0, 1024, &out->local_gpus, err, errlen);
+    else if ((gpus = env("TRAINYARD_LOCAL_GPUS")))
+        e = parse_count(gpus, "TRAINYARD_LOCAL_GPUS", 0, 1024, &out->local_gpus, err, errlen);
+    if (e)
+        return e;
+    out->stop_grace_s = CONFIG_DEFAULT_STOP_GRACE;
+    if (grace)
+        e = parse_count(grace, "--stop-grace", 1, CONFIG_MAX_STOP_GRACE, &out->stop_grace_s, err,
+                        errlen);
+    else if ((grace = env("TRAINYARD_STOP_GRACE")))
+        e = parse_count(grace, "TRAINYARD_STOP_GRACE", 1, CONFIG_MAX_STOP_GRACE,
+                        &out->stop_grace_s, err, errlen);
+    if (e)
+        return e;
+    const char *limits = queue_flags ? NULL : env("TRAINYARD_QUEUE_LIMIT");
+    while (limits && *limits) {
+        size_t n = strcspn(limits, ",");
+        if ((e = parse_queue_limit(limits, n, "TRAINYARD_QUEUE_LIMIT", out, err, errlen)) != TY_OK)
+            return e;
+        limits += n + (limits[n] == ',');
+    }
+    return TY_OK;
 }
 
 ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, size_t errlen)
@@ -380,6 +495,20 @@ void config_usage_serve(FILE *f)
           "                        env TRAINYARD_MAX_BODY, default 1048576\n"
           "  --log-level LEVEL     debug, info, warn or error\n"
           "                        env TRAINYARD_LOG_LEVEL, default info\n"
+          "\n"
+          "Running jobs (the local backend: every rank is a process on this machine):\n"
+          "  --local-slots N       ranks that may run at once; a job starts only when all\n"
+          "                        of its ranks fit\n"
+          "                        env TRAINYARD_LOCAL_SLOTS, default twice the CPUs\n"
+          "  --local-gpus N        GPUs to hand out with CUDA_VISIBLE_DEVICES\n"
+          "                        env TRAINYARD_LOCAL_GPUS, default the /dev/nvidiaN devices\n"
+          "  --queue-limit [Q=]N   jobs of a queue active at once: a number (0 pauses the\n"
+          "                        queue: jobs wait) or 'unlimited'; N alone sets every\n"
+          "                        queue, Q=N one queue; repeatable\n"
+          "                        env TRAINYARD_QUEUE_LIMIT (comma-separated),\n"
+          "                        default unlimited\n"
+          "  --stop-grace SECONDS  time ranks get to exit after SIGTERM before SIGKILL\n"
+          "                        env TRAINYARD_STOP_GRACE, default 10\n"
           "  --help                show this help\n"
           "\n"
           "On first start (no valid admin token in the database) an admin token named\n"

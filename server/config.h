@@ -11,6 +11,12 @@
  *           --db PATH            TRAINYARD_DB         ./data/trainyard.db
  *           --max-body BYTES     TRAINYARD_MAX_BODY   1048576
  *           --log-level LEVEL    TRAINYARD_LOG_LEVEL  info
+ *           --local-slots N      TRAINYARD_LOCAL_SLOTS  twice the online CPUs
+ *           --local-gpus N       TRAINYARD_LOCAL_GPUS   the /dev/nvidia<N> devices
+ *           --queue-limit [Q=]N  TRAINYARD_QUEUE_LIMIT  unlimited; N is a count (0 pauses
+ *                                the queue) or "unlimited"; repeatable, the env
+ *                                variable takes a comma-separated list
+ *           --stop-grace SECS    TRAINYARD_STOP_GRACE   10
  *   token:  --db PATH, --server URL (TRAINYARD_SERVER), --token T (TRAINYARD_TOKEN),
  *           --name N, --scope S[,S...]
  */
@@ -29,6 +35,12 @@
 #define CONFIG_DEFAULT_MAX_BODY ((size_t)1 << 20)
 #define CONFIG_MAX_MAX_BODY ((size_t)1 << 30)
 #define CONFIG_PATH_MAX 4096
+#define CONFIG_MAX_QUEUE_LIMITS 64
+#define CONFIG_QUEUE_NAME_MAX 64
+#define CONFIG_DEFAULT_STOP_GRACE 10
+#define CONFIG_MAX_SLOTS 65536
+#define CONFIG_MAX_STOP_GRACE 3600
+
 /* Longest HOST:PORT text: "[" + IPv6 text (45) + "]:" + 5 digits + NUL, rounded up. */
 #define CONFIG_ADDR_LEN 64
 
@@ -40,12 +52,24 @@ typedef struct config_listen {
     unsigned port;                 /* 0 = ephemeral */
 } config_listen;
 
+/* A concurrency limit for one queue. */
+typedef struct config_queue_limit {
+    char queue[CONFIG_QUEUE_NAME_MAX];
+    int limit;                     /* active jobs at once; 0 = paused, -1 = unlimited */
+} config_queue_limit;
+
 typedef struct config_serve {
     int help;                      /* --help given: print usage, nothing else is valid */
     config_listen listen;
     char db_path[CONFIG_PATH_MAX];
     size_t max_body;               /* bytes, 1..CONFIG_MAX_MAX_BODY */
     ty_log_level log_level;
+    int local_slots;               /* 0 = twice the online CPUs */
+    int local_gpus;                /* -1 = count the GPU devices */
+    int queue_limit;               /* every queue's limit unless overridden; -1 = unlimited */
+    config_queue_limit queue_limits[CONFIG_MAX_QUEUE_LIMITS];
+    size_t nqueue_limits;
+    int stop_grace_s;              /* SIGTERM to SIGKILL, seconds */
 } config_serve;
 
 typedef enum config_token_action {

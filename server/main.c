@@ -17,6 +17,8 @@
 #include "api/api.h"
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
+#include "scheduler/local.h"
+#include "scheduler/sched.h"
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/http.h"
@@ -52,10 +54,67 @@ static void raise_nofile_limit(void)
                (json_int_t)want);
 }
 
+/* The URL the ranks reach this server at (TRAINYARD_SERVER): a wildcard
+ * listening address is reached through loopback. */
+static void local_url(const config_serve *cfg, unsigned port, char *buf, size_t len)
+{
+    const char *host = cfg->listen.host;
+    int v6 = cfg->listen.addr.ss_family == AF_INET6;
+    if (strcmp(host, "0.0.0.0") == 0)
+        host = "127.0.0.1";
+    else if (strcmp(host, "::") == 0)
+        host = "::1";
+    snprintf(buf, len, v6 ? "http://[%s]:%u" : "http://%s:%u", host, port);
+}
+
+/* The local backend and the scheduler that drives it (see scheduler/sched.h). */
+static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, backend **be,
+                         sched **sc, char *err, size_t errlen)
+{
+    char data_dir[CONFIG_PATH_MAX], self_dir[CONFIG_PATH_MAX], url[CONFIG_ADDR_LEN + 16];
+    ty_err e = paths_parent_dir(cfg->db_path, data_dir, sizeof data_dir);
+    if (e) {
+        snprintf(err, errlen, "data directory path too long");
+        return e;
+    }
+    const char *bin_dirs[2] = {NULL, NULL};
+    if (paths_self_dir(self_dir, sizeof self_dir) == TY_OK)
+        bin_dirs[0] = self_dir;
+    local_url(cfg, port, url, sizeof url);
+    local_options lopt = {
+        .data_dir = data_dir,
+        .slots = cfg->local_slots,
+        .gpus = cfg->local_gpus,
+        .server_url = url,
+        .bin_dirs = bin_dirs,
+    };
+    if ((e = local_backend_new(&lopt, be, err, errlen)) != TY_OK)
+        return e;
+    sched_queue_limit limits[CONFIG_MAX_QUEUE_LIMITS];
+    for (size_t i = 0; i < cfg->nqueue_limits; i++)
+        limits[i] = (sched_queue_limit){cfg->queue_limits[i].queue, cfg->queue_limits[i].limit};
+    sched_options sopt = {
+        .store = st,
+        .backend = *be,
+        .queue_limit = cfg->queue_limit,
+        .queue_limits = limits,
+        .nqueue_limits = cfg->nqueue_limits,
+        .stop_grace_ms = cfg->stop_grace_s * 1000,
+    };
+    if ((e = sched_start(&sopt, sc, err, errlen)) != TY_OK)
+        return e;
+    TY_LOG(TY_LOG_INFO, "running jobs on the local backend", "{s:s, s:i, s:i, s:s}", "data_dir",
+           data_dir, "slots", local_backend_slots(*be), "gpus", local_backend_gpus(*be),
+           "server_url", url);
+    return TY_OK;
+}
+
 static int serve(const config_serve *cfg, const sigset_t *stop_signals)
 {
     char err[512] = "";
     store *st = NULL;
+    backend *be = NULL;
+    sched *sc = NULL;
     auth_cache *auth = NULL;
     http_server *srv = NULL;
     ty_counter_vec requests;
@@ -98,8 +157,15 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
 
     config_format_addr(cfg->listen.host, cfg->listen.addr.ss_family, http_server_port(srv), addr,
                        sizeof addr);
+    e = start_jobs(cfg, st, http_server_port(srv), &be, &sc, err, sizeof err);
+    if (e) {
+        TY_LOG(TY_LOG_ERROR, "cannot start the scheduler", "{s:s}", "error",
+               err[0] ? err : ty_strerror(e));
+        goto out;
+    }
     api_ctx ctx = {
         .store = st,
+        .sched = sc,
         .max_body = cfg->max_body,
         .http_requests = &requests,
         .http_duration = &duration,
@@ -118,10 +184,15 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         sig = 0;
     TY_LOG(TY_LOG_INFO, "shutting down", "{s:s}", "signal",
            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "?");
+    /* Log followers end and gangs are asked to stop while requests drain. */
+    sched_shutdown(sc);
     http_server_shutdown(srv, DRAIN_MS);
     rc = 0;
 out:
     http_server_free(srv);
+    sched_stop(sc); /* waits for the gangs; records them as RESTARTING */
+    if (be)
+        be->ops->free(be);
     auth_cache_free(auth);
     store_close(st); /* finishes queued commits */
     ty_histogram_destroy(&duration);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 ty_err paths_make_parent_dir(const char *file_path, char *err, size_t errlen)
 {
@@ -39,4 +40,23 @@ ty_err paths_make_parent_dir(const char *file_path, char *err, size_t errlen)
         return TY_EIO;
     }
     return TY_OK;
+}
+
+ty_err paths_parent_dir(const char *file_path, char *out, size_t len)
+{
+    const char *slash = strrchr(file_path, '/');
+    int n = !slash               ? snprintf(out, len, ".")
+            : slash == file_path ? snprintf(out, len, "/")
+                                 : snprintf(out, len, "%.*s", (int)(slash - file_path), file_path);
+    return n < 0 || (size_t)n >= len ? TY_ETOOLARGE : TY_OK;
+}
+
+ty_err paths_self_dir(char *out, size_t len)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0 || (size_t)n >= sizeof exe - 1)
+        return TY_EIO;
+    exe[n] = '\0';
+    return paths_parent_dir(exe, out, len) == TY_OK ? TY_OK : TY_EIO;
 }

@@ -15,4 +15,10 @@
  */
 ty_err paths_make_parent_dir(const char *file_path, char *err, size_t errlen);
 
+/* The directory part of file_path ("." for a bare name) into out. TY_ETOOLARGE. */
+ty_err paths_parent_dir(const char *file_path, char *out, size_t len);
+
+/* The directory of the running executable (/proc/self/exe) into out. TY_EIO. */
+ty_err paths_self_dir(char *out, size_t len);
+
 #endif

@@ -6,6 +6,10 @@
  * jobs with its own label or names, so cases do not see each other's jobs.
  * Cases about startup, the data directory and shutdown start their own.
  * Every response is checked against openapi.yaml by the harness.
+ *
+ * The cases are about the API, not about running jobs (test_jobs_run.c): their
+ * servers run with every queue paused (--queue-limit 0), so that a submitted
+ * job stays PENDING until the test moves it.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -308,12 +312,16 @@ static void expect_request_logged(const char *request_id, const char *route, lon
 
 /* ---- group setup --------------------------------------------------------- */
 
+/* Server arguments that keep every job PENDING (see the top of the file). */
+static const char *const paused[] = {"--queue-limit", "0", NULL};
+
 static int group_setup(void **state)
 {
+    ty_server_opts opts = {.args = paused};
     char err[2048];
 
     (void)state;
-    if (ty_server_start(NULL, &g_srv, err, sizeof err) < 0) {
+    if (ty_server_start(&opts, &g_srv, err, sizeof err) < 0) {
         fprintf(stderr, "cannot start the server: %s\n", err);
         return -1;
     }
@@ -1134,7 +1142,7 @@ static void test_invalid_specs(void **state)
         {"{\"image\": \"\"}", NULL, "$.image"},
         {"{\"image\": \"has space:1\"}", NULL, "$.image"},
         {"{\"image\": \"tab\\there\"}", NULL, "$.image"},
-        {NULL, "image", "$.image"},
+        {"{\"image\": 7}", NULL, "$.image"},
         {"{\"command\": []}", NULL, "$.command"},
         {"{\"command\": \"train\"}", NULL, "$.command"},
         {"{\"command\": [\"ok\", \"\"]}", NULL, "$.command[1]"},
@@ -1230,7 +1238,7 @@ static void test_invalid_spec_lists_every_field(void **state)
     char *body;
 
     (void)state;
-    json_object_del(spec, "image");
+    json_object_set_new(spec, "image", json_string(""));
     json_object_set_new(spec, "workers", json_pack("{s:i}", "count", 0));
     json_object_set_new(spec, "bogus", json_true());
     json_object_set_new(spec, "labels", json_pack("{s:i}", "team", 1));
@@ -1271,7 +1279,8 @@ static void test_batch_all_or_nothing(void **state)
     snprintf(run, sizeof run, "%s", uniq("batch"));
     /* The fourth job is bad: nothing is stored, the error names $.jobs[3]. */
     batch = batch_of(run, 5);
-    json_object_del(json_array_get(json_object_get(batch, "jobs"), 3), "image");
+    json_object_set_new(json_array_get(json_object_get(batch, "jobs"), 3), "image",
+                        json_string("two words"));
     json_object_set_new(json_array_get(json_object_get(batch, "jobs"), 4), "priority",
                         json_real(0.5));
     body = dumps(batch);
@@ -1886,6 +1895,7 @@ static void test_newer_schema_is_refused(void **state)
 
 static void test_sigterm_with_requests_in_flight(void **state)
 {
+    ty_server_opts opts = {.args = paused};
     ty_server *s = NULL;
     ty_load *load = NULL;
     ty_client *c;
@@ -1895,7 +1905,7 @@ static void test_sigterm_with_requests_in_flight(void **state)
     const ty_acked *acked;
 
     (void)state;
-    if (ty_server_start(NULL, &s, err, sizeof err) < 0)
+    if (ty_server_start(&opts, &s, err, sizeof err) < 0)
         fail_msg("%s", err);
     if (ty_load_start(s, TY_TEST_ADMIN_TOKEN, 4, "sigterm", &load, err, sizeof err) < 0)
         fail_msg("%s", err);

@@ -19,6 +19,8 @@
 static const char *const env_names[] = {
     "TRAINYARD_LISTEN", "TRAINYARD_DB",     "TRAINYARD_MAX_BODY",
     "TRAINYARD_LOG_LEVEL", "TRAINYARD_SERVER", "TRAINYARD_TOKEN",
+    "TRAINYARD_LOCAL_SLOTS", "TRAINYARD_LOCAL_GPUS", "TRAINYARD_QUEUE_LIMIT",
+    "TRAINYARD_STOP_GRACE",
 };
 
 static int clear_env(void **state)
@@ -216,6 +218,62 @@ static const listen_case good_listen[] = {
     {"[fe80::1:2]:80", AF_INET6, "fe80::1:2", 80},
 };
 
+/* The local backend's and the scheduler's options. */
+static void test_serve_job_options(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.local_slots, 0); /* twice the CPUs, decided by the backend */
+    assert_int_equal(c.local_gpus, -1); /* detected */
+    assert_int_equal(c.queue_limit, -1); /* unlimited */
+    assert_int_equal(c.nqueue_limits, 0);
+    assert_int_equal(c.stop_grace_s, 10);
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-slots", "3", "--local-gpus=0",
+                                "--queue-limit", "2", "--queue-limit", "research=1",
+                                "--queue-limit", "research=4", "--stop-grace", "1", NULL),
+                     TY_OK);
+    assert_int_equal(c.local_slots, 3);
+    assert_int_equal(c.local_gpus, 0);
+    assert_int_equal(c.queue_limit, 2);
+    assert_int_equal(c.nqueue_limits, 1); /* the later value for a queue wins */
+    assert_string_equal(c.queue_limits[0].queue, "research");
+    assert_int_equal(c.queue_limits[0].limit, 4);
+    assert_int_equal(c.stop_grace_s, 1);
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--queue-limit", "0", "--queue-limit",
+                                "vip=unlimited", NULL),
+                     TY_OK);
+    assert_int_equal(c.queue_limit, 0); /* paused */
+    assert_int_equal(c.queue_limits[0].limit, -1);
+
+    setenv("TRAINYARD_QUEUE_LIMIT", "5,fast=0,slow=1", 1);
+    setenv("TRAINYARD_LOCAL_SLOTS", "8", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.local_slots, 8);
+    assert_int_equal(c.queue_limit, 5);
+    assert_int_equal(c.nqueue_limits, 2);
+    assert_string_equal(c.queue_limits[1].queue, "slow");
+    assert_int_equal(c.queue_limits[1].limit, 1);
+    /* A flag replaces the whole variable. */
+    assert_int_equal(serve_args(&c, err, sizeof err, "--queue-limit", "fast=2", NULL), TY_OK);
+    assert_int_equal(c.queue_limit, -1);
+    assert_int_equal(c.nqueue_limits, 1);
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-slots", "0", NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "--local-slots"));
+    assert_int_equal(serve_args(&c, err, sizeof err, "--queue-limit", "Bad_Queue=1", NULL),
+                     TY_EINVAL);
+    assert_non_null(strstr(err, "DNS label"));
+    assert_int_equal(serve_args(&c, err, sizeof err, "--queue-limit", "q=-1", NULL), TY_EINVAL);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--stop-grace", "0", NULL), TY_EINVAL);
+    setenv("TRAINYARD_LOCAL_GPUS", "many", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_LOCAL_GPUS"));
+}
+
 static void test_listen_good(void **state)
 {
     (void)state;
@@ -359,6 +417,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_help, clear_env),
         cmocka_unit_test_setup(test_serve_bad_values, clear_env),
         cmocka_unit_test_setup(test_serve_bad_env_names_the_variable, clear_env),
+        cmocka_unit_test_setup(test_serve_job_options, clear_env),
         cmocka_unit_test(test_listen_good),
         cmocka_unit_test(test_format_addr),
         cmocka_unit_test(test_scopes),
