@@ -254,7 +254,7 @@ static ty_err parse_queue_limit(const char *value, size_t len, const char *what,
     if (!ok)
         return fail(err, errlen, "invalid %s '%s=%s': the queue must be a DNS label", what, text,
                     eq + 1);
-    int limit;
+    int limit = 0;
     ty_err e = parse_limit(eq + 1, what, &limit, err, errlen);
     if (e)
         return e;

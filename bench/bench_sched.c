@@ -1,0 +1,843 @@
+/*
+ * bench_sched.c - the scheduling overhead of `trainyard serve` with the local
+ * backend: how fast queued jobs drain, and how long a job waits between its
+ * submission and the exec of its first rank when a slot is free.
+ *
+ * Usage:
+ *   bench_sched [--trainyard PATH] [--stamp PATH] [--slots N] [--jobs N] [--rounds N]
+ *               [--workers N] [--latency-jobs N] [--warmup N] [--keep] [--server-arg ARG]...
+ *
+ *   --trainyard    the server binary (default: the one of this build tree)
+ *   --stamp        bench_stamp, the latency run's job (default: this build tree's)
+ *   --slots        --local-slots of the server (default 4)
+ *   --jobs         jobs per throughput round, submitted in one :batch (default 1000, max 1000)
+ *   --rounds       throughput rounds (default 3)
+ *   --workers      ranks per throughput job (default 1)
+ *   --latency-jobs jobs of the latency run, one at a time (default 200)
+ *   --warmup       latency jobs run first and not counted (default 10)
+ *   --keep         keep the temporary directory (database, logs, the server's log)
+ *   --server-arg   one more argument for `trainyard serve` (repeatable), e.g. --log-level warn
+ *
+ * It starts its own server (on 127.0.0.1, port chosen by the kernel, a fresh
+ * data directory under $TMPDIR) and stops it at the end. Build in Release:
+ *   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build build-rel -j2 \
+ *       --target bench_sched && build-rel/bench/bench_sched
+ *
+ * Throughput: each round submits --jobs jobs whose command is `true` in one
+ * POST /v1/jobs:batch, so they are all queued at once, then polls /metrics
+ * (trainyard_jobs{state="SUCCEEDED"}) until every one has succeeded. jobs/s
+ * counts from the start of the POST (the scheduler may start jobs before the
+ * answer arrives), the conservative figure; the time from the end of the
+ * submission is printed beside it, with the store's group commits (one
+ * fsync each) and the share of the round they took (from /metrics), and the
+ * CPU of the server process (its ranks not included) and of this client.
+ *
+ * Latency: one job at a time, each bench_stamp, which writes CLOCK_REALTIME
+ * at the start of its main() to $TRAINYARD_OUTPUT_DIR/stamp; the latency is
+ * that stamp minus the client's CLOCK_REALTIME just before the POST (both on
+ * this machine). It includes the durable submission (one fsync at least),
+ * the scheduler's wake-up and admission, writing STARTING before the launch,
+ * and posix_spawn + exec. Each job is waited for (SUCCEEDED) before the next,
+ * so every one finds its slot free. Percentiles are nearest-rank.
+ *
+ * Output: human-readable figures, then one key=value line for scripts. Exit
+ * status 0 when every job succeeded (targets missed or not), 1 otherwise,
+ * 2 on a usage error.
+ */
+#define _GNU_SOURCE /* FTW_PHYS, FTW_DEPTH */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef BENCH_TRAINYARD
+#define BENCH_TRAINYARD "trainyard"
+#endif
+#ifndef BENCH_STAMP
+#define BENCH_STAMP "bench_stamp"
+#endif
+
+#define MAX_SERVER_ARGS 32
+#define START_TIMEOUT_MS 30000
+#define ROUND_TIMEOUT_MS 600000 /* a round that takes longer is a failure */
+#define JOB_TIMEOUT_MS 60000
+/* /metrics is polled this often while a round drains: rarely enough that the
+ * client leaves the CPUs to the server, often enough to add under 2% to a
+ * round of a second or more. */
+#define POLL_US 20000
+#define TARGET_JOBS_PER_S 500.0
+#define TARGET_P50_MS 5.0
+
+extern char **environ;
+
+typedef struct opts {
+    const char *trainyard;
+    const char *stamp;
+    int slots;
+    int jobs;
+    int rounds;
+    int workers;
+    int latency_jobs;
+    int warmup;
+    int keep;
+    const char *server_args[MAX_SERVER_ARGS];
+    int nserver_args;
+} opts;
+
+/* A growable byte buffer (NUL-terminated). */
+typedef struct buf {
+    char *data;
+    size_t len, cap;
+} buf;
+
+typedef struct server {
+    char root[256]; /* the temporary directory */
+    char data[300]; /* root/data: the data directory */
+    char db[340];
+    char log[300];
+    char url[96];
+    char token[80];
+    pid_t pid;
+    int keep_on_exit; /* keep root (--keep, or after a failure, for its logs) */
+    CURL *curl;
+    struct curl_slist *headers;
+} server;
+
+static server g_srv;
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int64_t real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void stop_server(void);
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "bench_sched: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    if (g_srv.pid > 0)
+        fprintf(stderr, "the server's log: %s\n", g_srv.log);
+    g_srv.keep_on_exit = 1;
+    stop_server();
+    exit(1);
+}
+
+static int buf_add(buf *b, const char *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        char *grown;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        if (!(grown = realloc(b->data, cap)))
+            return -1;
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+static void buf_reset(buf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile p (0..100] of n sorted values. */
+static double percentile(const double *sorted, size_t n, double p)
+{
+    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999);
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return sorted[rank - 1];
+}
+
+/* ---- the server ---------------------------------------------------------- */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Reads a whole file (new, NUL-terminated); NULL when absent. */
+static char *slurp(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    buf b = {0};
+    char chunk[65536];
+    ssize_t n;
+
+    if (fd < 0)
+        return NULL;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0 && buf_add(&b, chunk, (size_t)n) < 0)
+            break;
+    close(fd);
+    if (!b.data)
+        b.data = calloc(1, 1);
+    return b.data;
+}
+
+/* The address in the server's "listening" log line, or 0 when not there yet. */
+static int find_listening(char *addr, size_t addrlen)
+{
+    char *text = slurp(g_srv.log), *line, *next;
+    int found = 0;
+
+    for (line = text; line && *line && !found; line = next) {
+        json_t *j;
+        next = strchr(line, '\n');
+        if (!next)
+            break;
+        *next++ = '\0';
+        if (!strstr(line, "\"listening\""))
+            continue;
+        j = json_loads(line, 0, NULL);
+        if (j && json_string_value(json_object_get(j, "addr"))) {
+            snprintf(addr, addrlen, "%s", json_string_value(json_object_get(j, "addr")));
+            found = 1;
+        }
+        json_decref(j);
+    }
+    free(text);
+    return found;
+}
+
+static void start_server(const opts *o)
+{
+    const char *tmp = getenv("TMPDIR");
+    char slots[16], addr[64], token_env[128];
+    char *argv[MAX_SERVER_ARGS + 16], **envp;
+    size_t n = 0, ne = 0, i;
+    posix_spawn_file_actions_t fa;
+    double deadline;
+    int rc;
+
+    snprintf(g_srv.root, sizeof g_srv.root, "%s/trainyard-bench-sched-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_srv.root))
+        die("mkdtemp %s: %s", g_srv.root, strerror(errno));
+    snprintf(g_srv.data, sizeof g_srv.data, "%s/data", g_srv.root);
+    snprintf(g_srv.db, sizeof g_srv.db, "%s/trainyard.db", g_srv.data);
+    snprintf(g_srv.log, sizeof g_srv.log, "%s/server.log", g_srv.root);
+    if (mkdir(g_srv.data, 0700) != 0)
+        die("mkdir %s: %s", g_srv.data, strerror(errno));
+    snprintf(g_srv.token, sizeof g_srv.token, "bench-sched-%ld-%lld", (long)getpid(),
+             (long long)real_ns());
+    snprintf(slots, sizeof slots, "%d", o->slots);
+
+    argv[n++] = (char *)o->trainyard;
+    argv[n++] = "serve";
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    argv[n++] = "--db";
+    argv[n++] = g_srv.db;
+    argv[n++] = "--local-slots";
+    argv[n++] = slots;
+    for (i = 0; i < (size_t)o->nserver_args; i++)
+        argv[n++] = (char *)o->server_args[i];
+    argv[n] = NULL;
+
+    /* Our environment without TRAINYARD_*, plus the admin token. */
+    for (i = 0; environ[i]; i++)
+        ;
+    envp = calloc(i + 2, sizeof *envp);
+    if (!envp)
+        die("out of memory");
+    for (i = 0; environ[i]; i++)
+        if (strncmp(environ[i], "TRAINYARD_", 10) != 0)
+            envp[ne++] = environ[i];
+    snprintf(token_env, sizeof token_env, "TRAINYARD_ADMIN_TOKEN=%s", g_srv.token);
+    envp[ne++] = token_env;
+    envp[ne] = NULL;
+
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, g_srv.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    rc = posix_spawn(&g_srv.pid, o->trainyard, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    free(envp);
+    if (rc != 0) {
+        g_srv.pid = 0;
+        die("cannot start %s: %s", o->trainyard, strerror(rc));
+    }
+
+    deadline = mono_ms() + START_TIMEOUT_MS;
+    while (!find_listening(addr, sizeof addr)) {
+        int wstatus;
+        if (waitpid(g_srv.pid, &wstatus, WNOHANG) == g_srv.pid) {
+            g_srv.pid = 0;
+            die("the server exited before listening");
+        }
+        if (mono_ms() > deadline)
+            die("the server did not listen within %d s", START_TIMEOUT_MS / 1000);
+        sleep_us(10000);
+    }
+    snprintf(g_srv.url, sizeof g_srv.url, "http://%s", addr);
+
+    g_srv.curl = curl_easy_init();
+    if (!g_srv.curl)
+        die("curl_easy_init failed");
+    {
+        char auth[160];
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", g_srv.token);
+        g_srv.headers = curl_slist_append(NULL, auth);
+        g_srv.headers = curl_slist_append(g_srv.headers, "Content-Type: application/json");
+        g_srv.headers = curl_slist_append(g_srv.headers, "Expect:");
+    }
+}
+
+static void stop_server(void)
+{
+    if (g_srv.curl) {
+        curl_easy_cleanup(g_srv.curl);
+        g_srv.curl = NULL;
+    }
+    curl_slist_free_all(g_srv.headers);
+    g_srv.headers = NULL;
+    if (g_srv.pid > 0) {
+        int wstatus;
+        double deadline = mono_ms() + 30000;
+        kill(g_srv.pid, SIGTERM);
+        while (waitpid(g_srv.pid, &wstatus, WNOHANG) == 0) {
+            if (mono_ms() > deadline) {
+                fprintf(stderr, "bench_sched: the server ignored SIGTERM for 30 s; killing it\n");
+                kill(g_srv.pid, SIGKILL);
+                waitpid(g_srv.pid, &wstatus, 0);
+                break;
+            }
+            sleep_us(10000);
+        }
+        g_srv.pid = 0;
+    }
+    if (g_srv.root[0] && !g_srv.keep_on_exit)
+        nftw(g_srv.root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    else if (g_srv.root[0])
+        fprintf(stderr, "bench_sched: kept %s\n", g_srv.root);
+}
+
+/* The server's CPU seconds so far (user + system). */
+static double server_cpu_s(void)
+{
+    char path[64], *text, *p;
+    unsigned long long ut = 0, st = 0;
+    double s = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)g_srv.pid);
+    text = slurp(path);
+    /* Fields 14 and 15, counted after the command name's closing parenthesis. */
+    if (text && (p = strrchr(text, ')')) != NULL &&
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+        s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    free(text);
+    return s;
+}
+
+/* This process's CPU seconds so far: the client competes with the server for the CPUs. */
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* ---- HTTP ---------------------------------------------------------------- */
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    return buf_add(ud, ptr, size * nmemb) < 0 ? 0 : size * nmemb;
+}
+
+/* One request on the keep-alive connection; returns the status, the body in *out. */
+static long http(const char *method, const char *path, const char *body, buf *out)
+{
+    CURL *h = g_srv.curl;
+    char url[512];
+    long status = 0;
+    CURLcode cc;
+
+    buf_reset(out);
+    snprintf(url, sizeof url, "%s%s", g_srv.url, path);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 120000L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, g_srv.headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? strlen(body) : 0));
+    } else {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    }
+    cc = curl_easy_perform(h);
+    if (cc != CURLE_OK)
+        die("%s %s: %s", method, path, curl_easy_strerror(cc));
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+/* The value of the sample trainyard_jobs{state="STATE"} in /metrics; -1 if absent. */
+static long long jobs_in_state(const char *state, buf *scratch)
+{
+    char needle[96];
+    const char *p;
+
+    if (http("GET", "/metrics", NULL, scratch) != 200)
+        die("GET /metrics: %s", scratch->data ? scratch->data : "");
+    snprintf(needle, sizeof needle, "\ntrainyard_jobs{state=\"%s\"} ", state);
+    p = strstr(scratch->data, needle);
+    return p ? strtoll(p + strlen(needle), NULL, 10) : -1;
+}
+
+/* The value of the unlabelled sample `name` in /metrics (e.g. a histogram's
+ * _count); 0 when absent. */
+static double metric_value(const char *name, buf *scratch)
+{
+    char needle[160];
+    const char *p;
+
+    if (http("GET", "/metrics", NULL, scratch) != 200)
+        die("GET /metrics: %s", scratch->data ? scratch->data : "");
+    snprintf(needle, sizeof needle, "\n%s ", name);
+    if (!(p = strstr(scratch->data, needle))) {
+        snprintf(needle, sizeof needle, "\n%s{} ", name);
+        p = strstr(scratch->data, needle);
+    }
+    return p ? strtod(p + strlen(needle), NULL) : 0;
+}
+
+/* ---- throughput ---------------------------------------------------------- */
+
+typedef struct round_result {
+    double submit_ms;  /* the POST, until its answer */
+    double drain_ms;   /* from the answer until all succeeded */
+    double total_ms;   /* from the start of the POST until all succeeded */
+    double server_cpu; /* seconds, over total_ms */
+    double client_cpu; /* seconds of this process, over total_ms */
+    double commits;    /* store group commits (each one fsync), over total_ms */
+    double commit_s;   /* seconds the store spent committing, over total_ms */
+} round_result;
+
+/* {"jobs": [n specs of `true`]} (new). */
+static char *batch_body(int round, int n, int workers)
+{
+    json_t *jobs = json_array(), *req;
+    char *text;
+
+    for (int i = 0; i < n; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "tp-%d-%d", round, i);
+        json_array_append_new(
+            jobs, json_pack("{s:s, s:s, s:[s], s:{s:i}, s:{s:i, s:i}}", "name", name, "image",
+                            "local", "command", "true", "workers", "count", workers, "restart",
+                            "max", 0, "backoff_seconds", 0));
+    }
+    req = json_pack("{s:o}", "jobs", jobs);
+    text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    if (!text)
+        die("out of memory");
+    return text;
+}
+
+static void throughput_round(const opts *o, int round, round_result *res)
+{
+    char *body = batch_body(round, o->jobs, o->workers);
+    buf resp = {0}, scratch = {0};
+    long long base = jobs_in_state("SUCCEEDED", &scratch), done = 0, failed0, failed;
+    double t0, t1, deadline, cpu0, self0, commits0, commit_s0;
+    long status;
+
+    if (base < 0)
+        die("/metrics has no trainyard_jobs{state=\"SUCCEEDED\"} sample");
+    failed0 = jobs_in_state("FAILED", &scratch);
+    commits0 = metric_value("trainyard_store_commit_batch_size_count", &scratch);
+    commit_s0 = metric_value("trainyard_store_commit_duration_seconds_sum", &scratch);
+    cpu0 = server_cpu_s();
+    self0 = self_cpu_s();
+    t0 = mono_ms();
+    status = http("POST", "/v1/jobs:batch", body, &resp);
+    t1 = mono_ms();
+    if (status != 201)
+        die("POST /v1/jobs:batch answered %ld: %.300s", status, resp.data ? resp.data : "");
+    deadline = t1 + ROUND_TIMEOUT_MS;
+    for (;;) {
+        done = jobs_in_state("SUCCEEDED", &scratch) - base;
+        if (done >= o->jobs)
+            break;
+        failed = jobs_in_state("FAILED", &scratch);
+        if (failed > failed0)
+            die("round %d: %lld jobs FAILED (the server's log says why)", round,
+                failed - failed0);
+        if (mono_ms() > deadline)
+            die("round %d: only %lld of %d jobs succeeded after %d s", round, done, o->jobs,
+                ROUND_TIMEOUT_MS / 1000);
+        sleep_us(POLL_US);
+    }
+    res->total_ms = mono_ms() - t0;
+    res->submit_ms = t1 - t0;
+    res->drain_ms = res->total_ms - res->submit_ms;
+    res->server_cpu = server_cpu_s() - cpu0;
+    res->client_cpu = self_cpu_s() - self0;
+    res->commits = metric_value("trainyard_store_commit_batch_size_count", &scratch) - commits0;
+    res->commit_s =
+        metric_value("trainyard_store_commit_duration_seconds_sum", &scratch) - commit_s0;
+    free(body);
+    free(resp.data);
+    free(scratch.data);
+}
+
+/* ---- latency ------------------------------------------------------------- */
+
+/* The id in a Job answer (copied into id). */
+static void job_id_of(const char *body, char *id, size_t idlen)
+{
+    json_t *j = json_loads(body, 0, NULL);
+    const char *s = json_string_value(json_object_get(j, "id"));
+    if (!s)
+        die("no id in the answer: %.300s", body);
+    snprintf(id, idlen, "%s", s);
+    json_decref(j);
+}
+
+/* 1 when the job SUCCEEDED, 0 while it has not ended; dies when it FAILED or was CANCELLED. */
+static int job_succeeded(const char *id, buf *scratch)
+{
+    char path[128];
+    const char *p;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    if (http("GET", path, NULL, scratch) != 200)
+        die("GET %s: %.300s", path, scratch->data);
+    p = strstr(scratch->data, "\"state\":\"");
+    if (!p)
+        die("GET %s: no state in %.300s", path, scratch->data);
+    p += 9;
+    if (strncmp(p, "FAILED\"", 7) == 0 || strncmp(p, "CANCELLED\"", 10) == 0)
+        die("job %s ended %.9s; the server's log says why: %.400s", id, p, scratch->data);
+    return strncmp(p, "SUCCEEDED\"", 10) == 0;
+}
+
+/* Waits until the job SUCCEEDED; dies when it ends otherwise. */
+static void wait_succeeded(const char *id, buf *scratch)
+{
+    double deadline = mono_ms() + JOB_TIMEOUT_MS;
+
+    while (!job_succeeded(id, scratch)) {
+        if (mono_ms() > deadline)
+            die("job %s did not succeed within %d s", id, JOB_TIMEOUT_MS / 1000);
+        sleep_us(2000);
+    }
+}
+
+/*
+ * Runs n jobs one after another; lat[i] = stamp - client clock before the
+ * POST, post[i] = the POST's round trip (both ms).
+ */
+static void latency_run(const opts *o, int n, const char *tag, double *lat, double *post)
+{
+    buf resp = {0}, scratch = {0};
+    json_t *spec;
+
+    for (int i = 0; i < n; i++) {
+        char name[48], id[64], stamp[512], *body, *text;
+        int64_t before, stamp_ns;
+        double t0, t1, deadline;
+        long status;
+
+        snprintf(name, sizeof name, "lat-%s-%d", tag, i);
+        spec = json_pack("{s:s, s:s, s:[s], s:{s:i}, s:{s:i, s:i}}", "name", name, "image",
+                         "local", "command", o->stamp, "workers", "count", 1, "restart", "max",
+                         0, "backoff_seconds", 0);
+        body = json_dumps(spec, JSON_COMPACT);
+        json_decref(spec);
+        if (!body)
+            die("out of memory");
+
+        before = real_ns();
+        t0 = mono_ms();
+        status = http("POST", "/v1/jobs", body, &resp);
+        t1 = mono_ms();
+        free(body);
+        if (status != 201)
+            die("POST /v1/jobs answered %ld: %.300s", status, resp.data);
+        job_id_of(resp.data, id, sizeof id);
+
+        snprintf(stamp, sizeof stamp, "%s/jobs/%s/output/stamp", g_srv.data, id);
+        deadline = mono_ms() + JOB_TIMEOUT_MS;
+        for (int polls = 1; !(text = slurp(stamp)); polls++) {
+            if (mono_ms() > deadline)
+                die("job %s: no %s after %d s", id, stamp, JOB_TIMEOUT_MS / 1000);
+            /* A job that cannot start never stamps: look at it now and then. */
+            if (polls % 200 == 0 && job_succeeded(id, &scratch))
+                die("job %s succeeded without writing %s", id, stamp);
+            sleep_us(500);
+        }
+        stamp_ns = strtoll(text, NULL, 10);
+        free(text);
+        lat[i] = (double)(stamp_ns - before) / 1e6;
+        post[i] = t1 - t0;
+        wait_succeeded(id, &scratch);
+    }
+    free(resp.data);
+    free(scratch.data);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench_sched [--trainyard PATH] [--stamp PATH] [--slots N] [--jobs N] "
+               "[--rounds N]\n"
+               "                   [--workers N] [--latency-jobs N] [--warmup N] [--keep] "
+               "[--server-arg ARG]...\n");
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || !end || *end || end == s || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static void parse_opts(int argc, char **argv, opts *o)
+{
+    static char abs_trainyard[PATH_MAX], abs_stamp[PATH_MAX];
+    static const struct option longopts[] = {
+        {"trainyard", required_argument, NULL, 't'},
+        {"stamp", required_argument, NULL, 's'},
+        {"slots", required_argument, NULL, 'n'},
+        {"jobs", required_argument, NULL, 'j'},
+        {"rounds", required_argument, NULL, 'r'},
+        {"workers", required_argument, NULL, 'w'},
+        {"latency-jobs", required_argument, NULL, 'l'},
+        {"warmup", required_argument, NULL, 'u'},
+        {"keep", no_argument, NULL, 'k'},
+        {"server-arg", required_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c, bad = 0;
+
+    *o = (opts){.trainyard = BENCH_TRAINYARD, .stamp = BENCH_STAMP, .slots = 4, .jobs = 1000,
+                .rounds = 3, .workers = 1, .latency_jobs = 200, .warmup = 10};
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't': o->trainyard = optarg; break;
+        case 's': o->stamp = optarg; break;
+        case 'n': bad |= parse_int(optarg, 1, 100000, &o->slots); break;
+        case 'j': bad |= parse_int(optarg, 1, 1000, &o->jobs); break;
+        case 'r': bad |= parse_int(optarg, 0, 1000, &o->rounds); break;
+        case 'w': bad |= parse_int(optarg, 1, 4096, &o->workers); break;
+        case 'l': bad |= parse_int(optarg, 0, 100000, &o->latency_jobs); break;
+        case 'u': bad |= parse_int(optarg, 0, 100000, &o->warmup); break;
+        case 'k': o->keep = 1; break;
+        case 'a':
+            if (o->nserver_args >= MAX_SERVER_ARGS)
+                bad = 1;
+            else
+                o->server_args[o->nserver_args++] = optarg;
+            break;
+        case 'h': usage(stdout); exit(0);
+        default: bad = 1;
+        }
+    }
+    if (bad || optind != argc) {
+        usage(stderr);
+        exit(2);
+    }
+    if (access(o->trainyard, X_OK) != 0 || access(o->stamp, X_OK) != 0) {
+        fprintf(stderr, "bench_sched: %s or %s is not an executable; build them or pass "
+                        "--trainyard and --stamp\n", o->trainyard, o->stamp);
+        exit(2);
+    }
+    /* Absolute: ranks run in their job's directory, not in ours. */
+    if (!realpath(o->trainyard, abs_trainyard) || !realpath(o->stamp, abs_stamp)) {
+        perror("bench_sched: realpath");
+        exit(2);
+    }
+    o->trainyard = abs_trainyard;
+    o->stamp = abs_stamp;
+}
+
+static void print_machine(const opts *o)
+{
+    char *cpuinfo = slurp("/proc/cpuinfo"), *load = slurp("/proc/loadavg"), model[128] = "?";
+    const char *p = cpuinfo ? strstr(cpuinfo, "model name") : NULL;
+    struct utsname u;
+
+    if (p && (p = strchr(p, ':')) != NULL)
+        snprintf(model, sizeof model, "%.*s", (int)strcspn(p + 2, "\n"), p + 2);
+    uname(&u);
+    if (load)
+        load[strcspn(load, "\n")] = '\0';
+    printf("Trainyard scheduler benchmark (local backend)\n");
+    printf("machine: %ld CPUs online, %s, kernel %s, load average %s\n",
+           sysconf(_SC_NPROCESSORS_ONLN), model, u.release, load ? load : "?");
+    printf("server: %s serve --listen 127.0.0.1:0 --local-slots %d", o->trainyard, o->slots);
+    for (int i = 0; i < o->nserver_args; i++)
+        printf(" %s", o->server_args[i]);
+    printf("\n        (data directory under %s)\n", g_srv.root);
+    free(cpuinfo);
+    free(load);
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    round_result *rounds;
+    double best = 0, *lat = NULL, *post = NULL, *warm_lat = NULL, *warm_post = NULL;
+    double p50 = 0, p90 = 0, p99 = 0, lmax = 0, post50 = 0, post99 = 0;
+
+    parse_opts(argc, argv, &o);
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_ALL) != CURLE_OK)
+        die("curl_global_init failed");
+    g_srv.keep_on_exit = o.keep;
+    start_server(&o);
+    print_machine(&o);
+    fflush(stdout);
+
+    rounds = calloc((size_t)o.rounds + 1, sizeof *rounds);
+    if (!rounds)
+        die("out of memory");
+    if (o.rounds > 0) {
+        printf("\n== throughput: %d round(s) of %d queued jobs (`true`, %d rank%s each) "
+               "submitted in one :batch ==\n",
+               o.rounds, o.jobs, o.workers, o.workers == 1 ? "" : "s");
+        printf("%-6s %9s %9s %9s %8s %14s %8s %9s  %s\n", "round", "submit ms", "drain ms",
+               "total ms", "jobs/s", "jobs/s (drain)", "commits", "commit %",
+               "CPU: server (per job), this client");
+    }
+    for (int r = 0; r < o.rounds; r++) {
+        round_result *res = &rounds[r];
+        double rate, drain_rate;
+        throughput_round(&o, r, res);
+        rate = o.jobs / (res->total_ms / 1e3);
+        drain_rate = res->drain_ms > 0 ? o.jobs / (res->drain_ms / 1e3) : 0;
+        if (rate > best)
+            best = rate;
+        printf("%-6d %9.1f %9.1f %9.1f %8.0f %14.0f %8.0f %8.0f%%  %.0f%% (%.0f us), %.0f%%\n",
+               r + 1, res->submit_ms, res->drain_ms, res->total_ms, rate, drain_rate, res->commits,
+               100.0 * res->commit_s / (res->total_ms / 1e3),
+               100.0 * res->server_cpu / (res->total_ms / 1e3), 1e6 * res->server_cpu / o.jobs,
+               100.0 * res->client_cpu / (res->total_ms / 1e3));
+        fflush(stdout);
+    }
+
+    if (o.latency_jobs > 0) {
+        lat = calloc((size_t)o.latency_jobs, sizeof *lat);
+        post = calloc((size_t)o.latency_jobs, sizeof *post);
+        warm_lat = calloc((size_t)o.warmup + 1, sizeof *warm_lat);
+        warm_post = calloc((size_t)o.warmup + 1, sizeof *warm_post);
+        if (!lat || !post || !warm_lat || !warm_post)
+            die("out of memory");
+        printf("\n== latency: %d jobs one at a time (after %d warm-up), from the client's "
+               "clock before the POST to the rank's exec ==\n",
+               o.latency_jobs, o.warmup);
+        latency_run(&o, o.warmup, "warm", warm_lat, warm_post);
+        latency_run(&o, o.latency_jobs, "run", lat, post);
+        qsort(lat, (size_t)o.latency_jobs, sizeof *lat, cmp_double);
+        qsort(post, (size_t)o.latency_jobs, sizeof *post, cmp_double);
+        p50 = percentile(lat, (size_t)o.latency_jobs, 50);
+        p90 = percentile(lat, (size_t)o.latency_jobs, 90);
+        p99 = percentile(lat, (size_t)o.latency_jobs, 99);
+        lmax = lat[o.latency_jobs - 1];
+        post50 = percentile(post, (size_t)o.latency_jobs, 50);
+        post99 = percentile(post, (size_t)o.latency_jobs, 99);
+        printf("submission to exec: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms "
+               "(min %.2f ms)\n",
+               p50, p90, p99, lmax, lat[0]);
+        printf("the POST alone (durable submission, 201): p50 %.2f ms, p99 %.2f ms\n", post50,
+               post99);
+    }
+
+    printf("\n== targets ==\n");
+    if (o.rounds > 0)
+        printf("%-44s %10.0f  %-10s %s\n", "queued jobs drained per second (best round)", best,
+               ">= 500", best >= TARGET_JOBS_PER_S ? "ok" : "MISSED");
+    if (o.latency_jobs > 0)
+        printf("%-44s %7.2f ms  %-10s %s\n", "submission to exec, p50", p50, "<= 5 ms",
+               p50 <= TARGET_P50_MS ? "ok" : "MISSED");
+    printf("cpus=%ld slots=%d jobs=%d rounds=%d workers=%d best_jobs_per_s=%.1f "
+           "latency_jobs=%d p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f post_p50_ms=%.3f\n",
+           sysconf(_SC_NPROCESSORS_ONLN), o.slots, o.jobs, o.rounds, o.workers, best,
+           o.latency_jobs, p50, p90, p99, lmax, post50);
+
+    free(rounds);
+    free(lat);
+    free(post);
+    free(warm_lat);
+    free(warm_post);
+    stop_server();
+    curl_global_cleanup();
+    return 0;
+}

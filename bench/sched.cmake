@@ -1,0 +1,13 @@
+# bench_sched: the scheduling overhead of the local backend (how fast queued
+# jobs drain, submission-to-exec latency); bench_stamp is its latency job.
+# Both default to the programs of this build tree:
+#   cmake --build BUILD --target bench_sched && BUILD/bench/bench_sched
+add_executable(bench_stamp ${CMAKE_CURRENT_LIST_DIR}/bench_stamp.c)
+ty_target(bench_stamp)
+
+add_executable(bench_sched ${CMAKE_CURRENT_LIST_DIR}/bench_sched.c)
+ty_target(bench_sched)
+target_link_libraries(bench_sched PRIVATE PkgConfig::CURL PkgConfig::JANSSON)
+target_compile_definitions(bench_sched PRIVATE BENCH_TRAINYARD="$<TARGET_FILE:trainyard>"
+                           BENCH_STAMP="$<TARGET_FILE:bench_stamp>")
+add_dependencies(bench_sched trainyard bench_stamp)
