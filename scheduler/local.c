@@ -148,27 +148,38 @@ static int is_job_id(const char *s)
     return i == LOCAL_ID_LEN;
 }
 
-/* mkdir -p with mode 0755; 0 when path is a directory afterwards, else -1 and errno. */
+/*
+ * mkdir -p with mode 0755; 0 when path is a directory afterwards, else -1 and
+ * errno. The directory itself is tried first and parents only when it says
+ * ENOENT: most launches create one or two new levels under existing ones.
+ */
 static int mkdir_p(const char *path)
 {
-    char buf[PATH_MAX];
     size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
+    if (n == 0 || n >= PATH_MAX) {
         errno = n ? ENAMETOOLONG : ENOENT;
         return -1;
     }
-    memcpy(buf, path, n + 1);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    if (mkdir(path, 0755) == 0)
+        return 0;
+    if (errno == ENOENT) {
+        char parent[PATH_MAX];
+        memcpy(parent, path, n + 1);
+        char *slash = strrchr(parent, '/');
+        while (slash && slash > parent && slash[1] == '\0') { /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(parent, '/');
+        }
+        if (!slash || slash == parent)
             return -1;
-        *p = c;
-        if (c == '\0')
-            break;
+        *slash = '\0';
+        if (mkdir_p(parent) != 0)
+            return -1;
+        if (mkdir(path, 0755) == 0)
+            return 0;
     }
+    if (errno != EEXIST)
+        return -1;
     struct stat st;
     if (stat(path, &st) != 0)
         return -1;
