@@ -488,7 +488,7 @@ typedef enum act {
     ACT_NONE,
     ACT_LAUNCH,  /* after STARTING committed: start the ranks */
     ACT_FORGET,  /* after a terminal state committed: release and forget */
-    ACT_DISCARD, /* a fresh admission the store refused: release and forget */
+    ACT_DISCARD, /* after the change committed: release and forget (it runs nothing) */
 } act;
 
 typedef struct change {
@@ -787,8 +787,8 @@ static void admit(sched *s, round *r, int64_t now)
                 return;
             }
             job_link(s, j);
-            set_act(push(r, j, JOB_ADMITTED, "Admitted", "queue %s, priority %lld", j->queue,
-                 (long long)row->priority), ACT_DISCARD);
+            push(r, j, JOB_ADMITTED, "Admitted", "queue %s, priority %lld", j->queue,
+                 (long long)row->priority);
             record_begin(s, j, now);
             change *c = push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s",
                              j->attempt + 1, j->world, j->world == 1 ? "" : "s");
