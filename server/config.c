@@ -203,6 +203,17 @@ static int is_help(const char *a)
     return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
 }
 
+/* The flag's value when given, else the variable's (or NULL); *what names the source. */
+static const char *flag_or_env(const char *flag_value, const char *flag, const char *var,
+                               const char **what)
+{
+    *what = flag;
+    if (flag_value)
+        return flag_value;
+    *what = var;
+    return env(var);
+}
+
 static ty_err parse_count(const char *value, const char *what, long min, long max, int *out,
                           char *err, size_t errlen)
 {
@@ -337,44 +348,26 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     if (e)
         return e;
 
+    /* Each option below: the flag, else its variable, else the default already set. */
+    const char *v, *what;
     out->max_body = CONFIG_DEFAULT_MAX_BODY;
-    if (max_body)
-        e = parse_max_body(max_body, "--max-body", &out->max_body, err, errlen);
-    else if ((max_body = env("TRAINYARD_MAX_BODY")))
-        e = parse_max_body(max_body, "TRAINYARD_MAX_BODY", &out->max_body, err, errlen);
-    if (e)
+    if ((v = flag_or_env(max_body, "--max-body", "TRAINYARD_MAX_BODY", &what)) &&
+        (e = parse_max_body(v, what, &out->max_body, err, errlen)))
         return e;
-
     out->log_level = TY_LOG_INFO;
-    if (level)
-        e = parse_level(level, "--log-level", &out->log_level, err, errlen);
-    else if ((level = env("TRAINYARD_LOG_LEVEL")))
-        e = parse_level(level, "TRAINYARD_LOG_LEVEL", &out->log_level, err, errlen);
-    if (e)
+    if ((v = flag_or_env(level, "--log-level", "TRAINYARD_LOG_LEVEL", &what)) &&
+        (e = parse_level(v, what, &out->log_level, err, errlen)))
         return e;
-
-    if (slots)
-        e = parse_count(slots, "--local-slots", 1, CONFIG_MAX_SLOTS, &out->local_slots, err, errlen);
-    else if ((slots = env("TRAINYARD_LOCAL_SLOTS")))
-        e = parse_count(slots, "TRAINYARD_LOCAL_SLOTS", 1, CONFIG_MAX_SLOTS, &out->local_slots, err,
-                        errlen);
-    if (e)
+    if ((v = flag_or_env(slots, "--local-slots", "TRAINYARD_LOCAL_SLOTS", &what)) &&
+        (e = parse_count(v, what, 1, CONFIG_MAX_SLOTS, &out->local_slots, err, errlen)))
         return e;
     out->local_gpus = -1;
-    if (gpus)
-        e = parse_count(gpus, "--local-gpus", 0, 1024, &out->local_gpus, err, errlen);
-    else if ((gpus = env("TRAINYARD_LOCAL_GPUS")))
-        e = parse_count(gpus, "TRAINYARD_LOCAL_GPUS", 0, 1024, &out->local_gpus, err, errlen);
-    if (e)
+    if ((v = flag_or_env(gpus, "--local-gpus", "TRAINYARD_LOCAL_GPUS", &what)) &&
+        (e = parse_count(v, what, 0, 1024, &out->local_gpus, err, errlen)))
         return e;
     out->stop_grace_s = CONFIG_DEFAULT_STOP_GRACE;
-    if (grace)
-        e = parse_count(grace, "--stop-grace", 1, CONFIG_MAX_STOP_GRACE, &out->stop_grace_s, err,
-                        errlen);
-    else if ((grace = env("TRAINYARD_STOP_GRACE")))
-        e = parse_count(grace, "TRAINYARD_STOP_GRACE", 1, CONFIG_MAX_STOP_GRACE,
-                        &out->stop_grace_s, err, errlen);
-    if (e)
+    if ((v = flag_or_env(grace, "--stop-grace", "TRAINYARD_STOP_GRACE", &what)) &&
+        (e = parse_count(v, what, 1, CONFIG_MAX_STOP_GRACE, &out->stop_grace_s, err, errlen)))
         return e;
     const char *limits = queue_flags ? NULL : env("TRAINYARD_QUEUE_LIMIT");
     while (limits && *limits) {
