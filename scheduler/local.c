@@ -706,16 +706,15 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
         set_why(why, whylen, "data dir path too long");
         return TY_EINVAL;
     }
-    /* datasets is shared by every job; checkpoints outlive attempts; logs/a<n> is new. */
-    char dirs[4][PATH_MAX];
-    if (path_fmt(dirs[0], sizeof dirs[0], "%s/datasets", lb->data_dir) != 0 ||
-        path_fmt(dirs[1], sizeof dirs[1], "%s/output", jobdir) != 0 ||
-        path_fmt(dirs[2], sizeof dirs[2], "%s/checkpoints", jobdir) != 0 ||
-        path_fmt(dirs[3], sizeof dirs[3], "%s", logdir) != 0) {
+    /* checkpoints outlive attempts; logs/a<n> is new (datasets exists since start-up). */
+    char dirs[3][PATH_MAX];
+    if (path_fmt(dirs[0], sizeof dirs[0], "%s/output", jobdir) != 0 ||
+        path_fmt(dirs[1], sizeof dirs[1], "%s/checkpoints", jobdir) != 0 ||
+        path_fmt(dirs[2], sizeof dirs[2], "%s", logdir) != 0) {
         set_why(why, whylen, "data dir path too long");
         return TY_EINVAL;
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 3; i++) {
         if (mkdir_p(dirs[i]) != 0) {
             set_why(why, whylen, "cannot create %s: %s", dirs[i], strerror(errno));
             return TY_EIO;
@@ -1199,9 +1198,14 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
         set_why(err, errlen, "local backend: slots must be >= 0 and gpus >= -1");
         return TY_EINVAL;
     }
-    if (mkdir_p(opt->data_dir) != 0) {
-        set_why(err, errlen, "local backend: cannot create %s: %s", opt->data_dir,
-                strerror(errno));
+    /* datasets (TRAINYARD_DATA_DIR) is shared by every job: made once, here. */
+    char datasets[PATH_MAX];
+    if (path_fmt(datasets, sizeof datasets, "%s/datasets", opt->data_dir) != 0) {
+        set_why(err, errlen, "local backend: data_dir path too long");
+        return TY_EINVAL;
+    }
+    if (mkdir_p(datasets) != 0) {
+        set_why(err, errlen, "local backend: cannot create %s: %s", datasets, strerror(errno));
         return TY_EIO;
     }
     /* Absolute: ranks run in their job's directory and get paths under data_dir. */
