@@ -899,13 +899,7 @@ static void commit(sched *s, round *r, round *next, int64_t now)
         if (!last)
             continue;
         if (j->retry) {
-            j->retry = 0;
-            j->state = c->u.from;
-            for (size_t k = 0; k < r->n; k++)
-                if (r->c[k].job == j) {
-                    j->state = r->c[k].u.from; /* where the job still is in the store */
-                    break;
-                }
+            j->retry = 0; /* j->state is where the store still has it (set above) */
             continue;
         }
         if (j->recheck) {
@@ -952,10 +946,11 @@ static void read_feed(sched *s)
             s->feed_seq = ch[i].seq;
             if (ch[i].from == JOB_STATE_NONE) {
                 s->admit_wanted = 1;
-            } else if (ch[i].to == JOB_CANCELLING || ch[i].to == JOB_CANCELLED) {
+            } else if (ch[i].to == JOB_CANCELLING) {
+                /* A client's cancel of a job that runs; the next decisions stop its gang. */
                 sjob *j = job_find(s, ch[i].id);
                 if (j && !job_state_is_terminal(j->state))
-                    j->state = ch[i].to == JOB_CANCELLING ? JOB_CANCELLING : j->state;
+                    j->state = JOB_CANCELLING;
             }
         }
         free(ch);
