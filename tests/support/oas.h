@@ -20,8 +20,11 @@
  *     Pointer, ~0 ~1 and %XX escapes) against a root document that is just a
  *     json_t: it knows nothing of the document's layout.
  *     Keywords: $ref (siblings ignored, as OpenAPI 3.0 says), type (string,
- *     number, integer, boolean, array, object, null), nullable and
- *     x-nullable (a null instance then passes the whole schema), enum,
+ *     number, integer, boolean, array, object, null), nullable (OpenAPI
+ *     3.0.3: adds null to the schema's own type and nothing else, so enum
+ *     must list null and allOf/anyOf/oneOf/not still apply; nullable
+ *     without type is a schema error, as strict tools such as Ajv say),
+ *     x-nullable (Swagger 2.0: a null instance passes the whole schema), enum,
  *     const, multipleOf, minimum, maximum, exclusiveMinimum,
  *     exclusiveMaximum (boolean form of 3.0 and numeric form of 3.1),
  *     minLength, maxLength (in Unicode code points), pattern, minItems,

@@ -1111,11 +1111,25 @@ static int validate(vctx *c, const json_t *schema, const json_t *inst)
         rc = validate(c, target, inst);
         goto out;
     }
-    if (json_is_null(inst) && (is_true(schema, "nullable") || is_true(schema, "x-nullable"))) {
+    /* Swagger 2.0's x-nullable (go-openapi, Kubernetes): null passes the whole schema. */
+    if (json_is_null(inst) && is_true(schema, "x-nullable")) {
         rc = 0;
         goto out;
     }
-    if (check_type(c, schema, inst) < 0 || check_enum(c, schema, inst) < 0)
+    /*
+     * OpenAPI 3.0.3's nullable adds null to the type of its own schema and
+     * nothing more: enum must list null, and allOf/anyOf/oneOf/not apply to
+     * null as to any value. Without a type it means nothing, and strict tools
+     * (Ajv, Redocly) refuse the schema, so it is a schema error here too.
+     */
+    int nullable = is_true(schema, "nullable");
+    if (nullable && !json_object_get(schema, "type")) {
+        verr(c, "schema error: nullable without type");
+        goto out;
+    }
+    if (!(nullable && json_is_null(inst)) && check_type(c, schema, inst) < 0)
+        goto out;
+    if (check_enum(c, schema, inst) < 0)
         goto out;
     if (json_is_number(inst) && check_number(c, schema, inst) < 0)
         goto out;

@@ -140,7 +140,21 @@ static const struct schema_case {
     {"{\"type\": \"number\"}", "3", NULL},
     {"{\"type\": \"boolean\"}", "null", "expected boolean, got null"},
     {"{\"type\": \"string\", \"nullable\": true}", "null", NULL},
-    {"{\"type\": \"string\", \"nullable\": true, \"enum\": [\"A\"]}", "null", NULL},
+    {"{\"type\": \"string\", \"nullable\": true}", "1", "expected string, got integer"},
+    /* OpenAPI 3.0.3: nullable adds null to its own schema's type, nothing more */
+    {"{\"type\": \"string\", \"nullable\": true, \"enum\": [\"A\"]}", "null",
+     "null is not one of the enum values"},
+    {"{\"type\": \"string\", \"nullable\": true, \"enum\": [\"A\", null]}", "null", NULL},
+    {"{\"nullable\": true, \"allOf\": [{\"type\": \"string\"}]}", "null",
+     "schema error: nullable without type"},
+    {"{\"type\": \"string\", \"nullable\": true, \"allOf\": [{\"type\": \"string\"}]}", "null",
+     "$: expected string, got null"},
+    {"{\"anyOf\": [{\"type\": \"string\", \"enum\": [\"A\"]}, {\"type\": \"string\", "
+     "\"nullable\": true, \"enum\": [null]}]}",
+     "null", NULL},
+    {"{\"anyOf\": [{\"type\": \"string\", \"enum\": [\"A\"]}, {\"type\": \"string\", "
+     "\"nullable\": true, \"enum\": [null]}]}",
+     "\"B\"", "matches none of the 2 anyOf alternatives"},
     {"{\"type\": [\"string\", \"null\"]}", "null", NULL},
     {"{\"type\": [\"string\", \"null\"]}", "1", "not one of the allowed types"},
     {"{}", "{\"anything\": [1]}", NULL},
@@ -629,7 +643,10 @@ static oas *load_real_doc(void)
     return o;
 }
 
-/* Every $ref resolves and every pattern is within the supported subset. */
+/*
+ * Every $ref resolves, every pattern is within the supported subset, and
+ * every nullable schema has a type (strict OpenAPI 3.0 tools refuse it else).
+ */
 static void walk_doc(const json_t *root, const json_t *v, const char *where)
 {
     const char *key;
@@ -645,6 +662,8 @@ static void walk_doc(const json_t *root, const json_t *v, const char *where)
     if (!json_is_object(v))
         return;
     json_object_foreach((json_t *)v, key, sub) {
+        if (strcmp(key, "nullable") == 0 && json_is_true(sub) && !json_object_get(v, "type"))
+            fail_msg("%s: nullable without type", where);
         if (strcmp(key, "$ref") == 0 && json_is_string(sub) &&
             !oas_resolve_ref(root, json_string_value(sub), err, sizeof err))
             fail_msg("%s: %s", where, err);
@@ -662,9 +681,106 @@ static void walk_doc(const json_t *root, const json_t *v, const char *where)
 static void test_real_document_is_usable(void **state)
 {
     oas *o = load_real_doc();
+    const json_t *components = json_object_get(oas_doc(o), "components");
+    const char *kind, *other_kind, *name;
+    const json_t *set, *other, *item;
 
     (void)state;
     walk_doc(oas_doc(o), oas_doc(o), "document");
+    /* One name, one thing: generators put every component in one namespace. */
+    json_object_foreach((json_t *)components, kind, set) {
+        json_object_foreach((json_t *)set, name, item) {
+            json_object_foreach((json_t *)components, other_kind, other) {
+                if (strcmp(kind, other_kind) < 0 && json_object_get(other, name))
+                    fail_msg("'%s' names both components.%s and components.%s", name, kind,
+                             other_kind);
+            }
+        }
+    }
+    oas_free(o);
+}
+
+/* Values that are null in real responses conform, and null goes no further. */
+static const struct null_case {
+    const char *schema; /* components.schemas name */
+    const char *instance;
+    const char *error; /* NULL: valid */
+} null_cases[] = {
+    {"Event",
+     "{\"time\": \"2026-11-22T10:00:00.123Z\", \"from\": null, \"to\": \"PENDING\","
+     " \"reason\": \"Submitted\", \"message\": \"\"}",
+     NULL},
+    {"Event",
+     "{\"time\": \"2026-11-22T10:00:00.123Z\", \"from\": \"PENDING\", \"to\": \"CANCELLED\","
+     " \"reason\": \"Cancelled\", \"message\": \"\"}",
+     NULL},
+    {"Event",
+     "{\"time\": \"2026-11-22T10:00:00.123Z\", \"from\": \"DONE\", \"to\": \"PENDING\","
+     " \"reason\": \"Submitted\", \"message\": \"\"}",
+     "$.from: matches none of the 2 anyOf alternatives"},
+    {"Rank",
+     "{\"rank\": 0, \"state\": \"pending\", \"pid\": null, \"exit_code\": null,"
+     " \"signal\": null, \"started_at\": null, \"ended_at\": null}",
+     NULL},
+    {"Rank",
+     "{\"rank\": 0, \"state\": \"pending\", \"pid\": null, \"exit_code\": null,"
+     " \"signal\": null, \"started_at\": \"yesterday\", \"ended_at\": null}",
+     "$.started_at: matches none of the 2 anyOf alternatives"},
+    {"JobSpec",
+     "{\"name\": \"a\", \"command\": [\"true\"], \"workers\": {\"count\": 1},"
+     " \"labels\": null, \"queue\": null, \"image\": null, \"args\": null, \"env\": null,"
+     " \"resources\": {\"cpu\": null, \"memory\": null, \"gpu\": null},"
+     " \"placement\": {\"zone\": null, \"capacity\": null}, \"restart\": null}",
+     NULL},
+    {"JobSpec", "{\"name\": \"a\", \"command\": [\"true\"], \"workers\": {\"count\": 1},"
+                " \"queue\": \"Not A Label\"}",
+     "$.queue: matches none of the 2 anyOf alternatives"},
+};
+
+static void test_real_document_null_fields(void **state)
+{
+    oas *o = load_real_doc();
+    const json_t *schemas = json_object_get(json_object_get(oas_doc(o), "components"), "schemas");
+
+    (void)state;
+    for (size_t i = 0; i < sizeof null_cases / sizeof null_cases[0]; i++) {
+        const struct null_case *tc = &null_cases[i];
+        json_t *inst = parse_json(tc->instance);
+        char err[512];
+        int rc = oas_validate(oas_doc(o), json_object_get(schemas, tc->schema), inst, 0, err,
+                              sizeof err);
+        if (!tc->error && rc != 0)
+            fail_msg("case %zu (%s): unexpected error: %s", i, tc->schema, err);
+        if (tc->error && (rc == 0 || !strstr(err, tc->error)))
+            fail_msg("case %zu (%s): should fail with '%s' (%s)", i, tc->schema, tc->error,
+                     rc == 0 ? "it passed" : err);
+        json_decref(inst);
+    }
+    oas_free(o);
+}
+
+/*
+ * The HTTP layer answers these on every route, before any handler runs, so
+ * every operation lists them.
+ */
+static int check_http_errors(const char *method, const char *path, const json_t *op, void *ud)
+{
+    static const char *const statuses[] = {"405", "408", "413", "414", "431"};
+    const json_t *responses = json_object_get(op, "responses");
+
+    (void)ud;
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
+        if (!json_object_get(responses, statuses[i]))
+            fail_msg("%s %s does not list %s", method, path, statuses[i]);
+    return 0;
+}
+
+static void test_every_operation_lists_http_errors(void **state)
+{
+    oas *o = load_real_doc();
+
+    (void)state;
+    oas_foreach_operation(o, check_http_errors, NULL);
     oas_free(o);
 }
 
@@ -828,6 +944,8 @@ int main(void)
         cmocka_unit_test(test_not_openapi_is_refused),
         cmocka_unit_test(test_real_document_is_usable),
         cmocka_unit_test(test_real_document_examples_conform),
+        cmocka_unit_test(test_real_document_null_fields),
+        cmocka_unit_test(test_every_operation_lists_http_errors),
         cmocka_unit_test(test_routes_match_openapi),
         cmocka_unit_test(test_kubernetes_v3_schema),
         cmocka_unit_test(test_kubernetes_v2_schema),
