@@ -552,7 +552,7 @@ static int open_size(const char *path, int *fd, uint64_t *size)
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     *size = 0;
     if (*fd < 0)
-        return errno == ENOENT ? 0 : -1;
+        return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
     if (fstat(*fd, &st) != 0) {
         close(*fd);
         *fd = -1;
