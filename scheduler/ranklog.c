@@ -443,6 +443,13 @@ ty_err ranklog_pump_add(ranklog_pump *p, int read_fd, const char *path)
         e = TY_ESHUTDOWN;
         goto fail;
     }
+    /* Two pipes into one file would each rotate it by their own count. */
+    for (sink *o = p->sinks; o; o = o->next)
+        if (!o->eof && strcmp(o->path, path) == 0) {
+            pthread_mutex_unlock(&p->mu);
+            e = TY_EEXISTS;
+            goto fail;
+        }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
     if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, read_fd, &ev) != 0) {
         pthread_mutex_unlock(&p->mu);

@@ -70,8 +70,9 @@ ty_err ranklog_pump_new(uint64_t limit_bytes, ranklog_pump **out);
  * appended to, with its dropped count kept. P and P.dropped exist when this
  * returns TY_OK, so a reader finds the (empty) log at once. The descriptor is
  * made non-blocking; the write end's flags are not touched.
- * TY_EINVAL (read_fd < 0, path empty or too long), TY_EIO (directory or file
- * not created), TY_ENOMEM, TY_ESHUTDOWN (the pump is being freed).
+ * TY_EINVAL (read_fd < 0, path empty or too long), TY_EEXISTS (a pipe not at
+ * end of file copies to that path already), TY_EIO (directory or file not
+ * created), TY_ENOMEM, TY_ESHUTDOWN (the pump is being freed).
  */
 ty_err ranklog_pump_add(ranklog_pump *p, int read_fd, const char *path);
 
@@ -80,7 +81,9 @@ ty_err ranklog_pump_add(ranklog_pump *p, int read_fd, const char *path);
  * written into that log's pipe before the call began is in the file (written
  * with write(2): visible to readers, not fsync()ed). It never waits for the
  * writers: it copies what the pipe holds now, on the calling thread, and
- * returns, so it cannot block on a process that keeps the pipe open.
+ * returns, so it cannot block on a process that keeps the pipe open. Its cost:
+ * copying what the pipe holds (at most its capacity, 64 KiB by default), after
+ * waiting for the one chunk the pump's thread may be copying.
  *
  * Call it after a rank's exit was observed and before reporting it: whatever
  * the rank wrote before it exited is then in its log. *still_open (may be NULL) is 0

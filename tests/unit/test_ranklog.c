@@ -563,6 +563,11 @@ static void test_append(void **state)
     ranklog_pump *p = NULL;
     assert_int_equal(ranklog_pump_new(40, &p), TY_OK);
     int fd = add_pipe(p, path);
+    /* While it is written, the log takes no second pipe. */
+    int fds[2];
+    assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+    assert_int_equal(ranklog_pump_add(p, fds[0], path), TY_EEXISTS);
+    close(fds[1]);
     write_str(fd, "0123456789012345678\n0123456789012345678\n0123456789\n");
     close(fd);
     flush_expect(p, path, 0);
