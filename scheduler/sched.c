@@ -26,6 +26,7 @@
 #include "scheduler/sched.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -44,8 +45,9 @@
 
 #define DEFAULT_GRACE_MS 10000
 #define MAX_ADMITS_PER_ROUND 256   /* keeps a round (and its commit) short under a flood */
-#define PENDING_PAGE 128
-#define PENDING_BUDGET 1024        /* PENDING rows looked at per round at most */
+#define PENDING_FIRST_PAGE 8      /* a queue's first page in a round */
+#define PENDING_PAGE 64            /* its later pages */
+#define QUEUES_PAGE 256            /* queue names read at once */
 #define CHANGES_PAGE 4096
 #define EVENTS_PAGE 256
 #define FOLLOW_POLL_MS 100
@@ -153,6 +155,7 @@ struct sched {
     int64_t feed_seq;
     int admit_wanted;
     int commit_failed; /* the last commit failed: pause before trying again */
+    int read_failed;   /* admission could not read the store: pause before trying again */
     queue_count *queues;
     size_t nqueues, capqueues;
 
@@ -185,11 +188,21 @@ static int queue_limit(const sched *s, const char *queue)
     return s->default_limit;
 }
 
-static queue_count *queue_get(sched *s, const char *queue)
+/* The count of a queue the scheduler has held jobs of, or NULL. */
+static queue_count *queue_find(sched *s, const char *queue)
 {
     for (size_t i = 0; i < s->nqueues; i++)
         if (strcmp(s->queues[i].name, queue) == 0)
             return &s->queues[i];
+    return NULL;
+}
+
+/* The count of a queue, added at 0 when new; NULL when out of memory. */
+static queue_count *queue_get(sched *s, const char *queue)
+{
+    queue_count *found = queue_find(s, queue);
+    if (found)
+        return found;
     if (s->nqueues == s->capqueues) {
         size_t cap = s->capqueues ? s->capqueues * 2 : 8;
         queue_count *q = realloc(s->queues, cap * sizeof *q);
@@ -203,15 +216,6 @@ static queue_count *queue_get(sched *s, const char *queue)
         return NULL;
     s->queues[s->nqueues] = (queue_count){name, 0};
     return &s->queues[s->nqueues++];
-}
-
-static int queue_full(sched *s, const char *queue)
-{
-    int limit = queue_limit(s, queue);
-    if (limit < 0)
-        return 0; /* unlimited; 0 pauses the queue */
-    queue_count *q = queue_get(s, queue);
-    return q && q->active >= limit;
 }
 
 static sjob *job_find(sched *s, const char *id)
@@ -746,64 +750,188 @@ static void decide_job(sched *s, round *r, sjob *j, int64_t now)
     }
 }
 
+/*
+ * Admission merges the queues it may admit from. Each queue with PENDING jobs
+ * that is under its limit contributes its head: a page of its jobs in
+ * admission order (store_jobs_pending), read when first needed and refilled
+ * when used up. The next job considered is the best head of all (priority,
+ * then seq), so the order is the global one of sched.h; a queue that reaches
+ * its limit leaves the merge, and a queue at its limit is never read at all.
+ * A round therefore reads the list of queues (one index seek each) and at
+ * most a few pages per open queue, whatever the number of jobs waiting.
+ */
+typedef struct admit_head {
+    const char *queue;      /* borrowed from the round's list of queues */
+    store_job *page;        /* owned */
+    size_t n, pos;          /* page[pos..n) not yet considered */
+    int reads;              /* pages read this round */
+    int64_t after_prio, after_seq; /* the cursor: the last job taken (after_seq 0: none) */
+    int done;               /* no job left to take from this queue this round */
+} admit_head;
+
+/* Places left in a queue; INT_MAX for an unlimited one. */
+static int queue_room(sched *s, const char *queue)
+{
+    int limit = queue_limit(s, queue);
+    if (limit < 0)
+        return INT_MAX;
+    const queue_count *q = queue_find(s, queue);
+    int active = q ? q->active : 0;
+    return active >= limit ? 0 : limit - active;
+}
+
+/* Makes h's next job available; 0 when there is none (h is then done), -1 on a store error. */
+static int head_fill(sched *s, admit_head *h)
+{
+    if (h->done)
+        return 0;
+    int room = queue_room(s, h->queue);
+    if (room == 0) {
+        h->done = 1; /* it reached its limit: it leaves the merge */
+        return 0;
+    }
+    if (h->pos < h->n)
+        return 1;
+    store_jobs_free(h->page, h->n);
+    h->page = NULL;
+    h->n = h->pos = 0;
+    /* A small first page: often one job fits, or none. */
+    int want = h->reads++ == 0 ? PENDING_FIRST_PAGE : PENDING_PAGE;
+    if (room < want)
+        want = room;
+    if (store_jobs_pending(s->st, h->queue, h->after_prio, h->after_seq, want, &h->page, &h->n) !=
+        TY_OK)
+        return -1;
+    if (h->n == 0) {
+        h->done = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* The queues under their limit that hold PENDING jobs, as merge heads (*heads new). */
+static ty_err admit_heads(sched *s, char ***names, size_t *nnames, admit_head **heads,
+                          size_t *nheads)
+{
+    char **all = NULL;
+    size_t n = 0;
+    *names = NULL;
+    *nnames = 0;
+    *heads = NULL;
+    *nheads = 0;
+    for (;;) {
+        char **page = NULL;
+        size_t got = 0;
+        ty_err e = store_pending_queues(s->st, n ? all[n - 1] : NULL, QUEUES_PAGE, &page, &got);
+        if (e == TY_OK && got > 0) {
+            char **grown = realloc(all, (n + got) * sizeof *all);
+            if (!grown) {
+                store_queues_free(page, got);
+                e = TY_ENOMEM;
+            } else {
+                all = grown;
+                memcpy(all + n, page, got * sizeof *page);
+                n += got;
+                free(page); /* the names now belong to all */
+            }
+        }
+        if (e != TY_OK) {
+            store_queues_free(all, n);
+            return e;
+        }
+        if (got < QUEUES_PAGE)
+            break;
+    }
+    admit_head *h = n ? calloc(n, sizeof *h) : NULL;
+    if (n && !h) {
+        store_queues_free(all, n);
+        return TY_ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (queue_room(s, all[i]) > 0)
+            h[k++] = (admit_head){.queue = all[i]};
+    *names = all;
+    *nnames = n;
+    *heads = h;
+    *nheads = k;
+    return TY_OK;
+}
+
 /* Admits PENDING jobs in order while they fit; see sched.h. */
 static void admit(sched *s, round *r, int64_t now)
 {
-    int64_t after_prio = 0, after_seq = 0;
-    int admitted = 0, looked = 0;
+    char **names = NULL;
+    size_t nnames = 0, nheads = 0;
+    admit_head *heads = NULL;
+    int admitted = 0;
     s->admit_wanted = 0;
-    while (looked < PENDING_BUDGET) {
-        store_job *page = NULL;
-        size_t n = 0;
-        if (store_jobs_pending(s->st, after_prio, after_seq, PENDING_PAGE, &page, &n) != TY_OK) {
-            s->admit_wanted = 1;
-            return;
+    s->read_failed = 0;
+    if (admit_heads(s, &names, &nnames, &heads, &nheads) != TY_OK)
+        goto failed;
+    for (;;) {
+        /* The best head: highest priority, then oldest. */
+        admit_head *best = NULL;
+        for (size_t i = 0; i < nheads; i++) {
+            admit_head *h = &heads[i];
+            int got = head_fill(s, h);
+            if (got < 0)
+                goto failed;
+            if (got == 0)
+                continue;
+            const store_job *a = &h->page[h->pos];
+            const store_job *b = best ? &best->page[best->pos] : NULL;
+            if (!b || a->priority > b->priority || (a->priority == b->priority && a->seq < b->seq))
+                best = h;
         }
-        for (size_t i = 0; i < n; i++) {
-            store_job *row = &page[i];
-            looked++;
-            after_prio = row->priority;
-            after_seq = row->seq;
-            if (job_find(s, row->id) || queue_full(s, row->queue))
-                continue;
-            sjob *j = NULL;
-            if (job_new(row, &j) != TY_OK) {
-                TY_LOG(TY_LOG_ERROR, "scheduler: cannot load a job", "{s:s}", "job_id", row->id);
-                continue;
-            }
-            char why[256] = "";
-            backend_job bj;
-            job_backend_view(j, j->attempt + 1, &bj);
-            ty_err e = s->be->ops->reserve(s->be, &bj, &j->res, why, sizeof why);
-            if (e == TY_EINVAL) {
-                job_link(s, j);
-                set_act(push(r, j, JOB_FAILED, "Unschedulable", "%s", why), ACT_DISCARD);
-                continue;
-            }
-            if (e != TY_OK) {
-                /* The head of the line waits for capacity; nothing passes it. */
-                job_free(j);
-                store_jobs_free(page, n);
-                return;
-            }
+        if (!best)
+            break; /* nothing left that may be admitted: wait for a change */
+        store_job *row = &best->page[best->pos++];
+        best->after_prio = row->priority;
+        best->after_seq = row->seq;
+        if (job_find(s, row->id))
+            continue; /* held already (a change of it waits to be written) */
+        sjob *j = NULL;
+        if (job_new(row, &j) != TY_OK) {
+            TY_LOG(TY_LOG_ERROR, "scheduler: cannot load a job", "{s:s}", "job_id", row->id);
+            continue;
+        }
+        char why[256] = "";
+        backend_job bj;
+        job_backend_view(j, j->attempt + 1, &bj);
+        ty_err e = s->be->ops->reserve(s->be, &bj, &j->res, why, sizeof why);
+        if (e == TY_EINVAL) {
             job_link(s, j);
-            push(r, j, JOB_ADMITTED, "Admitted", "queue %s, priority %lld", j->queue,
-                 (long long)row->priority);
-            record_begin(s, j, now);
-            change *c = push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s",
-                             j->attempt + 1, j->world, j->world == 1 ? "" : "s");
-            set_act(c, ACT_LAUNCH);
-            if (++admitted >= MAX_ADMITS_PER_ROUND) {
-                s->admit_wanted = 1;
-                store_jobs_free(page, n);
-                return;
-            }
+            set_act(push(r, j, JOB_FAILED, "Unschedulable", "%s", why), ACT_DISCARD);
+            continue;
         }
-        store_jobs_free(page, n);
-        if (n < PENDING_PAGE)
-            return;
+        if (e != TY_OK) {
+            /* The head of the line waits for capacity; nothing passes it. A release wakes us. */
+            job_free(j);
+            break;
+        }
+        job_link(s, j);
+        push(r, j, JOB_ADMITTED, "Admitted", "queue %s, priority %lld", j->queue,
+             (long long)row->priority);
+        record_begin(s, j, now);
+        change *c = push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s", j->attempt + 1,
+                         j->world, j->world == 1 ? "" : "s");
+        set_act(c, ACT_LAUNCH);
+        if (++admitted >= MAX_ADMITS_PER_ROUND) {
+            s->admit_wanted = 1; /* more may fit: the next round goes on */
+            break;
+        }
     }
-    s->admit_wanted = 1; /* budget spent: look further next round */
+    goto out;
+failed:
+    /* The store could not be read: admission is tried again after a pause. */
+    s->admit_wanted = 1;
+    s->read_failed = 1;
+out:
+    for (size_t i = 0; i < nheads; i++)
+        store_jobs_free(heads[i].page, heads[i].n);
+    free(heads);
+    store_queues_free(names, nnames);
 }
 
 /* ---- acting after the commit ---------------------------------------------- */
@@ -1126,7 +1254,7 @@ static void *sched_main(void *arg)
         int busy = next.n > 0 || s->admit_wanted;
         for (sjob *j = s->jobs; j && !busy; j = j->next)
             busy = j->need_running || (j->dirty && j->have_record);
-        if (s->commit_failed) {
+        if (s->commit_failed || s->read_failed) {
             timeout = 200;
         } else if (busy) {
             timeout = 0;

@@ -12,7 +12,12 @@
  *   3. admits PENDING jobs by priority, then age, while their queue is under
  *      its limit and the backend can reserve the whole gang; the first job
  *      that does not fit stops admission (no backfill, so a big gang is not
- *      starved by a stream of small ones); a job that can never fit fails
+ *      starved by a stream of small ones); a job that can never fit fails.
+ *      Admission runs only after something that may let a job in (a
+ *      submission, a job that ended and freed its slots and its queue place,
+ *      a round that hit its admission cap), and reads only the queues under
+ *      their limit: jobs waiting in a queue at its limit cost nothing, and a
+ *      loop with nothing to do sleeps until the next event or deadline
  *   4. writes every decision of the round in one group commit
  *      (store_jobs_update), then acts: launches, signals, releases
  *

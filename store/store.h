@@ -192,13 +192,29 @@ typedef struct store_update {
 ty_err store_jobs_update(store *s, store_update *u, size_t n);
 
 /*
- * PENDING jobs in admission order: priority descending, then age (seq
- * ascending). With after_seq > 0 the walk resumes after the job (after_priority,
- * after_seq). At most limit (1..1000) jobs; *out is new (NULL when there are
- * none). Fewer than limit jobs means the walk is done.
+ * The admission order is per queue: each queue's PENDING jobs by priority
+ * descending, then age (seq ascending). The scheduler merges the heads of the
+ * queues it may admit from, so a queue at its limit costs it nothing however
+ * many jobs wait in it.
+ *
+ * store_pending_queues(): the names of the queues that hold PENDING jobs, in
+ * byte order, after `after` (NULL: from the first), at most limit (1..1000);
+ * fewer than limit means the list is done. Each name costs one index seek, not
+ * a walk of the queue's jobs. *out is a new array of new strings (NULL when
+ * there are none); free it with store_queues_free().
+ *
+ * store_jobs_pending(): the PENDING jobs of `queue` in admission order. With
+ * after_seq > 0 the walk resumes after the job (after_priority, after_seq),
+ * which need not be PENDING any more. At most limit (1..1000) jobs; *out is
+ * new (NULL when there are none). Fewer than limit jobs means the walk is done.
+ *
+ * Both read on a read connection, never the writer, each call in one snapshot.
  */
-ty_err store_jobs_pending(store *s, int64_t after_priority, int64_t after_seq, int limit,
-                          store_job **out, size_t *nout);
+ty_err store_pending_queues(store *s, const char *after, int limit, char ***out, size_t *nout);
+/* Frees n names and the array. Accepts NULL. */
+void store_queues_free(char **queues, size_t n);
+ty_err store_jobs_pending(store *s, const char *queue, int64_t after_priority, int64_t after_seq,
+                          int limit, store_job **out, size_t *nout);
 
 /* One job_events row as a change feed entry (like a watch event). */
 typedef struct store_change {

@@ -20,11 +20,15 @@
  * into jobs.attempt_json, so reading a job shows its current attempt without
  * a join, and the history of attempts stays readable after a restart.
  *
- * The admission order is a walk of the partial index jobs_pending (priority
- * descending, then seq): only PENDING jobs are in it, so its size follows the
- * queue, not the history. A cursor (priority, seq) resumes strictly after a
- * job in two index ranges: the rest of its priority, then the priorities
- * below, read in one transaction so both see the same snapshot.
+ * The admission order is per queue, a walk of the partial index
+ * jobs_pending_queue (queue, priority descending, then seq): only PENDING jobs
+ * are in it, so its size follows the waiting jobs, not the history. A cursor
+ * (priority, seq) resumes strictly after a job in two index ranges of its
+ * queue: the rest of its priority, then the priorities below, read in one
+ * transaction so both see the same snapshot. The queues that hold PENDING
+ * jobs are found by a loose index scan of the same index: one seek for the
+ * first queue name greater than the last one found, so listing them costs one
+ * seek per queue whatever the number of jobs waiting in each.
  *
  * The change feed is job_events read by its primary key: every submission and
  * every transition is one row, and seqs increase in commit order because the
@@ -37,6 +41,7 @@
 #include <string.h>
 
 #define PENDING_MAX_LIMIT 1000
+#define QUEUES_MAX_LIMIT 1000
 #define CHANGES_MAX_LIMIT 10000
 
 static const char SQL_SAVEPOINT_UPDATE[] = "SAVEPOINT upd";
@@ -50,11 +55,16 @@ static const char SQL_SET_RECORDS[] =
     "WHERE seq = ?1";
 
 static const char SQL_PENDING_AT[] =
-    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending "
-    "WHERE state = 0 AND priority = ?1 AND seq > ?2 ORDER BY priority DESC, seq LIMIT ?3";
+    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_queue "
+    "WHERE state = 0 AND queue = ?4 AND priority = ?1 AND seq > ?2 "
+    "ORDER BY priority DESC, seq LIMIT ?3";
 static const char SQL_PENDING_BELOW[] =
-    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending "
-    "WHERE state = 0 AND priority <= ?1 ORDER BY priority DESC, seq LIMIT ?3";
+    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_queue "
+    "WHERE state = 0 AND queue = ?4 AND priority <= ?1 ORDER BY priority DESC, seq LIMIT ?3";
+/* One step of the loose index scan: the first queue name after ?1 ('' before any). */
+static const char SQL_PENDING_QUEUE_AFTER[] =
+    "SELECT queue FROM jobs INDEXED BY jobs_pending_queue "
+    "WHERE state = 0 AND queue > ?1 ORDER BY queue LIMIT 1";
 static const char SQL_CHANGES[] =
     "SELECT e.seq, j.id, e.from_state, e.to_state FROM job_events AS e "
     "JOIN jobs AS j ON j.seq = e.job_seq WHERE e.seq > ?1 ORDER BY e.seq LIMIT ?2";
@@ -63,8 +73,9 @@ static const char SQL_ATTEMPTS[] =
     "SELECT a.attempt, a.record FROM jobs AS j LEFT JOIN attempts AS a ON a.job_seq = j.seq "
     "WHERE j.id = ?1 ORDER BY a.attempt";
 
-const char *const store_sched_sql[] = {SQL_PENDING_AT,   SQL_PENDING_BELOW, SQL_CHANGES,
-                                       SQL_CHANGES_HEAD, SQL_ATTEMPTS,      NULL};
+const char *const store_sched_sql[] = {SQL_PENDING_AT,   SQL_PENDING_BELOW, SQL_PENDING_QUEUE_AFTER,
+                                       SQL_CHANGES,      SQL_CHANGES_HEAD,  SQL_ATTEMPTS,
+                                       NULL};
 
 /* ---- batched updates (writer thread) ------------------------------------- */
 
@@ -173,9 +184,9 @@ ty_err store_jobs_update(store *s, store_update *u, size_t n)
 
 /* ---- reads --------------------------------------------------------------- */
 
-/* Appends to v the jobs sql returns for (priority, seq, limit). */
-static ty_err pending_read(store_conn *c, const char *sql, int64_t priority, int64_t seq, int limit,
-                           store_vec *v)
+/* Appends to v the jobs sql returns for (queue, priority, seq, limit). */
+static ty_err pending_read(store_conn *c, const char *sql, const char *queue, int64_t priority,
+                           int64_t seq, int limit, store_vec *v)
 {
     sqlite3_stmt *st = NULL;
     ty_err e = store_conn_stmt(c, sql, 0, &st);
@@ -184,13 +195,14 @@ static ty_err pending_read(store_conn *c, const char *sql, int64_t priority, int
     sqlite3_bind_int64(st, 1, priority);
     sqlite3_bind_int64(st, 2, seq);
     sqlite3_bind_int(st, 3, limit);
+    store_bind_text(st, 4, queue);
     return store_collect(st, sizeof(store_job), store_job_from_row, v);
 }
 
-ty_err store_jobs_pending(store *s, int64_t after_priority, int64_t after_seq, int limit,
-                          store_job **out, size_t *nout)
+ty_err store_jobs_pending(store *s, const char *queue, int64_t after_priority, int64_t after_seq,
+                          int limit, store_job **out, size_t *nout)
 {
-    if (!s || !out || !nout)
+    if (!s || !queue || !out || !nout)
         return TY_EINVAL;
     *out = NULL;
     *nout = 0;
@@ -202,12 +214,13 @@ ty_err store_jobs_pending(store *s, int64_t after_priority, int64_t after_seq, i
     if (e != TY_OK)
         goto out;
     if (after_seq == 0) {
-        e = pending_read(c, SQL_PENDING_BELOW, INT64_MAX, 0, limit, &v);
+        e = pending_read(c, SQL_PENDING_BELOW, queue, INT64_MAX, 0, limit, &v);
     } else {
         /* The rest of the cursor's priority, then the priorities below it. */
-        e = pending_read(c, SQL_PENDING_AT, after_priority, after_seq, limit, &v);
+        e = pending_read(c, SQL_PENDING_AT, queue, after_priority, after_seq, limit, &v);
         if (e == TY_OK && v.n < (size_t)limit && after_priority > INT64_MIN)
-            e = pending_read(c, SQL_PENDING_BELOW, after_priority - 1, 0, limit - (int)v.n, &v);
+            e = pending_read(c, SQL_PENDING_BELOW, queue, after_priority - 1, 0,
+                             limit - (int)v.n, &v);
     }
     store_read_end(c);
 out:
@@ -218,6 +231,67 @@ out:
     }
     *out = v.items;
     *nout = v.n;
+    return TY_OK;
+}
+
+void store_queues_free(char **queues, size_t n)
+{
+    if (!queues)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(queues[i]);
+    free(queues);
+}
+
+ty_err store_pending_queues(store *s, const char *after, int limit, char ***out, size_t *nout)
+{
+    if (!s || !out || !nout)
+        return TY_EINVAL;
+    *out = NULL;
+    *nout = 0;
+    if (limit < 1 || limit > QUEUES_MAX_LIMIT)
+        return TY_EINVAL;
+    char **names = calloc((size_t)limit, sizeof *names);
+    if (!names)
+        return TY_ENOMEM;
+    size_t n = 0;
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_read_begin(c);
+    if (e != TY_OK)
+        goto out;
+    if ((e = store_conn_stmt(c, SQL_PENDING_QUEUE_AFTER, 0, &st)) != TY_OK)
+        goto end;
+    /* Names are never empty (a CHECK of jobs.queue), so '' is before them all. */
+    const char *last = after ? after : "";
+    while (n < (size_t)limit) {
+        store_bind_text(st, 1, last);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+            break;
+        if (rc != SQLITE_ROW) {
+            e = store_sqlite_err(rc);
+            break;
+        }
+        if (!(names[n] = store_column_dup(st, 0))) {
+            e = TY_ENOMEM;
+            break;
+        }
+        last = names[n++];
+        sqlite3_reset(st);
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+end:
+    store_read_end(c);
+out:
+    store_reader_release(s, c);
+    if (e != TY_OK || n == 0) {
+        store_queues_free(names, n);
+        return e;
+    }
+    *out = names;
+    *nout = n;
     return TY_OK;
 }
 

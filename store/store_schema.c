@@ -18,9 +18,11 @@
  *   jobs(queue, state) = (queue, state, seq): queue with or without states
  *   jobs(name)         = (name, seq): the seqs of a name_prefix range
  *   job_labels         (key, value, seq): one descending stream per label
- *   jobs_pending       (priority DESC, seq) of the PENDING jobs only (partial):
- *                      the admission order, read in order without a sort;
- *                      jobs leave it when admitted, so it stays small
+ *   jobs_pending_queue (queue, priority DESC, seq) of the PENDING jobs only
+ *                      (partial): each queue's admission order, read in order
+ *                      without a sort, and the list of queues with PENDING
+ *                      jobs, one seek per queue (a loose index scan); jobs
+ *                      leave it when admitted, so it stays small
  * job_events is keyed by its own seq and indexed by (job_seq, seq), so a job's
  * history is one range read, oldest first, and the change feed (events after
  * a seq) is a range of its primary key. attempts is keyed by (job_seq,
@@ -32,6 +34,8 @@
  *   1  jobs, job_labels, job_events, idempotency_keys, tokens
  *   2  jobs.restarts, jobs.attempt_json (the current attempt's record),
  *      attempts, jobs_pending
+ *   3  jobs_pending_queue replaces jobs_pending: admission merges the queues
+ *      it may admit from, so a queue at its limit is never walked
  */
 #include "store/store_int.h"
 
@@ -100,6 +104,10 @@ static const char *const migrations[] = {
     "  PRIMARY KEY (job_seq, attempt)"
     ") STRICT, WITHOUT ROWID;"
     "CREATE INDEX jobs_pending ON jobs (priority DESC, seq) WHERE state = 0;",
+
+    /* 3: the admission order per queue; the global one has no reader left. */
+    "DROP INDEX jobs_pending;"
+    "CREATE INDEX jobs_pending_queue ON jobs (queue, priority DESC, seq) WHERE state = 0;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

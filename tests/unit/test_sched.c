@@ -251,6 +251,176 @@ static void test_queue_limit(void **state)
     free(order);
 }
 
+/* The ids of the jobs the scheduler admitted, in the order of their Admitted events ('|'). */
+static char *admitted_order(fixture *f, char (*ids)[STORE_ID_LEN + 1], const char *const *names,
+                            size_t n)
+{
+    char *all = calloc(1, 4096);
+    assert_non_null(all);
+    int64_t after = 0;
+    for (;;) {
+        store_change *ch = NULL;
+        size_t got = 0;
+        assert_int_equal(store_changes(f->st, after, 1000, &ch, &got), TY_OK);
+        for (size_t i = 0; i < got; i++) {
+            after = ch[i].seq;
+            if (ch[i].to != JOB_ADMITTED)
+                continue;
+            const char *name = "?";
+            for (size_t k = 0; k < n; k++)
+                if (strcmp(ids[k], ch[i].id) == 0)
+                    name = names[k];
+            if (all[0])
+                strcat(all, "|");
+            strncat(all, name, 4096 - strlen(all) - 2);
+        }
+        free(ch);
+        if (got < 1000)
+            return all;
+    }
+}
+
+static job_state state_of(fixture *f, const char *id)
+{
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+    job_state st = j->state;
+    store_jobs_free(j, 1);
+    return st;
+}
+
+/*
+ * Admission merges the queues under their limit in one order (priority, then
+ * age): a queue at its limit is passed over whatever its priorities, a queue
+ * that reaches its limit during a round leaves it, a job that can never fit
+ * fails without holding anything, and the first job that does not fit holds
+ * the line for every queue.
+ *
+ * 4 slots. The blocker (4 ranks, queue "one" limited to 1) holds all of them
+ * while the others are submitted. When it ends, one round admits one-x (9),
+ * which fills "one", so one-y (8) waits behind d1 (7), c1 and c2 (5, oldest
+ * first); those four take the 4 slots; d2 (0, 4 ranks) waits. "paused"
+ * (limit 0) is never admitted, its priority 10 notwithstanding. When go2 lets
+ * them end, one-y comes before d2 whatever order they end in: d2 needs all 4
+ * slots and holds the line until then, and one-y outranks it.
+ */
+static void test_admission_across_queues(void **state)
+{
+    fixture *f = *state;
+    sched_queue_limit limits[] = {{"one", 1}, {"paused", 0}};
+    start_sched(f, 4, SCHED_UNLIMITED, limits, 2);
+    enum { BLOCKER, ONE_X, ONE_Y, PAUSED, D1, C1, WIDE, C2, D2, N };
+    static const char *const names[N] = {"blocker", "one-x", "one-y", "paused", "d1",
+                                         "c1",      "wide",  "c2",    "d2"};
+    char ids[N][STORE_ID_LEN + 1];
+    submit(f, "blocker", "one", 0, 4, 0, GATED("go", "blocker"), ids[BLOCKER]);
+    store_jobs_free(wait_state(f, ids[BLOCKER], 1u << JOB_RUNNING), 1);
+    submit(f, "one-x", "one", 9, 1, 0, GATED("go2", "one-x"), ids[ONE_X]);
+    submit(f, "one-y", "one", 8, 1, 0, "true", ids[ONE_Y]);
+    submit(f, "paused", "paused", 10, 1, 0, "true", ids[PAUSED]);
+    submit(f, "d1", "d", 7, 1, 0, GATED("go2", "d1"), ids[D1]);
+    submit(f, "c1", "c", 5, 1, 0, GATED("go2", "c1"), ids[C1]);
+    submit(f, "wide", "c", 6, 5, 0, "true", ids[WIDE]);
+    submit(f, "c2", "c", 5, 1, 0, GATED("go2", "c2"), ids[C2]);
+    submit(f, "d2", "d", 0, 4, 0, "true", ids[D2]);
+    touch(f, "go");
+    expect_done(f, ids[BLOCKER], JOB_SUCCEEDED);
+    expect_done(f, ids[WIDE], JOB_FAILED);
+    for (int i = ONE_X; i < N; i++)
+        if (i == ONE_X || i == D1 || i == C1 || i == C2)
+            store_jobs_free(wait_state(f, ids[i], 1u << JOB_RUNNING), 1);
+    assert_string_equal(job_state_name(state_of(f, ids[ONE_Y])), "PENDING");
+    assert_string_equal(job_state_name(state_of(f, ids[D2])), "PENDING");
+    assert_string_equal(job_state_name(state_of(f, ids[PAUSED])), "PENDING");
+    touch(f, "go2");
+    expect_done(f, ids[ONE_Y], JOB_SUCCEEDED);
+    expect_done(f, ids[D2], JOB_SUCCEEDED);
+    for (int i = ONE_X; i < N; i++)
+        if (i == ONE_X || i == D1 || i == C1 || i == C2)
+            expect_done(f, ids[i], JOB_SUCCEEDED);
+    char *order = admitted_order(f, ids, names, N);
+    assert_string_equal(order, "blocker|one-x|d1|c1|c2|one-y|d2");
+    free(order);
+    char reason[64];
+    free(last_event(f, ids[WIDE], reason, sizeof reason));
+    assert_string_equal(reason, "Unschedulable");
+    assert_string_equal(job_state_name(state_of(f, ids[PAUSED])), "PENDING");
+}
+
+/* Submits n jobs of `true` to queue in one commit. */
+static void submit_many(fixture *f, const char *queue, size_t n)
+{
+    json_t *spec = json_pack("{s:s, s:s, s:[s,s,s], s:{s:i}, s:{s:i, s:i}}", "name", "many",
+                             "image", "local", "command", "sh", "-c", "true", "workers", "count",
+                             1, "restart", "max", 0, "backoff_seconds", 0);
+    assert_non_null(spec);
+    char *text = json_dumps(spec, JSON_COMPACT);
+    store_job_new *in = calloc(n, sizeof *in);
+    assert_non_null(in);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (store_job_new){.name = "many", .queue = queue, .spec_json = text};
+    store_job *out = NULL;
+    size_t nout = 0;
+    int replayed = 0;
+    assert_int_equal(store_jobs_submit(f->st, in, n, NULL, NULL, &out, &nout, &replayed), TY_OK);
+    assert_int_equal(nout, n);
+    store_jobs_free(out, nout);
+    free(in);
+    free(text);
+    json_decref(spec);
+}
+
+static uint64_t rounds(fixture *f)
+{
+    sched_stats st;
+    sched_get_stats(f->sc, &st);
+    return st.rounds_total;
+}
+
+/* Waits until the loop has run its last round for what happened (it runs none for 300 ms). */
+static uint64_t wait_quiet(fixture *f)
+{
+    uint64_t before = rounds(f);
+    for (int waited = 0; waited < WAIT_MS; waited += 300) {
+        sleep_ms(300);
+        uint64_t now = rounds(f);
+        if (now == before)
+            return now;
+        before = now;
+    }
+    fail_msg("the scheduler never stopped running rounds (%llu so far)",
+             (unsigned long long)before);
+    return 0;
+}
+
+/*
+ * Jobs waiting in a queue at its limit cost no round: with 1,100 of them in a
+ * paused queue (more than one page of any walk) the loop sleeps, and a job of
+ * another queue still runs at once.
+ */
+static void test_full_queue_costs_no_rounds(void **state)
+{
+    fixture *f = *state;
+    sched_queue_limit limits[] = {{"sweep", 0}};
+    start_sched(f, 2, SCHED_UNLIMITED, limits, 1);
+    submit_many(f, "sweep", 1000);
+    submit_many(f, "sweep", 100);
+    uint64_t quiet = wait_quiet(f);
+    sleep_ms(1000);
+    assert_int_equal(rounds(f), quiet);
+
+    char other[27];
+    submit(f, "other", "default", 0, 1, 0, "true", other);
+    expect_done(f, other, JOB_SUCCEEDED);
+    uint64_t after = wait_quiet(f);
+    assert_true(after > quiet);
+    sleep_ms(1000);
+    assert_int_equal(rounds(f), after);
+    store_stats st;
+    store_get_stats(f->st, &st);
+    assert_int_equal(st.jobs_by_state[JOB_PENDING], 1100);
+}
+
 /* More ranks than slots fails at once, with the reason. */
 static void test_never_fits(void **state)
 {
@@ -340,6 +510,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_priority_then_age, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_backfill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission_across_queues, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_queue_costs_no_rounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_never_fits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_75_unasked_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_then_resume, setup, teardown),

@@ -391,18 +391,20 @@ static void test_counts_follow_committed_updates(void **state)
 
 /* ---- admission order ------------------------------------------------------ */
 
-/* Pages through the pending jobs with a cursor of `limit`; returns their seqs in order. */
-static size_t pending_walk(store *s, int limit, int64_t *seqs, size_t cap)
+/* Pages through a queue's pending jobs with a cursor of `limit`; returns their seqs in order. */
+static size_t pending_walk(store *s, const char *queue, int limit, int64_t *seqs, size_t cap)
 {
     size_t total = 0;
     int64_t after_prio = 0, after_seq = 0;
     for (;;) {
         store_job *jobs = NULL;
         size_t n = 0;
-        assert_int_equal(store_jobs_pending(s, after_prio, after_seq, limit, &jobs, &n), TY_OK);
+        assert_int_equal(store_jobs_pending(s, queue, after_prio, after_seq, limit, &jobs, &n),
+                         TY_OK);
         assert_true(n <= (size_t)limit);
         for (size_t i = 0; i < n; i++) {
             assert_int_equal(jobs[i].state, JOB_PENDING);
+            assert_string_equal(jobs[i].queue, queue);
             assert_true(total < cap);
             seqs[total++] = jobs[i].seq;
         }
@@ -426,7 +428,7 @@ static void test_pending_order(void **state)
     static const size_t order[] = {6, 1, 2, 4, 0, 5, 3, 8, 7};
     int64_t seqs[N + 1];
     for (int limit = 1; limit <= N + 1; limit++) {
-        size_t n = pending_walk(f->s, limit, seqs, N + 1);
+        size_t n = pending_walk(f->s, "default", limit, seqs, N + 1);
         assert_int_equal(n, N);
         for (size_t i = 0; i < N; i++)
             if (seqs[i] != jobs[order[i]].seq)
@@ -437,7 +439,7 @@ static void test_pending_order(void **state)
     /* The first page carries the whole job, its priority included. */
     store_job *page = NULL;
     size_t n = 0;
-    assert_int_equal(store_jobs_pending(f->s, 0, 0, 2, &page, &n), TY_OK);
+    assert_int_equal(store_jobs_pending(f->s, "default", 0, 0, 2, &page, &n), TY_OK);
     assert_int_equal(n, 2);
     assert_string_equal(page[0].id, jobs[6].id);
     assert_int_equal(page[0].priority, INT64_MAX);
@@ -448,31 +450,143 @@ static void test_pending_order(void **state)
     store_update u[] = {upd(jobs[1].id, JOB_PENDING, JOB_ADMITTED),
                         upd(jobs[3].id, JOB_PENDING, JOB_CANCELLED)};
     assert_int_equal(store_jobs_update(f->s, u, 2), TY_OK);
-    n = pending_walk(f->s, 3, seqs, N + 1);
+    n = pending_walk(f->s, "default", 3, seqs, N + 1);
     static const size_t rest[] = {6, 2, 4, 0, 5, 8, 7};
     assert_int_equal(n, sizeof rest / sizeof *rest);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(seqs[i], jobs[rest[i]].seq);
 
     /* A cursor on a job that left the order still resumes after its place. */
-    assert_int_equal(store_jobs_pending(f->s, 5, jobs[1].seq, 10, &page, &n), TY_OK);
+    assert_int_equal(store_jobs_pending(f->s, "default", 5, jobs[1].seq, 10, &page, &n), TY_OK);
     assert_int_equal(n, 6);
     assert_int_equal(page[0].seq, jobs[2].seq);
     store_jobs_free(page, n);
     /* After the lowest priority there is nothing. */
-    assert_int_equal(store_jobs_pending(f->s, INT64_MIN, jobs[7].seq, 10, &page, &n), TY_OK);
+    assert_int_equal(
+        store_jobs_pending(f->s, "default", INT64_MIN, jobs[7].seq, 10, &page, &n), TY_OK);
     assert_int_equal(n, 0);
     store_jobs_free(page, n);
 
     static const int bad_limits[] = {0, -1, 1001};
     for (size_t i = 0; i < sizeof bad_limits / sizeof *bad_limits; i++) {
         page = (store_job *)1;
-        assert_int_equal(store_jobs_pending(f->s, 0, 0, bad_limits[i], &page, &n), TY_EINVAL);
+        assert_int_equal(store_jobs_pending(f->s, "default", 0, 0, bad_limits[i], &page, &n),
+                         TY_EINVAL);
         assert_null(page);
         assert_int_equal(n, 0);
     }
-    assert_int_equal(store_jobs_pending(f->s, 0, -1, 10, &page, &n), TY_EINVAL);
+    assert_int_equal(store_jobs_pending(f->s, "default", 0, -1, 10, &page, &n), TY_EINVAL);
+    assert_int_equal(store_jobs_pending(f->s, NULL, 0, 0, 10, &page, &n), TY_EINVAL);
     store_jobs_free(jobs, N);
+}
+
+/* Submits one job of queue with priority; returns its seq. */
+static int64_t submit_q(store *s, const char *queue, int64_t priority)
+{
+    store_job_new in = job_template("job", queue);
+    in.priority = priority;
+    store_job *out = NULL;
+    size_t n = 0;
+    assert_int_equal(store_jobs_submit(s, &in, 1, NULL, NULL, &out, &n, NULL), TY_OK);
+    int64_t seq = out[0].seq;
+    store_jobs_free(out, n);
+    return seq;
+}
+
+/* Lists the queues with PENDING jobs in pages of `limit`; returns them joined with ','. */
+static void queues_walk(store *s, int limit, char *buf, size_t len)
+{
+    char last[64] = "";
+    buf[0] = '\0';
+    for (;;) {
+        char **q = NULL;
+        size_t n = 0;
+        assert_int_equal(store_pending_queues(s, last[0] ? last : NULL, limit, &q, &n), TY_OK);
+        assert_true(n <= (size_t)limit);
+        for (size_t i = 0; i < n; i++) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, len - used, "%s%s", used ? "," : "", q[i]);
+            snprintf(last, sizeof last, "%s", q[i]);
+        }
+        store_queues_free(q, n);
+        if (n < (size_t)limit)
+            return;
+    }
+}
+
+/*
+ * Each queue has its own admission order; the queues with PENDING jobs are
+ * listed in byte order, and a queue whose jobs all left PENDING leaves the list.
+ */
+static void test_pending_per_queue(void **state)
+{
+    store_fixture *f = *state;
+    static const struct {
+        const char *queue;
+        int64_t priority;
+    } in[] = {{"sweep", 0}, {"b", 3},     {"sweep", 9}, {"a", 1},     {"b", 3},
+              {"sweep", 9}, {"a", -1},    {"b", 5},     {"sweep", 0}, {"sweep-2", 0}};
+    enum { N = sizeof in / sizeof *in };
+    int64_t seq[N];
+    for (size_t i = 0; i < N; i++)
+        seq[i] = submit_q(f->s, in[i].queue, in[i].priority);
+    static const struct {
+        const char *queue;
+        size_t order[5];
+        size_t n;
+    } want[] = {{"sweep", {2, 5, 0, 8}, 4},
+                {"b", {7, 1, 4}, 3},
+                {"a", {3, 6}, 2},
+                {"sweep-2", {9}, 1},
+                {"none", {0}, 0}};
+    int64_t got[N + 1];
+    for (size_t q = 0; q < sizeof want / sizeof *want; q++)
+        for (int limit = 1; limit <= N + 1; limit++) {
+            size_t n = pending_walk(f->s, want[q].queue, limit, got, N + 1);
+            assert_int_equal(n, want[q].n);
+            for (size_t i = 0; i < n; i++)
+                if (got[i] != seq[want[q].order[i]])
+                    fail_msg("queue %s, limit %d, position %zu: seq %lld, want %lld",
+                             want[q].queue, limit, i, (long long)got[i],
+                             (long long)seq[want[q].order[i]]);
+        }
+
+    char list[256];
+    for (int limit = 1; limit <= 5; limit++) {
+        queues_walk(f->s, limit, list, sizeof list);
+        assert_string_equal(list, "a,b,sweep,sweep-2");
+    }
+    /* Paging starts strictly after the name given, which need not be listed itself. */
+    char **q = NULL;
+    size_t n = 0;
+    assert_int_equal(store_pending_queues(f->s, "aa", 10, &q, &n), TY_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(q[0], "b");
+    store_queues_free(q, n);
+    assert_int_equal(store_pending_queues(f->s, "sweep-2", 10, &q, &n), TY_OK);
+    assert_int_equal(n, 0);
+    assert_null(q);
+
+    /* Queue a empties (one job admitted, one cancelled): it leaves the list. */
+    store_job *ja = NULL;
+    size_t na = 0;
+    assert_int_equal(store_jobs_pending(f->s, "a", 0, 0, 10, &ja, &na), TY_OK);
+    assert_int_equal(na, 2);
+    store_update u[] = {upd(ja[0].id, JOB_PENDING, JOB_ADMITTED),
+                        upd(ja[1].id, JOB_PENDING, JOB_CANCELLED)};
+    assert_int_equal(store_jobs_update(f->s, u, 2), TY_OK);
+    store_jobs_free(ja, na);
+    queues_walk(f->s, 2, list, sizeof list);
+    assert_string_equal(list, "b,sweep,sweep-2");
+
+    static const int bad_limits[] = {0, -1, 1001};
+    for (size_t i = 0; i < sizeof bad_limits / sizeof *bad_limits; i++) {
+        q = (char **)1;
+        assert_int_equal(store_pending_queues(f->s, NULL, bad_limits[i], &q, &n), TY_EINVAL);
+        assert_null(q);
+        assert_int_equal(n, 0);
+    }
+    assert_int_equal(store_pending_queues(NULL, NULL, 10, &q, &n), TY_EINVAL);
 }
 
 static void test_pending_empty(void **state)
@@ -480,9 +594,15 @@ static void test_pending_empty(void **state)
     store_fixture *f = *state;
     store_job *page = (store_job *)1;
     size_t n = 9;
-    assert_int_equal(store_jobs_pending(f->s, 0, 0, 1000, &page, &n), TY_OK);
+    assert_int_equal(store_jobs_pending(f->s, "default", 0, 0, 1000, &page, &n), TY_OK);
     assert_int_equal(n, 0);
     store_jobs_free(page, n);
+    char **q = (char **)1;
+    n = 9;
+    assert_int_equal(store_pending_queues(f->s, NULL, 1000, &q, &n), TY_OK);
+    assert_int_equal(n, 0);
+    assert_null(q);
+    store_queues_free(q, n);
 }
 
 /* ---- change feed ---------------------------------------------------------- */
@@ -673,6 +793,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_counts_follow_committed_updates, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_pending_order, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_pending_per_queue, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_pending_empty, store_fixture_setup,
                                         store_fixture_teardown),

@@ -34,14 +34,18 @@ static void test_fresh_database_gets_current_version(void **state)
     store *s = open_store(&t);
     assert_true(store_schema_version() >= 1);
     assert_int_equal(db_int(t.db, "PRAGMA user_version"), store_schema_version());
-    static const char *const objects[] = {"jobs",   "job_labels", "job_events",  "idempotency_keys",
-                                          "tokens", "attempts",   "jobs_pending"};
+    static const char *const objects[] = {"jobs",   "job_labels", "job_events",
+                                          "idempotency_keys", "tokens", "attempts",
+                                          "jobs_pending_queue"};
     for (size_t i = 0; i < sizeof objects / sizeof *objects; i++) {
         char sql[160];
         snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_schema WHERE name = '%s'",
                  objects[i]);
         assert_int_equal(db_int(t.db, sql), 1);
     }
+    /* Replaced by jobs_pending_queue in version 3. */
+    assert_int_equal(db_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_pending'"),
+                     0);
     store_close(s);
     tdir_remove(&t);
 }
@@ -157,7 +161,7 @@ static void test_version_1_is_migrated(void **state)
 
     /* The new parts work on the old job: the admission order, records, the feed. */
     size_t n = 0;
-    assert_int_equal(store_jobs_pending(s, 0, 0, 10, &j, &n), TY_OK);
+    assert_int_equal(store_jobs_pending(s, "default", 0, 0, 10, &j, &n), TY_OK);
     assert_int_equal(n, 1);
     assert_string_equal(j->id, "01j0000000000000000000000a");
     store_jobs_free(j, n);
@@ -180,6 +184,58 @@ static void test_version_1_is_migrated(void **state)
     assert_int_equal(n, 1);
     assert_int_equal(ch[0].from, JOB_STATE_NONE);
     free(ch);
+    store_close(s);
+    tdir_remove(&t);
+}
+
+/*
+ * A database left at version 2 with jobs waiting in two queues: version 3
+ * replaces the global admission index by one per queue, and the waiting jobs
+ * are found in it, each queue in its own order.
+ */
+static void test_version_2_is_migrated(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    sqlite3 *db = NULL;
+    char err[256] = "";
+    assert_int_equal(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+                     SQLITE_OK);
+    if (store_schema_migrate_to(db, 2, err, sizeof err) != TY_OK)
+        fail_msg("migrating to version 2: %s", err);
+    static const char v2_jobs[] =
+        "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, "
+        "spec) VALUES "
+        "('01j0000000000000000000000a', 'j1', 'sweep', 0, 0, 0, 1000, 1000, '{}'),"
+        "('01j0000000000000000000000b', 'j2', 'other', 0, 0, 0, 1001, 1001, '{}'),"
+        "('01j0000000000000000000000c', 'j3', 'sweep', 5, 0, 0, 1002, 1002, '{}'),"
+        "('01j0000000000000000000000d', 'j4', 'done', 9, 6, 1, 1003, 1003, '{}')";
+    assert_int_equal(sqlite3_exec(db, v2_jobs, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), 2);
+    assert_int_equal(db_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_pending'"),
+                     1);
+
+    store *s = open_store(&t);
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), store_schema_version());
+    assert_int_equal(db_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_pending'"),
+                     0);
+    assert_int_equal(
+        db_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_pending_queue'"), 1);
+    char **q = NULL;
+    size_t n = 0;
+    assert_int_equal(store_pending_queues(s, NULL, 10, &q, &n), TY_OK);
+    assert_int_equal(n, 2); /* not 'done': its only job is not PENDING */
+    assert_string_equal(q[0], "other");
+    assert_string_equal(q[1], "sweep");
+    store_queues_free(q, n);
+    store_job *j = NULL;
+    assert_int_equal(store_jobs_pending(s, "sweep", 0, 0, 10, &j, &n), TY_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(j[0].id, "01j0000000000000000000000c"); /* priority 5 first */
+    assert_string_equal(j[1].id, "01j0000000000000000000000a");
+    store_jobs_free(j, n);
     store_close(s);
     tdir_remove(&t);
 }
@@ -236,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_reopen_is_idempotent_and_keeps_data),
         cmocka_unit_test(test_newer_schema_is_refused),
         cmocka_unit_test(test_version_1_is_migrated),
+        cmocka_unit_test(test_version_2_is_migrated),
         cmocka_unit_test(test_foreign_database_is_refused),
         cmocka_unit_test(test_garbage_file_is_refused),
         cmocka_unit_test(test_unopenable_path_fails_cleanly),
