@@ -1478,6 +1478,176 @@ static void test_queue_limit_per_queue(void **state)
     run_queue_limit_case(args, "train");
 }
 
+/* ---- 11. a full queue costs nothing ---------------------------------------- */
+
+#define SWEEP_JOBS 1100 /* more than one page of any walk of the waiting jobs */
+
+/* The scheduler's round counter from /metrics. */
+static unsigned long long sched_rounds(void)
+{
+    static const char name[] = "trainyard_scheduler_rounds_total ";
+    ty_http_resp *r = ty_req(g_c, "GET", "/metrics", NULL);
+    const char *line;
+    unsigned long long v = 0;
+    char *end = NULL;
+
+    EXPECT_STATUS(r, 200);
+    line = r->body;
+    while (line && strncmp(line, name, sizeof name - 1) != 0) {
+        line = strchr(line, '\n');
+        line = line ? line + 1 : NULL;
+    }
+    if (!line)
+        fail_msg("/metrics lacks %s", name);
+    v = strtoull(line + sizeof name - 1, &end, 10);
+    if (end == line + sizeof name - 1)
+        fail_msg("/metrics: bad value for %s", name);
+    ty_resp_destroy(r);
+    return v;
+}
+
+/*
+ * Waits until the scheduler has run its last round for what happened (no
+ * round for 300 ms), then checks that it runs none for a whole second.
+ * Returns the counter. Only counts are compared: a loop that keeps working
+ * never settles and fails here, however fast the machine.
+ */
+static unsigned long long expect_rounds_stand_still(const char *when)
+{
+    unsigned long long before = sched_rounds(), now;
+    int64_t deadline = now_ms() + DEADLINE_MS;
+
+    for (;;) {
+        sleep_ms(300);
+        now = sched_rounds();
+        if (now == before)
+            break;
+        if (now_ms() > deadline)
+            fail_msg("%s: the scheduler never stopped running rounds (%llu, then %llu)", when,
+                     before, now);
+        before = now;
+    }
+    sleep_ms(1000);
+    now = sched_rounds();
+    if (now != before)
+        fail_msg("%s: %llu scheduler rounds ran while nothing changed", when, now - before);
+    return now;
+}
+
+/* Submits jobs [first, first + n) of the sweep in one :batch. */
+static void submit_sweep(const char *shared, int first, int n)
+{
+    json_t *jobs = json_array(), *req;
+    ty_http_resp *r;
+    char *body;
+
+    for (int i = first; i < first + n; i++) {
+        char name[32], tag[16];
+        json_t *spec;
+        snprintf(name, sizeof name, "sweep-%d", i);
+        snprintf(tag, sizeof tag, "%d", i);
+        spec = sh_spec(name, 1, "echo \"$TAG\" >> \"$SHARED/order\"");
+        json_object_set_new(spec, "queue", json_string("sweep"));
+        json_object_set_new(spec, "priority", json_integer(i % 3));
+        json_object_set_new(spec, "env", json_pack("{s:s, s:s}", "SHARED", shared, "TAG", tag));
+        json_object_set_new(spec, "labels", json_pack("{s:s}", "case", "sweep"));
+        json_array_append_new(jobs, spec);
+    }
+    req = json_pack("{s:o}", "jobs", jobs);
+    body = dumps(req);
+    r = ty_req(g_c, "POST", "/v1/jobs:batch", body);
+    free(body);
+    EXPECT_STATUS(r, 201);
+    assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), n);
+    ty_resp_destroy(r);
+}
+
+/*
+ * 1,100 jobs wait in queue sweep (limit 1) behind a job that runs until it is
+ * cancelled: the scheduler runs no round while nothing changes, a job of
+ * another queue still runs at once, and once the blocker is cancelled the
+ * sweep runs to the end, one job at a time, by priority and then in
+ * submission order.
+ */
+static void test_full_queue_costs_nothing(void **state)
+{
+    static const char *const args[] = {"--local-slots", "4", "--queue-limit", "sweep=1", NULL};
+    char shared[PATH_MAX], order_path[PATH_MAX + 8], path[128], *blocker, *other;
+    unsigned long long quiet, later;
+    int64_t deadline;
+    json_t *spec;
+    ty_http_resp *r;
+
+    (void)state;
+    start_server(args);
+    snprintf(shared, sizeof shared, "%s/sweep", ty_server_dir(g_srv));
+    assert_int_equal(mkdir(shared, 0700), 0);
+    spec = sh_spec("sweep-blocker", 1, "sleep 1000");
+    json_object_set_new(spec, "queue", json_string("sweep"));
+    blocker = submit(spec);
+    json_decref(wait_state(blocker, "RUNNING"));
+    submit_sweep(shared, 0, 1000);
+    submit_sweep(shared, 1000, SWEEP_JOBS - 1000);
+
+    quiet = expect_rounds_stand_still("with the sweep waiting");
+    assert_int_equal(count_listed("label=case%3Dsweep&state=PENDING&limit=1000"), 1000);
+
+    other = submit(sh_spec("other-queue", 1, "true"));
+    json_decref(wait_state(other, "SUCCEEDED"));
+    later = expect_rounds_stand_still("after a job of another queue ran");
+    assert_true(later > quiet);
+
+    snprintf(path, sizeof path, "/v1/jobs/%s:cancel", blocker);
+    r = ty_req(g_c, "POST", path, NULL);
+    EXPECT_STATUS(r, 200);
+    ty_resp_destroy(r);
+    json_decref(wait_state(blocker, "CANCELLED"));
+
+    deadline = now_ms() + BURST_DEADLINE_MS;
+    while (count_listed("label=case%3Dsweep&state=" ACTIVE_STATES ",PENDING&limit=1") > 0) {
+        json_t *list = get_json("/v1/jobs?label=case%3Dsweep&state=FAILED,CANCELLED&limit=1");
+        const char *fid = jstr(json_array_get(json_object_get(list, "jobs"), 0), "id");
+        if (fid) {
+            dump_job(fid);
+            fail_msg("sweep job %s did not succeed", fid);
+        }
+        json_decref(list);
+        if (now_ms() > deadline)
+            fail_msg("the sweep did not end within %d s", BURST_DEADLINE_MS / 1000);
+        sleep_ms(200);
+    }
+
+    /* One at a time (limit 1), so the file holds the admission order. */
+    snprintf(order_path, sizeof order_path, "%s/order", shared);
+    {
+        char *text = slurp_or_fail(order_path), *line = text, *next;
+        int pos = 0;
+        for (int prio = 2; prio >= 0; prio--)
+            for (int i = 0; i < SWEEP_JOBS; i++) {
+                char *end = NULL;
+                long got;
+                if (i % 3 != prio)
+                    continue;
+                if (!line || !*line)
+                    fail_msg("the sweep ran %d jobs, not %d", pos, SWEEP_JOBS);
+                next = strchr(line, '\n');
+                if (next)
+                    *next++ = '\0';
+                got = strtol(line, &end, 10);
+                if (end == line || *end || got != i)
+                    fail_msg("sweep position %d: job %s ran, expected %d", pos, line, i);
+                line = next;
+                pos++;
+            }
+        if (line && *line)
+            fail_msg("the sweep ran more than %d jobs: %s", SWEEP_JOBS, line);
+        free(text);
+    }
+    free(blocker);
+    free(other);
+    finish();
+}
+
 int main(int argc, char **argv)
 {
     char err[1024];
@@ -1495,6 +1665,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_launch_failure, teardown),
         cmocka_unit_test_teardown(test_queue_limit, teardown),
         cmocka_unit_test_teardown(test_queue_limit_per_queue, teardown),
+        cmocka_unit_test_teardown(test_full_queue_costs_nothing, teardown),
     };
     int failed;
 
