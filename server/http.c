@@ -8,19 +8,61 @@
  * handler blocks every connection of its thread, so at most pool-size requests
  * could be in flight and group commit would degrade to a few jobs per fsync;
  * suspending connections would need an asynchronous store API. So each
- * connection gets a thread, bounded by the connection limit.
+ * connection gets a thread, bounded by the connection limit. A thread that
+ * waits for a slow client costs its stack's touched pages (tens of KiB), and
+ * 1,100 such connections were measured to leave /healthz and submissions
+ * unaffected, so slow clients are bounded by limits and a deadline rather
+ * than by a different threading model.
+ *
+ * Slow and hostile clients:
+ *   admission    the accept policy (on_accept) refuses a connection when its
+ *                address holds per_ip_limit connections, when connection_limit
+ *                connections are open, or when fewer than `reserve` slots are
+ *                left and its address already holds one: the reserve keeps
+ *                room for a health check or a scraper during a flood. A
+ *                connection admitted into the reserve is served only the
+ *                operations routes, with Connection: close. The counts live
+ *                here (conns_mu), updated by MHD_OPTION_NOTIFY_CONNECTION;
+ *                the accept policy, the notifications and libmicrohttpd's
+ *                own limit checks all run on its accept thread, in order.
+ *                libmicrohttpd's own limit is set above ours, so that it keeps
+ *                accepting (and we refuse at once, counted) instead of leaving
+ *                connections in the backlog.
+ *   deadline     a watchdog thread shuts down (shutdown(2)) each connection
+ *                whose current request has not been received whole within
+ *                request_deadline_ms of the connection becoming ready for it
+ *                (accepted, or its previous response completed). libmicrohttpd's
+ *                own timeout only measures inactivity, which a client sending a
+ *                byte now and then resets. The wait for a large-body slot is
+ *                the server's doing and is added to the deadline. A connection
+ *                that received bytes since it became ready gets a 408 first;
+ *                an idle keep-alive connection is simply closed.
+ *   answers      errors are problem+json. 414 and 431 (our limits, below
+ *                libmicrohttpd's memory per connection) and the answer to a
+ *                body that cannot be read to its end are written straight to
+ *                the socket, which then closes: building a response in
+ *                libmicrohttpd's pool fails when the headers filled it, and
+ *                such requests used to be dropped without an answer. Before a
+ *                connection with unread input is closed, it is half-closed and
+ *                drained for a bounded time (a "lingering close"): closing a
+ *                socket with unread data resets the connection, and the reset
+ *                can destroy the answer before the client has read it.
  *
  * Request lifecycle, as libmicrohttpd's doc/examples/largepost.c:
- *   1st call     allocate req_state (freed in on_completed), route, authenticate,
- *                check a declared Content-Length against max_body. An error found
- *                here is answered at once when a body follows (the body is never
- *                read; libmicrohttpd closes the connection), else on the final
- *                call (the connection stays open).
+ *   1st call     allocate req_state (freed in on_completed), check the request
+ *                target and header sizes (414/431, answered at once), route,
+ *                authenticate, check a declared Content-Length against
+ *                max_body. Another error found here is answered at once only
+ *                when the client waits for "100 Continue" (no body comes);
+ *                otherwise the body is read and dropped and the error answered
+ *                on the final call, so that a client still writing its body
+ *                reads the answer instead of a reset connection.
  *   body calls   append to a ty_buf capped at max_body; past the cap the rest
  *                is read and dropped (libmicrohttpd cannot answer in the
  *                middle of a body) and the answer is 413 on the final call;
  *                when more than DISCARD_MAX bytes would have to be dropped
- *                the connection is closed without an answer.
+ *                the answer is written at once and the connection closed with
+ *                a lingering close.
  *                A body above large_body (declared, or grown past it) first
  *                takes one of large_slots slots, waiting for one if needed:
  *                handling a body costs many times its size in memory, so the
@@ -46,13 +88,17 @@
 #include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,7 +110,23 @@
 #include "server/router.h"
 
 #define DEFAULT_CONNECTION_LIMIT 1024
+#define MIN_CONNECTION_LIMIT 16
+#define DEFAULT_PER_IP_LIMIT 64
+#define DEFAULT_REQUEST_DEADLINE_MS 30000
 #define DEFAULT_CONNECTION_TIMEOUT_S 60
+/* The reserve: connection_limit / RESERVE_DIV slots, 1..RESERVE_MAX. */
+#define RESERVE_DIV 16
+#define RESERVE_MAX 64
+/* The watchdog looks at the connections this often at most (and at least every deadline/4). */
+#define WATCHDOG_TICK_MS 250
+/* Receive-clock granularity allowed when telling an idle connection from a partial request. */
+#define IDLE_SLACK_MS 20
+/* A lingering close reads and drops at most this much, for at most this long. */
+#define LINGER_BYTES ((size_t)8 << 20)
+#define LINGER_MS 2000
+/* libmicrohttpd messages written to the log per window; the rest are counted. */
+#define LOG_BURST 20
+#define LOG_WINDOW_NS (60ull * 1000000000ull)
 #define LISTEN_BACKLOG 1024
 /* Body bytes read and dropped past max_body before the connection is closed instead. */
 #define DISCARD_MAX ((size_t)8 << 20)
@@ -75,9 +137,40 @@
 #define REQUEST_ID_MAX 64
 #define TOO_LARGE_DETAIL "the request body is larger than the server accepts"
 #define BUSY_DETAIL "too many large requests at once; retry later"
+#define RESERVE_DETAIL                                                                          \
+    "the server is at its connection limit; this connection is served only /healthz, /readyz " \
+    "and /metrics"
+#define DEADLINE_DETAIL "the request was not received in time"
+#define URI_DETAIL "the request target is longer than the server accepts (8192 bytes)"
 #define REQUEST_ID_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
 /* Bytes asked of a stream at a time (the chunk size on the wire at most). */
 #define STREAM_BLOCK ((size_t)32 << 10)
+
+/* Reasons a connection was refused or cut: the label values of the metric. */
+static const char *const refuse_reasons[] = {"per_ip_limit", "total_limit", "deadline",
+                                             "idle_timeout"};
+enum { REFUSED_PER_IP, REFUSED_TOTAL, REFUSED_DEADLINE, REFUSED_IDLE, REFUSED_NREASONS };
+
+/*
+ * One open connection, from MHD_CONNECTION_NOTIFY_STARTED to ..._CLOSED (its
+ * socket context). Fields below `next` are guarded by the server's conns_mu.
+ */
+typedef struct conn_state {
+    struct conn_state *prev, *next;  /* in srv->conns */
+    int fd;                          /* libmicrohttpd's socket; open until after CLOSED */
+    unsigned char ip[16];            /* client address; IPv4 as ::ffff:a.b.c.d */
+    int reserve;                     /* admitted into the reserve: operations routes only */
+    int received;                    /* its current request arrived whole: no deadline */
+    int cut;                         /* shut down by the watchdog */
+    uint64_t ready_ns;               /* ready for its current request (monotonic clock) */
+    uint64_t grace_ns;               /* time the server made the current request wait */
+} conn_state;
+
+/* Connections per client address: open addressing, linear probing; count 0 = empty. */
+typedef struct ip_slot {
+    unsigned char ip[16];
+    unsigned count;
+} ip_slot;
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -88,7 +181,24 @@ struct http_server {
     const api_route *routes;
     size_t nroutes;
     unsigned connection_limit;
+    unsigned per_ip_limit;
+    unsigned reserve;                /* the last slots of connection_limit (see the top) */
+    uint64_t deadline_ns;
     unsigned connection_timeout_s;
+    pthread_mutex_t conns_mu;        /* guards conns, nconns, ips, wd_stop */
+    pthread_cond_t wd_cv;            /* wakes the watchdog to stop (monotonic clock) */
+    conn_state *conns;               /* open connections */
+    unsigned nconns;
+    ip_slot *ips;
+    size_t ips_mask;                 /* capacity - 1, a power of two above 2 * connection_limit */
+    pthread_t watchdog;
+    int wd_running;
+    int wd_stop;
+    ty_counter_vec refused;          /* {reason}: connections refused or cut */
+    pthread_mutex_t log_mu;          /* guards the four below */
+    uint64_t log_window_ns;          /* start of the current log window */
+    unsigned log_written;            /* messages written in it */
+    unsigned long log_suppressed;    /* messages dropped in it */
     size_t large_body;
     unsigned large_wait_ms;
     pthread_mutex_t large_mu;        /* guards large_free */
@@ -133,7 +243,10 @@ typedef struct req_state {
     size_t discarded;                /* body bytes read and dropped after too_large or oom */
     int large;                       /* holds a large-body slot (released in on_completed) */
     int busy;                        /* no large-body slot in time: the answer is 503 */
-    int replied;                     /* a response has been queued */
+    int replied;                     /* a response has been queued (or written, see raw) */
+    int raw;                         /* the answer was written to the socket, which closes */
+    int discard;                     /* err decided on the 1st call: the body is read and dropped */
+    conn_state *conn;                /* the connection's state, or NULL */
     struct {                         /* an answer decided on the first call; status 0 = none */
         unsigned status;
         const char *code, *detail;   /* static strings */
@@ -201,9 +314,371 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
     size_t len = strlen(msg);
     while (len && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
         msg[--len] = '\0';
-    if (atomic_load(&srv->starting))
+    if (atomic_load(&srv->starting)) {
         memcpy(srv->start_error, msg, len + 1);
-    TY_LOG(TY_LOG_WARN, "http", "{s:s}", "detail", msg);
+        TY_LOG(TY_LOG_WARN, "http", "{s:s}", "detail", msg);
+        return;
+    }
+    /* Our own doing: a deliberate close after an answer written to the socket. */
+    if (strncmp(msg, "Application reported internal error", 35) == 0) {
+        TY_LOG(TY_LOG_DEBUG, "http", "{s:s}", "detail", msg);
+        return;
+    }
+    /*
+     * Every other message may come once per connection (a client's error, a
+     * limit): a flood of clients must not flood the log. LOG_BURST messages
+     * per window are written, the rest counted and summed up once.
+     */
+    unsigned long dropped = 0;
+    int write = 0;
+    uint64_t now = ty_time_mono_ns();
+    pthread_mutex_lock(&srv->log_mu);
+    if (now - srv->log_window_ns >= LOG_WINDOW_NS) {
+        dropped = srv->log_suppressed;
+        srv->log_suppressed = 0;
+        srv->log_written = 0;
+        srv->log_window_ns = now;
+    }
+    if (srv->log_written < LOG_BURST) {
+        srv->log_written++;
+        write = 1;
+    } else {
+        srv->log_suppressed++;
+    }
+    pthread_mutex_unlock(&srv->log_mu);
+    if (dropped)
+        TY_LOG(TY_LOG_WARN, "http messages suppressed", "{s:I, s:i}", "count",
+               (json_int_t)dropped, "window_s", (int)(LOG_WINDOW_NS / 1000000000ull));
+    if (write)
+        TY_LOG(TY_LOG_WARN, "http", "{s:s}", "detail", msg);
+}
+
+/* ---- connections: admission, the request deadline, raw answers ----------- */
+
+static size_t ip_hash(const unsigned char *ip)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (int i = 0; i < 16; i++)
+        h = (h ^ ip[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static void ip_from_sockaddr(const struct sockaddr *sa, unsigned char *ip)
+{
+    memset(ip, 0, 16);
+    if (sa && sa->sa_family == AF_INET) {
+        ip[10] = 0xff;
+        ip[11] = 0xff;
+        memcpy(ip + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        memcpy(ip, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+    }
+}
+
+/* The slot of ip, or the empty slot where it would go. Under conns_mu. */
+static ip_slot *ip_slot_of(http_server *srv, const unsigned char *ip)
+{
+    size_t i = ip_hash(ip) & srv->ips_mask;
+    while (srv->ips[i].count && memcmp(srv->ips[i].ip, ip, 16) != 0)
+        i = (i + 1) & srv->ips_mask;
+    return &srv->ips[i];
+}
+
+/* Drops one connection of ip; an emptied slot is filled by backward shifting. Under conns_mu. */
+static void ip_release(http_server *srv, const unsigned char *ip)
+{
+    ip_slot *s = ip_slot_of(srv, ip);
+    if (!s->count || --s->count)
+        return;
+    size_t i = (size_t)(s - srv->ips), j = i;
+    for (;;) {
+        j = (j + 1) & srv->ips_mask;
+        if (!srv->ips[j].count)
+            break;
+        size_t k = ip_hash(srv->ips[j].ip) & srv->ips_mask;
+        /* The entry at j stays when its home k lies cyclically in (i, j]. */
+        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) {
+            srv->ips[i] = srv->ips[j];
+            srv->ips[j].count = 0;
+            i = j;
+        }
+    }
+}
+
+static void count_refused(http_server *srv, int reason)
+{
+    ty_counter_vec_add(&srv->refused, refuse_reasons[reason], NULL, 1);
+}
+
+/* MHD's accept policy: admission by address and in total (see the top of the file). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    http_server *srv = cls;
+    unsigned char ip[16];
+    int reason = -1;
+    (void)addrlen;
+    ip_from_sockaddr(addr, ip);
+    pthread_mutex_lock(&srv->conns_mu);
+    unsigned held = ip_slot_of(srv, ip)->count;
+    if (held >= srv->per_ip_limit)
+        reason = REFUSED_PER_IP;
+    else if (srv->nconns >= srv->connection_limit ||
+             (srv->nconns >= srv->connection_limit - srv->reserve && held > 0))
+        reason = REFUSED_TOTAL;
+    pthread_mutex_unlock(&srv->conns_mu);
+    if (reason < 0)
+        return MHD_YES;
+    count_refused(srv, reason);
+    return MHD_NO;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: tracks every open connection. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    http_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(
+            c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(
+            c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        conn_state *cs = calloc(1, sizeof *cs);
+        if (!cs || !fi) {
+            /* Untracked, it would escape the deadline and the limits: refuse it. */
+            if (fi)
+                shutdown(fi->connect_fd, SHUT_RDWR);
+            free(cs);
+            *socket_context = NULL;
+            return;
+        }
+        cs->fd = fi->connect_fd;
+        ip_from_sockaddr(ai ? ai->client_addr : NULL, cs->ip);
+        cs->ready_ns = ty_time_mono_ns();
+        pthread_mutex_lock(&srv->conns_mu);
+        ip_slot *s = ip_slot_of(srv, cs->ip);
+        if (!s->count)
+            memcpy(s->ip, cs->ip, 16);
+        s->count++;
+        cs->reserve = srv->nconns >= srv->connection_limit - srv->reserve;
+        srv->nconns++;
+        cs->next = srv->conns;
+        if (srv->conns)
+            srv->conns->prev = cs;
+        srv->conns = cs;
+        pthread_mutex_unlock(&srv->conns_mu);
+        *socket_context = cs;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_state *cs = *socket_context;
+        if (!cs)
+            return;
+        *socket_context = NULL;
+        pthread_mutex_lock(&srv->conns_mu);
+        if (cs->prev)
+            cs->prev->next = cs->next;
+        else
+            srv->conns = cs->next;
+        if (cs->next)
+            cs->next->prev = cs->prev;
+        ip_release(srv, cs->ip);
+        srv->nconns--;
+        pthread_mutex_unlock(&srv->conns_mu);
+        free(cs);
+    }
+}
+
+static conn_state *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (conn_state *)ci->socket_context : NULL;
+}
+
+/*
+ * The request on cs arrived whole (or is answered now): the deadline no longer
+ * applies to it. 0 when the watchdog cut the connection first.
+ */
+static int conn_received(http_server *srv, conn_state *cs)
+{
+    int ok = 1;
+    if (!cs)
+        return 1;
+    pthread_mutex_lock(&srv->conns_mu);
+    if (cs->cut)
+        ok = 0;
+    else
+        cs->received = 1;
+    pthread_mutex_unlock(&srv->conns_mu);
+    return ok;
+}
+
+/* The response to the request on cs completed: the deadline runs for the next one. */
+static void conn_ready(http_server *srv, conn_state *cs)
+{
+    if (!cs)
+        return;
+    pthread_mutex_lock(&srv->conns_mu);
+    cs->received = 0;
+    cs->grace_ns = 0;
+    cs->ready_ns = ty_time_mono_ns();
+    pthread_mutex_unlock(&srv->conns_mu);
+}
+
+/* The server made the request on cs wait this long: add it to its deadline. */
+static void conn_grace(http_server *srv, conn_state *cs, uint64_t ns)
+{
+    if (!cs)
+        return;
+    pthread_mutex_lock(&srv->conns_mu);
+    cs->grace_ns += ns;
+    pthread_mutex_unlock(&srv->conns_mu);
+}
+
+/*
+ * Writes a whole problem+json answer straight to the socket, ahead of
+ * anything libmicrohttpd would write (it must not write on fd afterwards:
+ * the caller closes the connection). Best effort and non-blocking: a socket
+ * whose buffer cannot take it now loses the answer, and the close follows.
+ */
+static void raw_problem(int fd, unsigned status, const char *code, const char *detail,
+                        const char *hkey, const char *hval, const char *request_id)
+{
+    api_resp r;
+    char head[768];
+    memset(&r, 0, sizeof r);
+    api_reply_problem(&r, status, code, NULL, detail, NULL);
+    const char *reason = MHD_get_reason_phrase_for(r.status);
+    int extra = hkey && hval && r.status == status;
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %u %s\r\nContent-Type: application/problem+json\r\n"
+                     "Content-Length: %zu\r\nX-Request-Id: %s\r\n%s%s%s%s"
+                     "Connection: close\r\n\r\n",
+                     r.status, reason && *reason ? reason : "Error", r.body ? r.body_len : 0,
+                     request_id, extra ? hkey : "", extra ? ": " : "", extra ? hval : "",
+                     extra ? "\r\n" : "");
+    if (n > 0 && (size_t)n < sizeof head) {
+        struct iovec iov[2] = {{head, (size_t)n}, {r.body, r.body ? r.body_len : 0}};
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+        (void)sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    api_resp_free(&r);
+}
+
+/*
+ * A lingering close, before the caller closes fd with input maybe unread:
+ * half-closes it (the client sees the answer end) and reads and drops what
+ * the client still sends until it closes its side, LINGER_BYTES were
+ * dropped, or LINGER_MS passed.
+ */
+static void linger_drain(int fd)
+{
+    char buf[16384];
+    size_t total = 0;
+    uint64_t end = ty_time_mono_ns() + (uint64_t)LINGER_MS * 1000000u;
+    shutdown(fd, SHUT_WR);
+    while (total < LINGER_BYTES) {
+        uint64_t now = ty_time_mono_ns();
+        if (now >= end)
+            break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)((end - now) / 1000000u) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                continue;
+            break;
+        }
+        total += (size_t)n;
+    }
+}
+
+/*
+ * The watchdog's verdict on a connection past its deadline (under conns_mu):
+ * a 408 when bytes arrived since it became ready (a request in progress),
+ * nothing for an idle one; then both directions are shut down, and
+ * libmicrohttpd, seeing the socket end, closes the connection.
+ */
+static void cut_connection(http_server *srv, conn_state *cs, uint64_t now)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    uint64_t waited_ms = (now - cs->ready_ns) / 1000000u;
+    int partial = 1;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(cs->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+        (uint64_t)ti.tcpi_last_data_recv + IDLE_SLACK_MS >= waited_ms)
+        partial = 0;
+    if (partial) {
+        char rid[REQUEST_ID_MAX + 1];
+        uint64_t k = atomic_fetch_add(&srv->rid_counter, 1);
+        snprintf(rid, sizeof rid, "%s-%08" PRIx64, srv->rid_prefix, k);
+        raw_problem(cs->fd, 408, "request-timeout", DEADLINE_DETAIL, NULL, NULL, rid);
+    }
+    shutdown(cs->fd, SHUT_RDWR);
+    cs->cut = 1;
+    count_refused(srv, partial ? REFUSED_DEADLINE : REFUSED_IDLE);
+}
+
+static void *watchdog_main(void *arg)
+{
+    http_server *srv = arg;
+    uint64_t tick_ns = srv->deadline_ns / 4;
+    if (tick_ns > (uint64_t)WATCHDOG_TICK_MS * 1000000u)
+        tick_ns = (uint64_t)WATCHDOG_TICK_MS * 1000000u;
+    pthread_mutex_lock(&srv->conns_mu);
+    while (!srv->wd_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += (long)(tick_ns % 1000000000u);
+        until.tv_sec += (time_t)(tick_ns / 1000000000u) + until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&srv->wd_cv, &srv->conns_mu, &until);
+        if (srv->wd_stop)
+            break;
+        uint64_t now = ty_time_mono_ns();
+        for (conn_state *cs = srv->conns; cs; cs = cs->next)
+            if (!cs->received && !cs->cut && now - cs->ready_ns > srv->deadline_ns + cs->grace_ns)
+                cut_connection(srv, cs, now);
+    }
+    pthread_mutex_unlock(&srv->conns_mu);
+    return NULL;
+}
+
+/* Appends the listener's families to a /metrics body (api/ renders the rest). */
+static void append_listener_metrics(http_server *srv, api_resp *r)
+{
+    ty_buf b = {0};
+    pthread_mutex_lock(&srv->conns_mu);
+    unsigned open = srv->nconns;
+    pthread_mutex_unlock(&srv->conns_mu);
+    ty_err e = ty_buf_append(&b, r->body, r->body_len);
+    if (!e)
+        e = ty_metrics_render_header(&b, "trainyard_http_connections_refused_total", "counter",
+                                     "Connections the listener refused or cut, by reason.");
+    if (!e)
+        e = ty_metrics_render_counter_vec(&b, "trainyard_http_connections_refused_total",
+                                          "reason", NULL, &srv->refused);
+    if (!e)
+        e = ty_metrics_render_header(&b, "trainyard_http_connections", "gauge",
+                                     "Connections open now.");
+    if (!e)
+        e = ty_buf_printf(&b, "trainyard_http_connections %u\n", open);
+    if (!e) {
+        char *body = NULL;
+        size_t len = 0;
+        if (ty_buf_steal(&b, &body, &len) == TY_OK) {
+            free(r->body);
+            r->body = body;
+            r->body_len = len;
+        }
+    }
+    ty_buf_free(&b);
 }
 
 static void make_request_id(http_server *srv, struct MHD_Connection *c, char *out)
@@ -261,7 +736,8 @@ static enum MHD_Result send_resp(http_server *srv, struct MHD_Connection *c, req
     for (size_t i = 0; i < r->nheaders; i++)
         if (r->headers[i].key && r->headers[i].value)
             MHD_add_response_header(mr, r->headers[i].key, r->headers[i].value);
-    if (atomic_load(&srv->draining))
+    /* A connection in the reserve is not kept: its slot is for the next health check. */
+    if (atomic_load(&srv->draining) || (st->conn && st->conn->reserve))
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(c, r->status, mr);
     if (ret == MHD_YES) {
@@ -315,7 +791,7 @@ static int declared_length(struct MHD_Connection *c, unsigned long long *len)
 }
 
 /* Takes a large-body slot, waiting up to large_wait_ms. 1 when taken. */
-static int large_acquire(http_server *srv)
+static int large_acquire_wait(http_server *srv)
 {
     struct timespec deadline;
     int taken = 0;
@@ -338,6 +814,15 @@ static int large_acquire(http_server *srv)
     return taken;
 }
 
+/* large_acquire_wait(), the wait not counted against the request's deadline. */
+static int large_acquire(http_server *srv, req_state *st)
+{
+    uint64_t t0 = ty_time_mono_ns();
+    int taken = large_acquire_wait(srv);
+    conn_grace(srv, st->conn, ty_time_mono_ns() - t0);
+    return taken;
+}
+
 static void large_release(http_server *srv)
 {
     pthread_mutex_lock(&srv->large_mu);
@@ -354,6 +839,117 @@ static int body_follows(struct MHD_Connection *c)
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
     return te != NULL || (cl != NULL && strspn(cl, "0") != strlen(cl));
+}
+
+/* 1 when the client waits for "100 Continue" before it sends the body. */
+static int expects_continue(struct MHD_Connection *c, const char *version)
+{
+    const char *ex = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    return ex && strcasecmp(ex, "100-continue") == 0 &&
+           strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
+}
+
+static enum MHD_Result add_arg_len(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    size_t *n = cls;
+    (void)kind;
+    *n += (key ? strlen(key) : 0) + (value ? strlen(value) + 1 : 0) + 1;
+    return MHD_YES;
+}
+
+/*
+ * 414 when the request target (path and query, decoded) is longer than
+ * HTTP_URL_MAX (on_uri catches a longer raw target first), 431 when the
+ * request line and headers take more than HTTP_HEADERS_MAX bytes, else 0.
+ */
+static unsigned check_sizes(struct MHD_Connection *c, const char *url)
+{
+    size_t target = strlen(url);
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_arg_len, &target);
+    if (target > HTTP_URL_MAX)
+        return 414;
+    const union MHD_ConnectionInfo *hi = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (hi && hi->header_size > HTTP_HEADERS_MAX)
+        return 431;
+    return 0;
+}
+
+/* The request context of a request whose target was refused in on_uri. */
+static char uri_refused;
+
+/*
+ * MHD_OPTION_URI_LOG_CALLBACK: the raw request target, before libmicrohttpd
+ * stores its query arguments in the connection's memory. A target over
+ * HTTP_URL_MAX is answered 414 here, written to the socket and followed by
+ * a lingering close: a request line that nearly fills that memory leaves
+ * libmicrohttpd no room for its arguments or for an answer, and it used to
+ * drop such a connection without one. Returns the request's context:
+ * &uri_refused for a refused target (on_access then ends the connection),
+ * else NULL (on_access starts the request as usual).
+ */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    http_server *srv = cls;
+    if (!uri || strlen(uri) <= HTTP_URL_MAX)
+        return NULL;
+    const union MHD_ConnectionInfo *fi = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (fi && conn_received(srv, conn_of(c))) {
+        char rid[REQUEST_ID_MAX + 1];
+        uint64_t k = atomic_fetch_add(&srv->rid_counter, 1);
+        snprintf(rid, sizeof rid, "%s-%08" PRIx64, srv->rid_prefix, k);
+        raw_problem(fi->connect_fd, 414, "uri-too-long", URI_DETAIL, NULL, NULL, rid);
+        linger_drain(fi->connect_fd);
+        if (srv->ctx && srv->ctx->http_requests)
+            ty_counter_vec_add(srv->ctx->http_requests, "unmatched", "414", 1);
+    }
+    return &uri_refused;
+}
+
+/*
+ * Answers with a problem written to the socket and closes the connection
+ * with a lingering close (see the top of the file). Returns MHD_NO, on which
+ * libmicrohttpd closes the connection.
+ */
+static enum MHD_Result answer_raw(http_server *srv, struct MHD_Connection *c, req_state *st,
+                                  unsigned status, const char *code, const char *detail,
+                                  const char *hkey, const char *hval)
+{
+    const union MHD_ConnectionInfo *fi = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!fi || !conn_received(srv, st->conn))
+        return MHD_NO;
+    raw_problem(fi->connect_fd, status, code, detail, hkey, hval, st->request_id);
+    linger_drain(fi->connect_fd);
+    st->replied = 1;
+    st->raw = 1;
+    st->status = status;
+    return MHD_NO;
+}
+
+/* The answer to a body that is being dropped, when it is too long to read to its end. */
+static enum MHD_Result answer_dropped_body(http_server *srv, struct MHD_Connection *c,
+                                           req_state *st)
+{
+    if (st->err.status)
+        return answer_raw(srv, c, st, st->err.status, st->err.code, st->err.detail, st->err.hkey,
+                          st->err.hval);
+    if (st->too_large)
+        return answer_raw(srv, c, st, 413, "body-too-large", TOO_LARGE_DETAIL, NULL, NULL);
+    if (st->busy)
+        return answer_raw(srv, c, st, 503, "unavailable", BUSY_DETAIL, NULL, NULL);
+    return answer_raw(srv, c, st, 503, "unavailable", "out of memory", NULL, NULL);
+}
+
+/* The routes a connection in the reserve is served. */
+static int is_ops_route(const req_state *st)
+{
+    const char *t = st->match.tmpl;
+    return (strcmp(st->method, "GET") == 0 || strcmp(st->method, "HEAD") == 0) && t &&
+           (strcmp(t, "/healthz") == 0 || strcmp(t, "/readyz") == 0 ||
+            strcmp(t, "/metrics") == 0);
 }
 
 /* Records the error answer decided on the first call. */
@@ -387,6 +983,10 @@ static void check_request(http_server *srv, struct MHD_Connection *c, req_state 
                   st->match.allow);
         return;
     }
+    if (st->conn && st->conn->reserve && !is_ops_route(st)) {
+        set_error(st, 503, "unavailable", RESERVE_DETAIL, "Retry-After", "1");
+        return;
+    }
     unsigned need = st->match.route->scope;
     if (need) {
         const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -417,7 +1017,7 @@ static void check_request(http_server *srv, struct MHD_Connection *c, req_state 
         return;
     }
     if (len > srv->large_body) {
-        st->large = large_acquire(srv);
+        st->large = large_acquire(srv, st);
         if (!st->large) {
             set_error(st, 503, "unavailable", BUSY_DETAIL, NULL, NULL);
             return;
@@ -429,7 +1029,7 @@ static void check_request(http_server *srv, struct MHD_Connection *c, req_state 
 }
 
 static enum MHD_Result begin_request(http_server *srv, struct MHD_Connection *c, const char *url,
-                                     const char *method, void **con_cls)
+                                     const char *method, const char *version, void **con_cls)
 {
     req_state *st = calloc(1, sizeof *st);
     if (!st)
@@ -443,15 +1043,33 @@ static enum MHD_Result begin_request(http_server *srv, struct MHD_Connection *c,
     st->path = strdup(url);
     if (!st->path)
         return MHD_NO;
+    st->conn = conn_of(c);
+
+    /* Written to the socket: libmicrohttpd's memory may be too full to build an answer. */
+    unsigned too_big = check_sizes(c, url);
+    if (too_big == 414)
+        return answer_raw(srv, c, st, 414, "uri-too-long", URI_DETAIL, NULL, NULL);
+    if (too_big == 431)
+        return answer_raw(srv, c, st, 431, "headers-too-large",
+                          "the request headers are larger than the server accepts (16384 bytes)",
+                          NULL, NULL);
 
     check_request(srv, c, st, url, method);
     /*
-     * An error with a body on its way is answered now: the body is never read
-     * and libmicrohttpd closes the connection after the answer. Without a body
-     * the answer waits for the final call, which keeps the connection alive.
+     * An error with a body on its way: a client waiting for "100 Continue"
+     * gets the answer now and sends no body. Any other client is already
+     * writing it: the body is read and dropped and the answer comes on the
+     * final call (a client whose writes fail on a closed connection may
+     * never read an answer sent early).
      */
-    if (st->err.status && body_follows(c))
-        return send_error(srv, c, st);
+    if (st->err.status && body_follows(c)) {
+        if (!expects_continue(c, version))
+            st->discard = 1;
+        else if (!conn_received(srv, st->conn))
+            return MHD_NO;
+        else
+            return send_error(srv, c, st);
+    }
     return MHD_YES;
 }
 
@@ -476,6 +1094,9 @@ static int is_token_change(const req_state *st)
 
 static enum MHD_Result finish_request(http_server *srv, struct MHD_Connection *c, req_state *st)
 {
+    /* From here on the request is the server's: the deadline no longer applies. */
+    if (!conn_received(srv, st->conn))
+        return MHD_NO;
     if (st->err.status)
         return send_error(srv, c, st);
     if (st->too_large)
@@ -521,6 +1142,9 @@ static enum MHD_Result finish_request(http_server *srv, struct MHD_Connection *c
     }
     if (resp.status < 300 && srv->auth && is_token_change(st))
         auth_cache_invalidate(srv->auth);
+    if (resp.status == 200 && resp.body && !resp.stream.read &&
+        strcmp(st->match.tmpl, "/metrics") == 0)
+        append_listener_metrics(srv, &resp);
     /* The body is no longer needed: free it before the response is sent. */
     ty_buf_free(&st->body);
     return send_resp(srv, c, st, &resp);
@@ -533,24 +1157,30 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 {
     http_server *srv = cls;
     req_state *st = *con_cls;
-    (void)version;
 
     if (!st)
-        return begin_request(srv, c, url, method, con_cls);
+        return begin_request(srv, c, url, method, version, con_cls);
+    if ((void *)st == (void *)&uri_refused)
+        return MHD_NO; /* answered in on_uri */
     if (*upload_data_size) {
-        if (!st->large && !st->busy && !st->too_large && !st->oom &&
+        if (!st->large && !st->busy && !st->too_large && !st->oom && !st->discard &&
             st->body.len + *upload_data_size > srv->large_body) {
             /* A body without a declared length just became large. */
-            st->large = large_acquire(srv);
+            st->large = large_acquire(srv, st);
             st->busy = !st->large;
             if (st->busy)
                 ty_buf_free(&st->body);
         }
-        if (st->too_large || st->oom || st->busy) {
-            /* Reading on keeps the connection usable for the 413/503; past a limit, hang up. */
+        if (st->discard || st->too_large || st->oom || st->busy) {
+            /*
+             * Reading on keeps the connection usable for the answer; past a
+             * limit, answer now and close (a lingering close).
+             */
             st->discarded += *upload_data_size;
+            *upload_data_size = 0;
             if (st->discarded > DISCARD_MAX)
-                return MHD_NO;
+                return answer_dropped_body(srv, c, st);
+            return MHD_YES;
         } else if (!st->replied) {
             ty_err e = ty_buf_append(&st->body, upload_data, *upload_data_size);
             if (e == TY_ETOOLARGE) {
@@ -578,6 +1208,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!st)
         return;
     *con_cls = NULL;
+    if ((void *)st == (void *)&uri_refused)
+        return;
 
     double seconds = (double)(ty_time_mono_ns() - st->start_ns) / 1e9;
     const char *route = st->rr == ROUTER_NOT_FOUND || !st->match.tmpl ? "unmatched"
@@ -600,7 +1232,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             .duration_ms = seconds * 1e3,
             .bytes = st->stream ? atomic_load(&st->stream->bytes) : st->bytes,
             .principal = st->principal,
-            .aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK,
+            .aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !st->raw,
         };
         reqlog_write(&le);
     } else {
@@ -609,6 +1241,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                route, "termination", (int)toe);
     }
     int large = st->large;
+    conn_ready(srv, st->conn);
     req_state_free(st);
     if (large) {
         /*
@@ -664,6 +1297,14 @@ ty_err http_server_bind(const http_options *opt, http_server **out, char *err, s
     srv->nroutes = opt->nroutes;
     srv->connection_limit = opt->connection_limit ? opt->connection_limit
                                                   : DEFAULT_CONNECTION_LIMIT;
+    if (srv->connection_limit < MIN_CONNECTION_LIMIT)
+        srv->connection_limit = MIN_CONNECTION_LIMIT;
+    srv->reserve = srv->connection_limit / RESERVE_DIV;
+    srv->reserve = srv->reserve < 1 ? 1 : srv->reserve > RESERVE_MAX ? RESERVE_MAX : srv->reserve;
+    srv->per_ip_limit = opt->per_ip_limit ? opt->per_ip_limit : DEFAULT_PER_IP_LIMIT;
+    srv->deadline_ns = (uint64_t)(opt->request_deadline_ms ? opt->request_deadline_ms
+                                                           : DEFAULT_REQUEST_DEADLINE_MS) *
+                       1000000u;
     srv->connection_timeout_s = opt->connection_timeout_s ? opt->connection_timeout_s
                                                           : DEFAULT_CONNECTION_TIMEOUT_S;
     srv->large_body = opt->large_body ? opt->large_body : DEFAULT_LARGE_BODY;
@@ -671,7 +1312,30 @@ ty_err http_server_bind(const http_options *opt, http_server **out, char *err, s
     srv->large_wait_ms = opt->large_wait_ms ? opt->large_wait_ms : DEFAULT_LARGE_WAIT_MS;
     pthread_mutex_init(&srv->large_mu, NULL);
     pthread_cond_init(&srv->large_cv, NULL);
-    ty_err e = ty_random_bytes(rnd, sizeof rnd);
+    pthread_mutex_init(&srv->conns_mu, NULL);
+    pthread_mutex_init(&srv->log_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&srv->wd_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    ty_counter_vec_init(&srv->refused);
+    /* Every reason has a sample from the start, so a dashboard sees zeros. */
+    for (int i = 0; i < REFUSED_NREASONS; i++)
+        ty_counter_vec_add(&srv->refused, refuse_reasons[i], NULL, 0);
+    srv->log_window_ns = ty_time_mono_ns();
+    /* At least twice the most addresses at once: probes stay short and always end. */
+    size_t cap = 64;
+    while (cap < 2 * ((size_t)srv->connection_limit + 1))
+        cap *= 2;
+    srv->ips_mask = cap - 1;
+    srv->ips = calloc(cap, sizeof *srv->ips);
+    ty_err e = srv->ips ? TY_OK : TY_ENOMEM;
+    if (e) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    e = ty_random_bytes(rnd, sizeof rnd);
     if (e) {
         snprintf(err, errlen, "no random bytes for request ids");
         goto out;
@@ -680,9 +1344,7 @@ ty_err http_server_bind(const http_options *opt, http_server **out, char *err, s
     e = bind_listen(opt->listen, &srv->listen_fd, &srv->port, err, errlen);
 out:
     if (e) {
-        pthread_cond_destroy(&srv->large_cv);
-        pthread_mutex_destroy(&srv->large_mu);
-        free(srv);
+        http_server_free(srv);
         return e;
     }
     *out = srv;
@@ -715,18 +1377,34 @@ ty_err http_server_start(http_server *srv, const api_ctx *ctx, auth_cache *auth,
     atomic_store(&srv->starting, 1);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    /* The logger goes first so that every message of the start reaches it. */
+    /*
+     * The logger goes first so that every message of the start reaches it.
+     * libmicrohttpd's connection limit is one above ours, so that on_accept
+     * decides (see the top of the file); its memory per connection is the
+     * hard bound on a request's line and headers.
+     */
     srv->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+        flags, 0, on_accept, srv, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
         MHD_OPTION_LISTEN_SOCKET, dfd, MHD_OPTION_CONNECTION_LIMIT,
-        srv->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, srv->connection_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+        srv->connection_limit + 1, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        HTTP_HARD_HEADER_BOUND, MHD_OPTION_CONNECTION_TIMEOUT, srv->connection_timeout_s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
+        srv, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, srv, MHD_OPTION_END);
     atomic_store(&srv->starting, 0);
     if (!srv->daemon) {
         snprintf(err, errlen, "cannot start the HTTP daemon%s%s", srv->start_error[0] ? ": " : "",
                  srv->start_error);
         return TY_EIO;
     }
+    int pe = pthread_create(&srv->watchdog, NULL, watchdog_main, srv);
+    if (pe != 0) {
+        MHD_stop_daemon(srv->daemon);
+        srv->daemon = NULL;
+        snprintf(err, errlen, "cannot start the request watchdog: %s", strerror(pe));
+        return TY_EIO;
+    }
+    srv->wd_running = 1;
     close(srv->listen_fd);
     srv->listen_fd = -1;
     return TY_OK;
@@ -758,6 +1436,15 @@ void http_server_shutdown(http_server *s, unsigned drain_ms)
     atomic_store(&s->stopping, 1);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    /* Every connection is closed now: nothing is left for the watchdog. */
+    if (s->wd_running) {
+        pthread_mutex_lock(&s->conns_mu);
+        s->wd_stop = 1;
+        pthread_cond_signal(&s->wd_cv);
+        pthread_mutex_unlock(&s->conns_mu);
+        pthread_join(s->watchdog, NULL);
+        s->wd_running = 0;
+    }
 }
 
 void http_server_free(http_server *s)
@@ -769,5 +1456,10 @@ void http_server_free(http_server *s)
         close(s->listen_fd);
     pthread_cond_destroy(&s->large_cv);
     pthread_mutex_destroy(&s->large_mu);
+    pthread_cond_destroy(&s->wd_cv);
+    pthread_mutex_destroy(&s->conns_mu);
+    pthread_mutex_destroy(&s->log_mu);
+    ty_counter_vec_destroy(&s->refused);
+    free(s->ips);
     free(s);
 }

@@ -13,8 +13,30 @@
  * Errors the server answers itself, as problem+json:
  *   404 not-found (no route), 405 method-not-allowed (+ Allow),
  *   401 unauthorized (+ WWW-Authenticate: Bearer), 403 forbidden,
- *   413 body-too-large, 503 unavailable (token list unreadable, no slot
- *   for a large body in time, or out of memory for the request).
+ *   408 request-timeout (the request was not received within the deadline),
+ *   413 body-too-large, 414 uri-too-long, 431 headers-too-large,
+ *   503 unavailable (token list unreadable, no slot for a large body in
+ *   time, out of memory for the request, or the connection was admitted
+ *   into the operations reserve and asks for another route).
+ * A request line or header block beyond libmicrohttpd's per-connection
+ * memory (HTTP_HARD_HEADER_BOUND bytes) is answered by libmicrohttpd itself
+ * (414/431 with its own short body), never dropped.
+ *
+ * Slow and hostile clients (see the top of http.c):
+ *   - connections are admitted per client address (per_ip_limit) and in
+ *     total (connection_limit); the last slots of the total are a reserve
+ *     for addresses that hold no connection yet, and a connection admitted
+ *     into it is served only GET /healthz, /readyz and /metrics;
+ *   - each request must arrive whole (headers and body) within
+ *     request_deadline_ms of the moment its connection became ready for it
+ *     (accepted, or the previous response sent); slow writes do not extend
+ *     it. A connection past it is cut (408 when part of a request had
+ *     arrived; an idle keep-alive connection is simply closed);
+ *   - refusals and cuts are counted in the /metrics response:
+ *     trainyard_http_connections_refused_total{reason} with reason
+ *     per_ip_limit, total_limit, deadline or idle_timeout, and the gauge
+ *     trainyard_http_connections (open now). libmicrohttpd's own messages
+ *     are rate-limited in the log.
  */
 #ifndef TY_SERVER_HTTP_H
 #define TY_SERVER_HTTP_H
@@ -26,12 +48,20 @@
 #include "server/auth.h"
 #include "server/config.h"
 
+/* libmicrohttpd's memory per connection: the most request line plus headers it can take. */
+#define HTTP_HARD_HEADER_BOUND ((size_t)64 << 10)
+/* Our own limits, answered as problem+json: the request target, and the whole header block. */
+#define HTTP_URL_MAX ((size_t)8 << 10)
+#define HTTP_HEADERS_MAX ((size_t)16 << 10)
+
 typedef struct http_options {
     const config_listen *listen;     /* borrowed for the call */
     const api_route *routes;         /* the table to serve; borrowed, must outlive the server */
     size_t nroutes;
-    unsigned connection_limit;       /* 0 = 1024 */
-    unsigned connection_timeout_s;   /* idle keep-alive connections are closed after it; 0 = 60 */
+    unsigned connection_limit;       /* connections at once, 0 = 1024; at least 16 */
+    unsigned per_ip_limit;           /* connections at once per client address, 0 = 64 */
+    unsigned request_deadline_ms;    /* a request's headers and body, from ready; 0 = 30000 */
+    unsigned connection_timeout_s;   /* no byte moved for this long closes it; 0 = 60 */
     /*
      * Requests whose body exceeds large_body bytes (0 = 64 KiB) are handled at
      * most large_slots (0 = 2) at a time; the others wait for a slot, up to
