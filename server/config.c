@@ -286,6 +286,7 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
 {
     const char *listen_arg = NULL, *db = NULL, *max_body = NULL, *level = NULL;
     const char *slots = NULL, *gpus = NULL, *grace = NULL;
+    const char *max_conns = NULL, *max_per_ip = NULL, *deadline = NULL;
     int queue_flags = 0;
     ty_err e = TY_OK;
 
@@ -312,6 +313,12 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             gpus = v;
         else if ((r = opt_value(argc, argv, &i, "--stop-grace", &v)) != 0)
             grace = v;
+        else if ((r = opt_value(argc, argv, &i, "--max-connections-per-ip", &v)) != 0)
+            max_per_ip = v;
+        else if ((r = opt_value(argc, argv, &i, "--max-connections", &v)) != 0)
+            max_conns = v;
+        else if ((r = opt_value(argc, argv, &i, "--request-deadline", &v)) != 0)
+            deadline = v;
         else if ((r = opt_value(argc, argv, &i, "--queue-limit", &v)) != 0) {
             queue_flags = 1;
             if (r > 0 &&
@@ -368,6 +375,22 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     out->stop_grace_s = CONFIG_DEFAULT_STOP_GRACE;
     if ((v = flag_or_env(grace, "--stop-grace", "TRAINYARD_STOP_GRACE", &what)) &&
         (e = parse_count(v, what, 1, CONFIG_MAX_STOP_GRACE, &out->stop_grace_s, err, errlen)))
+        return e;
+    out->max_connections = CONFIG_DEFAULT_MAX_CONNECTIONS;
+    if ((v = flag_or_env(max_conns, "--max-connections", "TRAINYARD_MAX_CONNECTIONS", &what)) &&
+        (e = parse_count(v, what, CONFIG_MIN_MAX_CONNECTIONS, CONFIG_MAX_MAX_CONNECTIONS,
+                         &out->max_connections, err, errlen)))
+        return e;
+    out->max_connections_per_ip = CONFIG_DEFAULT_MAX_CONNECTIONS_PER_IP;
+    if ((v = flag_or_env(max_per_ip, "--max-connections-per-ip",
+                         "TRAINYARD_MAX_CONNECTIONS_PER_IP", &what)) &&
+        (e = parse_count(v, what, 1, CONFIG_MAX_MAX_CONNECTIONS, &out->max_connections_per_ip,
+                         err, errlen)))
+        return e;
+    out->request_deadline_s = CONFIG_DEFAULT_REQUEST_DEADLINE;
+    if ((v = flag_or_env(deadline, "--request-deadline", "TRAINYARD_REQUEST_DEADLINE", &what)) &&
+        (e = parse_count(v, what, 1, CONFIG_MAX_REQUEST_DEADLINE, &out->request_deadline_s, err,
+                         errlen)))
         return e;
     const char *limits = queue_flags ? NULL : env("TRAINYARD_QUEUE_LIMIT");
     while (limits && *limits) {
@@ -488,6 +511,22 @@ void config_usage_serve(FILE *f)
           "                        env TRAINYARD_MAX_BODY, default 1048576\n"
           "  --log-level LEVEL     debug, info, warn or error\n"
           "                        env TRAINYARD_LOG_LEVEL, default info\n"
+          "\n"
+          "Connections (slow or hostile clients):\n"
+          "  --max-connections N   connections open at once (16..65536); the last\n"
+          "                        N/16 (at most 64) are kept for addresses holding\n"
+          "                        none, and serve only /healthz, /readyz, /metrics\n"
+          "                        env TRAINYARD_MAX_CONNECTIONS, default 1024\n"
+          "  --max-connections-per-ip N\n"
+          "                        connections open at once from one client address\n"
+          "                        env TRAINYARD_MAX_CONNECTIONS_PER_IP, default 64\n"
+          "  --request-deadline SECONDS\n"
+          "                        a request's headers and body must arrive within\n"
+          "                        this time from when the connection is ready for it\n"
+          "                        (accepted, or the previous answer sent); later: 408\n"
+          "                        and the connection closes. Idle keep-alive\n"
+          "                        connections close after it too (1..3600)\n"
+          "                        env TRAINYARD_REQUEST_DEADLINE, default 30\n"
           "\n"
           "Running jobs (the local backend: every rank is a process on this machine):\n"
           "  --local-slots N       ranks that may run at once; a job starts only when all\n"

@@ -17,6 +17,9 @@
  *                                the queue) or "unlimited"; repeatable, the env
  *                                variable takes a comma-separated list
  *           --stop-grace SECS    TRAINYARD_STOP_GRACE   10
+ *           --max-connections N  TRAINYARD_MAX_CONNECTIONS  1024 (16..65536)
+ *           --max-connections-per-ip N  TRAINYARD_MAX_CONNECTIONS_PER_IP  64 (1..65536)
+ *           --request-deadline SECS  TRAINYARD_REQUEST_DEADLINE  30 (1..3600)
  *   token:  --db PATH, --server URL (TRAINYARD_SERVER), --token T (TRAINYARD_TOKEN),
  *           --name N, --scope S[,S...]
  */
@@ -40,6 +43,12 @@
 #define CONFIG_DEFAULT_STOP_GRACE 10
 #define CONFIG_MAX_SLOTS 65536
 #define CONFIG_MAX_STOP_GRACE 3600
+#define CONFIG_DEFAULT_MAX_CONNECTIONS 1024
+#define CONFIG_MIN_MAX_CONNECTIONS 16
+#define CONFIG_MAX_MAX_CONNECTIONS 65536
+#define CONFIG_DEFAULT_MAX_CONNECTIONS_PER_IP 64
+#define CONFIG_DEFAULT_REQUEST_DEADLINE 30
+#define CONFIG_MAX_REQUEST_DEADLINE 3600
 
 /* Longest HOST:PORT text: "[" + IPv6 text (45) + "]:" + 5 digits + NUL, rounded up. */
 #define CONFIG_ADDR_LEN 64
@@ -70,6 +79,9 @@ typedef struct config_serve {
     config_queue_limit queue_limits[CONFIG_MAX_QUEUE_LIMITS];
     size_t nqueue_limits;
     int stop_grace_s;              /* SIGTERM to SIGKILL, seconds */
+    int max_connections;           /* open at once, CONFIG_MIN_MAX_CONNECTIONS.. */
+    int max_connections_per_ip;    /* open at once per client address, 1.. */
+    int request_deadline_s;        /* a request's headers and body must arrive within it */
 } config_serve;
 
 typedef enum config_token_action {

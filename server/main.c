@@ -36,7 +36,7 @@
 #define AUTH_MAX_AGE_MS 1000
 
 /*
- * Every connection holds a descriptor; with up to 1024 connections the usual
+ * Every connection holds a descriptor; with up to --max-connections the usual
  * soft limit of 1024 open files leaves no room for the database and the
  * listening socket, so the soft limit is raised to the hard one.
  */
@@ -127,7 +127,14 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     raise_nofile_limit();
 
     /* Bind first: a busy port fails the start before the database is touched. */
-    http_options hopt = {.listen = &cfg->listen, .routes = api_routes, .nroutes = api_nroutes};
+    http_options hopt = {
+        .listen = &cfg->listen,
+        .routes = api_routes,
+        .nroutes = api_nroutes,
+        .connection_limit = (unsigned)cfg->max_connections,
+        .per_ip_limit = (unsigned)cfg->max_connections_per_ip,
+        .request_deadline_ms = (unsigned)cfg->request_deadline_s * 1000u,
+    };
     ty_err e = http_server_bind(&hopt, &srv, err, sizeof err);
     if (e) {
         TY_LOG(TY_LOG_ERROR, "cannot listen", "{s:s}", "error", err);
