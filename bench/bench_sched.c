@@ -5,7 +5,8 @@
  *
  * Usage:
  *   bench_sched [--trainyard PATH] [--stamp PATH] [--slots N] [--jobs N] [--rounds N]
- *               [--workers N] [--latency-jobs N] [--warmup N] [--keep] [--server-arg ARG]...
+ *               [--workers N] [--latency-jobs N] [--warmup N] [--idle N] [--idle-seconds S]
+ *               [--keep] [--server-arg ARG]...
  *
  *   --trainyard    the server binary (default: the one of this build tree)
  *   --stamp        bench_stamp, the latency run's job (default: this build tree's)
@@ -15,6 +16,8 @@
  *   --workers      ranks per throughput job (default 1)
  *   --latency-jobs jobs of the latency run, one at a time (default 200)
  *   --warmup       latency jobs run first and not counted (default 10)
+ *   --idle         jobs left waiting in a paused queue for the idle run (default 0: no idle run)
+ *   --idle-seconds how long the idle server is sampled (default 10)
  *   --keep         keep the temporary directory (database, logs, the server's log)
  *   --server-arg   one more argument for `trainyard serve` (repeatable), e.g. --log-level warn
  *
@@ -39,6 +42,17 @@
  * the scheduler's wake-up and admission, writing STARTING before the launch,
  * and posix_spawn + exec. Each job is waited for (SUCCEEDED) before the next,
  * so every one finds its slot free. Percentiles are nearest-rank.
+ *
+ * Idle (--idle N, after the other runs): the server is started with
+ * `--queue-limit idle=0`, and N jobs are submitted to queue "idle" through
+ * :batch (1,000 per request), so they wait for as long as the server runs,
+ * as a sweep held back by its parallelism limit does. Once the server has
+ * settled (no scheduler round and under 1 % of a core for a second, or 60 s
+ * at most: WAL checkpoints after the fill), its CPU time (/proc/<pid>/stat
+ * utime + stime) and trainyard_scheduler_rounds_total are read, the server
+ * is left alone for --idle-seconds, and both are read again: the share of
+ * one core it used, and the rounds it ran, while nothing changed. Target:
+ * under 1 % of a core.
  *
  * Output: human-readable figures, then one key=value line for scripts. Exit
  * status 0 when every job succeeded (targets missed or not), 1 otherwise,
@@ -83,6 +97,10 @@
 #define POLL_US 20000
 #define TARGET_JOBS_PER_S 500.0
 #define TARGET_P50_MS 5.0
+#define TARGET_IDLE_CPU_PCT 1.0
+#define IDLE_QUEUE "idle"
+#define IDLE_BATCH 1000
+#define SETTLE_TIMEOUT_MS 60000
 
 extern char **environ;
 
@@ -95,6 +113,8 @@ typedef struct opts {
     int workers;
     int latency_jobs;
     int warmup;
+    int idle;
+    int idle_seconds;
     int keep;
     const char *server_args[MAX_SERVER_ARGS];
     int nserver_args;
@@ -291,6 +311,10 @@ static void start_server(const opts *o)
     argv[n++] = g_srv.db;
     argv[n++] = "--local-slots";
     argv[n++] = slots;
+    if (o->idle > 0) {
+        argv[n++] = "--queue-limit";
+        argv[n++] = IDLE_QUEUE "=0";
+    }
     for (i = 0; i < (size_t)o->nserver_args; i++)
         argv[n++] = (char *)o->server_args[i];
     argv[n] = NULL;
@@ -645,14 +669,92 @@ static void latency_run(const opts *o, int n, const char *tag, double *lat, doub
     free(scratch.data);
 }
 
+/* ---- idle ---------------------------------------------------------------- */
+
+typedef struct idle_result {
+    double fill_s;       /* the submissions, seconds */
+    double settle_s;     /* until the server was quiet, seconds */
+    int settled;         /* 0: it never was, within SETTLE_TIMEOUT_MS */
+    double wall_s;       /* the sampled interval */
+    double cpu_s;        /* the server's CPU seconds over it */
+    double rounds;       /* scheduler rounds over it */
+    long long pending;   /* jobs PENDING at the end */
+} idle_result;
+
+/* {"jobs": [n specs of `true` in queue IDLE_QUEUE]} (new). */
+static char *idle_body(int first, int n)
+{
+    json_t *jobs = json_array(), *req;
+    char *text;
+
+    for (int i = first; i < first + n; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "idle-%d", i);
+        json_array_append_new(
+            jobs, json_pack("{s:s, s:s, s:s, s:[s], s:{s:i}}", "name", name, "queue", IDLE_QUEUE,
+                            "image", "local", "command", "true", "workers", "count", 1));
+    }
+    req = json_pack("{s:o}", "jobs", jobs);
+    text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    if (!text)
+        die("out of memory");
+    return text;
+}
+
+static void idle_run(const opts *o, idle_result *res)
+{
+    buf resp = {0}, scratch = {0};
+    double t0 = mono_ms(), deadline, cpu0, rounds0;
+
+    for (int first = 0; first < o->idle; first += IDLE_BATCH) {
+        int n = o->idle - first < IDLE_BATCH ? o->idle - first : IDLE_BATCH;
+        char *body = idle_body(first, n);
+        long status = http("POST", "/v1/jobs:batch", body, &resp);
+        free(body);
+        if (status != 201)
+            die("POST /v1/jobs:batch answered %ld: %.300s", status, resp.data ? resp.data : "");
+    }
+    res->fill_s = (mono_ms() - t0) / 1e3;
+
+    /* Settled: a second without a scheduler round and with under 1 % of a core. */
+    t0 = mono_ms();
+    deadline = t0 + SETTLE_TIMEOUT_MS;
+    res->settled = 0;
+    while (mono_ms() < deadline) {
+        double c = server_cpu_s(), r = metric_value("trainyard_scheduler_rounds_total", &scratch);
+        double w = mono_ms();
+        sleep_us(1000000);
+        w = (mono_ms() - w) / 1e3;
+        if (metric_value("trainyard_scheduler_rounds_total", &scratch) == r &&
+            100.0 * (server_cpu_s() - c) / w < TARGET_IDLE_CPU_PCT) {
+            res->settled = 1;
+            break;
+        }
+    }
+    res->settle_s = (mono_ms() - t0) / 1e3;
+
+    rounds0 = metric_value("trainyard_scheduler_rounds_total", &scratch);
+    cpu0 = server_cpu_s();
+    t0 = mono_ms();
+    sleep_us((long)o->idle_seconds * 1000000L);
+    res->cpu_s = server_cpu_s() - cpu0;
+    res->wall_s = (mono_ms() - t0) / 1e3;
+    res->rounds = metric_value("trainyard_scheduler_rounds_total", &scratch) - rounds0;
+    res->pending = jobs_in_state("PENDING", &scratch);
+    free(resp.data);
+    free(scratch.data);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_sched [--trainyard PATH] [--stamp PATH] [--slots N] [--jobs N] "
                "[--rounds N]\n"
-               "                   [--workers N] [--latency-jobs N] [--warmup N] [--keep] "
-               "[--server-arg ARG]...\n");
+               "                   [--workers N] [--latency-jobs N] [--warmup N] [--idle N] "
+               "[--idle-seconds S]\n"
+               "                   [--keep] [--server-arg ARG]...\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -680,6 +782,8 @@ static void parse_opts(int argc, char **argv, opts *o)
         {"workers", required_argument, NULL, 'w'},
         {"latency-jobs", required_argument, NULL, 'l'},
         {"warmup", required_argument, NULL, 'u'},
+        {"idle", required_argument, NULL, 'i'},
+        {"idle-seconds", required_argument, NULL, 'd'},
         {"keep", no_argument, NULL, 'k'},
         {"server-arg", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
@@ -688,7 +792,8 @@ static void parse_opts(int argc, char **argv, opts *o)
     int c, bad = 0;
 
     *o = (opts){.trainyard = BENCH_TRAINYARD, .stamp = BENCH_STAMP, .slots = 4, .jobs = 1000,
-                .rounds = 3, .workers = 1, .latency_jobs = 200, .warmup = 10};
+                .rounds = 3, .workers = 1, .latency_jobs = 200, .warmup = 10, .idle = 0,
+                .idle_seconds = 10};
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 't': o->trainyard = optarg; break;
@@ -699,6 +804,8 @@ static void parse_opts(int argc, char **argv, opts *o)
         case 'w': bad |= parse_int(optarg, 1, 4096, &o->workers); break;
         case 'l': bad |= parse_int(optarg, 0, 100000, &o->latency_jobs); break;
         case 'u': bad |= parse_int(optarg, 0, 100000, &o->warmup); break;
+        case 'i': bad |= parse_int(optarg, 0, 10000000, &o->idle); break;
+        case 'd': bad |= parse_int(optarg, 1, 3600, &o->idle_seconds); break;
         case 'k': o->keep = 1; break;
         case 'a':
             if (o->nserver_args >= MAX_SERVER_ARGS)
@@ -743,6 +850,8 @@ static void print_machine(const opts *o)
     printf("machine: %ld CPUs online, %s, kernel %s, load average %s\n",
            sysconf(_SC_NPROCESSORS_ONLN), model, u.release, load ? load : "?");
     printf("server: %s serve --listen 127.0.0.1:0 --local-slots %d", o->trainyard, o->slots);
+    if (o->idle > 0)
+        printf(" --queue-limit " IDLE_QUEUE "=0");
     for (int i = 0; i < o->nserver_args; i++)
         printf(" %s", o->server_args[i]);
     printf("\n        (data directory under %s)\n", g_srv.root);
@@ -756,6 +865,8 @@ int main(int argc, char **argv)
     round_result *rounds;
     double best = 0, *lat = NULL, *post = NULL, *warm_lat = NULL, *warm_post = NULL;
     double p50 = 0, p90 = 0, p99 = 0, lmax = 0, post50 = 0, post99 = 0;
+    double idle_pct = 0;
+    idle_result idle = {0};
 
     parse_opts(argc, argv, &o);
     signal(SIGPIPE, SIG_IGN);
@@ -820,6 +931,20 @@ int main(int argc, char **argv)
                post99);
     }
 
+    if (o.idle > 0) {
+        printf("\n== idle: %d jobs waiting in queue " IDLE_QUEUE " (--queue-limit " IDLE_QUEUE
+               "=0), the server left alone for %d s ==\n",
+               o.idle, o.idle_seconds);
+        fflush(stdout);
+        idle_run(&o, &idle);
+        idle_pct = 100.0 * idle.cpu_s / idle.wall_s;
+        printf("filled through :batch in %.1f s; %s after %.1f s\n", idle.fill_s,
+               idle.settled ? "settled" : "NOT settled", idle.settle_s);
+        printf("over %.1f s: server CPU %.3f s = %.2f%% of one core; %.0f scheduler rounds; "
+               "%lld jobs PENDING\n",
+               idle.wall_s, idle.cpu_s, idle_pct, idle.rounds, idle.pending);
+    }
+
     printf("\n== targets ==\n");
     if (o.rounds > 0)
         printf("%-44s %10.0f  %-10s %s\n", "queued jobs drained per second (best round)", best,
@@ -827,10 +952,14 @@ int main(int argc, char **argv)
     if (o.latency_jobs > 0)
         printf("%-44s %7.2f ms  %-10s %s\n", "submission to exec, p50", p50, "<= 5 ms",
                p50 <= TARGET_P50_MS ? "ok" : "MISSED");
+    if (o.idle > 0)
+        printf("%-44s %8.2f %%  %-10s %s\n", "idle server, jobs waiting in a full queue", idle_pct,
+               "< 1 %", idle_pct < TARGET_IDLE_CPU_PCT ? "ok" : "MISSED");
     printf("cpus=%ld slots=%d jobs=%d rounds=%d workers=%d best_jobs_per_s=%.1f "
-           "latency_jobs=%d p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f post_p50_ms=%.3f\n",
+           "latency_jobs=%d p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f post_p50_ms=%.3f "
+           "idle_jobs=%d idle_cpu_pct=%.3f idle_rounds=%.0f\n",
            sysconf(_SC_NPROCESSORS_ONLN), o.slots, o.jobs, o.rounds, o.workers, best,
-           o.latency_jobs, p50, p90, p99, lmax, post50);
+           o.latency_jobs, p50, p90, p99, lmax, post50, o.idle, idle_pct, idle.rounds);
 
     free(rounds);
     free(lat);

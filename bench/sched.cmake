@@ -1,7 +1,9 @@
 # bench_sched: the scheduling overhead of the local backend (how fast queued
-# jobs drain, submission-to-exec latency); bench_stamp is its latency job.
+# jobs drain, submission-to-exec latency) and, with --idle N, the CPU an idle
+# server uses while N jobs wait in a full queue; bench_stamp is its latency job.
 # Both default to the programs of this build tree:
 #   cmake --build BUILD --target bench_sched && BUILD/bench/bench_sched
+#   BUILD/bench/bench_sched --rounds 0 --latency-jobs 0 --idle 100000
 add_executable(bench_stamp ${CMAKE_CURRENT_LIST_DIR}/bench_stamp.c)
 ty_target(bench_stamp)
 
