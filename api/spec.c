@@ -232,7 +232,12 @@ ty_err spec_errors_init(spec_errors *e)
 {
     e->count = 0;
     e->list = json_array();
-    return e->list ? TY_OK : TY_ENOMEM;
+    e->seen = json_object();
+    if (!e->list || !e->seen) {
+        spec_errors_free(e);
+        return TY_ENOMEM;
+    }
+    return TY_OK;
 }
 
 void spec_errors_free(spec_errors *e)
@@ -240,18 +245,37 @@ void spec_errors_free(spec_errors *e)
     if (!e)
         return;
     json_decref(e->list);
+    json_decref(e->seen);
     e->list = NULL;
+    e->seen = NULL;
 }
 
 ty_err spec_errors_add(spec_errors *e, const char *path, const char *message)
 {
+    /* The key is path NUL message: neither may contain a NUL, so keys cannot collide. */
+    size_t plen = strlen(path), mlen = strlen(message);
+    ty_err rc = TY_OK;
+    json_t *item = NULL;
+    char *key = malloc(plen + 1 + mlen);
+    if (!key)
+        return TY_ENOMEM;
+    memcpy(key, path, plen + 1);
+    memcpy(key + plen + 1, message, mlen);
+    if (json_object_getn(e->seen, key, plen + 1 + mlen))
+        goto out; /* said already: once is enough */
+    if (json_object_setn_new_nocheck(e->seen, key, plen + 1 + mlen, json_true())) {
+        rc = TY_ENOMEM;
+        goto out;
+    }
     e->count++;
     if (json_array_size(e->list) >= SPEC_MAX_ERRORS)
-        return TY_OK;
-    json_t *item = json_pack("{s:s, s:s}", "path", path, "message", message);
+        goto out;
+    item = json_pack("{s:s, s:s}", "path", path, "message", message);
     if (!item || json_array_append_new(e->list, item))
-        return TY_ENOMEM;
-    return TY_OK;
+        rc = TY_ENOMEM;
+out:
+    free(key);
+    return rc;
 }
 
 /* ---- validation context -------------------------------------------------- */

@@ -56,17 +56,24 @@
  */
 ty_err spec_decode(const char *body, size_t len, json_t **out, char *msg, size_t msglen);
 
-/* Validation errors: a list of {"path", "message"} objects. */
+/*
+ * Validation errors: a list of {"path", "message"} objects, each pair once
+ * (a query parameter repeated with the same bad value is one error).
+ */
 typedef struct spec_errors {
     json_t *list; /* new array, at most SPEC_MAX_ERRORS entries */
-    size_t count; /* every error found, listed or not */
+    json_t *seen; /* new object: a key "path\0message" for every error counted */
+    size_t count; /* every distinct error found, listed or not */
 } spec_errors;
 
 /* TY_ENOMEM when the list cannot be allocated. */
 ty_err spec_errors_init(spec_errors *e);
 /* Releases the list (unless stolen: set e->list = NULL first). Accepts NULL. */
 void spec_errors_free(spec_errors *e);
-/* Appends one error (path and message copied). TY_ENOMEM. */
+/*
+ * Appends one error (path and message copied) unless the same path and
+ * message were added before; then nothing changes. TY_ENOMEM.
+ */
 ty_err spec_errors_add(spec_errors *e, const char *path, const char *message);
 
 /*
