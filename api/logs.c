@@ -9,7 +9,8 @@
  * sched_log_read(): server/ sends it chunked as it is read, and its free()
  * closes the log. With follow=true the reads wait for output while the rank
  * runs (server/ calls them from the connection's own thread), and the body
- * ends once the rank has ended and everything was sent.
+ * ends once the rank has ended and everything was sent. tail=N starts the body
+ * at the last N lines, followed or not.
  */
 #include "api/api_int.h"
 
@@ -17,14 +18,17 @@
 #include <string.h>
 
 #define LOG_CONTENT_TYPE "text/plain; charset=utf-8"
-/* Digits accepted in rank= and attempt=; more overflow int and name nothing anyway. */
+/* Digits accepted in rank=, attempt= and tail=; more overflow int and name nothing anyway. */
 #define MAX_DIGITS 9
+/* The most lines tail= may ask for: the backend finds them by reading backwards. */
+#define MAX_TAIL_LINES 100000
 
 typedef struct log_query {
     long rank;    /* -1 when not given: rank 0 */
     long attempt; /* -1 when not given: the job's current attempt */
     int follow;
-    int seen_rank, seen_attempt, seen_follow;
+    long tail;    /* -1 when not given: the whole log */
+    int seen_rank, seen_attempt, seen_follow, seen_tail;
 } log_query;
 
 /* A decimal number without sign or spaces, at most MAX_DIGITS digits; -1 otherwise. */
@@ -56,6 +60,7 @@ static void parse_query(const api_req *req, log_query *q, spec_errors *errs)
     q->rank = -1;
     q->attempt = -1;
     q->follow = 0;
+    q->tail = -1;
     for (size_t i = 0; i < req->nquery; i++) {
         const char *k = req->query[i].key, *v = req->query[i].value ? req->query[i].value : "";
         if (strcmp(k, "rank") == 0) {
@@ -79,6 +84,16 @@ static void parse_query(const api_req *req, log_query *q, spec_errors *errs)
                 q->follow = 1;
             else if (strcmp(v, "false") != 0)
                 spec_errors_add(errs, "query.follow", "must be true or false");
+        } else if (strcmp(k, "tail") == 0) {
+            if (repeated(errs, "query.tail", &q->seen_tail))
+                continue;
+            q->tail = parse_number(v);
+            if (q->tail < 1 || q->tail > MAX_TAIL_LINES) {
+                char msg[64];
+                snprintf(msg, sizeof msg, "must be an integer from 1 to %d", MAX_TAIL_LINES);
+                q->tail = -1;
+                spec_errors_add(errs, "query.tail", msg);
+            }
         } else {
             char path[96];
             snprintf(path, sizeof path, "query.%.80s", k);
@@ -177,7 +192,7 @@ void api_jobs_logs(const api_req *req, api_resp *resp)
     }
     int attempt = q.attempt > 0 ? (int)q.attempt : job->attempt;
     int rank = q.rank > 0 ? (int)q.rank : 0;
-    e = sched_log_open(req->ctx->sched, job->id, attempt, rank, q.follow, &log);
+    e = sched_log_open(req->ctx->sched, job->id, attempt, rank, q.follow, q.tail, &log);
     if (e == TY_ENOTFOUND) {
         snprintf(detail, sizeof detail, "rank %d of attempt %d has no log", rank, attempt);
         api_reply_problem(resp, 404, "log-not-found", NULL, detail, NULL);

@@ -99,11 +99,15 @@ typedef struct backend_ops {
      */
     ty_err (*recover)(backend *b, const char *job_id, int grace_ms, int *found);
     /*
-     * Opens the log of one rank of one attempt. TY_ENOTFOUND when that rank
+     * Opens the log of one rank of one attempt: from its beginning when
+     * tail_lines < 0, else from the start of its last tail_lines lines (all of
+     * it when it has fewer). A backend that caps logs begins a log whose older
+     * part was dropped with one line that says so. TY_ENOTFOUND when that rank
      * never started. log_read() returns the number of bytes copied, 0 at the
      * current end (more may come while the rank runs), -1 on an error.
      */
-    ty_err (*log_open)(backend *b, const char *job_id, int attempt, int rank, backend_log **out);
+    ty_err (*log_open)(backend *b, const char *job_id, int attempt, int rank, long tail_lines,
+                       backend_log **out);
     long (*log_read)(backend_log *l, char *buf, size_t max);
     void (*log_close)(backend_log *l);
     /* The capacity in ranks (-1 when unbounded or unknown) and how much of it

@@ -53,6 +53,7 @@
 #include "common/ty_log.h"
 #include "common/ty_time.h"
 #include "runtime/comm.h"
+#include "scheduler/ranklog.h"
 
 #define LOCAL_ID_LEN 26
 #define LOCAL_TICK_MS 20              /* waitid() polling period without pidfds */
@@ -103,7 +104,7 @@ typedef struct local_backend {
 } local_backend;
 
 struct backend_log {
-    int fd;
+    ranklog_reader *r;
 };
 
 static const backend_ops local_ops;
@@ -1062,45 +1063,48 @@ static ty_err local_recover(backend *b, const char *job_id, int grace_ms, int *f
 
 /* ---- logs (any thread) ---------------------------------------------------- */
 
+/*
+ * A rank's log is <data_dir>/logs/<id>/a<n>/rank-<r>.log, read through ranklog.h
+ * as one logical log (its .1 segment and the notice of dropped output included).
+ * A log written by a server from before logs left the job's directory is read
+ * from <data_dir>/jobs/<id>/logs/a<n>/rank-<r>.log, a single file.
+ */
 static ty_err local_log_open(backend *b, const char *job_id, int attempt, int rank,
-                             backend_log **out)
+                             long tail_lines, backend_log **out)
 {
     local_backend *lb = (local_backend *)b;
-    char path[PATH_MAX];
+    char path[PATH_MAX], old[PATH_MAX];
     if (!is_job_id(job_id) || attempt < 1 || rank < 0)
         return TY_ENOTFOUND;
-    if (path_fmt(path, sizeof path, "%s/jobs/%s/logs/a%d/rank-%d.log", lb->data_dir, job_id,
+    if (path_fmt(path, sizeof path, "%s/logs/%s/a%d/rank-%d.log", lb->data_dir, job_id, attempt,
+                 rank) != 0 ||
+        path_fmt(old, sizeof old, "%s/jobs/%s/logs/a%d/rank-%d.log", lb->data_dir, job_id,
                  attempt, rank) != 0)
         return TY_ENOTFOUND;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT || errno == ENOTDIR ? TY_ENOTFOUND : TY_EIO;
-    backend_log *l = malloc(sizeof *l);
-    if (!l) {
-        close(fd);
+    backend_log *l = calloc(1, sizeof *l);
+    if (!l)
         return TY_ENOMEM;
+    ty_err e = ranklog_reader_open(path, tail_lines, &l->r);
+    if (e == TY_ENOTFOUND)
+        e = ranklog_reader_open(old, tail_lines, &l->r);
+    if (e) {
+        free(l);
+        return e;
     }
-    l->fd = fd;
     *out = l;
     return TY_OK;
 }
 
 static long local_log_read(backend_log *l, char *buf, size_t max)
 {
-    for (;;) {
-        ssize_t n = read(l->fd, buf, max);
-        if (n >= 0)
-            return (long)n;
-        if (errno != EINTR)
-            return -1;
-    }
+    return ranklog_read(l->r, buf, max);
 }
 
 static void local_log_close(backend_log *l)
 {
     if (!l)
         return;
-    close(l->fd);
+    ranklog_reader_close(l->r);
     free(l);
 }
 

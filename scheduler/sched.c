@@ -1393,14 +1393,14 @@ struct sched_log {
 };
 
 ty_err sched_log_open(sched *s, const char *job_id, int attempt, int rank, int follow,
-                      sched_log **out)
+                      long tail_lines, sched_log **out)
 {
     if (!s || !job_id || strlen(job_id) != STORE_ID_LEN || attempt < 1 || rank < 0)
         return TY_EINVAL;
     sched_log *l = calloc(1, sizeof *l);
     if (!l)
         return TY_ENOMEM;
-    ty_err e = s->be->ops->log_open(s->be, job_id, attempt, rank, &l->bl);
+    ty_err e = s->be->ops->log_open(s->be, job_id, attempt, rank, tail_lines, &l->bl);
     if (e != TY_OK) {
         free(l);
         return e;

@@ -98,15 +98,16 @@ typedef struct sched_stats {
 void sched_get_stats(sched *s, sched_stats *out);
 
 /*
- * A rank's log. attempt >= 1 names the attempt. With follow, reads wait for
- * more output while that rank runs and the log ends when it has ended and
- * everything was read; without follow the log ends at its current end.
- * TY_ENOTFOUND when that rank never started.
+ * A rank's log. attempt >= 1 names the attempt. tail_lines < 0 reads it from
+ * the beginning, tail_lines >= 0 from the start of its last tail_lines lines.
+ * With follow, reads wait for more output while that rank runs and the log
+ * ends when it has ended and everything was read; without follow the log ends
+ * at its current end. TY_ENOTFOUND when that rank never started.
  */
 typedef struct sched_log sched_log;
 
 ty_err sched_log_open(sched *s, const char *job_id, int attempt, int rank, int follow,
-                      sched_log **out);
+                      long tail_lines, sched_log **out);
 /* Bytes copied (> 0), 0 at the end of the log, -1 on an error. May block while following. */
 long sched_log_read(sched_log *l, char *buf, size_t max);
 void sched_log_close(sched_log *l);

@@ -3,8 +3,8 @@
  * the query and its errors, the 404s, the 503 of a server without a
  * scheduler, and logs read through the real scheduler from the local backend,
  * whose ranks are `sh -c` processes (what a rank wrote to stdout and stderr,
- * by rank and attempt, followed until the rank ends). Every response is
- * checked against openapi.yaml by the fixture.
+ * by rank and attempt, followed until the rank ends, from its last N lines
+ * with tail=N). Every response is checked against openapi.yaml by the fixture.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,7 +92,15 @@ static void test_bad_queries(void **state)
         {{{"follow", "TRUE"}}, 1, "query.follow", "must be true or false"},
         {{{"follow", ""}}, 1, "query.follow", "must be true or false"},
         {{{"follow", "true"}, {"follow", "false"}}, 2, "query.follow", "must be given once"},
-        {{{"tail", "10"}}, 1, "query.tail", "unknown query parameter"},
+        {{{"tail", "0"}}, 1, "query.tail", "must be an integer from 1 to 100000"},
+        {{{"tail", "100001"}}, 1, "query.tail", "must be an integer from 1 to 100000"},
+        {{{"tail", "-1"}}, 1, "query.tail", "must be an integer from 1 to 100000"},
+        {{{"tail", "ten"}}, 1, "query.tail", "must be an integer from 1 to 100000"},
+        {{{"tail", ""}}, 1, "query.tail", "must be an integer from 1 to 100000"},
+        {{{"tail", "1.5"}}, 1, "query.tail", "must be an integer from 1 to 100000"},
+        {{{"tail", "99999999999999999999"}}, 1, "query.tail", "must be an integer from 1 to 100000"},
+        {{{"tail", "1"}, {"tail", "2"}}, 2, "query.tail", "must be given once"},
+        {{{"since", "10"}}, 1, "query.since", "unknown query parameter"},
         /* Every bad parameter is listed. */
         {{{"rank", "7"}, {"attempt", "x"}, {"since", "1"}},
          3,
@@ -345,6 +353,67 @@ static void test_follow(void **state)
     assert_string_equal(read_log(f, id, follow, 1), "one\ntwo\nthree\n");
 }
 
+/* tail=N: the last N lines of a log, ended or followed, with and without a last newline. */
+static void test_tail(void **state)
+{
+    fixture *f = *state;
+    char id[STORE_ID_LEN + 1], script[1024], go[160];
+    fx_sched_start(f);
+    snprintf(go, sizeof go, "%s/go-0", f->dir);
+    /* Rank 0 writes five lines, waits, writes a last line without a newline. */
+    snprintf(script, sizeof script,
+             "if [ \"$RANK\" = 1 ]; then printf 'one\\ntwo'; exit 0; fi\n"
+             "printf 'l1\\nl2\\nl3\\nl4\\nl5\\n'\n"
+             "while [ ! -e %s ]; do sleep 0.02; done\n"
+             "printf 'l6\\nend'\n",
+             go);
+    fx_submit_sh(f, NULL, 2, 0, script, id);
+    fx_wait_state(f, id, JOB_RUNNING);
+
+    /* Rank 1's log, followed to its end; its last line has no newline and counts. */
+    api_kv r1[] = {{"rank", "1"}, {"follow", "true"}};
+    assert_string_equal(read_log(f, id, r1, 2), "one\ntwo");
+    static const struct {
+        api_kv q[3];
+        size_t nq;
+        const char *want;
+    } ended[] = {
+        {{{"rank", "1"}, {"tail", "1"}}, 2, "two"},
+        {{{"rank", "1"}, {"tail", "2"}}, 2, "one\ntwo"},
+        {{{"rank", "1"}, {"tail", "100000"}}, 2, "one\ntwo"},
+        {{{"rank", "1"}, {"tail", "1"}, {"follow", "true"}}, 3, "two"},
+    };
+    for (size_t i = 0; i < sizeof ended / sizeof ended[0]; i++)
+        assert_string_equal(read_log(f, id, ended[i].q, ended[i].nq), ended[i].want);
+
+    /* Rank 0 runs: its log up to now is complete lines. Waiting for them to be
+     * there first, so that the tail has five lines to pick from. */
+    api_kv all[] = {{"rank", "0"}};
+    for (int i = 0; strcmp(read_log(f, id, all, 1), "l1\nl2\nl3\nl4\nl5\n") != 0; i++) {
+        if (i == 3000)
+            fail_msg("rank 0 did not write its five lines in a minute");
+        struct timespec t = {0, 20 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    api_kv t2[] = {{"tail", "2"}};
+    assert_string_equal(read_log(f, id, t2, 1), "l4\nl5\n");
+    api_kv t9[] = {{"tail", "9"}};
+    assert_string_equal(read_log(f, id, t9, 1), "l1\nl2\nl3\nl4\nl5\n");
+
+    /* Followed from its last line until the rank ends. */
+    pthread_t th;
+    later l;
+    snprintf(l.path, sizeof l.path, "%s", go);
+    assert_int_equal(pthread_create(&th, NULL, touch_later, &l), 0);
+    api_kv t1f[] = {{"tail", "1"}, {"follow", "true"}};
+    assert_string_equal(read_log(f, id, t1f, 2), "l5\nl6\nend");
+    pthread_join(th, NULL);
+    fx_wait_state(f, id, JOB_SUCCEEDED);
+    assert_string_equal(read_log(f, id, t2, 1), "l6\nend");
+    api_kv t3f[] = {{"follow", "true"}, {"tail", "3"}};
+    assert_string_equal(read_log(f, id, t3f, 2), "l5\nl6\nend");
+}
+
 /*
  * The scheduler writes STARTING before it starts the ranks, so a crash in
  * between leaves an attempt whose ranks never ran: the restarted server runs
@@ -394,6 +463,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_empty_log, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_reads_by_rank_and_attempt, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_follow, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_tail, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_rank_without_log, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

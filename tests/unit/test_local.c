@@ -446,7 +446,7 @@ static void test_logs(void **state)
     assert_int_equal(wait_events(b, ev, 1), 1);
 
     backend_log *l = NULL;
-    assert_int_equal(b->ops->log_open(b, id, 1, 0, &l), TY_OK);
+    assert_int_equal(b->ops->log_open(b, id, 1, 0, -1, &l), TY_OK);
     char buf[4096];
     size_t len = 0;
     long n;
@@ -459,12 +459,12 @@ static void test_logs(void **state)
     b->ops->log_close(l);
 
     l = NULL;
-    assert_int_equal(b->ops->log_open(b, id, 1, 1, &l), TY_ENOTFOUND);
-    assert_int_equal(b->ops->log_open(b, id, 2, 0, &l), TY_ENOTFOUND);
-    assert_int_equal(b->ops->log_open(b, "../../etc", 1, 0, &l), TY_ENOTFOUND);
+    assert_int_equal(b->ops->log_open(b, id, 1, 1, -1, &l), TY_ENOTFOUND);
+    assert_int_equal(b->ops->log_open(b, id, 2, 0, -1, &l), TY_ENOTFOUND);
+    assert_int_equal(b->ops->log_open(b, "../../etc", 1, 0, -1, &l), TY_ENOTFOUND);
     char other[27];
     make_id(other, "nolog");
-    assert_int_equal(b->ops->log_open(b, other, 1, 0, &l), TY_ENOTFOUND);
+    assert_int_equal(b->ops->log_open(b, other, 1, 0, -1, &l), TY_ENOTFOUND);
     assert_null(l);
     b->ops->release(b, a);
     b->ops->free(b);
@@ -650,7 +650,7 @@ static void test_relaunch_on_same_reservation(void **state)
 
     for (int attempt = 1; attempt <= 2; attempt++) {
         backend_log *l = NULL;
-        assert_int_equal(b->ops->log_open(b, id, attempt, 1, &l), TY_OK);
+        assert_int_equal(b->ops->log_open(b, id, attempt, 1, -1, &l), TY_OK);
         char buf[256], want[64];
         long n = b->ops->log_read(l, buf, sizeof buf - 1);
         assert_true(n > 0);
