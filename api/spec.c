@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/ty_buf.h"
+#include "common/ty_quantity.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -540,40 +541,13 @@ static const char *check_arg(const char *s, size_t len)
 
 #define QUANTITY_MSG "must be a Kubernetes quantity such as \"500m\", \"2\", \"1.5\" or \"4Gi\""
 
-/*
- * Kubernetes resource quantities: [+-] digits [. digits] then one of the
- * suffixes m k M G T P E Ki Mi Gi Ti Pi Ei or an exponent e<int>/E<int>.
- */
+/* Kubernetes resource quantities, in common/ty_quantity.h's grammar. */
 static const char *check_quantity(const char *s, size_t len)
 {
-    if (len == 0 || len > SPEC_MAX_QUANTITY)
+    double v;
+    if (len == 0 || len > SPEC_MAX_QUANTITY || ty_quantity_parse(s, len, &v) != TY_OK)
         return QUANTITY_MSG;
-    size_t i = 0;
-    int neg = 0, nonzero = 0, digits = 0;
-    if (s[i] == '+' || s[i] == '-')
-        neg = s[i++] == '-';
-    for (; i < len && is_digit(s[i]); i++, digits++)
-        nonzero |= s[i] != '0';
-    if (i < len && s[i] == '.')
-        for (i++; i < len && is_digit(s[i]); i++, digits++)
-            nonzero |= s[i] != '0';
-    if (digits == 0)
-        return QUANTITY_MSG;
-    const char *suf = s + i;
-    size_t sn = len - i;
-    int ok = sn == 0 || (sn == 1 && strchr("mkMGTPE", suf[0])) ||
-             (sn == 2 && suf[1] == 'i' && strchr("KMGTPE", suf[0]));
-    if (!ok && sn >= 2 && (suf[0] == 'e' || suf[0] == 'E')) {
-        size_t k = 1;
-        if (suf[k] == '+' || suf[k] == '-')
-            k++;
-        ok = k < sn;
-        for (; k < sn && ok; k++)
-            ok = is_digit(suf[k]);
-    }
-    if (!ok)
-        return QUANTITY_MSG;
-    if (neg || !nonzero)
+    if (!(v > 0))
         return "must be greater than 0";
     return NULL;
 }
