@@ -56,6 +56,8 @@ typedef struct backend_event {
     int exit_code;              /* >= 0 when it exited, -1 when killed */
     int signal;                 /* > 0 when killed by a signal, else 0 */
     int64_t time_ms;
+    char detail[160];           /* why the rank ended when the backend knows more than the
+                                   status ("out of memory: ..."), else "" */
 } backend_event;
 
 /* A reader of one rank's log. */

@@ -51,9 +51,11 @@
 #include <unistd.h>
 
 #include "common/ty_log.h"
+#include "common/ty_quantity.h"
 #include "common/ty_time.h"
 #include "runtime/comm.h"
 #include "scheduler/ranklog.h"
+#include "scheduler/sandbox.h"
 
 #define LOCAL_ID_LEN 26
 #define LOCAL_TICK_MS 20              /* waitid() polling period without pidfds */
@@ -71,6 +73,7 @@ typedef struct local_rank {
     int rank;
     pid_t pid;                    /* > 0 from spawn until reaped */
     int pidfd;                    /* -1 when none (fallback mode, or not running) */
+    sandbox_proc sp;              /* the rank's sandbox, when the backend has one */
 } local_rank;
 
 struct backend_attempt {
@@ -80,7 +83,7 @@ struct backend_attempt {
     int gpus_per_rank;
     int *gpus;                    /* world_size * gpus_per_rank indices, rank-major */
     int attempt;                  /* the attempt launched last, 0 before the first */
-    pid_t pgid;                   /* rank 0's pid while a rank is unreaped, else 0 */
+    pid_t pgid;                   /* unsandboxed: rank 0's pid while a rank is unreaped */
     int running;                  /* ranks spawned and not reaped yet */
     local_rank *ranks;            /* world_size, allocated with the reservation */
 };
@@ -101,6 +104,8 @@ typedef struct local_backend {
     int timer_armed;
     int running;                  /* unreaped ranks of every attempt */
     backend_attempt *attempts;    /* every reservation not released */
+    sandbox *sb;                  /* NULL only with sandbox off (local_options) */
+    ranklog_pump *pump;           /* writes every rank's log from its pipe */
 } local_backend;
 
 struct backend_log {
@@ -299,6 +304,13 @@ static ty_err env_common(local_backend *lb, backend_attempt *a, const backend_jo
     const char *base = lb->server_path;
     for (size_t i = 0; lb->server_env[i] && rc == TY_OK; i++)
         rc = env_put(e, lb->server_env[i]);
+    /* In a sandbox the server's home does not exist, and the user is another. */
+    if (lb->sb && rc == TY_OK)
+        rc = env_setf(e, "HOME=%s", jobdir);
+    if (lb->sb && rc == TY_OK)
+        rc = env_setf(e, "USER=%s", sandbox_user(lb->sb));
+    if (lb->sb && rc == TY_OK)
+        rc = env_setf(e, "LOGNAME=%s", sandbox_user(lb->sb));
     for (size_t i = 0; job->env && job->env[i] && rc == TY_OK; i++) {
         const char *s = job->env[i];
         if (!strchr(s, '=') || s[0] == '=') {
@@ -418,9 +430,12 @@ static void timer_update(local_backend *lb)
         lb->timer_armed = lb->running > 0;
 }
 
-/* Bookkeeping once a rank was reaped. */
-static void rank_forget(local_backend *lb, local_rank *lr)
+/* Bookkeeping once a rank was reaped; detail (may be NULL) gets what its sandbox
+ * knows of its end. */
+static void rank_forget(local_backend *lb, local_rank *lr, char *detail, size_t len)
 {
+    if (lb->sb)
+        sandbox_finish(lb->sb, &lr->sp, detail, len);
     if (lr->pidfd >= 0) {
         epoll_ctl(lb->evfd, EPOLL_CTL_DEL, lr->pidfd, NULL);
         close(lr->pidfd);
@@ -448,12 +463,70 @@ static void attempt_kill_reap(local_backend *lb, backend_attempt *a)
         local_rank *lr = &a->ranks[r];
         if (lr->pid <= 0)
             continue;
+        if (lb->sb)
+            sandbox_signal(&lr->sp, SIGKILL); /* ends its PID namespace */
         kill(lr->pid, SIGKILL);
         while (waitpid(lr->pid, NULL, 0) < 0 && errno == EINTR)
             ;
-        rank_forget(lb, lr);
+        rank_forget(lb, lr, NULL, 0);
     }
     timer_update(lb);
+}
+
+/* Records rank r of a as started with pid and watches it. On failure the rank is in a
+ * all the same, for the caller to kill and reap with the others. */
+static ty_err rank_started(local_backend *lb, backend_attempt *a, int r, pid_t pid, char *why,
+                           size_t whylen)
+{
+    local_rank *lr = &a->ranks[r];
+    lr->pid = pid;
+    lr->pidfd = -1;
+    a->running++;
+    lb->running++;
+    if (r == 0 && !lb->sb)
+        a->pgid = pid;
+    if (lb->use_pidfd) {
+        lr->pidfd = sys_pidfd_open(pid);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = lr};
+        if (lr->pidfd < 0 || epoll_ctl(lb->evfd, EPOLL_CTL_ADD, lr->pidfd, &ev) != 0) {
+            set_why(why, whylen, "cannot watch rank %d: %s", r, strerror(errno));
+            return TY_EIO;
+        }
+    }
+    return TY_OK;
+}
+
+/* resources.cpu (cores) and resources.memory (bytes) of the spec; 0 when absent. */
+static void job_resources(const backend_job *job, double *cpu, double *mem)
+{
+    json_t *res = json_object_get(job->spec, "resources");
+    const char *c = json_string_value(json_object_get(res, "cpu"));
+    const char *m = json_string_value(json_object_get(res, "memory"));
+    *cpu = *mem = 0;
+    if (c && ty_quantity_parse(c, strlen(c), cpu) != TY_OK)
+        *cpu = 0;
+    if (m && ty_quantity_parse(m, strlen(m), mem) != TY_OK)
+        *mem = 0;
+}
+
+/* Starts rank r of a in its sandbox, output to logfd. */
+static ty_err spawn_sandboxed(local_backend *lb, backend_attempt *a, int r, const char *exe,
+                              const backend_job *job, char *const envp[], const char *jobdir,
+                              int logfd, char *why, size_t whylen)
+{
+    local_rank *lr = &a->ranks[r];
+    sandbox_rank sr = {.job_id = a->id,
+                       .attempt = job->attempt,
+                       .rank = r,
+                       .job_dir = jobdir,
+                       .gpus = a->gpus + r * a->gpus_per_rank,
+                       .ngpus = a->gpus_per_rank};
+    job_resources(job, &sr.cpu, &sr.memory);
+    ty_err rc = sandbox_spawn(lb->sb, &sr, exe, (char *const *)job->argv, envp, logfd, &lr->sp,
+                              why, whylen);
+    if (rc != TY_OK)
+        return rc;
+    return rank_started(lb, a, r, lr->sp.pid, why, whylen);
 }
 
 /* Starts rank r of a. On failure why says what failed; a rank that did start is in a,
@@ -473,11 +546,23 @@ static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const cha
         set_why(why, whylen, "log path too long");
         return TY_EINVAL;
     }
-    /* Opened here rather than as a file action, so that a failure has a clear why. */
-    logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (logfd < 0) {
-        set_why(why, whylen, "cannot open %s: %s", logpath, strerror(errno));
+    /* The rank writes into a pipe; the pump writes the log, within its limit. */
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        set_why(why, whylen, "cannot make the log pipe of rank %d: %s", r, strerror(errno));
         return TY_EIO;
+    }
+    if ((rc = ranklog_pump_add(lb->pump, pfd[0], logpath)) != TY_OK) {
+        close(pfd[1]);
+        set_why(why, whylen, "cannot write the log %s: %s", logpath, ty_strerror(rc));
+        return rc;
+    }
+    logfd = pfd[1];
+    rc = TY_EIO;
+    if (lb->sb) {
+        rc = spawn_sandboxed(lb, a, r, exe, job, envp, jobdir, logfd, why, whylen);
+        close(logfd);
+        return rc;
     }
 
     /* Signals: the server blocks SIGTERM/SIGINT in every thread and ignores SIGPIPE;
@@ -525,23 +610,7 @@ static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const cha
         goto out;
     }
 
-    local_rank *lr = &a->ranks[r];
-    lr->pid = pid;
-    lr->pidfd = -1;
-    a->running++;
-    lb->running++;
-    if (r == 0)
-        a->pgid = pid;
-    if (lb->use_pidfd) {
-        lr->pidfd = sys_pidfd_open(pid);
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = lr};
-        if (lr->pidfd < 0 || epoll_ctl(lb->evfd, EPOLL_CTL_ADD, lr->pidfd, &ev) != 0) {
-            /* The caller kills and reaps the rank with the others. */
-            set_why(why, whylen, "cannot watch rank %d: %s", r, strerror(errno));
-            goto out;
-        }
-    }
-    rc = TY_OK;
+    rc = rank_started(lb, a, r, pid, why, whylen);
 out:
     if (err != 0)
         set_why(why, whylen, "cannot set up rank %d: %s", r, strerror(err));
@@ -585,6 +654,13 @@ static int rank_collect(local_backend *lb, local_rank *lr, backend_event *ev)
         while (waitid(P_PID, (id_t)lr->pid, &reaped, WEXITED) != 0 && errno == EINTR)
             ;
     }
+    /* Everything the rank wrote is in its log before its end is told: a reader
+     * after the exit sees the whole log. */
+    char logpath[PATH_MAX];
+    int still_open = 0;
+    if (path_fmt(logpath, sizeof logpath, "%s/logs/%s/a%d/rank-%d.log", lb->data_dir, a->id,
+                 a->attempt, lr->rank) == 0)
+        ranklog_pump_flush(lb->pump, logpath, &still_open);
 
     memset(ev, 0, sizeof *ev);
     ev->attempt = a;
@@ -594,13 +670,16 @@ static int rank_collect(local_backend *lb, local_rank *lr, backend_event *ev)
         TY_LOG(TY_LOG_WARN, "local: exit status of a rank lost", "{s:s,s:i}", "job_id", a->id,
                "rank", lr->rank);
         ev->exit_code = 255;
+    } else if (lb->sb) {
+        sandbox_status(si.si_code == CLD_EXITED ? si.si_status : -1,
+                       si.si_code == CLD_EXITED ? 0 : si.si_status, &ev->exit_code, &ev->signal);
     } else if (si.si_code == CLD_EXITED) {
         ev->exit_code = si.si_status;
     } else {
         ev->exit_code = -1;
         ev->signal = si.si_status;
     }
-    rank_forget(lb, lr);
+    rank_forget(lb, lr, ev->detail, sizeof ev->detail);
     return 1;
 }
 
@@ -703,11 +782,12 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
     }
 
     if (path_fmt(jobdir, sizeof jobdir, "%s/jobs/%s", lb->data_dir, a->id) != 0 ||
-        path_fmt(logdir, sizeof logdir, "%s/logs/a%d", jobdir, job->attempt) != 0) {
+        path_fmt(logdir, sizeof logdir, "%s/logs/%s/a%d", lb->data_dir, a->id, job->attempt) != 0) {
         set_why(why, whylen, "data dir path too long");
         return TY_EINVAL;
     }
-    /* checkpoints outlive attempts; logs/a<n> is new (datasets exists since start-up). */
+    /* checkpoints outlive attempts; logs/<id>/a<n> is new (datasets exists since start-up).
+     * The logs are the server's, out of the job's sight; the rest is the job's own. */
     char dirs[3][PATH_MAX];
     if (path_fmt(dirs[0], sizeof dirs[0], "%s/output", jobdir) != 0 ||
         path_fmt(dirs[1], sizeof dirs[1], "%s/checkpoints", jobdir) != 0 ||
@@ -719,6 +799,16 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
         if (mkdir_p(dirs[i]) != 0) {
             set_why(why, whylen, "cannot create %s: %s", dirs[i], strerror(errno));
             return TY_EIO;
+        }
+    }
+    if (lb->sb) {
+        const char *own[] = {jobdir, dirs[0], dirs[1]};
+        for (int i = 0; i < 3; i++) {
+            if (sandbox_own(lb->sb, own[i]) != TY_OK) {
+                set_why(why, whylen, "cannot give %s to the job's user: %s", own[i],
+                        strerror(errno));
+                return TY_EIO;
+            }
         }
     }
 
@@ -803,7 +893,15 @@ static size_t local_observe(backend *b, backend_event *ev, size_t max)
 
 static void local_signal(backend *b, backend_attempt *a, int hard)
 {
-    (void)b;
+    local_backend *lb = (local_backend *)b;
+    if (lb->sb) {
+        for (int r = 0; r < a->world_size; r++)
+            if (a->ranks[r].pid > 0 && sandbox_signal(&a->ranks[r].sp, hard ? SIGKILL : SIGTERM) != 0 &&
+                errno != ESRCH)
+                TY_LOG(TY_LOG_WARN, "local: cannot signal a rank's sandbox", "{s:s,s:i,s:s}",
+                       "job_id", a->id, "rank", r, "error", strerror(errno));
+        return;
+    }
     /* Only while a rank is unreaped: it pins the group id (see the top of the file). */
     if (a->running == 0 || a->pgid <= 0)
         return;
@@ -1014,7 +1112,7 @@ static int any_alive(const found_set *fs)
  */
 static ty_err local_recover(backend *b, const char *job_id, int grace_ms, int *found)
 {
-    (void)b;
+    local_backend *lb = (local_backend *)b;
     char entry[64];
     found_set fs = {0};
     int nfound = 0, sig = SIGTERM;
@@ -1023,6 +1121,10 @@ static ty_err local_recover(backend *b, const char *job_id, int grace_ms, int *f
     *found = 0;
     if (!is_job_id(job_id))
         return TY_EINVAL;
+    /* Sandboxed ranks died with the server that started them (--die-with-parent and
+     * their PID namespaces); what may be left is in their cgroups. */
+    if (lb->sb)
+        return sandbox_recover(lb->sb, job_id, found);
     snprintf(entry, sizeof entry, "TRAINYARD_JOB_ID=%s", job_id);
     uint64_t deadline = ty_time_mono_ns() + (uint64_t)(grace_ms > 0 ? grace_ms : 0) * 1000000u;
 
@@ -1127,6 +1229,8 @@ static void local_free(backend *b)
     }
     if (lb->evfd >= 0)
         close(lb->evfd);
+    ranklog_pump_free(lb->pump);
+    sandbox_free(lb->sb);
     if (lb->server_env)
         for (size_t i = 0; lb->server_env[i]; i++)
             free(lb->server_env[i]);
@@ -1186,6 +1290,41 @@ static ty_err join_bin_dirs(const char *const *dirs, char **out)
     }
     *out = s;
     return TY_OK;
+}
+
+/* The sandbox, with bin_path's directories and the data sets bound read-only. */
+static ty_err sandbox_start(local_backend *lb, const local_options *opt, char *err,
+                            size_t errlen)
+{
+    char *dirs = strdup(lb->bin_path);
+    char **list = calloc(strlen(lb->bin_path) / 2 + 2, sizeof *list);
+    ty_err rc = TY_ENOMEM;
+    if (!dirs || !list)
+        goto out;
+    size_t n = 0;
+    char *save = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save))
+        list[n++] = d;
+    sandbox_options so = {.data_dir = lb->data_dir,
+                          .ro_dirs = (const char *const *)list,
+                          .user = opt->user};
+    rc = sandbox_new(&so, &lb->sb, err, errlen);
+    if (rc != TY_OK)
+        goto out;
+    /* The data sets are for every job's user to read. */
+    char datasets[PATH_MAX];
+    snprintf(datasets, sizeof datasets, "%s/datasets", lb->data_dir);
+    if (chmod(datasets, 0755) != 0) {
+        set_why(err, errlen, "local sandbox: %s: %s", datasets, strerror(errno));
+        rc = TY_EIO;
+        goto out;
+    }
+    TY_LOG(TY_LOG_INFO, "local: jobs run sandboxed", "{s:s}", "sandbox",
+           sandbox_summary(lb->sb));
+out:
+    free(dirs);
+    free(list);
+    return rc;
 }
 
 ty_err local_backend_new(const local_options *opt, backend **out, char *err, size_t errlen)
@@ -1253,6 +1392,20 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
     if (rc != TY_OK) {
         set_why(err, errlen, "local backend: cannot resolve bin_dirs");
         goto fail;
+    }
+    rc = ranklog_pump_new(opt->log_limit > 0 ? (uint64_t)opt->log_limit : RANKLOG_DEFAULT_LIMIT,
+                          &lb->pump);
+    if (rc != TY_OK) {
+        set_why(err, errlen, "local backend: cannot start the log writer: %s", ty_strerror(rc));
+        goto fail;
+    }
+    if (opt->sandbox) {
+        if ((rc = sandbox_start(lb, opt, err, errlen)) != TY_OK)
+            goto fail;
+    } else {
+        TY_LOG(TY_LOG_WARN, "local: jobs run UNSANDBOXED, as the server's user, with access "
+               "to everything it can reach (--local-sandbox=off)", "{s:s}", "data_dir",
+               lb->data_dir);
     }
 
     /* pidfds need Linux 5.3; a seccomp profile may refuse them too. */

@@ -46,6 +46,10 @@ typedef struct local_options {
     int gpus;                      /* GPUs to hand out; -1 = count /dev/nvidia<N> */
     const char *server_url;        /* TRAINYARD_SERVER, or NULL */
     const char *const *bin_dirs;   /* prepended to PATH, NULL-terminated; may be NULL */
+    int sandbox;                   /* 1: every rank in its own sandbox (sandbox.h); 0: plain
+                                      processes of the server's user (--local-sandbox=off) */
+    const char *user;              /* with sandbox, when root: ranks' user; NULL: "trainyard" */
+    long long log_limit;           /* bytes kept of each rank's log (ranklog.h); 0: 256 MiB */
 } local_options;
 
 /* *out is new (free with out->ops->free). err holds a reason on failure. */

@@ -634,8 +634,12 @@ static void on_exit_event(sched *s, const backend_event *ev)
     j->alive--;
     j->dirty = 1;
     if (k->state == RANK_FAILED || k->state == RANK_KILLED) {
-        char msg[96];
+        char msg[256];
         describe_end(k, ev->rank, msg, sizeof msg);
+        if (ev->detail[0]) { /* what the backend knows beyond the status */
+            size_t n = strlen(msg);
+            snprintf(msg + n, sizeof msg - n, " (%s)", ev->detail);
+        }
         TY_LOG(TY_LOG_INFO, "rank ended", "{s:s, s:i, s:i, s:s}", "job_id", j->id, "attempt",
                j->attempt, "rank", ev->rank, "cause", msg);
         stop_gang(s, j, END_FAILED, msg, ev->time_ms);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api/tokens.h"
+#include "common/ty_quantity.h"
 #include "store/store.h"
 
 /* An environment variable, NULL when unset or empty. */
@@ -287,6 +288,7 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     const char *listen_arg = NULL, *db = NULL, *max_body = NULL, *level = NULL;
     const char *slots = NULL, *gpus = NULL, *grace = NULL;
     const char *max_conns = NULL, *max_per_ip = NULL, *deadline = NULL;
+    const char *sandbox = NULL, *user = NULL, *log_limit = NULL;
     int queue_flags = 0;
     ty_err e = TY_OK;
 
@@ -319,6 +321,12 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             max_conns = v;
         else if ((r = opt_value(argc, argv, &i, "--request-deadline", &v)) != 0)
             deadline = v;
+        else if ((r = opt_value(argc, argv, &i, "--local-sandbox", &v)) != 0)
+            sandbox = v;
+        else if ((r = opt_value(argc, argv, &i, "--local-user", &v)) != 0)
+            user = v;
+        else if ((r = opt_value(argc, argv, &i, "--local-log-limit", &v)) != 0)
+            log_limit = v;
         else if ((r = opt_value(argc, argv, &i, "--queue-limit", &v)) != 0) {
             queue_flags = 1;
             if (r > 0 &&
@@ -376,6 +384,28 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     if ((v = flag_or_env(grace, "--stop-grace", "TRAINYARD_STOP_GRACE", &what)) &&
         (e = parse_count(v, what, 1, CONFIG_MAX_STOP_GRACE, &out->stop_grace_s, err, errlen)))
         return e;
+    out->local_sandbox = 1;
+    if ((v = flag_or_env(sandbox, "--local-sandbox", "TRAINYARD_LOCAL_SANDBOX", &what))) {
+        if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+            return fail(err, errlen, "%s: expected on or off, got '%s'", what, v);
+        out->local_sandbox = strcmp(v, "on") == 0;
+    }
+    if ((v = flag_or_env(user, "--local-user", "TRAINYARD_LOCAL_USER", &what))) {
+        size_t n = strlen(v);
+        if (n >= sizeof out->local_user || strspn(v, "abcdefghijklmnopqrstuvwxyz"
+                                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+            return fail(err, errlen, "%s: '%s' is not a user name", what, v);
+        memcpy(out->local_user, v, n + 1);
+    }
+    out->local_log_limit = CONFIG_DEFAULT_LOG_LIMIT;
+    if ((v = flag_or_env(log_limit, "--local-log-limit", "TRAINYARD_LOCAL_LOG_LIMIT", &what))) {
+        double b;
+        if (ty_quantity_parse(v, strlen(v), &b) != TY_OK || b < CONFIG_MIN_LOG_LIMIT ||
+            b > CONFIG_MAX_LOG_LIMIT)
+            return fail(err, errlen, "%s: expected a size from 64Ki to 1Ti such as 256Mi, "
+                        "got '%s'", what, v);
+        out->local_log_limit = (long long)b;
+    }
     out->max_connections = CONFIG_DEFAULT_MAX_CONNECTIONS;
     if ((v = flag_or_env(max_conns, "--max-connections", "TRAINYARD_MAX_CONNECTIONS", &what)) &&
         (e = parse_count(v, what, CONFIG_MIN_MAX_CONNECTIONS, CONFIG_MAX_MAX_CONNECTIONS,
@@ -541,6 +571,15 @@ void config_usage_serve(FILE *f)
           "                        default unlimited\n"
           "  --stop-grace SECONDS  time ranks get to exit after SIGTERM before SIGKILL\n"
           "                        env TRAINYARD_STOP_GRACE, default 10\n"
+          "  --local-sandbox on|off  run every rank in its own sandbox (bubblewrap: own\n"
+          "                        user, PID and mount namespaces, cgroup limits); off\n"
+          "                        runs ranks as plain processes of the server's user\n"
+          "                        env TRAINYARD_LOCAL_SANDBOX, default on\n"
+          "  --local-user NAME     when the server runs as root, the user ranks run as\n"
+          "                        env TRAINYARD_LOCAL_USER, default trainyard\n"
+          "  --local-log-limit SIZE  bytes kept of each rank's log (e.g. 256Mi); past\n"
+          "                        it the oldest output is dropped, and the log says so\n"
+          "                        env TRAINYARD_LOCAL_LOG_LIMIT, default 256Mi\n"
           "  --help                show this help\n"
           "\n"
           "On first start (no valid admin token in the database) an admin token named\n"

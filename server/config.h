@@ -17,6 +17,9 @@
  *                                the queue) or "unlimited"; repeatable, the env
  *                                variable takes a comma-separated list
  *           --stop-grace SECS    TRAINYARD_STOP_GRACE   10
+ *           --local-sandbox on|off  TRAINYARD_LOCAL_SANDBOX  on
+ *           --local-user NAME    TRAINYARD_LOCAL_USER   trainyard (when root)
+ *           --local-log-limit SIZE  TRAINYARD_LOCAL_LOG_LIMIT  256Mi (a quantity)
  *           --max-connections N  TRAINYARD_MAX_CONNECTIONS  1024 (16..65536)
  *           --max-connections-per-ip N  TRAINYARD_MAX_CONNECTIONS_PER_IP  64 (1..65536)
  *           --request-deadline SECS  TRAINYARD_REQUEST_DEADLINE  30 (1..3600)
@@ -43,6 +46,9 @@
 #define CONFIG_DEFAULT_STOP_GRACE 10
 #define CONFIG_MAX_SLOTS 65536
 #define CONFIG_MAX_STOP_GRACE 3600
+#define CONFIG_DEFAULT_LOG_LIMIT (256LL << 20)
+#define CONFIG_MIN_LOG_LIMIT (64LL << 10)
+#define CONFIG_MAX_LOG_LIMIT (1LL << 40)
 #define CONFIG_DEFAULT_MAX_CONNECTIONS 1024
 #define CONFIG_MIN_MAX_CONNECTIONS 16
 #define CONFIG_MAX_MAX_CONNECTIONS 65536
@@ -79,6 +85,9 @@ typedef struct config_serve {
     config_queue_limit queue_limits[CONFIG_MAX_QUEUE_LIMITS];
     size_t nqueue_limits;
     int stop_grace_s;              /* SIGTERM to SIGKILL, seconds */
+    int local_sandbox;             /* 1 (default): ranks in sandboxes; 0: --local-sandbox=off */
+    char local_user[64];           /* --local-user, "" for the default */
+    long long local_log_limit;     /* bytes kept per rank log */
     int max_connections;           /* open at once, CONFIG_MIN_MAX_CONNECTIONS.. */
     int max_connections_per_ip;    /* open at once per client address, 1.. */
     int request_deadline_s;        /* a request's headers and body must arrive within it */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "api/api.h"
 #include "common/ty_log.h"
@@ -87,6 +88,9 @@ static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, back
         .gpus = cfg->local_gpus,
         .server_url = url,
         .bin_dirs = bin_dirs,
+        .sandbox = cfg->local_sandbox,
+        .user = cfg->local_user[0] ? cfg->local_user : NULL,
+        .log_limit = cfg->local_log_limit,
     };
     if ((e = local_backend_new(&lopt, be, err, errlen)) != TY_OK)
         return e;
@@ -125,6 +129,9 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     ty_counter_vec_init(&requests);
     ty_histogram_init(&duration, ty_latency_bounds, ty_latency_nbounds);
     raise_nofile_limit();
+    /* What the server writes (database, tokens, logs) is its own: no other user of the
+     * machine, the one jobs run as included, may read it. Ranks get 022 back. */
+    umask(077);
 
     /* Bind first: a busy port fails the start before the database is touched. */
     http_options hopt = {

@@ -61,7 +61,9 @@ static void make_id(char out[27], const char *tag)
 
 static backend *new_backend(int slots, int gpus, const char *const *bin_dirs)
 {
-    local_options opt = {data_dir, slots, gpus, SERVER_URL, bin_dirs};
+    /* Unsandboxed: these tests are about processes, groups and their recovery;
+     * test_sandbox covers the sandbox. */
+    local_options opt = {data_dir, slots, gpus, SERVER_URL, bin_dirs, 0, NULL, 0};
     backend *b = NULL;
     char err[256] = "";
     assert_int_equal(local_backend_new(&opt, &b, err, sizeof err), TY_OK);
@@ -306,7 +308,7 @@ static void test_env_of_each_rank(void **state)
     snprintf(dir, sizeof dir, "%s/checkpoints", jobdir);
     assert_int_equal(stat(dir, &st), 0);
     assert_true(S_ISDIR(st.st_mode));
-    snprintf(dir, sizeof dir, "%s/logs/a1", jobdir);
+    snprintf(dir, sizeof dir, "%s/logs/%s/a1", data_dir, id); /* logs: out of the job's dir */
     assert_int_equal(stat(dir, &st), 0);
 
     b->ops->release(b, a);
