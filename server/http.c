@@ -18,7 +18,7 @@
  *   admission    the accept policy (on_accept) refuses a connection when its
  *                address holds per_ip_limit connections, when connection_limit
  *                connections are open, or when fewer than `reserve` slots are
- *                left and its address already holds one: the reserve keeps
+ *                left and its address already holds RESERVE_PER_IP: the reserve keeps
  *                room for a health check or a scraper during a flood. A
  *                connection admitted into the reserve is served only the
  *                operations routes, with Connection: close. The counts live
@@ -117,6 +117,12 @@
 /* The reserve: connection_limit / RESERVE_DIV slots, 1..RESERVE_MAX. */
 #define RESERVE_DIV 16
 #define RESERVE_MAX 64
+/*
+ * Connections an address may hold when admitted into the reserve: more than
+ * one, as a client's previous connection (closed after its answer) may not
+ * have been cleaned up yet when it connects again.
+ */
+#define RESERVE_PER_IP 2
 /* The watchdog looks at the connections this often at most (and at least every deadline/4). */
 #define WATCHDOG_TICK_MS 250
 /* Receive-clock granularity allowed when telling an idle connection from a partial request. */
@@ -160,8 +166,10 @@ typedef struct conn_state {
     int fd;                          /* libmicrohttpd's socket; open until after CLOSED */
     unsigned char ip[16];            /* client address; IPv4 as ::ffff:a.b.c.d */
     int reserve;                     /* admitted into the reserve: operations routes only */
+    int started;                     /* the request line of its current request arrived */
     int received;                    /* its current request arrived whole: no deadline */
     int cut;                         /* shut down by the watchdog */
+    int ip_released;                 /* no longer counted for its address (closing) */
     uint64_t ready_ns;               /* ready for its current request (monotonic clock) */
     uint64_t grace_ns;               /* time the server made the current request wait */
 } conn_state;
@@ -424,7 +432,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     if (held >= srv->per_ip_limit)
         reason = REFUSED_PER_IP;
     else if (srv->nconns >= srv->connection_limit ||
-             (srv->nconns >= srv->connection_limit - srv->reserve && held > 0))
+             (srv->nconns >= srv->connection_limit - srv->reserve && held >= RESERVE_PER_IP))
         reason = REFUSED_TOTAL;
     pthread_mutex_unlock(&srv->conns_mu);
     if (reason < 0)
@@ -480,7 +488,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             srv->conns = cs->next;
         if (cs->next)
             cs->next->prev = cs->prev;
-        ip_release(srv, cs->ip);
+        if (!cs->ip_released)
+            ip_release(srv, cs->ip);
         srv->nconns--;
         pthread_mutex_unlock(&srv->conns_mu);
         free(cs);
@@ -512,13 +521,24 @@ static int conn_received(http_server *srv, conn_state *cs)
     return ok;
 }
 
-/* The response to the request on cs completed: the deadline runs for the next one. */
+/*
+ * The response to the request on cs completed: the deadline runs for the
+ * next one. A connection in the reserve closes now (its answers carry
+ * Connection: close), so its address stops counting it at once: a client
+ * that connects again right away must not find its old connection in the
+ * way (the close itself is noticed a little later).
+ */
 static void conn_ready(http_server *srv, conn_state *cs)
 {
     if (!cs)
         return;
     pthread_mutex_lock(&srv->conns_mu);
+    if (cs->reserve && !cs->ip_released) {
+        ip_release(srv, cs->ip);
+        cs->ip_released = 1;
+    }
     cs->received = 0;
+    cs->started = 0;
     cs->grace_ns = 0;
     cs->ready_ns = ty_time_mono_ns();
     pthread_mutex_unlock(&srv->conns_mu);
@@ -600,9 +620,10 @@ static void linger_drain(int fd)
 
 /*
  * The watchdog's verdict on a connection past its deadline (under conns_mu):
- * a 408 when bytes arrived since it became ready (a request in progress),
- * nothing for an idle one; then both directions are shut down, and
- * libmicrohttpd, seeing the socket end, closes the connection.
+ * a 408 when a request is in progress (its request line arrived, or bytes
+ * arrived since the connection became ready), nothing for an idle one; then
+ * both directions are shut down, and libmicrohttpd, seeing the socket end,
+ * closes the connection.
  */
 static void cut_connection(http_server *srv, conn_state *cs, uint64_t now)
 {
@@ -611,7 +632,7 @@ static void cut_connection(http_server *srv, conn_state *cs, uint64_t now)
     uint64_t waited_ms = (now - cs->ready_ns) / 1000000u;
     int partial = 1;
     memset(&ti, 0, sizeof ti);
-    if (getsockopt(cs->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+    if (!cs->started && getsockopt(cs->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
         (uint64_t)ti.tcpi_last_data_recv + IDLE_SLACK_MS >= waited_ms)
         partial = 0;
     if (partial) {
@@ -892,11 +913,17 @@ static char uri_refused;
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     http_server *srv = cls;
+    conn_state *cs = conn_of(c);
+    if (cs) {
+        pthread_mutex_lock(&srv->conns_mu);
+        cs->started = 1;
+        pthread_mutex_unlock(&srv->conns_mu);
+    }
     if (!uri || strlen(uri) <= HTTP_URL_MAX)
         return NULL;
     const union MHD_ConnectionInfo *fi = MHD_get_connection_info(
         c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (fi && conn_received(srv, conn_of(c))) {
+    if (fi && conn_received(srv, cs)) {
         char rid[REQUEST_ID_MAX + 1];
         uint64_t k = atomic_fetch_add(&srv->rid_counter, 1);
         snprintf(rid, sizeof rid, "%s-%08" PRIx64, srv->rid_prefix, k);

@@ -25,8 +25,9 @@
  * Slow and hostile clients (see the top of http.c):
  *   - connections are admitted per client address (per_ip_limit) and in
  *     total (connection_limit); the last slots of the total are a reserve
- *     for addresses that hold no connection yet, and a connection admitted
- *     into it is served only GET /healthz, /readyz and /metrics;
+ *     for addresses that hold at most one connection, and a connection
+ *     admitted into it is served only GET /healthz, /readyz and /metrics,
+ *     each answer closing it;
  *   - each request must arrive whole (headers and body) within
  *     request_deadline_ms of the moment its connection became ready for it
  *     (accepted, or the previous response sent); slow writes do not extend

@@ -1,7 +1,7 @@
 # Integration tests: each starts the real `trainyard` binary on loopback and
 # drives it over HTTP, checking every response against openapi/openapi.yaml.
 # The binary and the document are passed on the command line.
-foreach(t test_api_http test_crash test_jobs_run)
+foreach(t test_api_http test_crash test_jobs_run test_slow_clients)
   add_executable(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
   ty_target(${t})
   target_link_libraries(${t} PRIVATE ty_test_support PkgConfig::SQLITE PkgConfig::CURL
