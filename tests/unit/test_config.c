@@ -20,7 +20,8 @@ static const char *const env_names[] = {
     "TRAINYARD_LISTEN", "TRAINYARD_DB",     "TRAINYARD_MAX_BODY",
     "TRAINYARD_LOG_LEVEL", "TRAINYARD_SERVER", "TRAINYARD_TOKEN",
     "TRAINYARD_LOCAL_SLOTS", "TRAINYARD_LOCAL_GPUS", "TRAINYARD_QUEUE_LIMIT",
-    "TRAINYARD_STOP_GRACE",
+    "TRAINYARD_STOP_GRACE", "TRAINYARD_MAX_CONNECTIONS", "TRAINYARD_MAX_CONNECTIONS_PER_IP",
+    "TRAINYARD_REQUEST_DEADLINE",
 };
 
 static int clear_env(void **state)
@@ -200,6 +201,67 @@ static void test_serve_bad_env_names_the_variable(void **state)
     setenv("TRAINYARD_LOG_LEVEL", "chatty", 1);
     assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
     assert_non_null(strstr(err, "TRAINYARD_LOG_LEVEL"));
+}
+
+/* The listener's limits against slow and hostile clients. */
+static void test_serve_connection_options(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.max_connections, 1024);
+    assert_int_equal(c.max_connections_per_ip, 64);
+    assert_int_equal(c.request_deadline_s, 30);
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--max-connections", "2000",
+                                "--max-connections-per-ip=8", "--request-deadline", "2", NULL),
+                     TY_OK);
+    assert_int_equal(c.max_connections, 2000);
+    assert_int_equal(c.max_connections_per_ip, 8);
+    assert_int_equal(c.request_deadline_s, 2);
+
+    setenv("TRAINYARD_MAX_CONNECTIONS", "100", 1);
+    setenv("TRAINYARD_MAX_CONNECTIONS_PER_IP", "3", 1);
+    setenv("TRAINYARD_REQUEST_DEADLINE", "600", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.max_connections, 100);
+    assert_int_equal(c.max_connections_per_ip, 3);
+    assert_int_equal(c.request_deadline_s, 600);
+    /* Flags beat the variables, one by one. */
+    assert_int_equal(serve_args(&c, err, sizeof err, "--max-connections-per-ip", "5", NULL),
+                     TY_OK);
+    assert_int_equal(c.max_connections, 100);
+    assert_int_equal(c.max_connections_per_ip, 5);
+
+    static const struct {
+        const char *flag, *value, *msg;
+    } bad[] = {
+        {"--max-connections", "15",
+         "invalid --max-connections '15': expected an integer, 16..65536"},
+        {"--max-connections", "65537", "invalid --max-connections '65537'"},
+        {"--max-connections", "1k", "invalid --max-connections '1k'"},
+        {"--max-connections-per-ip", "0", "invalid --max-connections-per-ip '0'"},
+        {"--max-connections-per-ip", "-1", "invalid --max-connections-per-ip '-1'"},
+        {"--request-deadline", "0",
+         "invalid --request-deadline '0': expected an integer, 1..3600"},
+        {"--request-deadline", "3601", "invalid --request-deadline '3601'"},
+        {"--request-deadline", "2.5", "invalid --request-deadline '2.5'"},
+        {"--request-deadline", NULL, "option --request-deadline needs a value"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        ty_err e = serve_args(&c, err, sizeof err, bad[i].flag, bad[i].value, NULL);
+        if (e != TY_EINVAL || !strstr(err, bad[i].msg))
+            print_message("case %zu: got '%s', want '%s'\n", i, err, bad[i].msg);
+        assert_int_equal(e, TY_EINVAL);
+        assert_non_null(strstr(err, bad[i].msg));
+    }
+    /* A bad variable is named in the message. */
+    setenv("TRAINYARD_REQUEST_DEADLINE", "soon", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_REQUEST_DEADLINE"));
+    assert_int_equal(serve_args(&c, err, sizeof err, "--request-deadline", "5", NULL), TY_OK);
 }
 
 typedef struct {
@@ -418,6 +480,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_bad_values, clear_env),
         cmocka_unit_test_setup(test_serve_bad_env_names_the_variable, clear_env),
         cmocka_unit_test_setup(test_serve_job_options, clear_env),
+        cmocka_unit_test_setup(test_serve_connection_options, clear_env),
         cmocka_unit_test(test_listen_good),
         cmocka_unit_test(test_format_addr),
         cmocka_unit_test(test_scopes),
