@@ -1,11 +1,18 @@
 /*
  * token_cli.c - `trainyard token ...` on the database file or over HTTP.
+ *
+ * Over HTTP the bearer token need not be on the command line, where every
+ * user of the machine can read it (ps, /proc/PID/cmdline): --token - reads
+ * it from standard input, --token @PATH from a file, and TRAINYARD_TOKEN
+ * takes the same three forms (see resolve_token()).
  */
 #include "server/token_cli.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -126,6 +133,84 @@ out:
 }
 
 /* ---- over HTTP ------------------------------------------------------------ */
+
+/*
+ * Reads the first line of f into out (AUTH_MAX_TOKEN + 1 bytes): up to a
+ * newline (a CR before it is dropped as well) or the end of the input.
+ * Returns 0, or -1 when the line is longer than AUTH_MAX_TOKEN or f fails.
+ */
+static int read_first_line(FILE *f, char *out)
+{
+    char line[AUTH_MAX_TOKEN + 3]; /* the token, CR, LF, NUL */
+    int rc = -1;
+    if (!fgets(line, sizeof line, f)) {
+        if (ferror(f))
+            goto out;
+        line[0] = '\0'; /* empty input: an empty token, refused by the caller */
+    }
+    size_t n = strcspn(line, "\n"); /* a longer line fills line and fails below */
+    line[n] = '\0';
+    if (n && line[n - 1] == '\r')
+        line[--n] = '\0';
+    if (n > AUTH_MAX_TOKEN)
+        goto out;
+    memcpy(out, line, n + 1);
+    rc = 0;
+out:
+    OPENSSL_cleanse(line, sizeof line);
+    return rc;
+}
+
+/*
+ * The bearer token for --server from `given` (--token's value, else
+ * TRAINYARD_TOKEN's): "-" means the first line of `in` (standard input),
+ * "@PATH" the first line of the file PATH, anything else is the token. It
+ * must be 1..AUTH_MAX_TOKEN visible ASCII characters. Returns 0 with the
+ * token in out (AUTH_MAX_TOKEN + 1 bytes; the caller cleanses it), else -1
+ * after one line on errf that names the source and never shows the secret.
+ */
+static int resolve_token(const char *given, FILE *in, char *out, FILE *errf)
+{
+    const char *source = "the token (--token or TRAINYARD_TOKEN)";
+    int rc = -1;
+    if (strcmp(given, "-") == 0) {
+        source = "the token on standard input";
+        if (read_first_line(in, out) != 0) {
+            fprintf(errf, "trainyard token: cannot read %s (at most %d characters)\n", source,
+                    AUTH_MAX_TOKEN);
+            return -1;
+        }
+    } else if (given[0] == '@') {
+        FILE *f = fopen(given + 1, "re");
+        if (!f) {
+            fprintf(errf, "trainyard token: cannot open the token file %s: %s\n", given + 1,
+                    strerror(errno));
+            return -1;
+        }
+        source = "the token file";
+        rc = read_first_line(f, out);
+        fclose(f);
+        if (rc != 0) {
+            fprintf(errf, "trainyard token: cannot read the token file %s (at most %d characters)\n",
+                    given + 1, AUTH_MAX_TOKEN);
+            return -1;
+        }
+    } else {
+        size_t n = strlen(given);
+        if (n > AUTH_MAX_TOKEN) {
+            fprintf(errf, "trainyard token: --token is too long\n");
+            return -1;
+        }
+        memcpy(out, given, n + 1);
+    }
+    if (!auth_token_valid(out)) {
+        OPENSSL_cleanse(out, AUTH_MAX_TOKEN + 1);
+        fprintf(errf, "trainyard token: %s is not a token: 1..%d visible characters, no spaces\n",
+                source, AUTH_MAX_TOKEN);
+        return -1;
+    }
+    return 0;
+}
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
@@ -334,18 +419,25 @@ int token_cli_run(const config_token *cfg, FILE *out, FILE *errf)
         return 1;
     }
     if (cfg->server) {
+        char token[AUTH_MAX_TOKEN + 1];
+        config_token with_token = *cfg;
+        int rc = 1;
+        if (resolve_token(cfg->token ? cfg->token : "", stdin, token, errf) != 0)
+            return 1;
+        with_token.token = token;
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
             fprintf(errf, "trainyard token: cannot initialize libcurl\n");
-            return 1;
+            goto http_out;
         }
-        int rc = 1;
         switch (cfg->action) {
-        case CONFIG_TOKEN_CREATE: rc = http_create(cfg, out, errf); break;
-        case CONFIG_TOKEN_LIST: rc = http_list(cfg, out, errf); break;
-        case CONFIG_TOKEN_REVOKE: rc = http_revoke(cfg, errf); break;
+        case CONFIG_TOKEN_CREATE: rc = http_create(&with_token, out, errf); break;
+        case CONFIG_TOKEN_LIST: rc = http_list(&with_token, out, errf); break;
+        case CONFIG_TOKEN_REVOKE: rc = http_revoke(&with_token, errf); break;
         case CONFIG_TOKEN_NONE: break;
         }
         curl_global_cleanup();
+    http_out:
+        OPENSSL_cleanse(token, sizeof token);
         return rc;
     }
     switch (cfg->action) {

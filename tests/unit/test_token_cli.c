@@ -2,8 +2,16 @@
  * test_token_cli.c - `trainyard token` directly on a database file: create
  * prints a usable secret, list shows names/scopes/revocation, revoke, and the
  * errors a user meets (duplicate name, unknown name, missing database).
+ * Over HTTP (a small libmicrohttpd server that records the Authorization
+ * header): the token given on the command line, read from a file
+ * (--token @PATH) or from standard input (--token -), and the errors of
+ * those forms, which never show the secret.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,6 +159,175 @@ static void test_create_list_revoke(void **state)
     store_close(s);
 }
 
+/* ---- over HTTP ----------------------------------------------------------- */
+
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static char seen_auth[1024]; /* the last request's Authorization header */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    static const char body[] = "{\"tokens\": [{\"name\": \"ci\", \"scopes\": [\"read\"],"
+                               " \"created_at\": \"2026-11-22T10:00:00.000Z\"}]}";
+    (void)cls, (void)url, (void)method, (void)version, (void)upload, (void)upload_size;
+    if (!*con_cls) { /* first call: headers only */
+        *con_cls = c;
+        return MHD_YES;
+    }
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    pthread_mutex_lock(&seen_lock);
+    snprintf(seen_auth, sizeof seen_auth, "%s", auth ? auth : "");
+    pthread_mutex_unlock(&seen_lock);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+typedef struct http_fixture {
+    fixture base;
+    struct MHD_Daemon *d;
+    char url[64];
+} http_fixture;
+
+static int http_setup(void **state)
+{
+    http_fixture *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    snprintf(h->base.dir, sizeof h->base.dir, "/tmp/ty_test_token_cli_XXXXXX");
+    assert_non_null(mkdtemp(h->base.dir));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                            on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_END);
+    assert_non_null(h->d);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    assert_non_null(info);
+    snprintf(h->url, sizeof h->url, "http://127.0.0.1:%u", (unsigned)info->port);
+    seen_auth[0] = '\0';
+    *state = h;
+    return 0;
+}
+
+static int http_teardown(void **state)
+{
+    http_fixture *h = *state;
+    MHD_stop_daemon(h->d);
+    remove_tree(h->base.dir);
+    free(h);
+    return 0;
+}
+
+/* Writes text to a file of the fixture's directory; returns its path (static). */
+static const char *write_file(http_fixture *h, const char *name, const char *text)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", h->base.dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+/* `trainyard token list --server URL --token TOKEN`; out and err as run(). */
+static int run_list(http_fixture *h, const char *token, char *out, size_t outlen, char *err,
+                    size_t errlen)
+{
+    config_token cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.action = CONFIG_TOKEN_LIST;
+    cfg.server = h->url;
+    cfg.token = token;
+    FILE *o = tmpfile(), *e = tmpfile();
+    assert_non_null(o);
+    assert_non_null(e);
+    int rc = token_cli_run(&cfg, o, e);
+    rewind(o);
+    rewind(e);
+    size_t n = fread(out, 1, outlen - 1, o);
+    out[n] = '\0';
+    n = fread(err, 1, errlen - 1, e);
+    err[n] = '\0';
+    fclose(o);
+    fclose(e);
+    return rc;
+}
+
+static const char *last_auth(void)
+{
+    static char copy[sizeof seen_auth];
+    pthread_mutex_lock(&seen_lock);
+    memcpy(copy, seen_auth, sizeof copy);
+    pthread_mutex_unlock(&seen_lock);
+    return copy;
+}
+
+static void test_http_token_sources(void **state)
+{
+    http_fixture *h = *state;
+    char out[2048], err[1024], at[300];
+
+    /* On the command line, as before. */
+    assert_int_equal(run_list(h, "ty_from_the_command_line", out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(err, "");
+    assert_string_equal(last_auth(), "Bearer ty_from_the_command_line");
+    assert_non_null(strstr(out, "\nci "));
+
+    /* From a file: its first line, without the newline (CRLF too). */
+    snprintf(at, sizeof at, "@%s", write_file(h, "token", "ty_from_a_file\r\nignored\n"));
+    assert_int_equal(run_list(h, at, out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(last_auth(), "Bearer ty_from_a_file");
+    snprintf(at, sizeof at, "@%s", write_file(h, "token2", "ty_no_newline"));
+    assert_int_equal(run_list(h, at, out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(last_auth(), "Bearer ty_no_newline");
+
+    /* From standard input. */
+    assert_non_null(freopen(write_file(h, "stdin", "ty_from_stdin\n"), "r", stdin));
+    assert_int_equal(run_list(h, "-", out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(err, "");
+    assert_string_equal(last_auth(), "Bearer ty_from_stdin");
+}
+
+static void test_http_token_errors(void **state)
+{
+    http_fixture *h = *state;
+    char out[2048], err[1024], at[300], longer[600];
+
+    snprintf(at, sizeof at, "@%s/missing", h->base.dir);
+    assert_int_equal(run_list(h, at, out, sizeof out, err, sizeof err), 1);
+    assert_non_null(strstr(err, "cannot open the token file"));
+    assert_non_null(strstr(err, "/missing: No such file or directory"));
+
+    snprintf(at, sizeof at, "@%s", write_file(h, "empty", ""));
+    assert_int_equal(run_list(h, at, out, sizeof out, err, sizeof err), 1);
+    assert_non_null(strstr(err, "the token file is not a token"));
+
+    snprintf(at, sizeof at, "@%s", write_file(h, "spaced", "ty_secret with a space\n"));
+    assert_int_equal(run_list(h, at, out, sizeof out, err, sizeof err), 1);
+    assert_non_null(strstr(err, "is not a token"));
+    assert_null(strstr(err, "ty_secret")); /* the secret is never shown */
+
+    memset(longer, 'a', sizeof longer - 2);
+    longer[sizeof longer - 2] = '\n';
+    longer[sizeof longer - 1] = '\0';
+    snprintf(at, sizeof at, "@%s", write_file(h, "long", longer));
+    assert_int_equal(run_list(h, at, out, sizeof out, err, sizeof err), 1);
+    assert_non_null(strstr(err, "cannot read the token file"));
+    assert_non_null(strstr(err, "at most 512 characters"));
+
+    assert_non_null(freopen(write_file(h, "stdin-empty", ""), "r", stdin));
+    assert_int_equal(run_list(h, "-", out, sizeof out, err, sizeof err), 1);
+    assert_non_null(strstr(err, "the token on standard input is not a token"));
+
+    assert_string_equal(last_auth(), ""); /* no request was sent */
+    assert_string_equal(out, "");
+}
+
 static void test_errors(void **state)
 {
     fixture *f = *state;
@@ -172,6 +349,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_list_revoke, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_token_sources, http_setup, http_teardown),
+        cmocka_unit_test_setup_teardown(test_http_token_errors, http_setup, http_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
