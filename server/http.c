@@ -172,6 +172,7 @@ typedef struct conn_state {
     int ip_released;                 /* no longer counted for its address (closing) */
     uint64_t ready_ns;               /* ready for its current request (monotonic clock) */
     uint64_t grace_ns;               /* time the server made the current request wait */
+    uint64_t wait_ns;                /* the server makes it wait since then; 0 = not */
 } conn_state;
 
 /* Connections per client address: open addressing, linear probing; count 0 = empty. */
@@ -540,17 +541,28 @@ static void conn_ready(http_server *srv, conn_state *cs)
     cs->received = 0;
     cs->started = 0;
     cs->grace_ns = 0;
+    cs->wait_ns = 0;
     cs->ready_ns = ty_time_mono_ns();
     pthread_mutex_unlock(&srv->conns_mu);
 }
 
-/* The server made the request on cs wait this long: add it to its deadline. */
-static void conn_grace(http_server *srv, conn_state *cs, uint64_t ns)
+/*
+ * The server makes the request on cs wait (begin = 1) or is done with it
+ * (begin = 0): the deadline stands still meanwhile, and the time waited is
+ * added to it.
+ */
+static void conn_wait(http_server *srv, conn_state *cs, int begin)
 {
     if (!cs)
         return;
+    uint64_t now = ty_time_mono_ns();
     pthread_mutex_lock(&srv->conns_mu);
-    cs->grace_ns += ns;
+    if (begin) {
+        cs->wait_ns = now;
+    } else if (cs->wait_ns) {
+        cs->grace_ns += now - cs->wait_ns;
+        cs->wait_ns = 0;
+    }
     pthread_mutex_unlock(&srv->conns_mu);
 }
 
@@ -664,7 +676,8 @@ static void *watchdog_main(void *arg)
             break;
         uint64_t now = ty_time_mono_ns();
         for (conn_state *cs = srv->conns; cs; cs = cs->next)
-            if (!cs->received && !cs->cut && now - cs->ready_ns > srv->deadline_ns + cs->grace_ns)
+            if (!cs->received && !cs->cut && !cs->wait_ns &&
+                now - cs->ready_ns > srv->deadline_ns + cs->grace_ns)
                 cut_connection(srv, cs, now);
     }
     pthread_mutex_unlock(&srv->conns_mu);
@@ -838,9 +851,9 @@ static int large_acquire_wait(http_server *srv)
 /* large_acquire_wait(), the wait not counted against the request's deadline. */
 static int large_acquire(http_server *srv, req_state *st)
 {
-    uint64_t t0 = ty_time_mono_ns();
+    conn_wait(srv, st->conn, 1);
     int taken = large_acquire_wait(srv);
-    conn_grace(srv, st->conn, ty_time_mono_ns() - t0);
+    conn_wait(srv, st->conn, 0);
     return taken;
 }
 

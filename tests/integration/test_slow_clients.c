@@ -6,7 +6,8 @@
  *     addresses to the total limit, whose reserve still lets /healthz and
  *     /metrics through; a submission from another address succeeds; every
  *     slow connection is cut once the request deadline has passed, and the
- *     refusals and cuts are counted in /metrics;
+ *     refusals and cuts are counted in /metrics; idle connections are
+ *     closed after the deadline too;
  *   - a body far above --max-body, streamed without "Expect: 100-continue",
  *     gets a 413 problem that the client reads (not a reset connection);
  *   - an over-long request target gets a 414 problem, over-large headers a
@@ -385,6 +386,41 @@ static void test_flood_from_many_addresses(void **state)
     ty_server_free(s);
 }
 
+/*
+ * Idle connections do not hold a slot forever: one that never sends a byte,
+ * and a kept-alive one after its answer, are closed once the deadline has
+ * passed, without an answer, and counted as idle_timeout.
+ */
+static void test_idle_connections_are_closed(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--request-deadline", "1", "--queue-limit", "0", NULL};
+    static const char get[] = "GET /healthz HTTP/1.1\r\nHost: trainyard\r\n\r\n";
+    ty_server *s = start(args);
+    raw_answer a;
+    char buf[256];
+    int silent = connect_from(s, "127.0.0.3");
+    int kept = connect_from(s, "127.0.0.3");
+    assert_true(silent >= 0 && kept >= 0);
+    assert_int_equal(send_all(kept, get, sizeof get - 1), 0);
+    read_answer(kept, &a); /* stops at the end of the body: the connection stays */
+    assert_int_equal(a.status, 200);
+    json_decref(a.json);
+    /* Each recv() waits up to 5 s (SO_RCVTIMEO): the server closes first, sending nothing. */
+    assert_int_equal(recv(silent, buf, sizeof buf, 0), 0);
+    assert_int_equal(recv(kept, buf, sizeof buf, 0), 0);
+    close(silent);
+    close(kept);
+
+    ty_client *c = ty_client_new(s, TY_TEST_ADMIN_TOKEN);
+    ty_http_resp *r = ty_req(c, "GET", "/metrics", NULL);
+    assert_true(metric(r->body, REFUSED("idle_timeout")) >= 2);
+    assert_int_equal(metric(r->body, REFUSED("deadline")), 0);
+    ty_resp_destroy(r);
+    ty_client_free(c);
+    ty_server_free(s);
+}
+
 /* ---- oversized requests ---------------------------------------------------- */
 
 #define BODY_HEAD                                                                   \
@@ -514,6 +550,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flood_from_one_address),
         cmocka_unit_test(test_flood_from_many_addresses),
+        cmocka_unit_test(test_idle_connections_are_closed),
         cmocka_unit_test(test_streamed_body_too_large),
         cmocka_unit_test(test_uri_and_headers_too_large),
     };
