@@ -12,13 +12,14 @@
 //
 // What Prism cannot route or refuses to forward (a method a path does not
 // have, a body that is not JSON, a request line or headers too large for
-// Prism itself) goes to the server directly and is checked against the
-// document with Ajv.
+// Prism itself, a request that never ends) goes to the server directly and
+// is checked against the document with Ajv. The 408 case has a server of its
+// own, with a one-second request deadline.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -97,14 +98,12 @@ function poisonedDocument() {
   return copy;
 }
 
-before(async () => {
-  assert.ok(existsSync(serverBinary), `no trainyard binary at ${serverBinary} (set TRAINYARD_BIN)`);
-  work = mkdtempSync(join(tmpdir(), 'trainyard-contract-'));
-  const addr = await start(
+/* Starts `trainyard serve` on a free loopback port with a database in dir; resolves with its address. */
+function serve(dir, ...flags) {
+  return start(
     'trainyard serve',
     serverBinary,
-    ['serve', '--listen', '127.0.0.1:0', '--db', join(work, 'data', 'trainyard.db'),
-      '--queue-limit', '0', '--queue-limit', 'run=unlimited', '--max-body', '65536', '--local-slots', '2'],
+    ['serve', '--listen', '127.0.0.1:0', '--db', join(dir, 'trainyard.db'), ...flags],
     (line) => {
       try {
         const j = JSON.parse(line);
@@ -115,6 +114,13 @@ before(async () => {
     },
     { TRAINYARD_ADMIN_TOKEN: ADMIN, TRAINYARD_LOG_LEVEL: 'info' },
   );
+}
+
+before(async () => {
+  assert.ok(existsSync(serverBinary), `no trainyard binary at ${serverBinary} (set TRAINYARD_BIN)`);
+  work = mkdtempSync(join(tmpdir(), 'trainyard-contract-'));
+  const addr = await serve(join(work, 'data'),
+    '--queue-limit', '0', '--queue-limit', 'run=unlimited', '--max-body', '65536', '--local-slots', '2');
   server = `http://${addr}`;
   const poisoned = join(work, 'poisoned.json');
   writeFileSync(poisoned, JSON.stringify(poisonedDocument()));
@@ -328,6 +334,8 @@ test('a job that ran: attempts, ranks, its log, and cancel after the end', async
   const log = await call('GET', `/v1/jobs/${id}/logs?rank=0&attempt=1`, { token: ADMIN });
   assert.equal(log.status, 200);
   assert.equal(log.text, 'hello from rank 0\n');
+  const tail = await call('GET', `/v1/jobs/${id}/logs?rank=0&tail=1`, { token: ADMIN });
+  assert.equal(tail.text, 'hello from rank 0\n');
   const events = await call('GET', `/v1/jobs/${id}/events`, { token: ADMIN });
   assert.equal(events.json.events.at(-1).to, 'SUCCEEDED');
   const finished = await call('POST', `/v1/jobs/${id}:cancel`, { token: ADMIN });
@@ -422,4 +430,31 @@ test('a request target or header fields too large: 414 and 431', async () => {
     await exchange(server, 'GET', '/v1/jobs', { token: ADMIN, headers: { 'X-Padding': 'p'.repeat(20000) } }));
   assert.equal(headers.status, 431);
   assert.equal(headers.json.code, 'headers-too-large');
+});
+
+test('a request not received in time: 408', async () => {
+  // A server of its own, with a one-second deadline for receiving a request.
+  const addr = await serve(join(work, 'deadline'), '--request-deadline', '1', '--queue-limit', '0');
+  const [host, port] = addr.split(':');
+  const raw = await new Promise((resolve, reject) => {
+    const sock = connect(Number(port), host, () => sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n'));
+    const chunks = [];
+    sock.on('data', (c) => chunks.push(c));
+    sock.on('error', reject);
+    sock.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    sock.setTimeout(15000, () => sock.destroy(new Error('no answer within 15 s')));
+  });
+  const [head, ...rest] = raw.split('\r\n\r\n');
+  const [statusLine, ...headerLines] = head.split('\r\n');
+  const headers = Object.fromEntries(headerLines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+  const text = rest.join('\r\n\r\n');
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  const r = checkDirect('GET', '/healthz', { status: Number(statusLine.split(' ')[1]), headers, text, json, violations: [] });
+  assert.equal(r.status, 408);
+  assert.equal(r.json.code, 'request-timeout');
 });
