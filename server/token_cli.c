@@ -191,7 +191,8 @@ static int resolve_token(const char *given, FILE *in, char *out, FILE *errf)
         rc = read_first_line(f, out);
         fclose(f);
         if (rc != 0) {
-            fprintf(errf, "trainyard token: cannot read the token file %s (at most %d characters)\n",
+            fprintf(errf,
+                    "trainyard token: cannot read the token file %s (at most %d characters)\n",
                     given + 1, AUTH_MAX_TOKEN);
             return -1;
         }
