@@ -102,6 +102,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -1418,6 +1419,13 @@ ty_err http_server_start(http_server *srv, const api_ctx *ctx, auth_cache *auth,
     }
     srv->ctx = ctx;
     srv->auth = auth;
+    /* Past the open-file limit, accept() fails and connections wait in the backlog unanswered. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)srv->connection_limit + 64)
+        TY_LOG(TY_LOG_WARN, "the open-file limit is below the connection limit", "{s:I, s:I}",
+               "open_files", (json_int_t)rl.rlim_cur, "max_connections",
+               (json_int_t)srv->connection_limit);
     atomic_store(&srv->starting, 1);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
