@@ -1659,6 +1659,237 @@ static void test_full_queue_costs_nothing(void **state)
     finish();
 }
 
+/* ---- the sandbox: what a job cannot reach -------------------------------- */
+
+/*
+ * Starts a server whose jobs run sandboxed (the default). Skips the case, with the
+ * reason, where this machine cannot build the sandbox (no bubblewrap, no user
+ * namespaces, no rank user): the server refuses to start and says why.
+ */
+static void start_sandboxed(const char *const *args)
+{
+    static const char *const env[] = {"TY_IT_SERVER_ONLY=must-not-leak", NULL};
+    ty_server_opts opts = {.args = args, .env = env};
+    char err[2048];
+
+    assert_null(g_srv);
+    if (ty_server_start(&opts, &g_srv, err, sizeof err) < 0) {
+        if (strstr(err, "local sandbox:")) {
+            print_message("skipped: this machine cannot sandbox jobs: %s\n",
+                          strstr(err, "local sandbox:"));
+            ty_server_free(g_srv);
+            g_srv = NULL;
+            skip();
+        }
+        fail_msg("%s", err);
+    }
+    g_c = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    assert_non_null(g_c);
+}
+
+/* The text (new) of GET path, expecting 200. */
+static char *get_text(const char *path)
+{
+    ty_http_resp *r = ty_req(g_c, "GET", path, NULL);
+    EXPECT_STATUS(r, 200);
+    char *text = strdup(r->body);
+    assert_non_null(text);
+    ty_resp_destroy(r);
+    return text;
+}
+
+/*
+ * What a submit token's job tries, as an attacker would: the token file and the
+ * database (by '..' and by their absolute paths), another job's output, the
+ * server's process. Each line of the report says whether the attempt got through.
+ */
+static const char attack_script[] =
+    "r=\"$TRAINYARD_OUTPUT_DIR/report\"\n"
+    "t() { if eval \"$2\" >/dev/null 2>&1; then echo \"$1 reached\"; else echo \"$1 blocked\"; fi"
+    " >> \"$r\"; }\n"
+    "t token-by-dotdot 'cat ../../admin.token'\n"
+    "t token-by-path 'cat \"$DATA/admin.token\"'\n"
+    "t db-read 'cat \"$DATA/trainyard.db\"'\n"
+    "t db-write 'echo x >> \"$DATA/trainyard.db\"'\n"
+    "t db-dir-by-dotdot 'ls ../../trainyard.db'\n"
+    "t other-output 'cat \"$DATA/jobs/$OTHER/output/secret\"'\n"
+    "t other-dir 'ls \"$DATA/jobs/$OTHER\"'\n"
+    "t logs 'ls \"$DATA/logs\"'\n"
+    "t signal-server 'kill -0 $SERVER_PID'\n"
+    "t root '[ \"$(id -u)\" = 0 ]'\n"
+    "echo \"dotdot: $(ls ../.. | tr '\\n' ' ')\" >> \"$r\"\n";
+
+static void test_sandbox_hides_the_server(void **state)
+{
+    static const char *const args[] = {"--local-slots", "2", NULL};
+    char data[PATH_MAX], pid[16], path[PATH_MAX];
+    (void)state;
+    start_sandboxed(args);
+    real_path(ty_server_dir(g_srv), data);
+    snprintf(pid, sizeof pid, "%d", (int)ty_server_pid(g_srv));
+
+    /* The victim: a job with a secret in its output. */
+    char *victim = submit(sh_spec("victim", 1, "echo s3cret > \"$TRAINYARD_OUTPUT_DIR/secret\""));
+    json_decref(wait_state(victim, "SUCCEEDED"));
+
+    json_t *spec = sh_spec("attacker", 1, attack_script);
+    json_object_set_new(spec, "env", json_pack("{s:s, s:s, s:s}", "DATA", data, "OTHER", victim,
+                                               "SERVER_PID", pid));
+    char *id = submit(spec);
+    json_decref(wait_state(id, "SUCCEEDED"));
+    output_path(id, "report", path, sizeof path);
+    char *report = slurp_or_fail(path);
+    static const char *const blocked[] = {"token-by-dotdot", "token-by-path", "db-read",
+                                          "db-write", "db-dir-by-dotdot", "other-output",
+                                          "other-dir", "logs", "signal-server", "root", NULL};
+    for (size_t i = 0; blocked[i]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "%s blocked\n", blocked[i]);
+        if (!strstr(report, want))
+            fail_msg("the job got through: %s; its report:\n%s", blocked[i], report);
+    }
+    /* '..' of the working directory shows the job's own tree only. */
+    if (!strstr(report, "dotdot: datasets jobs \n"))
+        fail_msg("'..' from the job's directory shows more than datasets and jobs:\n%s", report);
+    /* And the database is as the server left it: it still answers. */
+    json_decref(get_job(victim));
+    free(report);
+    free(victim);
+    free(id);
+    finish();
+}
+
+/* A rank that leaves a process behind on purpose: setsid, a new session and group. */
+static const char escape_script[] =
+    "setsid -f sh -c 'echo $$ > \"$TRAINYARD_OUTPUT_DIR/escapee\"; exec sleep 1000'\n"
+    "exec sleep 1000\n";
+
+/* Waits until no process of the job's attempt (0: any) runs, for up to 10 s. */
+static void expect_procs_gone(const char *id, int attempt, const char *when)
+{
+    pid_t pids[8];
+    int n;
+    int64_t deadline = now_ms() + 10000;
+    while ((n = job_procs(id, attempt, pids, 8)) > 0 && now_ms() < deadline)
+        sleep_ms(50);
+    if (n > 0)
+        fail_msg("%s: %d process(es) of job %s still run (pid %d)", when, n, id, (int)pids[0]);
+}
+
+static void test_sandbox_setsid_does_not_escape_cancel(void **state)
+{
+    static const char *const args[] = {"--local-slots", "2", "--stop-grace", "1", NULL};
+    char path[PATH_MAX], url[128];
+    (void)state;
+    start_sandboxed(args);
+    char *id = submit(sh_spec("escape-cancel", 1, escape_script));
+    output_path(id, "escapee", path, sizeof path);
+    free(wait_lines(id, path, "", 1));
+    json_decref(wait_state(id, "RUNNING"));
+    snprintf(url, sizeof url, "/v1/jobs/%s:cancel", id);
+    ty_http_resp *r = ty_req(g_c, "POST", url, NULL);
+    EXPECT_STATUS(r, 200);
+    ty_resp_destroy(r);
+    json_decref(wait_state(id, "CANCELLED"));
+    expect_procs_gone(id, 0, "after CANCELLED");
+    free(id);
+    finish();
+}
+
+static void test_sandbox_setsid_does_not_survive_kill9(void **state)
+{
+    static const char *const args[] = {"--local-slots", "2", "--stop-grace", "1", NULL};
+    char path[PATH_MAX], err[2048];
+    (void)state;
+    start_sandboxed(args);
+    char *id = submit(sh_spec("escape-kill9", 1, escape_script));
+    output_path(id, "escapee", path, sizeof path);
+    free(wait_lines(id, path, "", 1));
+    assert_true(job_procs(id, 1, NULL, 0) >= 2);
+
+    /* The next server ends what the dead one left (its ranks' cgroups), setsid or not,
+     * before it runs the job again as a new attempt. */
+    ty_server_kill(g_srv);
+    ty_client_free(g_c);
+    g_c = NULL;
+    if (ty_server_restart(g_srv, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    g_c = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    assert_non_null(g_c);
+    expect_procs_gone(id, 1, "after kill -9 and a restart of the server");
+    wait_procs(id, 2, 2);
+    json_t *events = get_events(id);
+    if (!has_reason(events, "ServerRestarted"))
+        fail_msg("no ServerRestarted event after the restart");
+    json_decref(events);
+    free(id);
+    finish();
+}
+
+static void test_sandbox_log_is_capped(void **state)
+{
+    static const char *const args[] = {"--local-slots", "2", "--local-log-limit", "1Mi", NULL};
+    char path[PATH_MAX], url[160];
+    (void)state;
+    start_sandboxed(args);
+    /* 300 MiB of 'y' in lines of 4 KiB, then a last line. */
+    char *id = submit(sh_spec("chatty", 1,
+                              "head -c 314572800 /dev/zero | tr '\\0' y | fold -w 4096; "
+                              "echo; echo last-line"));
+    json_decref(wait_state(id, "SUCCEEDED"));
+
+    long long on_disk = 0;
+    static const char *const parts[] = {"", ".1", ".dropped"};
+    for (size_t i = 0; i < 3; i++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/logs/%s/a1/rank-0.log%s", ty_server_dir(g_srv), id,
+                 parts[i]);
+        if (stat(path, &st) == 0)
+            on_disk += st.st_size;
+    }
+    if (on_disk > (1 << 20) + 4096)
+        fail_msg("the log takes %lld bytes on disk, over its 1 MiB limit", on_disk);
+
+    snprintf(url, sizeof url, "/v1/jobs/%s/logs?rank=0", id);
+    char *log = get_text(url);
+    if (strncmp(log, "[trainyard] ", 12) != 0 || !strstr(log, "dropped"))
+        fail_msg("the capped log does not begin by saying what was dropped: %.120s", log);
+    size_t n = strlen(log);
+    if (n < 10 || strcmp(log + n - 10, "last-line\n") != 0)
+        fail_msg("the capped log lost its end");
+    free(log);
+    snprintf(url, sizeof url, "/v1/jobs/%s/logs?rank=0&tail=1", id);
+    log = get_text(url);
+    assert_string_equal(log, "last-line\n");
+    free(log);
+    free(id);
+    finish();
+}
+
+static void test_sandbox_memory_limit(void **state)
+{
+    static const char *const args[] = {"--local-slots", "2", NULL};
+    (void)state;
+    if (geteuid() != 0) {
+        print_message("skipped: cgroup limits need root\n");
+        skip();
+    }
+    start_sandboxed(args);
+    json_t *spec = sh_spec("hungry", 1, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
+    json_object_set_new(spec, "resources", json_pack("{s:s}", "memory", "32Mi"));
+    char *id = submit(spec);
+    json_decref(wait_state(id, "FAILED"));
+    json_t *events = get_events(id);
+    const json_t *ev = event_into(id, events, "FAILED");
+    if (!jstr(ev, "message") || !strstr(jstr(ev, "message"), "out of memory"))
+        fail_msg("the FAILED event does not say the rank ran out of memory: %s",
+                 jstr(ev, "message") ? jstr(ev, "message") : "(none)");
+    json_decref(events);
+    free(id);
+    finish();
+}
+
+
 int main(int argc, char **argv)
 {
     char err[1024];
@@ -1677,6 +1908,11 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_queue_limit, teardown),
         cmocka_unit_test_teardown(test_queue_limit_per_queue, teardown),
         cmocka_unit_test_teardown(test_full_queue_costs_nothing, teardown),
+        cmocka_unit_test_teardown(test_sandbox_hides_the_server, teardown),
+        cmocka_unit_test_teardown(test_sandbox_setsid_does_not_escape_cancel, teardown),
+        cmocka_unit_test_teardown(test_sandbox_setsid_does_not_survive_kill9, teardown),
+        cmocka_unit_test_teardown(test_sandbox_log_is_capped, teardown),
+        cmocka_unit_test_teardown(test_sandbox_memory_limit, teardown),
     };
     int failed;
 
