@@ -322,10 +322,6 @@ static void build_argv(const sandbox *sb, const sandbox_rank *r, const char *exe
     }
     argv_add(a, sb->tini);
     argv_add(a, "-g"); /* signals go to the rank's whole process group */
-    /* The change of user (setpriv) cleared the parent-death signal bwrap set: tini
-     * sets it again, so that the sandbox still ends with bwrap, and so with the server. */
-    argv_add(a, "-p");
-    argv_add(a, "SIGKILL");
     argv_add(a, "--");
     argv_add(a, exe);
     for (size_t i = 1; argv && argv[0] && argv[i]; i++)

@@ -10,8 +10,10 @@
  * so that:
  * - nothing of the rank outlives it: when the rank exits, tini (PID 1) exits with
  *   its status and the kernel kills every process left in the namespace, setsid()
- *   or not; bwrap runs with --die-with-parent, so a server killed with kill -9
- *   takes its sandboxes with it;
+ *   or not. If the server is killed (kill -9), bwrap dies with it
+ *   (--die-with-parent); an unprivileged server's sandboxes die with bwrap, while a
+ *   root server's live on (setpriv's change of user clears the parent-death signal
+ *   of PID 1) until the next start ends everything in their cgroups;
  * - SIGTERM reaches the rank: it is sent to tini, which forwards it to the rank's
  *   process group (bwrap itself would only die and take the rank down at once);
  * - the rank sees only what it needs (a mount namespace): /usr and /etc read-only,
