@@ -14,6 +14,9 @@
 #include "common/ty_quantity.h"
 #include "store/store.h"
 
+#define CONFIG_STR_(x) #x
+#define CONFIG_STR(x) CONFIG_STR_(x) /* a number #defined as digits, as text */
+
 /* An environment variable, NULL when unset or empty. */
 static const char *env(const char *name)
 {
@@ -467,6 +470,8 @@ ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, s
             out->server = v;
         else if ((r = opt_value(argc, argv, &i, "--token", &v)) != 0)
             out->token = v;
+        else if ((r = opt_value(argc, argv, &i, "--token-file", &v)) != 0)
+            out->token_file = v;
         else if ((r = opt_value(argc, argv, &i, "--name", &v)) != 0)
             out->name = v;
         else if ((r = opt_value(argc, argv, &i, "--scope", &v)) != 0)
@@ -481,8 +486,12 @@ ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, s
 
     if (!out->server)
         out->server = env("TRAINYARD_SERVER");
-    if (!out->token)
+    if (out->token && out->token_file)
+        return fail(err, errlen, "--token and --token-file exclude each other");
+    if (!out->token && !out->token_file)
         out->token = env("TRAINYARD_TOKEN");
+    if (out->token_file && !*out->token_file)
+        return fail(err, errlen, "--token-file needs a path (or - for standard input)");
     if (db)
         e = set_path(out->db_path, db, "--db", err, errlen);
     else if ((db = env("TRAINYARD_DB")))
@@ -503,8 +512,8 @@ ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, s
     } else if (scope) {
         return fail(err, errlen, "--scope only applies to token create");
     }
-    if (out->server && (!out->token || !*out->token))
-        return fail(err, errlen, "--server needs --token (or TRAINYARD_TOKEN)");
+    if (out->server && !out->token_file && (!out->token || !*out->token))
+        return fail(err, errlen, "--server needs --token-file, TRAINYARD_TOKEN or --token");
     return TY_OK;
 }
 
@@ -597,7 +606,9 @@ void config_usage_token(FILE *f)
           "\n"
           "Manages API tokens. Scopes: read (GET), submit (submit and cancel jobs),\n"
           "admin (everything, tokens included). create prints the new token: it is\n"
-          "shown only this once. Names are 1..64 characters of [A-Za-z0-9._-].\n"
+          "shown only this once. Names are 1.." CONFIG_STR(API_TOKEN_MAX_NAME)
+          " characters of [A-Za-z0-9._-], starting\n"
+          "and ending with a letter or digit.\n"
           "\n"
           "By default the database file is changed directly (a running server sees the\n"
           "change within a second). With --server the HTTP API is used instead.\n"
@@ -606,7 +617,11 @@ void config_usage_token(FILE *f)
           "  --db PATH         database file; env TRAINYARD_DB, default " CONFIG_DEFAULT_DB "\n"
           "  --server URL      use the API at URL (e.g. http://127.0.0.1:8080);\n"
           "                    env TRAINYARD_SERVER\n"
-          "  --token TOKEN     admin token for --server; env TRAINYARD_TOKEN\n"
+          "  --token-file PATH read the admin token for --server from the first line of\n"
+          "                    PATH, or of standard input with - (preferred: a token in\n"
+          "                    the arguments is visible to every user in ps)\n"
+          "  --token TOKEN     the admin token itself; - and @PATH read it as --token-file\n"
+          "                    does; env TRAINYARD_TOKEN (same three forms)\n"
           "  --help            show this help\n",
           f);
 }

@@ -24,7 +24,7 @@
  *           --max-connections-per-ip N  TRAINYARD_MAX_CONNECTIONS_PER_IP  64 (1..65536)
  *           --request-deadline SECS  TRAINYARD_REQUEST_DEADLINE  30 (1..3600)
  *   token:  --db PATH, --server URL (TRAINYARD_SERVER), --token T (TRAINYARD_TOKEN),
- *           --name N, --scope S[,S...]
+ *           --token-file PATH|-, --name N, --scope S[,S...]
  */
 #ifndef TY_SERVER_CONFIG_H
 #define TY_SERVER_CONFIG_H
@@ -106,6 +106,7 @@ typedef struct config_token {
     char db_path[CONFIG_PATH_MAX];
     const char *server;            /* base URL, NULL = use the database; borrowed from argv/env */
     const char *token;             /* bearer token for --server, or NULL; borrowed */
+    const char *token_file;        /* --token-file: its file, "-" = stdin, or NULL; borrowed */
     const char *name;              /* --name; borrowed */
     unsigned scopes;               /* STORE_SCOPE_* from --scope */
 } config_token;
@@ -130,8 +131,9 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
 
 /*
  * Parses the arguments after "token": an action ("create", "list", "revoke")
- * then options. create needs --name and --scope, revoke needs --name; --token
- * is required with --server. argv strings are borrowed by *out.
+ * then options. create needs --name and --scope, revoke needs --name; --token,
+ * --token-file (not both) or TRAINYARD_TOKEN is required with --server. argv
+ * strings are borrowed by *out.
  */
 ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, size_t errlen);
 

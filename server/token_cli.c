@@ -423,7 +423,14 @@ int token_cli_run(const config_token *cfg, FILE *out, FILE *errf)
         char token[AUTH_MAX_TOKEN + 1];
         config_token with_token = *cfg;
         int rc = 1;
-        if (resolve_token(cfg->token ? cfg->token : "", stdin, token, errf) != 0)
+        char ref[CONFIG_PATH_MAX + 2] = "-"; /* --token-file PATH is --token @PATH */
+        if (cfg->token_file && strcmp(cfg->token_file, "-") != 0 &&
+            snprintf(ref, sizeof ref, "@%s", cfg->token_file) >= (int)sizeof ref) {
+            fprintf(errf, "trainyard token: the --token-file path is too long\n");
+            return 1;
+        }
+        if (resolve_token(cfg->token_file ? ref : cfg->token ? cfg->token : "", stdin, token,
+                          errf) != 0)
             return 1;
         with_token.token = token;
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

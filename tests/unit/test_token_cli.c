@@ -286,6 +286,22 @@ static void test_http_token_sources(void **state)
     assert_int_equal(run_list(h, at, out, sizeof out, err, sizeof err), 0);
     assert_string_equal(last_auth(), "Bearer ty_no_newline");
 
+    /* --token-file PATH and --token-file -. */
+    config_token cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.action = CONFIG_TOKEN_LIST;
+    cfg.server = h->url;
+    cfg.token_file = write_file(h, "token3", "ty_from_token_file\n");
+    FILE *o = tmpfile();
+    assert_non_null(o);
+    assert_int_equal(token_cli_run(&cfg, o, o), 0);
+    assert_string_equal(last_auth(), "Bearer ty_from_token_file");
+    assert_non_null(freopen(write_file(h, "stdin0", "ty_token_file_stdin\n"), "r", stdin));
+    cfg.token_file = "-";
+    assert_int_equal(token_cli_run(&cfg, o, o), 0);
+    assert_string_equal(last_auth(), "Bearer ty_token_file_stdin");
+    fclose(o);
+
     /* From standard input. */
     assert_non_null(freopen(write_file(h, "stdin", "ty_from_stdin\n"), "r", stdin));
     assert_int_equal(run_list(h, "-", out, sizeof out, err, sizeof err), 0);
