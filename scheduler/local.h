@@ -8,13 +8,16 @@
  * Ranks are started with posix_spawn(): the process is multithreaded, and
  * posix_spawn() is the safe (and fast, vfork-like) way to fork it.
  *
- * Each rank runs argv with cwd <data_dir>/jobs/<id>, stdout and stderr
- * appended to <data_dir>/jobs/<id>/logs/a<attempt>/rank-<r>.log, signals reset
- * to their defaults, and this environment (the env contract of DESIGN.md):
+ * Each rank runs in its own sandbox (sandbox.h; unless local_options.sandbox is
+ * 0) with cwd <data_dir>/jobs/<id>, signals reset to their defaults, stdout and
+ * stderr into a pipe that the log pump (ranklog.h) writes, within log_limit, to
+ * <data_dir>/logs/<id>/a<attempt>/rank-<r>.log, and this environment (the env
+ * contract of docs/DESIGN.md):
  *
  *   PATH, HOME, USER, LOGNAME, LANG, LC_ALL, TZ, TMPDIR  from the server, when
  *       set (nothing else leaks: the server's own secrets stay out); PATH is
- *       prefixed with bin_dirs so that trainyard-worker is found
+ *       prefixed with bin_dirs so that trainyard-worker is found; in a sandbox
+ *       HOME is the job's directory and USER, LOGNAME the rank user
  *   the job's env (over the above; a job's PATH replaces the server's, still
  *       after bin_dirs)
  *   RANK, LOCAL_RANK (= RANK), WORLD_SIZE, LOCAL_WORLD_SIZE,
@@ -27,10 +30,9 @@
  *
  * Rank exits are observed through a pidfd per rank in one epoll set
  * (event_fd; without pidfd_open, before Linux 5.3, a timerfd that ticks every
- * 20 ms while a rank runs, and observe() polls waitid). recover() finds a
- * job's processes by the TRAINYARD_JOB_ID in their environment
- * (/proc/<pid>/environ), so processes whose pids were never recorded are
- * found too.
+ * 20 ms while a rank runs, and observe() polls waitid). recover() ends what
+ * is left in the job's cgroups (sandboxed), or finds the job's processes by the
+ * TRAINYARD_JOB_ID in their environment (/proc/<pid>/environ; unsandboxed).
  */
 #ifndef TY_SCHEDULER_LOCAL_H
 #define TY_SCHEDULER_LOCAL_H

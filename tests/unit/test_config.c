@@ -21,7 +21,8 @@ static const char *const env_names[] = {
     "TRAINYARD_LOG_LEVEL", "TRAINYARD_SERVER", "TRAINYARD_TOKEN",
     "TRAINYARD_LOCAL_SLOTS", "TRAINYARD_LOCAL_GPUS", "TRAINYARD_QUEUE_LIMIT",
     "TRAINYARD_STOP_GRACE", "TRAINYARD_MAX_CONNECTIONS", "TRAINYARD_MAX_CONNECTIONS_PER_IP",
-    "TRAINYARD_REQUEST_DEADLINE",
+    "TRAINYARD_REQUEST_DEADLINE", "TRAINYARD_LOCAL_SANDBOX", "TRAINYARD_LOCAL_USER",
+    "TRAINYARD_LOCAL_LOG_LIMIT",
 };
 
 static int clear_env(void **state)
@@ -336,6 +337,40 @@ static void test_serve_job_options(void **state)
     assert_non_null(strstr(err, "TRAINYARD_LOCAL_GPUS"));
 }
 
+/* The sandbox of local ranks: on unless turned off explicitly; its user and log limit. */
+static void test_serve_sandbox_options(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.local_sandbox, 1);
+    assert_string_equal(c.local_user, "");
+    assert_int_equal(c.local_log_limit, 256LL << 20);
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-sandbox=off", "--local-user",
+                                "jobs", "--local-log-limit", "1Mi", NULL),
+                     TY_OK);
+    assert_int_equal(c.local_sandbox, 0);
+    assert_string_equal(c.local_user, "jobs");
+    assert_int_equal(c.local_log_limit, 1LL << 20);
+
+    setenv("TRAINYARD_LOCAL_LOG_LIMIT", "1048576", 1);
+    setenv("TRAINYARD_LOCAL_SANDBOX", "off", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-sandbox", "on", NULL), TY_OK);
+    assert_int_equal(c.local_sandbox, 1); /* the flag beats the variable */
+    assert_int_equal(c.local_log_limit, 1048576);
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-sandbox", "no", NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "--local-sandbox"));
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-user", "a b", NULL), TY_EINVAL);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-log-limit", "1k", NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "--local-log-limit"));
+    setenv("TRAINYARD_LOCAL_LOG_LIMIT", "lots", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-sandbox=on", NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_LOCAL_LOG_LIMIT"));
+}
+
 static void test_listen_good(void **state)
 {
     (void)state;
@@ -479,6 +514,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_help, clear_env),
         cmocka_unit_test_setup(test_serve_bad_values, clear_env),
         cmocka_unit_test_setup(test_serve_bad_env_names_the_variable, clear_env),
+        cmocka_unit_test_setup(test_serve_sandbox_options, clear_env),
         cmocka_unit_test_setup(test_serve_job_options, clear_env),
         cmocka_unit_test_setup(test_serve_connection_options, clear_env),
         cmocka_unit_test(test_listen_good),
