@@ -3,10 +3,12 @@
  * machine (the embedded default of `trainyard serve`).
  *
  * Capacity is counted in slots (one per rank) and GPUs; a gang is reserved
- * whole or not at all. Each attempt runs in its own process group (rank 0's
- * pid), so one killpg() reaches every rank and whatever the ranks started.
- * Ranks are started with posix_spawn(): the process is multithreaded, and
- * posix_spawn() is the safe (and fast, vfork-like) way to fork it.
+ * whole or not at all. A sandboxed rank is signalled through its sandbox's
+ * PID 1, which forwards to the rank's group. Unsandboxed, each attempt runs in
+ * its own process group (rank 0's pid), so one killpg() reaches every rank and
+ * whatever the ranks started, and ranks are started with posix_spawn(): the
+ * process is multithreaded, and posix_spawn() is the safe (and fast,
+ * vfork-like) way to fork it.
  *
  * Each rank runs in its own sandbox (sandbox.h; unless local_options.sandbox is
  * 0) with cwd <data_dir>/jobs/<id>, signals reset to their defaults, stdout and
