@@ -442,18 +442,18 @@ static void cg_init(sandbox *sb, char *note, size_t notelen)
         char ctrls[256] = "";
         read_file(CG_ROOT "/cgroup.controllers", ctrls, sizeof ctrls);
         if (!strstr(ctrls, "memory") || !strstr(ctrls, "cpu") || !strstr(ctrls, "pids")) {
-            snprintf(note, notelen, "cgroup v2 lacks the memory, cpu or pids controller");
+            set_why(note, notelen, "cgroup v2 lacks the memory, cpu or pids controller");
             return;
         }
         snprintf(path, sizeof path, CG_ROOT "/%s", name);
         if ((mkdir(path, 0755) != 0 && errno != EEXIST) ||
             write_file(CG_ROOT "/cgroup.subtree_control", "+memory +cpu +pids") != 0) {
-            snprintf(note, notelen, "cannot create cgroups in %s: %s", CG_ROOT, strerror(errno));
+            set_why(note, notelen, "cannot create cgroups in %s: %s", CG_ROOT, strerror(errno));
             rmdir(path);
             return;
         }
         if (cg_set(path, "cgroup.subtree_control", "+memory +cpu +pids") != 0) {
-            snprintf(note, notelen, "cannot delegate controllers in %s: %s", path, strerror(errno));
+            set_why(note, notelen, "cannot delegate controllers in %s: %s", path, strerror(errno));
             return;
         }
         sb->v2 = 1;
@@ -469,11 +469,11 @@ static void cg_init(sandbox *sb, char *note, size_t notelen)
         char procs[PATH_MAX];
         snprintf(procs, sizeof procs, CG_ROOT "/%s/cgroup.procs", c);
         if (access(procs, F_OK) != 0) {
-            snprintf(note, notelen, "no cgroup %s controller at %s/%s", c, CG_ROOT, c);
+            set_why(note, notelen, "no cgroup %s controller at %s/%s", c, CG_ROOT, c);
             continue;
         }
         if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-            snprintf(note, notelen, "cannot create cgroups in %s: %s", path, strerror(errno));
+            set_why(note, notelen, "cannot create cgroups in %s: %s", path, strerror(errno));
             continue;
         }
         sb->cg_base[i] = strdup(path);

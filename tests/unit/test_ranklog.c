@@ -183,9 +183,10 @@ static text read_log(const char *path, long tail)
 
 static uint64_t file_size(const char *path, const char *suffix)
 {
-    char p[PATH_MAX];
+    char p[PATH_MAX + 16];
     struct stat st;
-    snprintf(p, sizeof p, "%s%s", path, suffix);
+    int n = snprintf(p, sizeof p, "%s%s", path, suffix);
+    assert_true(n > 0 && (size_t)n < sizeof p);
     return stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
