@@ -1,10 +1,12 @@
 /*
  * sandbox.c - one bubblewrap sandbox per rank (sandbox.h).
  *
- * Spawning: fork(), then in the child only async-signal-safe calls: join the rank's
- * cgroups, set up stdio, a new session, default signals, drop to the rank user when
- * the server is root, execve(bwrap). posix_spawn() cannot join a cgroup or change
- * the user, hence fork. An exec failure comes back through a close-on-exec pipe.
+ * Spawning: clone(CLONE_VM | CLONE_VFORK), as posix_spawn() does, then in the child
+ * system calls only: default signals, join the rank's cgroups, set up stdio, a new
+ * session, execve(bwrap). posix_spawn() cannot join a cgroup, hence our own child;
+ * fork() would copy the server's page tables for every rank. As root, setpriv (in
+ * the sandbox, after bwrap built it as root) drops to the rank user. A failure
+ * before the exec comes back in the memory the child shares.
  *
  * cgroups: v1 (one hierarchy per controller, as on these machines) or v2 (one
  * hierarchy; used only where the server may create cgroups at its root, since a v2
@@ -18,9 +20,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -59,6 +62,8 @@ struct sandbox {
     int v2;                         /* 1: one v2 hierarchy at cg_base[0] */
     char *cg_base[3];               /* v1: per controller (v1_controllers order), or NULL */
     char summary[512];
+    /* The stack of sandbox_spawn()'s child until it execs (spawns are sequential). */
+    _Alignas(16) char stack[64 * 1024];
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -550,50 +555,61 @@ static int sys_close_range(unsigned first)
 #endif
 }
 
-/* The child between fork() and execve(): async-signal-safe calls only. */
-/* The child between fork() and execve(): async-signal-safe calls only. */
-static void child(char *const argv[], char *const envp[], const int *cgfd, int ncg, int in_fd,
-                  int out_fd, int status_fd, int err_fd)
+/* What the child of sandbox_spawn() needs; it shares the parent's memory. */
+typedef struct child_args {
+    char *const *argv, *const *envp;
+    const int *cgfd;
+    int ncg;
+    int fds[4];                     /* stdin, stdout+stderr, bwrap's status, spare */
+    int err;                        /* set by the child when it fails before execve() */
+} child_args;
+
+/*
+ * The child between clone() and execve(). It runs on its own stack in the parent's
+ * memory (CLONE_VM | CLONE_VFORK, as posix_spawn() does, so that no page table is
+ * copied), with the parent suspended: only system calls, no allocation, no locks.
+ */
+static int child(void *arg)
 {
+    child_args *c = arg;
     int e = 0;
-    for (int i = 0; i < ncg; i++)
-        if (write(cgfd[i], "0", 1) != 1) { /* "0": the writing process itself */
-            e = errno;
-            goto fail;
-        }
-    /* fds 0..4 are set one by one: first move every source above 4. */
-    int fds[4] = {in_fd, out_fd, status_fd, err_fd};
-    for (int i = 0; i < 4; i++)
-        if ((fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 5)) < 0) {
-            e = errno;
-            goto fail;
-        }
-    err_fd = fds[3];
-    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[1], 2) < 0 ||
-        dup2(fds[2], 3) < 0 || dup3(fds[3], 4, O_CLOEXEC) < 0) {
-        e = errno;
-        goto fail;
-    }
-    err_fd = 4;
-    if (sys_close_range(5) != 0)
-        for (int fd = 5; fd < 1024; fd++)
-            close(fd);
-    setsid();
-    sigset_t none;
-    sigemptyset(&none);
+    /* Every signal at its default before any is unblocked: a handler of the server
+     * must never run here. */
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     for (int s = 1; s < NSIG; s++)
         if (s != SIGKILL && s != SIGSTOP)
             sigaction(s, &dfl, NULL);
+    for (int i = 0; i < c->ncg; i++)
+        if (write(c->cgfd[i], "0", 1) != 1) { /* "0": the writing process itself */
+            e = errno;
+            goto fail;
+        }
+    /* fds 0..3 are set one by one: first move every source above 3. */
+    int fds[3];
+    for (int i = 0; i < 3; i++)
+        if ((fds[i] = fcntl(c->fds[i], F_DUPFD_CLOEXEC, 4)) < 0) {
+            e = errno;
+            goto fail;
+        }
+    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[1], 2) < 0 ||
+        dup2(fds[2], 3) < 0) {
+        e = errno;
+        goto fail;
+    }
+    if (sys_close_range(4) != 0)
+        for (int fd = 4; fd < 1024; fd++)
+            close(fd);
+    setsid();
+    sigset_t none;
+    sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     umask(022);
-    execve(argv[0], argv, envp);
+    execve(c->argv[0], c->argv, c->envp);
     e = errno;
 fail:
-    while (write(err_fd, &e, sizeof e) < 0 && errno == EINTR)
-        ;
+    c->err = e ? e : EINVAL;
     _exit(127);
 }
 
@@ -601,7 +617,7 @@ ty_err sandbox_spawn(sandbox *sb, const sandbox_rank *r, const char *exe, char *
                      char *const envp[], int out_fd, sandbox_proc *p, char *why, size_t whylen)
 {
     argv_vec a = {0};
-    int cgfd[3] = {-1, -1, -1}, in_fd = -1, st[2] = {-1, -1}, er[2] = {-1, -1};
+    int cgfd[3] = {-1, -1, -1}, in_fd = -1, st[2] = {-1, -1};
     ty_err rc = TY_EIO;
 
     memset(p, 0, sizeof *p);
@@ -623,28 +639,26 @@ ty_err sandbox_spawn(sandbox *sb, const sandbox_rank *r, const char *exe, char *
             goto out;
         }
     }
-    if ((in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0 || pipe2(st, O_CLOEXEC) != 0 ||
-        pipe2(er, O_CLOEXEC) != 0) {
+    if ((in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0 || pipe2(st, O_CLOEXEC) != 0) {
         set_why(why, whylen, "cannot set up the sandbox: %s", strerror(errno));
         goto out;
     }
-    pid_t pid = fork();
+    child_args ca = {.argv = a.v, .envp = envp, .cgfd = cgfd, .ncg = p->ncg,
+                     .fds = {in_fd, out_fd, st[1], -1}};
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = clone(child, sb->stack + sizeof sb->stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &ca);
+    int clone_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
-        set_why(why, whylen, "fork: %s", strerror(errno));
+        set_why(why, whylen, "clone: %s", strerror(clone_errno));
         goto out;
     }
-    if (pid == 0)
-        child(a.v, envp, cgfd, p->ncg, in_fd, out_fd, st[1], er[1]);
-    close(er[1]);
-    er[1] = -1;
-    int e = 0;
-    ssize_t n;
-    while ((n = read(er[0], &e, sizeof e)) < 0 && errno == EINTR)
-        ;
-    if (n == (ssize_t)sizeof e) {
+    if (ca.err != 0) { /* the child is gone, or going */
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
-        set_why(why, whylen, "cannot start the sandbox (%s): %s", sb->bwrap, strerror(e));
+        set_why(why, whylen, "cannot start the sandbox (%s): %s", sb->bwrap, strerror(ca.err));
         goto out;
     }
     p->pid = pid;
@@ -655,7 +669,7 @@ out:
     for (int i = 0; i < 3; i++)
         if (cgfd[i] >= 0)
             close(cgfd[i]);
-    int mine[] = {in_fd, st[0], st[1], er[0], er[1]};
+    int mine[] = {in_fd, st[0], st[1]};
     for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
         if (mine[i] >= 0)
             close(mine[i]);
