@@ -6,6 +6,8 @@
 #   BUILD/bench/bench_sched --rounds 0 --latency-jobs 0 --idle 100000
 add_executable(bench_stamp ${CMAKE_CURRENT_LIST_DIR}/bench_stamp.c)
 ty_target(bench_stamp)
+# Beside `trainyard`: the directory the local backend shows its sandboxed ranks.
+set_target_properties(bench_stamp PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
 add_executable(bench_sched ${CMAKE_CURRENT_LIST_DIR}/bench_sched.c)
 ty_target(bench_sched)

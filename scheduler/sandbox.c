@@ -890,7 +890,9 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
 
     rc = TY_EINVAL;
     sb->bwrap = find_exe("bwrap");
-    sb->tini = find_exe("tini");
+    /* The static build where Debian ships it: no dynamic loading for every rank. */
+    if (!(sb->tini = find_exe("tini-static")))
+        sb->tini = find_exe("tini");
     if (!sb->bwrap || !sb->tini) {
         set_why(err, errlen, "local sandbox: %s not found (Debian: apt-get install %s); "
                 "--local-sandbox=off runs jobs unsandboxed", !sb->bwrap ? "bwrap" : "tini",
