@@ -46,12 +46,12 @@
 #define STATUS_WAIT_MS 2000   /* sandbox_signal(): bound on waiting for bwrap's child pid */
 #define CG_EMPTY_WAIT_MS 2000 /* finish/recover: bound on waiting for a cgroup to empty */
 
-#define MAX_RO 8               /* read-only binds: ro_dirs, the data sets, tini */
+#define MAX_RO 8               /* read-only binds: ro_dirs and the data sets */
 
 static const char *const v1_controllers[] = {"memory", "cpu", "pids"};
 
 struct sandbox {
-    char *bwrap, *tini, *setpriv;   /* absolute paths */
+    char *bwrap, *setpriv;          /* absolute paths */
     char *data_dir;
     int nro;
     char *ro[MAX_RO];               /* bound read-only into every sandbox */
@@ -274,7 +274,6 @@ static void build_argv(const sandbox *sb, const sandbox_rank *r, const char *exe
     argv_add(a, "--unshare-ipc");
     argv_add(a, "--unshare-uts");
     argv_add(a, "--unshare-cgroup-try");
-    argv_add(a, "--as-pid-1");
     argv_add(a, "--new-session");
     if (!sb->drop) {
         argv_add(a, "--cap-drop");
@@ -325,9 +324,6 @@ static void build_argv(const sandbox *sb, const sandbox_rank *r, const char *exe
         argv_add(a, "--no-new-privs");
         argv_add(a, "--");
     }
-    argv_add(a, sb->tini);
-    argv_add(a, "-g"); /* signals go to the rank's whole process group */
-    argv_add(a, "--");
     argv_add(a, exe);
     for (size_t i = 1; argv && argv[0] && argv[i]; i++)
         argv_add(a, argv[i]);
@@ -709,15 +705,77 @@ static void read_init_pid(sandbox_proc *p, int wait_ms)
         while ((nl = strchr(buf, '\n')) != NULL) {
             json_t *o = json_loadb(buf, (size_t)(nl - buf), 0, NULL);
             json_int_t pid = json_integer_value(json_object_get(o, "child-pid"));
+            json_int_t ns = json_integer_value(json_object_get(o, "pid-namespace"));
             json_decref(o);
-            if (pid > 1)
+            if (pid > 1 && ns > 0) {
                 p->init = (pid_t)pid;
+                p->pidns = (unsigned long long)ns;
+            }
             len -= (size_t)(nl + 1 - buf);
             memmove(buf, nl + 1, len + 1);
         }
         if (len == sizeof buf - 1)
             len = 0; /* a line this long is not bwrap's */
     }
+}
+
+/* The inode of pid's PID namespace, or 0 when it cannot be read (gone, say). */
+static unsigned long long pidns_of(pid_t pid)
+{
+    char path[64], link[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0)
+        return 0;
+    link[n] = '\0';
+    unsigned long long ino = 0;
+    return sscanf(link, "pid:[%llu]", &ino) == 1 ? ino : 0;
+}
+
+static int sys_pidfd_open(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/*
+ * Sends sig to every process of p's PID namespace but its init (bwrap's, which would
+ * only pass it on to nobody and must stay to end the namespace). Each process is
+ * pinned with a pidfd, and its namespace read again, before it is signalled, so a
+ * reused pid is never hit. Returns the number signalled.
+ */
+static int signal_namespace(const sandbox_proc *p, int sig)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char *end;
+        long v = strtol(de->d_name, &end, 10);
+        if (*end || v <= 1 || v == p->init || v == p->pid || pidns_of((pid_t)v) != p->pidns)
+            continue;
+        int fd = sys_pidfd_open((pid_t)v);
+        if (fd < 0)
+            continue;
+        if (pidns_of((pid_t)v) == p->pidns &&
+#ifdef SYS_pidfd_send_signal
+            syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0
+#else
+            kill((pid_t)v, sig) == 0
+#endif
+        )
+            n++;
+        close(fd);
+    }
+    closedir(d);
+    return n;
 }
 
 int sandbox_signal(sandbox_proc *p, int sig)
@@ -727,14 +785,18 @@ int sandbox_signal(sandbox_proc *p, int sig)
         return -1;
     }
     read_init_pid(p, STATUS_WAIT_MS);
-    /* Without tini's pid (bwrap still starting, or failing) only a SIGKILL of bwrap
-     * helps: --die-with-parent takes the sandbox down with it. */
-    pid_t target = p->init > 0 ? p->init : sig == SIGKILL ? p->pid : 0;
-    if (target == 0) {
+    if (sig == SIGKILL) {
+        /* The namespace's init: the kernel kills every process left in it. Without its
+         * pid (bwrap still starting, or failing) bwrap itself: --die-with-parent takes
+         * the sandbox down with it. */
+        return kill(p->init > 0 ? p->init : p->pid, SIGKILL);
+    }
+    if (p->init <= 0) {
         errno = EAGAIN;
         return -1;
     }
-    return kill(target, sig);
+    signal_namespace(p, sig);
+    return 0;
 }
 
 void sandbox_status(int bwrap_code, int bwrap_signal, int *exit_code, int *signal)
@@ -819,7 +881,6 @@ void sandbox_free(sandbox *sb)
     if (!sb)
         return;
     free(sb->bwrap);
-    free(sb->tini);
     free(sb->data_dir);
     free(sb->user);
     free(sb->setpriv);
@@ -890,13 +951,9 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
 
     rc = TY_EINVAL;
     sb->bwrap = find_exe("bwrap");
-    /* The static build where Debian ships it: no dynamic loading for every rank. */
-    if (!(sb->tini = find_exe("tini-static")))
-        sb->tini = find_exe("tini");
-    if (!sb->bwrap || !sb->tini) {
-        set_why(err, errlen, "local sandbox: %s not found (Debian: apt-get install %s); "
-                "--local-sandbox=off runs jobs unsandboxed", !sb->bwrap ? "bwrap" : "tini",
-                !sb->bwrap ? "bubblewrap" : "tini");
+    if (!sb->bwrap) {
+        set_why(err, errlen, "local sandbox: bwrap not found (Debian: apt-get install "
+                "bubblewrap); --local-sandbox=off runs jobs unsandboxed");
         goto fail;
     }
     char datasets[PATH_MAX];
@@ -906,8 +963,6 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
     for (size_t i = 0; opt->ro_dirs && opt->ro_dirs[i] && nro < MAX_RO - 2; i++)
         ro[nro++] = opt->ro_dirs[i];
     ro[nro++] = datasets;
-    if (strncmp(sb->tini, "/usr/", 5) != 0)
-        ro[nro++] = sb->tini;
     for (int i = 0; i < nro; i++) {
         if (access(ro[i], F_OK) != 0)
             continue; /* what does not exist is not bound */

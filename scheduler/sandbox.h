@@ -4,18 +4,18 @@
  * A rank runs as
  *
  *   bwrap (our child, the pid the backend watches)
- *     └─ tini            PID 1 of the rank's own PID namespace
- *          └─ the rank   in its own process group, with whatever it starts
+ *     └─ bwrap's init    PID 1 of the rank's own PID namespace
+ *          └─ the rank   (as root: setpriv, which drops to the rank user, then the
+ *                         rank), with whatever it starts
  *
  * so that:
- * - nothing of the rank outlives it: when the rank exits, tini (PID 1) exits with
- *   its status and the kernel kills every process left in the namespace, setsid()
- *   or not. If the server is killed (kill -9), bwrap dies with it
- *   (--die-with-parent); an unprivileged server's sandboxes die with bwrap, while a
- *   root server's live on (setpriv's change of user clears the parent-death signal
- *   of PID 1) until the next start ends everything in their cgroups;
- * - SIGTERM reaches the rank: it is sent to tini, which forwards it to the rank's
- *   process group (bwrap itself would only die and take the rank down at once);
+ * - nothing of the rank outlives it: when the rank exits, PID 1 exits with its
+ *   status and the kernel kills every process left in the namespace, setsid() or
+ *   not. If the server is killed (kill -9), bwrap and its init die with it
+ *   (--die-with-parent), and the namespace with them; the next start also ends
+ *   whatever is left in the ranks' cgroups;
+ * - SIGTERM reaches the rank and everything it started: it is sent to every process
+ *   of the namespace but PID 1 (bwrap would only die and take the rank down at once);
  * - the rank sees only what it needs (a mount namespace): /usr and /etc read-only,
  *   a fresh /dev, /proc and /tmp, the directories of opt->ro_dirs and
  *   <data_dir>/datasets read-only, and its job's own directory read-write, as its
@@ -30,8 +30,8 @@
  *   one cgroup per rank under <own cgroup>/trainyard-<hash of data_dir>/. After a
  *   kill -9 the next server ends whatever is left in those cgroups.
  *
- * Exit statuses: tini and bwrap pass the rank's exit code through and turn death by
- * signal N into the code 128 + N; sandbox_status() turns it back.
+ * Exit statuses: bwrap passes the rank's exit code through and turns death by signal
+ * N into the code 128 + N; sandbox_status() turns it back.
  *
  * Threads: sandbox_new/free on one thread; spawn, signal, finish and recover on the
  * backend's thread (the scheduler's). The sandbox's bwrap processes are children of
@@ -59,7 +59,7 @@ typedef struct sandbox_options {
 } sandbox_options;
 
 /*
- * Finds bwrap and tini, the user, and the cgroup controllers this process may
+ * Finds bwrap (and setpriv when root), the user, and the cgroup controllers this process may
  * manage; ends what a previous server of the same data_dir left in its cgroups;
  * then builds one sandbox as a check. *out is new. On failure err says what is
  * missing and how to get it (or that --local-sandbox=off runs jobs unsandboxed).
@@ -93,7 +93,9 @@ typedef struct sandbox_rank {
 /* A rank's sandbox while it runs; filled by sandbox_spawn. */
 typedef struct sandbox_proc {
     pid_t pid;                     /* bwrap: a child of the calling thread */
-    pid_t init;                    /* tini in our PID namespace; 0 until bwrap told */
+    pid_t init;                    /* bwrap's init (PID 1) in our PID namespace; 0 until
+                                      bwrap told */
+    unsigned long long pidns;      /* the inode of the rank's PID namespace, with init */
     int status_fd;                 /* bwrap's --json-status-fd, read end; -1 when done */
     int ncg;                       /* cgroup directories in cg */
     char *cg[3];                   /* owned paths, one per controller hierarchy */
@@ -107,8 +109,8 @@ typedef struct sandbox_proc {
 ty_err sandbox_spawn(sandbox *sb, const sandbox_rank *r, const char *exe, char *const argv[],
                      char *const envp[], int out_fd, sandbox_proc *p, char *why, size_t whylen);
 
-/* SIGTERM: forwarded by tini to the rank's process group. SIGKILL: ends the whole
- * sandbox. Returns 0, or -1 with errno. */
+/* SIGKILL: ends the whole sandbox (through its PID 1). Any other signal goes to every
+ * process of the sandbox but PID 1. Returns 0, or -1 with errno. */
 int sandbox_signal(sandbox_proc *p, int sig);
 
 /*

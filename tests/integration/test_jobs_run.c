@@ -1807,9 +1807,11 @@ static void test_sandbox_setsid_does_not_survive_kill9(void **state)
     free(wait_lines(id, path, "", 1));
     assert_true(job_procs(id, 1, NULL, 0) >= 2);
 
-    /* The next server ends what the dead one left (its ranks' cgroups), setsid or not,
-     * before it runs the job again as a new attempt. */
+    /* The sandboxes die with the server (bwrap's parent-death signal ends each PID
+     * namespace), setsid or not; the next server would also end what its cgroups
+     * still held before it runs the job again as a new attempt. */
     ty_server_kill(g_srv);
+    expect_procs_gone(id, 0, "after kill -9 of the server");
     ty_client_free(g_c);
     g_c = NULL;
     if (ty_server_restart(g_srv, err, sizeof err) < 0)
