@@ -556,7 +556,7 @@ typedef struct child_args {
     char *const *argv, *const *envp;
     const int *cgfd;
     int ncg;
-    int fds[4];                     /* stdin, stdout+stderr, bwrap's status, spare */
+    int fds[3];                     /* stdin, stdout+stderr, bwrap's status */
     int err;                        /* set by the child when it fails before execve() */
 } child_args;
 
@@ -640,7 +640,7 @@ ty_err sandbox_spawn(sandbox *sb, const sandbox_rank *r, const char *exe, char *
         goto out;
     }
     child_args ca = {.argv = a.v, .envp = envp, .cgfd = cgfd, .ncg = p->ncg,
-                     .fds = {in_fd, out_fd, st[1], -1}};
+                     .fds = {in_fd, out_fd, st[1]}};
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
