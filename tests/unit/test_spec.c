@@ -50,8 +50,10 @@ static json_t *errors_of(const char *body, size_t len)
     }
     assert_null(out);
     assert_int_equal(errs.count, json_array_size(errs.list));
+    json_t *list = json_incref(errs.list);
+    spec_errors_free(&errs);
     json_decref(in);
-    return errs.list;
+    return list;
 }
 
 static int has_error(const json_t *list, const char *path, const char *fragment)
@@ -405,6 +407,21 @@ static void test_error_list_is_capped(void **state)
     ty_buf_free(&b);
 }
 
+/* The same error at the same path is reported once, however often it is found. */
+static void test_repeated_error_is_reported_once(void **state)
+{
+    (void)state;
+    spec_errors errs;
+    assert_int_equal(spec_errors_init(&errs), TY_OK);
+    for (int i = 0; i < 336; i++)
+        assert_int_equal(spec_errors_add(&errs, "query.label", "must be KEY=VALUE"), TY_OK);
+    assert_int_equal(spec_errors_add(&errs, "query.label", "another message"), TY_OK);
+    assert_int_equal(spec_errors_add(&errs, "query.state", "must be KEY=VALUE"), TY_OK);
+    assert_int_equal(errs.count, 3);
+    assert_int_equal(json_array_size(errs.list), 3);
+    spec_errors_free(&errs);
+}
+
 /* ---- normalization ------------------------------------------------------- */
 
 static const struct good_case {
@@ -723,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_limits_by_size),
         cmocka_unit_test(test_every_error_is_reported),
         cmocka_unit_test(test_error_list_is_capped),
+        cmocka_unit_test(test_repeated_error_is_reported_once),
         cmocka_unit_test(test_good_specs_are_normalized),
         cmocka_unit_test(test_quantities),
         cmocka_unit_test(test_batch),
