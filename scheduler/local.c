@@ -55,6 +55,7 @@
 #include "common/ty_time.h"
 #include "runtime/comm.h"
 #include "scheduler/ranklog.h"
+#include "scheduler/local_int.h"
 #include "scheduler/sandbox.h"
 
 #define LOCAL_ID_LEN 26
@@ -115,19 +116,6 @@ struct backend_log {
 static const backend_ops local_ops;
 
 /* ---- small helpers -------------------------------------------------------- */
-
-static void set_why(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_why(char *why, size_t len, const char *fmt, ...)
-{
-    if (!why || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-}
 
 /* Formats a path; -1 when it does not fit. */
 static int path_fmt(char *buf, size_t len, const char *fmt, ...)
@@ -194,36 +182,6 @@ static int mkdir_p(const char *path)
         return -1;
     }
     return 0;
-}
-
-static int sys_pidfd_open(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-    (void)pid;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
-static int sys_pidfd_send_signal(int pidfd, int sig)
-{
-#ifdef SYS_pidfd_send_signal
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-#else
-    (void)pidfd;
-    (void)sig;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
 }
 
 /* ---- the environment of a rank -------------------------------------------- */
@@ -314,7 +272,7 @@ static ty_err env_common(local_backend *lb, backend_attempt *a, const backend_jo
     for (size_t i = 0; job->env && job->env[i] && rc == TY_OK; i++) {
         const char *s = job->env[i];
         if (!strchr(s, '=') || s[0] == '=') {
-            set_why(why, whylen, "invalid env entry (expected NAME=value)");
+            local_why(why, whylen, "invalid env entry (expected NAME=value)");
             return TY_EINVAL;
         }
         if (strncmp(s, "PATH=", 5) == 0)
@@ -345,7 +303,7 @@ static ty_err env_common(local_backend *lb, backend_attempt *a, const backend_jo
     if (rc == TY_OK)
         rc = env_setf(e, "TRAINYARD_CHECKPOINT_DIR=%s/checkpoints", jobdir);
     if (rc != TY_OK) {
-        set_why(why, whylen, "out of memory building the environment");
+        local_why(why, whylen, "out of memory building the environment");
         return rc;
     }
     for (size_t i = 0; i < e->n; i++)
@@ -486,10 +444,10 @@ static ty_err rank_started(local_backend *lb, backend_attempt *a, int r, pid_t p
     if (r == 0 && !lb->sb)
         a->pgid = pid;
     if (lb->use_pidfd) {
-        lr->pidfd = sys_pidfd_open(pid);
+        lr->pidfd = local_pidfd_open(pid);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = lr};
         if (lr->pidfd < 0 || epoll_ctl(lb->evfd, EPOLL_CTL_ADD, lr->pidfd, &ev) != 0) {
-            set_why(why, whylen, "cannot watch rank %d: %s", r, strerror(errno));
+            local_why(why, whylen, "cannot watch rank %d: %s", r, strerror(errno));
             return TY_EIO;
         }
     }
@@ -543,18 +501,18 @@ static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const cha
     pid_t pid = 0;
 
     if (path_fmt(logpath, sizeof logpath, "%s/rank-%d.log", logdir, r) != 0) {
-        set_why(why, whylen, "log path too long");
+        local_why(why, whylen, "log path too long");
         return TY_EINVAL;
     }
     /* The rank writes into a pipe; the pump writes the log, within its limit. */
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0) {
-        set_why(why, whylen, "cannot make the log pipe of rank %d: %s", r, strerror(errno));
+        local_why(why, whylen, "cannot make the log pipe of rank %d: %s", r, strerror(errno));
         return TY_EIO;
     }
     if ((rc = ranklog_pump_add(lb->pump, pfd[0], logpath)) != TY_OK) {
         close(pfd[1]);
-        set_why(why, whylen, "cannot write the log %s: %s", logpath, ty_strerror(rc));
+        local_why(why, whylen, "cannot write the log %s: %s", logpath, ty_strerror(rc));
         return rc;
     }
     logfd = pfd[1];
@@ -602,9 +560,9 @@ static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const cha
     err = posix_spawn(&pid, exe, &fa, &attr, (char *const *)job->argv, envp);
     if (err != 0) {
         if (err == ENOENT)
-            set_why(why, whylen, "command not found: %s", job->argv[0]);
+            local_why(why, whylen, "command not found: %s", job->argv[0]);
         else
-            set_why(why, whylen, "cannot start rank %d (%s): %s", r, job->argv[0],
+            local_why(why, whylen, "cannot start rank %d (%s): %s", r, job->argv[0],
                     strerror(err));
         err = 0;
         goto out;
@@ -613,7 +571,7 @@ static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const cha
     rc = rank_started(lb, a, r, pid, why, whylen);
 out:
     if (err != 0)
-        set_why(why, whylen, "cannot set up rank %d: %s", r, strerror(err));
+        local_why(why, whylen, "cannot set up rank %d: %s", r, strerror(err));
     if (attr_ok)
         posix_spawnattr_destroy(&attr);
     if (fa_ok)
@@ -690,37 +648,37 @@ static ty_err local_reserve(backend *b, const backend_job *job, backend_attempt 
 {
     local_backend *lb = (local_backend *)b;
     if (!job || !is_job_id(job->id)) {
-        set_why(why, whylen, "invalid job id");
+        local_why(why, whylen, "invalid job id");
         return TY_EINVAL;
     }
     if (job->world_size < 1 || job->gpus_per_rank < 0) {
-        set_why(why, whylen, "needs at least one rank and a GPU count >= 0");
+        local_why(why, whylen, "needs at least one rank and a GPU count >= 0");
         return TY_EINVAL;
     }
     /* GPUs are counted, not typed (no driver query here): gpu_type is not checked. */
     int ws = job->world_size, gpr = job->gpus_per_rank;
     long long need_gpus = (long long)ws * gpr;
     if (ws > lb->slots) {
-        set_why(why, whylen, "needs %d slots (one per rank), this machine has %d (--local-slots)",
+        local_why(why, whylen, "needs %d slots (one per rank), this machine has %d (--local-slots)",
                 ws, lb->slots);
         return TY_EINVAL;
     }
     if (need_gpus > lb->gpus) {
-        set_why(why, whylen, "needs %lld GPU%s (%d per rank x %d rank%s), this machine has %d "
+        local_why(why, whylen, "needs %lld GPU%s (%d per rank x %d rank%s), this machine has %d "
                 "(--local-gpus)", need_gpus, need_gpus == 1 ? "" : "s", gpr, ws,
                 ws == 1 ? "" : "s", lb->gpus);
         return TY_EINVAL;
     }
     int used = atomic_load(&lb->slots_used);
     if (used + ws > lb->slots) {
-        set_why(why, whylen, "needs %d slots, %d of %d free", ws, lb->slots - used, lb->slots);
+        local_why(why, whylen, "needs %d slots, %d of %d free", ws, lb->slots - used, lb->slots);
         return TY_EAGAIN;
     }
     int free_gpus = 0;
     for (int g = 0; g < lb->gpus; g++)
         free_gpus += !lb->gpu_busy[g];
     if (free_gpus < need_gpus) {
-        set_why(why, whylen, "needs %lld GPUs, %d of %d free", need_gpus, free_gpus, lb->gpus);
+        local_why(why, whylen, "needs %lld GPUs, %d of %d free", need_gpus, free_gpus, lb->gpus);
         return TY_EAGAIN;
     }
 
@@ -768,22 +726,22 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
     ty_err rc = TY_EINVAL;
 
     if (a->running > 0) {
-        set_why(why, whylen, "a rank of the previous attempt still runs");
+        local_why(why, whylen, "a rank of the previous attempt still runs");
         return TY_EINVAL;
     }
     if (!is_job_id(job->id) || strcmp(job->id, a->id) != 0 || job->world_size != a->world_size ||
         job->gpus_per_rank != a->gpus_per_rank || job->attempt < 1) {
-        set_why(why, whylen, "the job does not match its reservation");
+        local_why(why, whylen, "the job does not match its reservation");
         return TY_EINVAL;
     }
     if (!job->argv || !job->argv[0] || !job->argv[0][0]) {
-        set_why(why, whylen, "no command");
+        local_why(why, whylen, "no command");
         return TY_EINVAL;
     }
 
     if (path_fmt(jobdir, sizeof jobdir, "%s/jobs/%s", lb->data_dir, a->id) != 0 ||
         path_fmt(logdir, sizeof logdir, "%s/logs/%s/a%d", lb->data_dir, a->id, job->attempt) != 0) {
-        set_why(why, whylen, "data dir path too long");
+        local_why(why, whylen, "data dir path too long");
         return TY_EINVAL;
     }
     /* checkpoints outlive attempts; logs/<id>/a<n> is new (datasets exists since start-up).
@@ -792,12 +750,12 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
     if (path_fmt(dirs[0], sizeof dirs[0], "%s/output", jobdir) != 0 ||
         path_fmt(dirs[1], sizeof dirs[1], "%s/checkpoints", jobdir) != 0 ||
         path_fmt(dirs[2], sizeof dirs[2], "%s", logdir) != 0) {
-        set_why(why, whylen, "data dir path too long");
+        local_why(why, whylen, "data dir path too long");
         return TY_EINVAL;
     }
     for (int i = 0; i < 3; i++) {
         if (mkdir_p(dirs[i]) != 0) {
-            set_why(why, whylen, "cannot create %s: %s", dirs[i], strerror(errno));
+            local_why(why, whylen, "cannot create %s: %s", dirs[i], strerror(errno));
             return TY_EIO;
         }
     }
@@ -805,7 +763,7 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
         const char *own[] = {jobdir, dirs[0], dirs[1]};
         for (int i = 0; i < 3; i++) {
             if (sandbox_own(lb->sb, own[i]) != TY_OK) {
-                set_why(why, whylen, "cannot give %s to the job's user: %s", own[i],
+                local_why(why, whylen, "cannot give %s to the job's user: %s", own[i],
                         strerror(errno));
                 return TY_EIO;
             }
@@ -814,7 +772,7 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
 
     int port = comm_free_port();
     if (port < 0) {
-        set_why(why, whylen, "no free TCP port on 127.0.0.1 for MASTER_PORT");
+        local_why(why, whylen, "no free TCP port on 127.0.0.1 for MASTER_PORT");
         return TY_EIO;
     }
     rc = env_common(lb, a, job, port, jobdir, &env, &path, why, whylen);
@@ -822,19 +780,19 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
         goto out;
     rc = resolve_command(job->argv[0], path, &exe);
     if (rc == TY_ENOTFOUND) {
-        set_why(why, whylen, "command not found: %s", job->argv[0]);
+        local_why(why, whylen, "command not found: %s", job->argv[0]);
         rc = TY_EINVAL;
         goto out;
     }
     if (rc != TY_OK) {
-        set_why(why, whylen, "cannot resolve the command %s: %s", job->argv[0], ty_strerror(rc));
+        local_why(why, whylen, "cannot resolve the command %s: %s", job->argv[0], ty_strerror(rc));
         goto out;
     }
 
     a->attempt = job->attempt;
     for (int r = 0; r < a->world_size; r++) {
         if (env_rank(a, r, &env) != TY_OK) {
-            set_why(why, whylen, "cannot build the environment of rank %d", r);
+            local_why(why, whylen, "cannot build the environment of rank %d", r);
             rc = TY_ENOMEM;
             break;
         }
@@ -895,9 +853,9 @@ static void local_signal(backend *b, backend_attempt *a, int hard)
 {
     local_backend *lb = (local_backend *)b;
     if (lb->sb) {
+        int sig = hard ? SIGKILL : SIGTERM;
         for (int r = 0; r < a->world_size; r++)
-            if (a->ranks[r].pid > 0 && sandbox_signal(&a->ranks[r].sp, hard ? SIGKILL : SIGTERM) != 0 &&
-                errno != ESRCH)
+            if (a->ranks[r].pid > 0 && sandbox_signal(&a->ranks[r].sp, sig) != 0 && errno != ESRCH)
                 TY_LOG(TY_LOG_WARN, "local: cannot signal a rank's sandbox", "{s:s,s:i,s:s}",
                        "job_id", a->id, "rank", r, "error", strerror(errno));
         return;
@@ -1037,7 +995,7 @@ static void found_signal(const found_proc *f, int sig)
     if (pg > 1 && pg != getpgrp())
         killpg(pg, sig);
     if (f->pidfd >= 0)
-        sys_pidfd_send_signal(f->pidfd, sig);
+        local_pidfd_send_signal(f->pidfd, sig);
     else
         kill(f->pid, sig);
 }
@@ -1068,7 +1026,7 @@ static ty_err scan_job(const char *entry, found_set *fs, int sig, int *found)
             continue;
         /* The pidfd first: if the process is still alive after its environ was read,
          * the environ was its own and not that of a process reusing the pid. */
-        found_proc f = {pid, sys_pidfd_open(pid)};
+        found_proc f = {pid, local_pidfd_open(pid)};
         if (f.pidfd < 0 && errno == ESRCH)
             continue;
         char st = proc_state(pid);
@@ -1149,7 +1107,7 @@ static ty_err local_recover(backend *b, const char *job_id, int grace_ms, int *f
             rc = scan_job(entry, &fs, sig, &nfound);
             continue;
         }
-        sleep_ms(LOCAL_RECOVER_POLL_MS);
+        local_sleep_ms(LOCAL_RECOVER_POLL_MS);
     }
 
     for (size_t i = 0; i < fs.n; i++)
@@ -1315,7 +1273,7 @@ static ty_err sandbox_start(local_backend *lb, const local_options *opt, char *e
     char datasets[PATH_MAX];
     snprintf(datasets, sizeof datasets, "%s/datasets", lb->data_dir);
     if (chmod(datasets, 0755) != 0) {
-        set_why(err, errlen, "local sandbox: %s: %s", datasets, strerror(errno));
+        local_why(err, errlen, "local sandbox: %s: %s", datasets, strerror(errno));
         rc = TY_EIO;
         goto out;
     }
@@ -1334,26 +1292,26 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
     char real[PATH_MAX];
 
     if (!opt || !opt->data_dir || !opt->data_dir[0]) {
-        set_why(err, errlen, "local backend: data_dir is required");
+        local_why(err, errlen, "local backend: data_dir is required");
         return TY_EINVAL;
     }
     if (opt->slots < 0 || opt->gpus < -1) {
-        set_why(err, errlen, "local backend: slots must be >= 0 and gpus >= -1");
+        local_why(err, errlen, "local backend: slots must be >= 0 and gpus >= -1");
         return TY_EINVAL;
     }
     /* datasets (TRAINYARD_DATA_DIR) is shared by every job: made once, here. */
     char datasets[PATH_MAX];
     if (path_fmt(datasets, sizeof datasets, "%s/datasets", opt->data_dir) != 0) {
-        set_why(err, errlen, "local backend: data_dir path too long");
+        local_why(err, errlen, "local backend: data_dir path too long");
         return TY_EINVAL;
     }
     if (mkdir_p(datasets) != 0) {
-        set_why(err, errlen, "local backend: cannot create %s: %s", datasets, strerror(errno));
+        local_why(err, errlen, "local backend: cannot create %s: %s", datasets, strerror(errno));
         return TY_EIO;
     }
     /* Absolute: ranks run in their job's directory and get paths under data_dir. */
     if (!realpath(opt->data_dir, real)) {
-        set_why(err, errlen, "local backend: %s: %s", opt->data_dir, strerror(errno));
+        local_why(err, errlen, "local backend: %s: %s", opt->data_dir, strerror(errno));
         return TY_EIO;
     }
 
@@ -1390,13 +1348,13 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
     }
     rc = join_bin_dirs(opt->bin_dirs, &lb->bin_path);
     if (rc != TY_OK) {
-        set_why(err, errlen, "local backend: cannot resolve bin_dirs");
+        local_why(err, errlen, "local backend: cannot resolve bin_dirs");
         goto fail;
     }
     rc = ranklog_pump_new(opt->log_limit > 0 ? (uint64_t)opt->log_limit : RANKLOG_DEFAULT_LIMIT,
                           &lb->pump);
     if (rc != TY_OK) {
-        set_why(err, errlen, "local backend: cannot start the log writer: %s", ty_strerror(rc));
+        local_why(err, errlen, "local backend: cannot start the log writer: %s", ty_strerror(rc));
         goto fail;
     }
     if (opt->sandbox) {
@@ -1409,7 +1367,7 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
     }
 
     /* pidfds need Linux 5.3; a seccomp profile may refuse them too. */
-    int probe = sys_pidfd_open(getpid());
+    int probe = local_pidfd_open(getpid());
     if (probe >= 0) {
         close(probe);
         lb->use_pidfd = 1;
@@ -1420,7 +1378,7 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
         lb->evfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     }
     if (lb->evfd < 0) {
-        set_why(err, errlen, "local backend: %s: %s", lb->use_pidfd ? "epoll" : "timerfd",
+        local_why(err, errlen, "local backend: %s: %s", lb->use_pidfd ? "epoll" : "timerfd",
                 strerror(errno));
         rc = TY_EIO;
         goto fail;
@@ -1430,7 +1388,7 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
 
 fail:
     if (rc == TY_ENOMEM)
-        set_why(err, errlen, "local backend: out of memory");
+        local_why(err, errlen, "local backend: out of memory");
     local_free(lb ? &lb->base : NULL);
     return rc;
 }

@@ -41,6 +41,7 @@
 #include "common/ty_crypto.h"
 #include "common/ty_log.h"
 #include "common/ty_time.h"
+#include "scheduler/local_int.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
 #define STATUS_WAIT_MS 2000   /* sandbox_signal(): bound on waiting for bwrap's child pid */
@@ -67,26 +68,6 @@ struct sandbox {
 };
 
 /* ---- small helpers -------------------------------------------------------- */
-
-static void set_why(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_why(char *why, size_t len, const char *fmt, ...)
-{
-    if (!why || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 /* Writes s to path (a cgroup file); 0 or -1 with errno. */
 static int write_file(const char *path, const char *s)
@@ -401,7 +382,7 @@ static int cg_remove(const char *dir)
                    dir, "error", strerror(errno));
             break;
         }
-        sleep_ms(5);
+        local_sleep_ms(5);
     }
     return found;
 }
@@ -443,18 +424,19 @@ static void cg_init(sandbox *sb, char *note, size_t notelen)
         char ctrls[256] = "";
         read_file(CG_ROOT "/cgroup.controllers", ctrls, sizeof ctrls);
         if (!strstr(ctrls, "memory") || !strstr(ctrls, "cpu") || !strstr(ctrls, "pids")) {
-            set_why(note, notelen, "cgroup v2 lacks the memory, cpu or pids controller");
+            local_why(note, notelen, "cgroup v2 lacks the memory, cpu or pids controller");
             return;
         }
         snprintf(path, sizeof path, CG_ROOT "/%s", name);
         if ((mkdir(path, 0755) != 0 && errno != EEXIST) ||
             write_file(CG_ROOT "/cgroup.subtree_control", "+memory +cpu +pids") != 0) {
-            set_why(note, notelen, "cannot create cgroups in %s: %s", CG_ROOT, strerror(errno));
+            local_why(note, notelen, "cannot create cgroups in %s: %s", CG_ROOT, strerror(errno));
             rmdir(path);
             return;
         }
         if (cg_set(path, "cgroup.subtree_control", "+memory +cpu +pids") != 0) {
-            set_why(note, notelen, "cannot delegate controllers in %s: %s", path, strerror(errno));
+            local_why(note, notelen, "cannot delegate controllers in %s: %s", path,
+                      strerror(errno));
             return;
         }
         sb->v2 = 1;
@@ -470,11 +452,11 @@ static void cg_init(sandbox *sb, char *note, size_t notelen)
         char procs[PATH_MAX];
         snprintf(procs, sizeof procs, CG_ROOT "/%s/cgroup.procs", c);
         if (access(procs, F_OK) != 0) {
-            set_why(note, notelen, "no cgroup %s controller at %s/%s", c, CG_ROOT, c);
+            local_why(note, notelen, "no cgroup %s controller at %s/%s", c, CG_ROOT, c);
             continue;
         }
         if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-            set_why(note, notelen, "cannot create cgroups in %s: %s", path, strerror(errno));
+            local_why(note, notelen, "cannot create cgroups in %s: %s", path, strerror(errno));
             continue;
         }
         sb->cg_base[i] = strdup(path);
@@ -498,11 +480,11 @@ static ty_err cg_make(sandbox *sb, const sandbox_rank *r, sandbox_proc *p, char 
         char dir[PATH_MAX], v[64];
         int len = snprintf(dir, sizeof dir, "%s/%s", sb->cg_base[i], name);
         if (len < 0 || (size_t)len >= sizeof dir) {
-            set_why(why, whylen, "cgroup path too long");
+            local_why(why, whylen, "cgroup path too long");
             return TY_EINVAL;
         }
         if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-            set_why(why, whylen, "cannot create the cgroup %s: %s", dir, strerror(errno));
+            local_why(why, whylen, "cannot create the cgroup %s: %s", dir, strerror(errno));
             return TY_EIO;
         }
         if (!(p->cg[p->ncg++] = strdup(dir)))
@@ -531,7 +513,7 @@ static ty_err cg_make(sandbox *sb, const sandbox_rank *r, sandbox_proc *p, char 
             ok = cg_set(dir, "pids.max", v) == 0;
         }
         if (!ok) {
-            set_why(why, whylen, "cannot set the %s limit in %s: %s", what, dir, strerror(errno));
+            local_why(why, whylen, "cannot set the %s limit in %s: %s", what, dir, strerror(errno));
             return TY_EIO;
         }
     }
@@ -621,7 +603,7 @@ ty_err sandbox_spawn(sandbox *sb, const sandbox_rank *r, const char *exe, char *
     build_argv(sb, r, exe, argv, &a);
     if (a.failed) {
         rc = TY_ENOMEM;
-        set_why(why, whylen, "out of memory building the sandbox's command line");
+        local_why(why, whylen, "out of memory building the sandbox's command line");
         goto out;
     }
     if (r && r->job_id && (rc = cg_make(sb, r, p, why, whylen)) != TY_OK)
@@ -631,12 +613,12 @@ ty_err sandbox_spawn(sandbox *sb, const sandbox_rank *r, const char *exe, char *
         char f[PATH_MAX];
         snprintf(f, sizeof f, "%s/cgroup.procs", p->cg[i]);
         if ((cgfd[i] = open(f, O_WRONLY | O_CLOEXEC)) < 0) {
-            set_why(why, whylen, "cannot open %s: %s", f, strerror(errno));
+            local_why(why, whylen, "cannot open %s: %s", f, strerror(errno));
             goto out;
         }
     }
     if ((in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0 || pipe2(st, O_CLOEXEC) != 0) {
-        set_why(why, whylen, "cannot set up the sandbox: %s", strerror(errno));
+        local_why(why, whylen, "cannot set up the sandbox: %s", strerror(errno));
         goto out;
     }
     child_args ca = {.argv = a.v, .envp = envp, .cgfd = cgfd, .ncg = p->ncg,
@@ -648,13 +630,13 @@ ty_err sandbox_spawn(sandbox *sb, const sandbox_rank *r, const char *exe, char *
     int clone_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
-        set_why(why, whylen, "clone: %s", strerror(clone_errno));
+        local_why(why, whylen, "clone: %s", strerror(clone_errno));
         goto out;
     }
     if (ca.err != 0) { /* the child is gone, or going */
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
-        set_why(why, whylen, "cannot start the sandbox (%s): %s", sb->bwrap, strerror(ca.err));
+        local_why(why, whylen, "cannot start the sandbox (%s): %s", sb->bwrap, strerror(ca.err));
         goto out;
     }
     p->pid = pid;
@@ -732,17 +714,6 @@ static unsigned long long pidns_of(pid_t pid)
     return sscanf(link, "pid:[%llu]", &ino) == 1 ? ino : 0;
 }
 
-static int sys_pidfd_open(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-    (void)pid;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
 /*
  * Sends sig to every process of p's PID namespace but its init (bwrap's, which would
  * only pass it on to nobody and must stay to end the namespace). Each process is
@@ -761,16 +732,10 @@ static int signal_namespace(const sandbox_proc *p, int sig)
         long v = strtol(de->d_name, &end, 10);
         if (*end || v <= 1 || v == p->init || v == p->pid || pidns_of((pid_t)v) != p->pidns)
             continue;
-        int fd = sys_pidfd_open((pid_t)v);
+        int fd = local_pidfd_open((pid_t)v);
         if (fd < 0)
             continue;
-        if (pidns_of((pid_t)v) == p->pidns &&
-#ifdef SYS_pidfd_send_signal
-            syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0
-#else
-            kill((pid_t)v, sig) == 0
-#endif
-        )
+        if (pidns_of((pid_t)v) == p->pidns && local_pidfd_send_signal(fd, sig) == 0)
             n++;
         close(fd);
     }
@@ -821,10 +786,12 @@ void sandbox_finish(sandbox *sb, sandbox_proc *p, char *detail, size_t len)
         int is_mem = sb->v2 || strstr(p->cg[i], "/memory/") != NULL;
         if (is_mem && detail && len) {
             char f[PATH_MAX], lim[64] = "";
-            snprintf(f, sizeof f, "%s/%s", p->cg[i], sb->v2 ? "memory.events" : "memory.oom_control");
+            const char *events = sb->v2 ? "memory.events" : "memory.oom_control";
+            const char *limit = sb->v2 ? "memory.max" : "memory.limit_in_bytes";
+            snprintf(f, sizeof f, "%s/%s", p->cg[i], events);
             long long kills = keyed_value(f, "oom_kill");
             if (kills > 0) {
-                snprintf(f, sizeof f, "%s/%s", p->cg[i], sb->v2 ? "memory.max" : "memory.limit_in_bytes");
+                snprintf(f, sizeof f, "%s/%s", p->cg[i], limit);
                 read_file(f, lim, sizeof lim);
                 long long bytes = strtoll(lim, NULL, 10);
                 if (bytes > 0)
@@ -900,7 +867,7 @@ static ty_err check(sandbox *sb, char *err, size_t errlen)
 {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) {
-        set_why(err, errlen, "local sandbox: pipe: %s", strerror(errno));
+        local_why(err, errlen, "local sandbox: pipe: %s", strerror(errno));
         return TY_EIO;
     }
     char arg0[] = "true", path[] = "PATH=/usr/bin:/bin";
@@ -912,7 +879,7 @@ static ty_err check(sandbox *sb, char *err, size_t errlen)
     close(out[1]);
     if (rc != TY_OK) {
         close(out[0]);
-        set_why(err, errlen, "local sandbox: %s", why);
+        local_why(err, errlen, "local sandbox: %s", why);
         return rc;
     }
     char msg[512];
@@ -934,7 +901,7 @@ static ty_err check(sandbox *sb, char *err, size_t errlen)
     sandbox_finish(sb, &p, NULL, 0);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return TY_OK;
-    set_why(err, errlen, "local sandbox: bubblewrap cannot build a sandbox here (%s)",
+    local_why(err, errlen, "local sandbox: bubblewrap cannot build a sandbox here (%s)",
             msg[0] ? msg : "no message");
     return TY_EIO;
 }
@@ -952,7 +919,7 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
     rc = TY_EINVAL;
     sb->bwrap = find_exe("bwrap");
     if (!sb->bwrap) {
-        set_why(err, errlen, "local sandbox: bwrap not found (Debian: apt-get install "
+        local_why(err, errlen, "local sandbox: bwrap not found (Debian: apt-get install "
                 "bubblewrap); --local-sandbox=off runs jobs unsandboxed");
         goto fail;
     }
@@ -977,17 +944,17 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
         struct passwd pw, *res = NULL;
         char buf[4096];
         if (getpwnam_r(name, &pw, buf, sizeof buf, &res) != 0 || !res) {
-            set_why(err, errlen, "local sandbox: the server runs as root and the user \"%s\" "
+            local_why(err, errlen, "local sandbox: the server runs as root and the user \"%s\" "
                     "that jobs run as does not exist (scripts/install-deps creates it; "
                     "--local-user names another)", name);
             goto fail;
         }
         if (pw.pw_uid == 0 || pw.pw_gid == 0) {
-            set_why(err, errlen, "local sandbox: jobs cannot run as \"%s\": it is root", name);
+            local_why(err, errlen, "local sandbox: jobs cannot run as \"%s\": it is root", name);
             goto fail;
         }
         if (!(sb->setpriv = find_exe("setpriv"))) {
-            set_why(err, errlen, "local sandbox: setpriv not found (Debian: apt-get install "
+            local_why(err, errlen, "local sandbox: setpriv not found (Debian: apt-get install "
                     "util-linux); --local-sandbox=off runs jobs unsandboxed");
             goto fail;
         }
@@ -1035,7 +1002,7 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
 
 fail:
     if (rc == TY_ENOMEM)
-        set_why(err, errlen, "local sandbox: out of memory");
+        local_why(err, errlen, "local sandbox: out of memory");
     sandbox_free(sb);
     return rc;
 }
