@@ -1753,6 +1753,19 @@ static void test_sandbox_hides_the_server(void **state)
         fail_msg("'..' from the job's directory shows more than datasets and jobs:\n%s", report);
     /* And the database is as the server left it: it still answers. */
     json_decref(get_job(victim));
+
+    /* What the sandbox shows is enough for the runtime: trainyard-worker of this build,
+     * its shared libraries included, starts in it. */
+    json_t *worker = json_pack("{s:s, s:[s,s,s], s:{s:i}}", "name", "worker-help", "command",
+                               "trainyard-worker", "train", "--help", "workers", "count", 1);
+    char *wid = submit(worker), url[128];
+    json_decref(wait_state(wid, "SUCCEEDED"));
+    snprintf(url, sizeof url, "/v1/jobs/%s/logs?rank=0", wid);
+    char *log = get_text(url);
+    if (!strstr(log, "usage: trainyard-worker"))
+        fail_msg("trainyard-worker did not run in the sandbox: %.300s", log);
+    free(log);
+    free(wid);
     free(report);
     free(victim);
     free(id);
