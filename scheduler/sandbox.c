@@ -965,6 +965,9 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
     } else {
         struct passwd pw, *res = NULL;
         char buf[4096];
+        if (opt->user && *opt->user)
+            TY_LOG(TY_LOG_WARN, "local sandbox: --local-user applies only to a server that runs "
+                   "as root; ranks run as the server's user", "{s:s}", "local_user", opt->user);
         sb->uid = geteuid();
         sb->gid = getegid();
         if (getpwuid_r(sb->uid, &pw, buf, sizeof buf, &res) == 0 && res)
