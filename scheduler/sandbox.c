@@ -830,7 +830,16 @@ ty_err sandbox_own(const sandbox *sb, const char *dir)
 {
     if (!sb->drop)
         return TY_OK;
-    return chown(dir, sb->uid, sb->gid) == 0 ? TY_OK : TY_EIO;
+    /* A job may have put a symlink where its output/ was, pointing at /etc/shadow, say:
+     * never follow one (ELOOP), and change only a directory. */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return TY_EIO;
+    int rc = fchown(fd, sb->uid, sb->gid);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc == 0 ? TY_OK : TY_EIO;
 }
 
 const char *sandbox_user(const sandbox *sb)

@@ -75,7 +75,8 @@ const char *sandbox_summary(const sandbox *sb);
 /* The name of the user ranks run as. */
 const char *sandbox_user(const sandbox *sb);
 
-/* Makes dir the rank user's (chown), so that a rank can write there. */
+/* Makes dir the rank user's (chown), so that a rank can write there. dir must be a
+ * directory, not a symlink (a job controls what is inside its own directory). */
 ty_err sandbox_own(const sandbox *sb, const char *dir);
 
 /* What one rank needs; all borrowed. */

@@ -1881,6 +1881,41 @@ static void test_sandbox_log_is_capped(void **state)
     finish();
 }
 
+/* A job owns what is inside its directory: it may leave a symlink where its output/ was.
+ * The next attempt must not follow it (as root, it would chown the target). */
+static void test_sandbox_symlinked_output_is_not_followed(void **state)
+{
+    static const char *const args[] = {"--local-slots", "2", NULL};
+    char victim[PATH_MAX];
+    struct stat before, after;
+    (void)state;
+    if (geteuid() != 0) {
+        print_message("skipped: only a root server changes the owner of a job's directories\n");
+        skip();
+    }
+    start_sandboxed(args);
+    snprintf(victim, sizeof victim, "%s/victim-dir", ty_server_dir(g_srv));
+    assert_int_equal(mkdir(victim, 0700), 0);
+    assert_int_equal(stat(victim, &before), 0);
+    json_t *spec = sh_spec("symlinker", 1,
+                           "if [ \"$TRAINYARD_ATTEMPT\" = 1 ]; then rm -rf \"$TRAINYARD_OUTPUT_DIR\" && "
+                           "ln -s \"$VICTIM\" \"$TRAINYARD_OUTPUT_DIR\"; exit 1; fi");
+    json_object_set_new(spec, "env", json_pack("{s:s}", "VICTIM", victim));
+    json_object_set_new(spec, "restart", json_pack("{s:i, s:i}", "max", 1, "backoff_seconds", 0));
+    char *id = submit(spec);
+    json_decref(wait_state(id, "FAILED"));
+    assert_int_equal(stat(victim, &after), 0);
+    if (after.st_uid != before.st_uid || after.st_gid != before.st_gid)
+        fail_msg("the server followed the job's symlink and gave %s to uid %d", victim,
+                 (int)after.st_uid);
+    json_t *events = get_events(id);
+    if (!has_reason(events, "LaunchFailed"))
+        fail_msg("the second attempt did not fail to launch");
+    json_decref(events);
+    free(id);
+    finish();
+}
+
 static void test_sandbox_memory_limit(void **state)
 {
     static const char *const args[] = {"--local-slots", "2", NULL};
@@ -1927,6 +1962,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_sandbox_setsid_does_not_escape_cancel, teardown),
         cmocka_unit_test_teardown(test_sandbox_setsid_does_not_survive_kill9, teardown),
         cmocka_unit_test_teardown(test_sandbox_log_is_capped, teardown),
+        cmocka_unit_test_teardown(test_sandbox_symlinked_output_is_not_followed, teardown),
         cmocka_unit_test_teardown(test_sandbox_memory_limit, teardown),
     };
     int failed;
