@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE /* accept4 */
 
+#include "common/ty_net.h"
 #include "runtime/comm.h"
 
 #include <errno.h>
@@ -334,7 +335,7 @@ out:
 static int measure_world(const struct options *o, int world, struct shared *sh)
 {
     pid_t pids[MAX_WORLD];
-    int port = comm_free_port();
+    int port = ty_net_free_port();
     fflush(NULL);
     for (int r = 0; r < world; r++) {
         pids[r] = fork();

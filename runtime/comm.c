@@ -1397,24 +1397,6 @@ size_t comm_shard_offset(size_t n, int world, int rank)
     return q * r + (r < rem ? r : rem);
 }
 
-int comm_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 size_t comm_shard_count(size_t n, int world, int rank)
 {
     if (world < 1 || rank < 0 || rank >= world)

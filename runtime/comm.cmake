@@ -2,4 +2,4 @@
 # Included from runtime/CMakeLists.txt.
 add_library(ty_comm STATIC ${CMAKE_CURRENT_LIST_DIR}/comm.c)
 ty_target(ty_comm)
-target_link_libraries(ty_comm PUBLIC Threads::Threads)
+target_link_libraries(ty_comm PUBLIC ty_net Threads::Threads)

@@ -67,11 +67,6 @@ const char *comm_error(const comm *c);
 /* Seconds spent inside collectives (waiting included) since init. */
 double comm_seconds(const comm *c);
 
-/* A TCP port on 127.0.0.1 that nothing listens on right now, for a local
- * rank 0's MASTER_PORT (the socket is closed again, so another process may
- * take it before rank 0 binds it); -1 when no socket could be bound. */
-int comm_free_port(void);
-
 size_t comm_shard_offset(size_t n, int world, int rank);
 size_t comm_shard_count(size_t n, int world, int rank);
 

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/ty_net.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/train.h"
@@ -165,7 +166,7 @@ static int launch(const worker_config *c, int argc, char **argv)
     int *codes = calloc((size_t)n, sizeof *codes);
     char **child_argv = calloc((size_t)argc + 1, sizeof *child_argv);
     sigset_t mask, old;
-    int port = comm_free_port();
+    int port = ty_net_free_port();
     if (!pids || !codes || !child_argv || port < 0) {
         fprintf(stderr, "trainyard-worker: cannot set up %d local ranks\n", n);
         goto out;

@@ -51,9 +51,9 @@
 #include <unistd.h>
 
 #include "common/ty_log.h"
+#include "common/ty_net.h"
 #include "common/ty_quantity.h"
 #include "common/ty_time.h"
-#include "runtime/comm.h"
 #include "scheduler/ranklog.h"
 #include "scheduler/local_int.h"
 #include "scheduler/sandbox.h"
@@ -770,7 +770,7 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
         }
     }
 
-    int port = comm_free_port();
+    int port = ty_net_free_port();
     if (port < 0) {
         local_why(why, whylen, "no free TCP port on 127.0.0.1 for MASTER_PORT");
         return TY_EIO;

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "common/ty_net.h"
 #include "runtime/comm.h"
 
 #include <errno.h>
@@ -321,7 +322,7 @@ static void rank_collectives(int rank, int world, int port, const void *arg, str
 static void run_world(rank_fn fn, int world, const void *arg, struct rank_result *res)
 {
     pid_t pids[MAX_WORLD] = {0};
-    spawn_world(fn, world, comm_free_port(), arg, res, pids);
+    spawn_world(fn, world, ty_net_free_port(), arg, res, pids);
     reap(pids, world, REAP_SECONDS, res);
 }
 
@@ -513,7 +514,7 @@ static void test_lost_rank(void **state)
         const struct fail_case *fc = &FAIL_CASES[k];
         struct rank_result *res = results();
         pid_t pids[MAX_WORLD] = {0}, victim;
-        spawn_world(rank_failure, fc->world, comm_free_port(), fc, res, pids);
+        spawn_world(rank_failure, fc->world, ty_net_free_port(), fc, res, pids);
         victim = pids[fc->victim];
 
         double deadline = now_s() + 30.0;
@@ -587,7 +588,7 @@ static void test_rendezvous_ignores_strangers(void **state)
 {
     (void)state;
     struct rank_result *res = results();
-    int port = comm_free_port();
+    int port = ty_net_free_port();
     pid_t pids[2];
     pids[0] = spawn_rank(rank_plain, 0, 2, port, NULL, res);
 
@@ -625,7 +626,7 @@ static void test_rendezvous_ignores_strangers(void **state)
 static void test_rendezvous_timeout(void **state)
 {
     (void)state;
-    comm_config cfg = {1, 2, "127.0.0.1", comm_free_port(), 300};
+    comm_config cfg = {1, 2, "127.0.0.1", ty_net_free_port(), 300};
     comm *c = NULL;
     char err[256] = "";
     assert_int_equal(comm_init(&cfg, &c, err, sizeof err), COMM_ESETUP);

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "common/ty_net.h"
 #include "runtime/comm.h"
 #include "runtime/engine.h"
 #include "tests/runtime/rt_testdata.h"
@@ -230,7 +231,7 @@ static void lost_rank(int victim, int sig, const char *tag)
     char port[16], env[3][3][64];
     char *envp[3][5];
     run r[3];
-    snprintf(port, sizeof port, "%d", comm_free_port());
+    snprintf(port, sizeof port, "%d", ty_net_free_port());
     for (int i = 0; i < 3; i++) {
         char name[32];
         snprintf(name, sizeof name, "%s-rank%d", tag, i);
