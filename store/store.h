@@ -14,7 +14,7 @@
  *
  * Every job state change goes through store_job_transition() or
  * store_jobs_update(), which write the new state and its job_events row in the
- * same transaction and refuse any transition that scheduler/job_state.h does
+ * same transaction and refuse any transition that common/job_state.h does
  * not allow.
  *
  * Thread safety: every function may be called from any thread.
@@ -29,7 +29,7 @@
 
 #include "common/ty_error.h"
 #include "common/ty_metrics.h"
-#include "scheduler/job_state.h"
+#include "common/job_state.h"
 
 typedef struct store store;
 

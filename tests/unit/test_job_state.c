@@ -1,11 +1,11 @@
-/* Unit tests for scheduler/job_state.c: the state machine of DESIGN.md. */
+/* Unit tests for common/job_state.c: the state machine of docs/DESIGN.md. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "scheduler/job_state.h"
+#include "common/job_state.h"
 
 static const struct {
     job_state from, to;

@@ -50,6 +50,45 @@ static void test_fresh_database_gets_current_version(void **state)
     tdir_remove(&t);
 }
 
+/*
+ * The schema's CHECKs and the state machine's numbers are one format: every state of
+ * common/job_state.h fits jobs.state and job_events' from/to, and nothing past the
+ * last does (a new state needs a migration that widens the CHECKs).
+ */
+static void test_state_checks_match_the_state_machine(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    store_close(open_store(&t));
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    for (int s = JOB_STATE_NONE; s <= JOB_STATE_COUNT; s++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO jobs (id, name, queue, priority, state, created_ms, updated_ms, "
+                 "spec) VALUES ('%026d', 'n', 'q', 0, %d, 0, 0, '{}')",
+                 s + 1, s);
+        int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        int want = s >= 0 && s < JOB_STATE_COUNT ? SQLITE_OK : SQLITE_CONSTRAINT;
+        if (rc != want)
+            fail_msg("jobs.state = %d (%s): sqlite says %d, expected %d", s, job_state_name(s),
+                     rc, want);
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO job_events (job_seq, time_ms, from_state, to_state, reason, "
+                 "message) VALUES ((SELECT max(seq) FROM jobs), 0, %d, %d, 'r', '')",
+                 s, s);
+        if (want == SQLITE_OK) {
+            rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+            if (rc != SQLITE_OK)
+                fail_msg("job_events with state %d: sqlite says %d (%s)", s, rc,
+                         sqlite3_errmsg(db));
+        }
+    }
+    sqlite3_close(db);
+    tdir_remove(&t);
+}
+
 static void test_wal_mode(void **state)
 {
     (void)state;
@@ -288,6 +327,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fresh_database_gets_current_version),
+        cmocka_unit_test(test_state_checks_match_the_state_machine),
         cmocka_unit_test(test_wal_mode),
         cmocka_unit_test(test_reopen_is_idempotent_and_keeps_data),
         cmocka_unit_test(test_newer_schema_is_refused),

@@ -1,5 +1,5 @@
 /*
- * job_state.h - the job state machine of DESIGN.md, in one place.
+ * job_state.h - the job state machine of docs/DESIGN.md, in one place.
  *
  *   PENDING -> ADMITTED -> STARTING -> RUNNING -> SUCCEEDED | FAILED
  *   RUNNING/STARTING -> RESTARTING -> STARTING (attempt n+1) | FAILED
@@ -9,23 +9,29 @@
  * Terminal states (SUCCEEDED, FAILED, CANCELLED) never change again. The store
  * refuses any transition job_state_transition_allowed() rejects, so an illegal
  * transition is never written whoever asks for it.
+ *
+ * An on-disk format: the store keeps these values in jobs.state and
+ * job_events.from_state/to_state, whose CHECK constraints allow 0..8. A value is never
+ * renumbered or reused; a new state takes the next number and a migration widens the
+ * CHECKs (test_store_schema ties the two together). Here in common/ because the store
+ * and the scheduler both build on it.
  */
-#ifndef TY_SCHEDULER_JOB_STATE_H
-#define TY_SCHEDULER_JOB_STATE_H
+#ifndef TY_JOB_STATE_H
+#define TY_JOB_STATE_H
 
 #include <stdbool.h>
 
 typedef enum job_state {
     JOB_PENDING = 0,
-    JOB_ADMITTED,
-    JOB_STARTING,
-    JOB_RUNNING,
-    JOB_RESTARTING,
-    JOB_CANCELLING,
-    JOB_SUCCEEDED,
-    JOB_FAILED,
-    JOB_CANCELLED,
-    JOB_STATE_COUNT,
+    JOB_ADMITTED = 1,
+    JOB_STARTING = 2,
+    JOB_RUNNING = 3,
+    JOB_RESTARTING = 4,
+    JOB_CANCELLING = 5,
+    JOB_SUCCEEDED = 6,
+    JOB_FAILED = 7,
+    JOB_CANCELLED = 8,
+    JOB_STATE_COUNT = 9,
     JOB_STATE_NONE = -1, /* "before creation", the from-state of a job's first event */
 } job_state;
 

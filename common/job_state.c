@@ -1,4 +1,4 @@
-#include "scheduler/job_state.h"
+#include "common/job_state.h"
 
 #include <string.h>
 
