@@ -130,6 +130,14 @@ static int path_fmt(char *buf, size_t len, const char *fmt, ...)
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* The log of rank `rank` of attempt `attempt`: the server's, out of the job's sight;
+ * -1 when the path does not fit. */
+static int rank_log_path(const local_backend *lb, const char *id, int attempt, int rank,
+                         char *buf, size_t len)
+{
+    return path_fmt(buf, len, "%s/logs/%s/a%d/rank-%d.log", lb->data_dir, id, attempt, rank);
+}
+
 /* Job ids go into paths: only ids of the store's shape ([0-9a-z]{26}) are accepted. */
 static int is_job_id(const char *s)
 {
@@ -491,7 +499,7 @@ static ty_err spawn_sandboxed(local_backend *lb, backend_attempt *a, int r, cons
  * for the caller to kill and reap with the others. */
 static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const char *exe,
                          const backend_job *job, char *const envp[], const char *jobdir,
-                         const char *logdir, char *why, size_t whylen)
+                         char *why, size_t whylen)
 {
     char logpath[PATH_MAX];
     posix_spawn_file_actions_t fa;
@@ -500,7 +508,7 @@ static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const cha
     ty_err rc = TY_EIO;
     pid_t pid = 0;
 
-    if (path_fmt(logpath, sizeof logpath, "%s/rank-%d.log", logdir, r) != 0) {
+    if (rank_log_path(lb, a->id, job->attempt, r, logpath, sizeof logpath) != 0) {
         local_why(why, whylen, "log path too long");
         return TY_EINVAL;
     }
@@ -562,8 +570,7 @@ static ty_err spawn_rank(local_backend *lb, backend_attempt *a, int r, const cha
         if (err == ENOENT)
             local_why(why, whylen, "command not found: %s", job->argv[0]);
         else
-            local_why(why, whylen, "cannot start rank %d (%s): %s", r, job->argv[0],
-                    strerror(err));
+            local_why(why, whylen, "cannot start rank %d (%s): %s", r, job->argv[0], strerror(err));
         err = 0;
         goto out;
     }
@@ -616,8 +623,7 @@ static int rank_collect(local_backend *lb, local_rank *lr, backend_event *ev)
      * after the exit sees the whole log. */
     char logpath[PATH_MAX];
     int still_open = 0;
-    if (path_fmt(logpath, sizeof logpath, "%s/logs/%s/a%d/rank-%d.log", lb->data_dir, a->id,
-                 a->attempt, lr->rank) == 0)
+    if (rank_log_path(lb, a->id, a->attempt, lr->rank, logpath, sizeof logpath) == 0)
         ranklog_pump_flush(lb->pump, logpath, &still_open);
 
     memset(ev, 0, sizeof *ev);
@@ -660,13 +666,14 @@ static ty_err local_reserve(backend *b, const backend_job *job, backend_attempt 
     long long need_gpus = (long long)ws * gpr;
     if (ws > lb->slots) {
         local_why(why, whylen, "needs %d slots (one per rank), this machine has %d (--local-slots)",
-                ws, lb->slots);
+                  ws, lb->slots);
         return TY_EINVAL;
     }
     if (need_gpus > lb->gpus) {
-        local_why(why, whylen, "needs %lld GPU%s (%d per rank x %d rank%s), this machine has %d "
-                "(--local-gpus)", need_gpus, need_gpus == 1 ? "" : "s", gpr, ws,
-                ws == 1 ? "" : "s", lb->gpus);
+        local_why(why, whylen,
+                  "needs %lld GPU%s (%d per rank x %d rank%s), this machine has %d "
+                  "(--local-gpus)",
+                  need_gpus, need_gpus == 1 ? "" : "s", gpr, ws, ws == 1 ? "" : "s", lb->gpus);
         return TY_EINVAL;
     }
     int used = atomic_load(&lb->slots_used);
@@ -719,7 +726,7 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
                            backend_rank *ranks, char *why, size_t whylen)
 {
     local_backend *lb = (local_backend *)b;
-    char jobdir[PATH_MAX], logdir[PATH_MAX];
+    char jobdir[PATH_MAX];
     env_vec env = {0};
     char *exe = NULL;
     const char *path = NULL;
@@ -739,21 +746,16 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
         return TY_EINVAL;
     }
 
+    /* The job's own directories (checkpoints outlive attempts). The log pump makes the
+     * logs' directory; datasets exists since start-up. */
+    char dirs[2][PATH_MAX];
     if (path_fmt(jobdir, sizeof jobdir, "%s/jobs/%s", lb->data_dir, a->id) != 0 ||
-        path_fmt(logdir, sizeof logdir, "%s/logs/%s/a%d", lb->data_dir, a->id, job->attempt) != 0) {
+        path_fmt(dirs[0], sizeof dirs[0], "%s/output", jobdir) != 0 ||
+        path_fmt(dirs[1], sizeof dirs[1], "%s/checkpoints", jobdir) != 0) {
         local_why(why, whylen, "data dir path too long");
         return TY_EINVAL;
     }
-    /* checkpoints outlive attempts; logs/<id>/a<n> is new (datasets exists since start-up).
-     * The logs are the server's, out of the job's sight; the rest is the job's own. */
-    char dirs[3][PATH_MAX];
-    if (path_fmt(dirs[0], sizeof dirs[0], "%s/output", jobdir) != 0 ||
-        path_fmt(dirs[1], sizeof dirs[1], "%s/checkpoints", jobdir) != 0 ||
-        path_fmt(dirs[2], sizeof dirs[2], "%s", logdir) != 0) {
-        local_why(why, whylen, "data dir path too long");
-        return TY_EINVAL;
-    }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 2; i++) {
         if (mkdir_p(dirs[i]) != 0) {
             local_why(why, whylen, "cannot create %s: %s", dirs[i], strerror(errno));
             return TY_EIO;
@@ -764,7 +766,7 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
         for (int i = 0; i < 3; i++) {
             if (sandbox_own(lb->sb, own[i]) != TY_OK) {
                 local_why(why, whylen, "cannot give %s to the job's user: %s", own[i],
-                        strerror(errno));
+                          strerror(errno));
                 return TY_EIO;
             }
         }
@@ -796,7 +798,7 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
             rc = TY_ENOMEM;
             break;
         }
-        rc = spawn_rank(lb, a, r, exe, job, env.v, jobdir, logdir, why, whylen);
+        rc = spawn_rank(lb, a, r, exe, job, env.v, jobdir, why, whylen);
         if (rc != TY_OK)
             break;
         ranks[r].pid = a->ranks[r].pid;
@@ -1136,8 +1138,7 @@ static ty_err local_log_open(backend *b, const char *job_id, int attempt, int ra
     char path[PATH_MAX], old[PATH_MAX];
     if (!is_job_id(job_id) || attempt < 1 || rank < 0)
         return TY_ENOTFOUND;
-    if (path_fmt(path, sizeof path, "%s/logs/%s/a%d/rank-%d.log", lb->data_dir, job_id, attempt,
-                 rank) != 0 ||
+    if (rank_log_path(lb, job_id, attempt, rank, path, sizeof path) != 0 ||
         path_fmt(old, sizeof old, "%s/jobs/%s/logs/a%d/rank-%d.log", lb->data_dir, job_id,
                  attempt, rank) != 0)
         return TY_ENOTFOUND;
@@ -1379,7 +1380,7 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
     }
     if (lb->evfd < 0) {
         local_why(err, errlen, "local backend: %s: %s", lb->use_pidfd ? "epoll" : "timerfd",
-                strerror(errno));
+                  strerror(errno));
         rc = TY_EIO;
         goto fail;
     }

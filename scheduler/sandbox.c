@@ -911,7 +911,7 @@ static ty_err check(sandbox *sb, char *err, size_t errlen)
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return TY_OK;
     local_why(err, errlen, "local sandbox: bubblewrap cannot build a sandbox here (%s)",
-            msg[0] ? msg : "no message");
+              msg[0] ? msg : "no message");
     return TY_EIO;
 }
 
@@ -928,8 +928,9 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
     rc = TY_EINVAL;
     sb->bwrap = find_exe("bwrap");
     if (!sb->bwrap) {
-        local_why(err, errlen, "local sandbox: bwrap not found (Debian: apt-get install "
-                "bubblewrap); --local-sandbox=off runs jobs unsandboxed");
+        local_why(err, errlen,
+                  "local sandbox: bwrap not found (Debian: apt-get install "
+                  "bubblewrap); --local-sandbox=off runs jobs unsandboxed");
         goto fail;
     }
     char datasets[PATH_MAX];
@@ -953,9 +954,11 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
         struct passwd pw, *res = NULL;
         char buf[4096];
         if (getpwnam_r(name, &pw, buf, sizeof buf, &res) != 0 || !res) {
-            local_why(err, errlen, "local sandbox: the server runs as root and the user \"%s\" "
-                    "that jobs run as does not exist (scripts/install-deps creates it; "
-                    "--local-user names another)", name);
+            local_why(err, errlen,
+                      "local sandbox: the server runs as root and the user \"%s\" "
+                      "that jobs run as does not exist (scripts/install-deps creates it; "
+                      "--local-user names another)",
+                      name);
             goto fail;
         }
         if (pw.pw_uid == 0 || pw.pw_gid == 0) {
@@ -963,8 +966,9 @@ ty_err sandbox_new(const sandbox_options *opt, sandbox **out, char *err, size_t 
             goto fail;
         }
         if (!(sb->setpriv = find_exe("setpriv"))) {
-            local_why(err, errlen, "local sandbox: setpriv not found (Debian: apt-get install "
-                    "util-linux); --local-sandbox=off runs jobs unsandboxed");
+            local_why(err, errlen,
+                      "local sandbox: setpriv not found (Debian: apt-get install "
+                      "util-linux); --local-sandbox=off runs jobs unsandboxed");
             goto fail;
         }
         sb->drop = 1;
