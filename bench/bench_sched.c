@@ -504,11 +504,21 @@ typedef struct round_result {
     double commit_s;   /* seconds the store spent committing, over total_ms */
 } round_result;
 
+/* {"jobs": jobs} as text (new); jobs is stolen. */
+static char *jobs_body(json_t *jobs)
+{
+    json_t *req = json_pack("{s:o}", "jobs", jobs);
+    char *text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    if (!text)
+        die("out of memory");
+    return text;
+}
+
 /* {"jobs": [n specs of `true`]} (new). */
 static char *batch_body(int round, int n, int workers)
 {
-    json_t *jobs = json_array(), *req;
-    char *text;
+    json_t *jobs = json_array();
 
     for (int i = 0; i < n; i++) {
         char name[48];
@@ -518,12 +528,7 @@ static char *batch_body(int round, int n, int workers)
                             "local", "command", "true", "workers", "count", workers, "restart",
                             "max", 0, "backoff_seconds", 0));
     }
-    req = json_pack("{s:o}", "jobs", jobs);
-    text = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
-    if (!text)
-        die("out of memory");
-    return text;
+    return jobs_body(jobs);
 }
 
 static void throughput_round(const opts *o, int round, round_result *res)
@@ -684,8 +689,7 @@ typedef struct idle_result {
 /* {"jobs": [n specs of `true` in queue IDLE_QUEUE]} (new). */
 static char *idle_body(int first, int n)
 {
-    json_t *jobs = json_array(), *req;
-    char *text;
+    json_t *jobs = json_array();
 
     for (int i = first; i < first + n; i++) {
         char name[48];
@@ -694,12 +698,7 @@ static char *idle_body(int first, int n)
             jobs, json_pack("{s:s, s:s, s:s, s:[s], s:{s:i}}", "name", name, "queue", IDLE_QUEUE,
                             "image", "local", "command", "true", "workers", "count", 1));
     }
-    req = json_pack("{s:o}", "jobs", jobs);
-    text = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
-    if (!text)
-        die("out of memory");
-    return text;
+    return jobs_body(jobs);
 }
 
 static void idle_run(const opts *o, idle_result *res)

@@ -390,6 +390,19 @@ static char *submit(json_t *spec)
     return id;
 }
 
+/* POST /v1/jobs:batch of the specs in jobs (stolen) expecting 201 and all of them. */
+static void submit_batch(json_t *jobs)
+{
+    size_t n = json_array_size(jobs);
+    char *body = dumps(json_pack("{s:o}", "jobs", jobs));
+    ty_http_resp *r = ty_req(g_c, "POST", "/v1/jobs:batch", body);
+
+    free(body);
+    EXPECT_STATUS(r, 201);
+    assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), n);
+    ty_resp_destroy(r);
+}
+
 /* GET path expecting 200; returns the JSON body (new). */
 static json_t *get_json(const char *path)
 {
@@ -1277,9 +1290,8 @@ static size_t count_listed(const char *query)
 static void test_burst_respects_slots(void **state)
 {
     static const char *const args[] = {"--local-slots", "2", SHARED_DIR_OFF, NULL};
-    char shared[PATH_MAX], seen[PATH_MAX + 8], *body;
-    json_t *jobs = json_array(), *req;
-    ty_http_resp *r;
+    char shared[PATH_MAX], seen[PATH_MAX + 8];
+    json_t *jobs = json_array();
     int64_t deadline;
     size_t done = 0;
     long max;
@@ -1298,13 +1310,8 @@ static void test_burst_respects_slots(void **state)
         json_object_set_new(spec, "labels", json_pack("{s:s}", "case", "burst"));
         json_array_append_new(jobs, spec);
     }
-    req = json_pack("{s:o}", "jobs", jobs);
-    body = dumps(req);
-    r = ty_req(g_c, "POST", "/v1/jobs:batch", body);
-    free(body);
-    EXPECT_STATUS(r, 201);
-    assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), BURST_JOBS);
-    ty_resp_destroy(r);
+    assert_int_equal(json_array_size(jobs), BURST_JOBS);
+    submit_batch(jobs);
 
     /* Until no burst job is left unfinished (cheap requests: one job per answer at most). */
     deadline = now_ms() + BURST_DEADLINE_MS;
@@ -1547,9 +1554,7 @@ static unsigned long long expect_rounds_stand_still(const char *when)
 /* Submits jobs [first, first + n) of the sweep in one :batch. */
 static void submit_sweep(const char *shared, int first, int n)
 {
-    json_t *jobs = json_array(), *req;
-    ty_http_resp *r;
-    char *body;
+    json_t *jobs = json_array();
 
     for (int i = first; i < first + n; i++) {
         char name[32], tag[16];
@@ -1563,13 +1568,7 @@ static void submit_sweep(const char *shared, int first, int n)
         json_object_set_new(spec, "labels", json_pack("{s:s}", "case", "sweep"));
         json_array_append_new(jobs, spec);
     }
-    req = json_pack("{s:o}", "jobs", jobs);
-    body = dumps(req);
-    r = ty_req(g_c, "POST", "/v1/jobs:batch", body);
-    free(body);
-    EXPECT_STATUS(r, 201);
-    assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), n);
-    ty_resp_destroy(r);
+    submit_batch(jobs);
 }
 
 /*

@@ -26,6 +26,20 @@ static void db_exec(const char *path, const char *sql)
     sqlite3_close(db);
 }
 
+/* Makes the database at path as an older binary left it: schema version `version`,
+ * then the rows of sql. */
+static void db_at_version(const char *path, int version, const char *sql)
+{
+    sqlite3 *db = NULL;
+    char err[256] = "";
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+                     SQLITE_OK);
+    if (store_schema_migrate_to(db, version, err, sizeof err) != TY_OK)
+        fail_msg("migrating to version %d: %s", version, err);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
 static void test_fresh_database_gets_current_version(void **state)
 {
     (void)state;
@@ -166,20 +180,13 @@ static void test_version_1_is_migrated(void **state)
     (void)state;
     tdir t;
     tdir_make(&t);
-    sqlite3 *db = NULL;
-    char err[256] = "";
-    assert_int_equal(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
-                     SQLITE_OK);
-    if (store_schema_migrate_to(db, 1, err, sizeof err) != TY_OK)
-        fail_msg("migrating to version 1: %s", err);
     static const char v1_job[] =
         "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, "
         "spec) "
         "VALUES ('01j0000000000000000000000a', 'old', 'default', 7, 0, 0, 1000, 1000, '{}');"
         "INSERT INTO job_events (job_seq, time_ms, from_state, to_state, reason, message) "
         "VALUES (1, 1000, NULL, 0, 'Submitted', '')";
-    assert_int_equal(sqlite3_exec(db, v1_job, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(db);
+    db_at_version(t.db, 1, v1_job);
     assert_int_equal(db_int(t.db, "PRAGMA user_version"), 1);
     assert_int_equal(db_int(t.db, "SELECT count(*) FROM pragma_table_info('jobs')"), 10);
     assert_int_equal(db_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name = 'attempts'"), 0);
@@ -237,12 +244,6 @@ static void test_version_2_is_migrated(void **state)
     (void)state;
     tdir t;
     tdir_make(&t);
-    sqlite3 *db = NULL;
-    char err[256] = "";
-    assert_int_equal(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
-                     SQLITE_OK);
-    if (store_schema_migrate_to(db, 2, err, sizeof err) != TY_OK)
-        fail_msg("migrating to version 2: %s", err);
     static const char v2_jobs[] =
         "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, "
         "spec) VALUES "
@@ -250,8 +251,7 @@ static void test_version_2_is_migrated(void **state)
         "('01j0000000000000000000000b', 'j2', 'other', 0, 0, 0, 1001, 1001, '{}'),"
         "('01j0000000000000000000000c', 'j3', 'sweep', 5, 0, 0, 1002, 1002, '{}'),"
         "('01j0000000000000000000000d', 'j4', 'done', 9, 6, 1, 1003, 1003, '{}')";
-    assert_int_equal(sqlite3_exec(db, v2_jobs, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(db);
+    db_at_version(t.db, 2, v2_jobs);
     assert_int_equal(db_int(t.db, "PRAGMA user_version"), 2);
     assert_int_equal(db_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_pending'"),
                      1);

@@ -71,6 +71,24 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Runs cfg; out and err receive what it printed. */
+static int run_cfg(const config_token *cfg, char *out, size_t outlen, char *err, size_t errlen)
+{
+    FILE *o = tmpfile(), *e = tmpfile();
+    assert_non_null(o);
+    assert_non_null(e);
+    int rc = token_cli_run(cfg, o, e);
+    rewind(o);
+    rewind(e);
+    size_t n = fread(out, 1, outlen - 1, o);
+    out[n] = '\0';
+    n = fread(err, 1, errlen - 1, e);
+    err[n] = '\0';
+    fclose(o);
+    fclose(e);
+    return rc;
+}
+
 /* Runs one command; out and err receive what it printed. */
 static int run(fixture *f, config_token_action action, const char *name, unsigned scopes,
                char *out, size_t outlen, char *err, size_t errlen)
@@ -81,19 +99,7 @@ static int run(fixture *f, config_token_action action, const char *name, unsigne
     snprintf(cfg.db_path, sizeof cfg.db_path, "%s", f->db);
     cfg.name = name;
     cfg.scopes = scopes;
-    FILE *o = tmpfile(), *e = tmpfile();
-    assert_non_null(o);
-    assert_non_null(e);
-    int rc = token_cli_run(&cfg, o, e);
-    rewind(o);
-    rewind(e);
-    size_t n = fread(out, 1, outlen - 1, o);
-    out[n] = '\0';
-    n = fread(err, 1, errlen - 1, e);
-    err[n] = '\0';
-    fclose(o);
-    fclose(e);
-    return rc;
+    return run_cfg(&cfg, out, outlen, err, errlen);
 }
 
 static void test_create_list_revoke(void **state)
@@ -243,19 +249,7 @@ static int run_list(http_fixture *h, const char *token, char *out, size_t outlen
     cfg.action = CONFIG_TOKEN_LIST;
     cfg.server = h->url;
     cfg.token = token;
-    FILE *o = tmpfile(), *e = tmpfile();
-    assert_non_null(o);
-    assert_non_null(e);
-    int rc = token_cli_run(&cfg, o, e);
-    rewind(o);
-    rewind(e);
-    size_t n = fread(out, 1, outlen - 1, o);
-    out[n] = '\0';
-    n = fread(err, 1, errlen - 1, e);
-    err[n] = '\0';
-    fclose(o);
-    fclose(e);
-    return rc;
+    return run_cfg(&cfg, out, outlen, err, errlen);
 }
 
 static const char *last_auth(void)
