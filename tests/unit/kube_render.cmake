@@ -2,3 +2,13 @@
 ty_unit_test(test_kube_profile ${CMAKE_CURRENT_LIST_DIR}/test_kube_profile.c ty_kube_render)
 target_compile_definitions(test_kube_profile PRIVATE
   TY_EXAMPLE_PROFILE="${PROJECT_SOURCE_DIR}/deploy/cluster-profile.example.yaml")
+# Rendering is golden-tested; every object is validated against the v1.26 schemas and the
+# Volcano CRD. spec_job() (ty_api) normalizes the input specs as submission does.
+ty_unit_test(test_kube_render ${CMAKE_CURRENT_LIST_DIR}/test_kube_render.c ty_kube_render
+             ty_api ty_test_support)
+target_compile_definitions(test_kube_render PRIVATE
+  TY_EXAMPLE_PROFILE="${PROJECT_SOURCE_DIR}/deploy/cluster-profile.example.yaml"
+  TY_GOLDEN_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/kube-render"
+  TY_K8S_OPENAPI_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/kubernetes-openapi"
+  TY_CRDS_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/crds")
+ty_unit_test(test_kube_placement ${CMAKE_CURRENT_LIST_DIR}/test_kube_placement.c ty_kube_render)

@@ -1,0 +1,94 @@
+/*
+ * render.h - one attempt of a job as Kubernetes objects: pure functions from the normalized job
+ * spec (api/spec.c), the job id, the attempt number, the placement's zone and the cluster profile
+ * (profile.h) to jansson objects ready to POST with fieldValidation=Strict. Nothing here talks to
+ * a server, reads a clock or draws a random number: the same input renders the same bytes.
+ *
+ * Objects of an attempt (names from kube_render_name(), "ty-<job id>-a<attempt>"):
+ *
+ *  - Without Volcano: a batch/v1 Job (Indexed, parallelism = completions = workers.count,
+ *    backoffLimit 0: restarts are the gang's) and a headless Service named like it that gives pod
+ *    i the DNS name "<name>-<i>.<name>" (the pods' hostname and subdomain). The Service carries an
+ *    ownerReference to the Job so that deleting the Job deletes it; it therefore needs the Job's
+ *    uid, and is rendered in a second step: create the Job, then render the Service with the uid
+ *    of the created Job (the 201 answer's metadata.uid) and create it. Pods may start before the
+ *    Service exists; their names resolve as soon as it does (publishNotReadyAddresses).
+ *  - With Volcano (profile->volcano): one batch.volcano.sh/v1alpha1 Job, one task "rank" of N
+ *    replicas, minAvailable N, maxRetry 0 and no policies (Trainyard owns restarts). Volcano's
+ *    svc plugin makes the headless Service and sets hostname/subdomain; pod i is
+ *    "<name>-rank-<i>.<name>". There is no Service to render (kube_render_service refuses).
+ *
+ * Every object and pod carries the labels trainyard.io/job-id and trainyard.io/attempt (what the
+ * backend lists and adopts by) and the annotation trainyard.io/job-name. Each pod gets the env
+ * contract of docs/DESIGN.md: RANK from the completion index (the pod annotation
+ * batch.kubernetes.io/job-completion-index; volcano.sh/task-index with Volcano), WORLD_SIZE,
+ * LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR (rank 0's DNS name), MASTER_PORT (the profile's),
+ * TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_SERVER (when the profile has server_url),
+ * TRAINYARD_DATA_DIR, TRAINYARD_OUTPUT_DIR and TRAINYARD_CHECKPOINT_DIR (profile paths, the last
+ * two with "/<job id>"), then the job's env in key order.
+ *
+ * Placement: the GPU type's and capacity type's node labels as nodeSelector, their taints as
+ * tolerations; with a zone, a required nodeAffinity on topology.kubernetes.io/zone; always a
+ * required podAffinity on that key over the attempt's labels, so the gang shares one zone even
+ * when the zone is left to the scheduler. A spec without capacity constraint ("any") tolerates
+ * every capacity type's taints; a profile with no capacity_types constrains nothing.
+ *
+ * Only fields that Kubernetes 1.26 has are rendered (the minimum the profile accepts is 1.24,
+ * which has them all).
+ */
+#ifndef TY_KUBE_RENDER_H
+#define TY_KUBE_RENDER_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/ty_error.h"
+#include "scheduler/kube/profile.h"
+
+/* Label keys on every object and pod of an attempt. */
+#define KUBE_LABEL_JOB_ID "trainyard.io/job-id"
+#define KUBE_LABEL_ATTEMPT "trainyard.io/attempt"
+#define KUBE_ANNOTATION_JOB_NAME "trainyard.io/job-name"
+
+/* A name's buffer: "ty-" + a 26-character id + "-a" + attempt digits, with room to spare. */
+#define KUBE_NAME_MAX 64
+
+typedef struct kube_render_in {
+    const json_t *spec;   /* the normalized job spec (borrowed) */
+    const char *job_id;   /* 1 to 26 of [0-9a-z] (store/ ids are 26) */
+    unsigned attempt;     /* 1, 2, ... */
+    const char *zone;     /* the placement's zone; NULL leaves the zone to the scheduler */
+} kube_render_in;
+
+/*
+ * Writes "ty-<job_id>-a<attempt>" to out: a DNS-1035 label valid as a Job and a Service name
+ * whose pods' hostnames (<name>-<index>, index < 4096; <name>-rank-<index> with Volcano) are
+ * labels too. TY_EINVAL for an id that is not 1 to 26 of [0-9a-z], attempt 0, or outlen too small.
+ */
+ty_err kube_render_name(const char *job_id, unsigned attempt, char *out, size_t outlen);
+
+/*
+ * Whether spec can run on this cluster, without rendering: TY_EINVAL with the offending field's
+ * JSON path in path ("$.image", "$.resources.gpu.type", "$.placement.capacity",
+ * "$.placement.zone") and a sentence in msg. What the API answers 422 with at submission.
+ */
+ty_err kube_render_check(const kube_profile *p, const json_t *spec, char *path, size_t pathlen,
+                         char *msg, size_t msglen);
+
+/*
+ * The attempt's workload: a batch/v1 Job, or a Volcano Job when p->volcano. *out is new.
+ * TY_EINVAL (msg "PATH: reason", as kube_render_check) for a spec that cannot run here or a bad
+ * id/attempt; TY_ENOMEM.
+ */
+ty_err kube_render_job(const kube_profile *p, const kube_render_in *in, json_t **out, char *msg,
+                       size_t msglen);
+
+/*
+ * The headless Service of a batch/v1 attempt, owned by the Job whose uid is job_uid (the created
+ * Job's metadata.uid). *out is new. TY_EINVAL with Volcano (its svc plugin makes the Service),
+ * for an empty uid or a bad id/attempt.
+ */
+ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, const char *job_uid,
+                           json_t **out, char *msg, size_t msglen);
+
+#endif
