@@ -12,3 +12,5 @@ target_compile_definitions(test_kube_render PRIVATE
   TY_K8S_OPENAPI_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/kubernetes-openapi"
   TY_CRDS_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/crds")
 ty_unit_test(test_kube_placement ${CMAKE_CURRENT_LIST_DIR}/test_kube_placement.c ty_kube_render)
+target_compile_definitions(test_kube_placement PRIVATE
+  TY_EXAMPLE_PROFILE="${PROJECT_SOURCE_DIR}/deploy/cluster-profile.example.yaml")

@@ -1,0 +1,359 @@
+/*
+ * test_kube_placement.c - scheduler/kube/placement.c: which zone a gang goes to, against the
+ * example profile's cluster (us-west-2a/b/c, GPU node groups scaling from 0 to 4). What a user
+ * notices: the whole gang lands in one zone that has room for it; nodes being reclaimed, not
+ * ready or cordoned do not count; a gang that fits nowhere waits with a sentence saying why; on a
+ * cluster that scales from zero, a gang is placed where the groups can grow, and says so.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/kube/placement.h"
+#include "scheduler/kube/profile.h"
+
+static kube_profile *prof;
+
+/* ---- a small cluster builder ---- */
+
+#define MAX_NODES 16
+#define MAX_LABELS 6
+
+typedef struct cluster {
+    kube_node nodes[MAX_NODES];
+    kube_label labels[MAX_NODES][MAX_LABELS];
+    kube_taint taints[MAX_NODES][3];
+    size_t n;
+    kube_group_size groups[32];
+    size_t ngroups;
+} cluster;
+
+static const kube_taint gpu_taint = {"nvidia.com/gpu", "present", "NoSchedule"};
+static const kube_taint reclaim_taint = {"aws-node-termination-handler/spot-itn", "true",
+                                         "NoSchedule"};
+
+/* A p4d (A100) node as EKS labels it; spot or on-demand. Returns it for further changes. */
+static kube_node *node(cluster *c, const char *zone, const char *product, int spot, int alloc,
+                       int requested)
+{
+    assert_true(c->n < MAX_NODES);
+    size_t i = c->n++;
+    kube_label *l = c->labels[i];
+    size_t nl = 0;
+    l[nl++] = (kube_label){"topology.kubernetes.io/zone", (char *)zone};
+    l[nl++] = (kube_label){"eks.amazonaws.com/capacityType", spot ? "SPOT" : "ON_DEMAND"};
+    l[nl++] = (kube_label){"karpenter.sh/capacity-type", spot ? "spot" : "on-demand"};
+    if (product) {
+        l[nl++] = (kube_label){"nvidia.com/gpu.product", (char *)product};
+        l[nl++] = (kube_label){"node.kubernetes.io/instance-type",
+                               !strcmp(product, "NVIDIA-A100-SXM4-40GB") ? "p4d.24xlarge"
+                                                                          : "p5.48xlarge"};
+        c->taints[i][0] = gpu_taint;
+    }
+    kube_node *n = &c->nodes[i];
+    *n = (kube_node){.name = "node",
+                     .zone = zone,
+                     .labels = l,
+                     .nlabels = nl,
+                     .taints = c->taints[i],
+                     .ntaints = product ? 1 : 0,
+                     .gpus_allocatable = alloc,
+                     .gpus_requested = requested,
+                     .ready = 1,
+                     .unschedulable = 0};
+    return n;
+}
+
+#define A100 "NVIDIA-A100-SXM4-40GB"
+#define H100 "NVIDIA-H100-80GB-HBM3"
+
+static void group(cluster *c, const char *name, int size)
+{
+    c->groups[c->ngroups++] = (kube_group_size){name, size};
+}
+
+/* Every group of the example profile at its maximum: nothing can grow. */
+static void all_groups_full(cluster *c)
+{
+    for (size_t i = 0; i < prof->ngroups && c->ngroups < 32; i++)
+        group(c, prof->groups[i].name, prof->groups[i].max_size);
+}
+
+static kube_placement place(cluster *c, kube_gang g)
+{
+    kube_inventory inv = {c->nodes, c->n, c->groups, c->ngroups};
+    kube_placement out;
+    char msg[256] = "";
+    if (kube_place(prof, &inv, &g, &out, msg, sizeof msg) != TY_OK)
+        fail_msg("kube_place: %s", msg);
+    return out;
+}
+
+static kube_gang a100_spot(int count, int gpus)
+{
+    return (kube_gang){.count = count, .gpus_per_rank = gpus, .gpu_type = "a100",
+                       .capacity = "spot"};
+}
+
+/* ---- placing on nodes that exist ---- */
+
+static void test_the_zone_with_most_room_fits_the_whole_gang(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    node(&c, "us-west-2a", A100, 1, 8, 0);
+    node(&c, "us-west-2b", A100, 1, 8, 0);
+    node(&c, "us-west-2b", A100, 1, 8, 2);
+    node(&c, "us-west-2c", A100, 1, 8, 8);
+    kube_placement p = place(&c, a100_spot(4, 2));
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2b");
+    assert_int_equal(p.grow_nodes, 0);
+    /* Equal room: the profile's zone order decides. */
+    c.nodes[2].gpus_requested = 8;
+    p = place(&c, a100_spot(4, 2));
+    assert_string_equal(p.zone, "us-west-2a");
+}
+
+static void test_no_zone_fits_says_why(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    node(&c, "us-west-2a", A100, 1, 8, 7);
+    node(&c, "us-west-2b", A100, 1, 8, 6);
+    node(&c, "us-west-2c", A100, 0, 8, 0); /* on-demand: not for a spot gang */
+    kube_placement p = place(&c, a100_spot(4, 1));
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    assert_string_equal(p.reason, "no zone has 4 free NVIDIA-A100-SXM4-40GB GPUs on spot nodes; "
+                                  "the most is 2 in us-west-2b");
+
+    /* A named zone answers for itself. */
+    kube_gang g = a100_spot(4, 1);
+    g.zone = "us-west-2a";
+    p = place(&c, g);
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    assert_string_equal(p.reason, "zone us-west-2a does not have 4 free NVIDIA-A100-SXM4-40GB "
+                                  "GPUs on spot nodes; it has 1");
+
+    /* No matching node at all. */
+    cluster empty = {0};
+    all_groups_full(&empty);
+    p = place(&empty, a100_spot(1, 8));
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    assert_string_equal(p.reason,
+                        "no zone has 8 free NVIDIA-A100-SXM4-40GB GPUs on spot nodes; none has any");
+}
+
+static void test_a_ranks_gpus_share_one_node(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    /* 9 free GPUs in the zone, but no node with 4 of them. */
+    node(&c, "us-west-2a", A100, 1, 8, 5);
+    node(&c, "us-west-2a", A100, 1, 8, 5);
+    node(&c, "us-west-2a", A100, 1, 8, 5);
+    kube_placement p = place(&c, a100_spot(2, 4));
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    assert_string_equal(p.reason, "no zone has room for 2 ranks of 4 NVIDIA-A100-SXM4-40GB GPUs "
+                                  "on one node each on spot nodes; the most is 0 in us-west-2a");
+    /* Three ranks of three GPUs do fit: one per node. */
+    p = place(&c, a100_spot(3, 3));
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2a");
+}
+
+/* Each kind of node that must not count, in a zone that would otherwise fit. */
+static void test_nodes_that_do_not_count(void **state)
+{
+    (void)state;
+    static const char *const kinds[] = {"reclaim", "not ready", "cordoned", "H100",
+                                        "on-demand", "untolerated taint", "overcommitted"};
+    static const kube_taint other = {"dedicated", "team-a", "NoExecute"};
+    static const kube_taint soft = {"dedicated", "team-a", "PreferNoSchedule"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        cluster c = {0};
+        all_groups_full(&c);
+        kube_node *n = node(&c, "us-west-2c", !strcmp(kinds[k], "H100") ? H100 : A100,
+                            strcmp(kinds[k], "on-demand") != 0, 8,
+                            !strcmp(kinds[k], "overcommitted") ? 9 : 0);
+        if (!strcmp(kinds[k], "reclaim")) {
+            c.taints[0][1] = reclaim_taint;
+            n->ntaints = 2;
+        } else if (!strcmp(kinds[k], "not ready")) {
+            n->ready = 0;
+        } else if (!strcmp(kinds[k], "cordoned")) {
+            n->unschedulable = 1;
+        } else if (!strcmp(kinds[k], "untolerated taint")) {
+            c.taints[0][1] = other;
+            n->ntaints = 2;
+        }
+        kube_placement p = place(&c, a100_spot(1, 1));
+        if (p.verdict != KUBE_WAIT)
+            fail_msg("a %s node was counted", kinds[k]);
+        assert_non_null(strstr(p.reason, "none has any"));
+    }
+    /* A PreferNoSchedule taint only steers the scheduler: the node counts. */
+    cluster c = {0};
+    all_groups_full(&c);
+    kube_node *n = node(&c, "us-west-2c", A100, 1, 8, 0);
+    c.taints[0][1] = soft;
+    n->ntaints = 2;
+    assert_int_equal(place(&c, a100_spot(1, 1)).verdict, KUBE_PLACE);
+}
+
+static void test_avoided_and_named_zones(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    node(&c, "us-west-2a", A100, 1, 8, 0);
+    node(&c, "us-west-2b", A100, 1, 8, 0);
+    node(&c, "us-west-2b", A100, 1, 8, 0);
+    /* The attempt withdrawn from us-west-2b goes elsewhere. */
+    static const char *const avoid_b[] = {"us-west-2b"};
+    kube_gang g = a100_spot(8, 1);
+    g.avoid = avoid_b;
+    g.navoid = 1;
+    kube_placement p = place(&c, g);
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2a");
+    /* A zone the user names is the only candidate. */
+    g = a100_spot(8, 1);
+    g.zone = "us-west-2a";
+    p = place(&c, g);
+    assert_string_equal(p.zone, "us-west-2a");
+    /* Every zone avoided. */
+    static const char *const avoid_all[] = {"us-west-2a", "us-west-2b", "us-west-2c"};
+    g = a100_spot(1, 1);
+    g.avoid = avoid_all;
+    g.navoid = 3;
+    p = place(&c, g);
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    assert_non_null(strstr(p.reason, "no zone is left to try"));
+}
+
+static void test_ranks_without_gpus(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    node(&c, "us-west-2a", A100, 0, 8, 0); /* tainted for GPUs only */
+    kube_gang g = {.count = 4, .gpus_per_rank = 0, .capacity = "on-demand"};
+    kube_placement p = place(&c, g);
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    assert_string_equal(p.reason, "no zone has a ready, schedulable node on on-demand nodes that "
+                                  "a rank without GPUs may use");
+    node(&c, "us-west-2c", NULL, 0, 0, 0); /* a CPU node */
+    p = place(&c, g);
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2c");
+}
+
+/* ---- clusters that scale from zero ---- */
+
+static void test_groups_that_can_grow(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    /* Nothing exists: every a100 spot group can grow to 4 nodes of 8. */
+    kube_placement p = place(&c, a100_spot(16, 1));
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2a");
+    assert_int_equal(p.grow_nodes, 2);
+    assert_string_equal(p.group, "p4d-spot-2a");
+    assert_string_equal(p.reason, "waiting for 2 nodes of group p4d-spot-2a");
+
+    /* A zone with a node already there needs fewer new ones. */
+    node(&c, "us-west-2b", A100, 1, 8, 0);
+    group(&c, "p4d-spot-2b", 1);
+    p = place(&c, a100_spot(12, 1));
+    assert_string_equal(p.zone, "us-west-2b");
+    assert_int_equal(p.grow_nodes, 1);
+    assert_string_equal(p.reason, "waiting for 1 node of group p4d-spot-2b");
+
+    /* A group at its maximum cannot grow: another zone's can. */
+    group(&c, "p4d-spot-2a", 4);
+    c.groups[0].size = 4; /* p4d-spot-2b full too (its one node is busy) */
+    c.nodes[0].gpus_requested = 8;
+    p = place(&c, a100_spot(8, 1));
+    assert_string_equal(p.zone, "us-west-2c");
+    assert_string_equal(p.group, "p4d-spot-2c");
+
+    /* More than the groups can ever hold: wait. */
+    p = place(&c, a100_spot(33, 1));
+    assert_int_equal(p.verdict, KUBE_WAIT);
+}
+
+static void test_any_capacity_may_grow_both_kinds_of_group(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    kube_gang g = {.count = 40, .gpus_per_rank = 1, .gpu_type = "a100", .capacity = "any"};
+    kube_placement p = place(&c, g);
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_int_equal(p.grow_nodes, 5);
+    assert_string_equal(p.reason, "waiting for 5 nodes of groups p4d-spot-2a, p4d-od-2a");
+}
+
+/* ---- asks the cluster cannot answer ---- */
+
+static void test_bad_requests_are_errors(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    kube_inventory inv = {c.nodes, 0, NULL, 0};
+    kube_placement out;
+    char msg[256] = "";
+    kube_gang g = {.count = 1, .gpus_per_rank = 1, .gpu_type = "tpu", .capacity = "spot"};
+    assert_int_equal(kube_place(prof, &inv, &g, &out, msg, sizeof msg), TY_EINVAL);
+    assert_non_null(strstr(msg, "tpu"));
+    g = a100_spot(1, 1);
+    g.zone = "eu-west-1a";
+    assert_int_equal(kube_place(prof, &inv, &g, &out, msg, sizeof msg), TY_EINVAL);
+    assert_non_null(strstr(msg, "eu-west-1a"));
+    g = a100_spot(0, 1);
+    assert_int_equal(kube_place(prof, &inv, &g, &out, msg, sizeof msg), TY_EINVAL);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char msg[256] = "";
+    if (kube_profile_load(TY_EXAMPLE_PROFILE, &prof, msg, sizeof msg)) {
+        fprintf(stderr, "%s\n", msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kube_profile_free(prof);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_zone_with_most_room_fits_the_whole_gang),
+        cmocka_unit_test(test_no_zone_fits_says_why),
+        cmocka_unit_test(test_a_ranks_gpus_share_one_node),
+        cmocka_unit_test(test_nodes_that_do_not_count),
+        cmocka_unit_test(test_avoided_and_named_zones),
+        cmocka_unit_test(test_ranks_without_gpus),
+        cmocka_unit_test(test_groups_that_can_grow),
+        cmocka_unit_test(test_any_capacity_may_grow_both_kinds_of_group),
+        cmocka_unit_test(test_bad_requests_are_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
