@@ -16,12 +16,12 @@
 
 typedef struct tally {
     const char *zone;
-    long slots;      /* ranks that fit on the zone's eligible nodes */
-    long free_gpus;  /* free GPUs on the zone's eligible nodes */
-    long nodes;      /* eligible nodes */
-    int grow;        /* new nodes needed (-1: the groups cannot grow enough) */
+    long slots;          /* ranks that fit on the zone's eligible nodes */
+    long free_gpus;      /* free GPUs on the zone's eligible nodes */
+    long nodes;          /* eligible nodes */
+    int grow;            /* new nodes needed (-1: the groups cannot grow enough) */
     const char *used[4]; /* the groups that must grow, first ones */
-    int ngrown;      /* groups that must grow */
+    int ngrown;          /* groups that must grow */
 } tally;
 
 typedef struct req {
@@ -262,8 +262,7 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
                    gang->gpu_type ? gang->gpu_type : "");
     if (gang->capacity && strcmp(gang->capacity, "any") && p->ncapacity_types > 0 &&
         !(r.cap = kube_profile_capacity(p, gang->capacity)))
-        return bad(msg, msglen, "capacity type '%s' is not in the cluster profile",
-                   gang->capacity);
+        return bad(msg, msglen, "capacity type '%s' is not in the cluster profile", gang->capacity);
     if (gang->zone && strcmp(gang->zone, "auto") && p->nzones &&
         !in_list((const char *const *)p->zones, p->nzones, gang->zone))
         return bad(msg, msglen, "zone '%s' is not in the cluster profile", gang->zone);

@@ -32,51 +32,51 @@
 
 typedef struct kube_node {
     const char *name;
-    const char *zone;           /* topology.kubernetes.io/zone; NULL: the node is in no zone */
+    const char *zone; /* topology.kubernetes.io/zone; NULL: the node is in no zone */
     const kube_label *labels;
     size_t nlabels;
     const kube_taint *taints;
     size_t ntaints;
-    int gpus_allocatable;       /* status.allocatable nvidia.com/gpu */
-    int gpus_requested;         /* summed over the pods bound to the node that have not ended */
-    int ready;                  /* the Ready condition is True */
-    int unschedulable;          /* spec.unschedulable (cordoned) */
+    int gpus_allocatable; /* status.allocatable nvidia.com/gpu */
+    int gpus_requested;   /* summed over the pods bound to the node that have not ended */
+    int ready;            /* the Ready condition is True */
+    int unschedulable;    /* spec.unschedulable (cordoned) */
 } kube_node;
 
 /* A node group's current size as the autoscaler sees it; its other facts come from the profile. */
 typedef struct kube_group_size {
-    const char *name;           /* a profile node group */
-    int size;                   /* nodes it has or is already bringing up */
+    const char *name; /* a profile node group */
+    int size;         /* nodes it has or is already bringing up */
 } kube_group_size;
 
 typedef struct kube_inventory {
     const kube_node *nodes;
     size_t nnodes;
-    const kube_group_size *groups;   /* groups not listed count as size 0 */
+    const kube_group_size *groups; /* groups not listed count as size 0 */
     size_t ngroups;
 } kube_inventory;
 
 typedef struct kube_gang {
-    int count;                  /* ranks, >= 1 */
-    int gpus_per_rank;          /* 0: no GPUs */
-    const char *gpu_type;       /* a profile GPU type; NULL when gpus_per_rank is 0 */
-    const char *capacity;       /* "spot", "on-demand" or "any"/NULL */
-    const char *zone;           /* NULL or "auto": any zone; else only that one */
-    const char *const *avoid;   /* zones not to pick under "auto" (an attempt withdrawn there) */
+    int count;                /* ranks, >= 1 */
+    int gpus_per_rank;        /* 0: no GPUs */
+    const char *gpu_type;     /* a profile GPU type; NULL when gpus_per_rank is 0 */
+    const char *capacity;     /* "spot", "on-demand" or "any"/NULL */
+    const char *zone;         /* NULL or "auto": any zone; else only that one */
+    const char *const *avoid; /* zones not to pick under "auto" (an attempt withdrawn there) */
     size_t navoid;
 } kube_gang;
 
 typedef enum kube_verdict {
-    KUBE_PLACE = 1,             /* create the attempt pinned to zone */
-    KUBE_WAIT,                  /* nothing fits now: retry when the inventory changes */
+    KUBE_PLACE = 1, /* create the attempt pinned to zone */
+    KUBE_WAIT,      /* nothing fits now: retry when the inventory changes */
 } kube_verdict;
 
 typedef struct kube_placement {
     kube_verdict verdict;
-    char zone[64];              /* with KUBE_PLACE */
-    int grow_nodes;             /* with KUBE_PLACE: new nodes the zone's groups must add; 0 = none */
-    char group[64];             /* with grow_nodes: the group that must grow first */
-    char reason[256];           /* KUBE_WAIT: why; KUBE_PLACE with growth: "waiting for ..." */
+    char zone[64];    /* with KUBE_PLACE */
+    int grow_nodes;   /* with KUBE_PLACE: new nodes the zone's groups must add; 0 = none */
+    char group[64];   /* with grow_nodes: the group that must grow first */
+    char reason[256]; /* KUBE_WAIT: why; KUBE_PLACE with growth: "waiting for ..." */
 } kube_placement;
 
 /*

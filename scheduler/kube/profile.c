@@ -52,8 +52,7 @@ static int is_null(const yaml_node_t *n)
     const char *s = scalar(n);
     if (!s || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return 0;
-    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
-           !strcmp(s, "NULL");
+    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
 }
 
 static ty_err dup_str(const char *s, char **out)
@@ -146,7 +145,8 @@ static int is_label_value(const char *s)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
-        int alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        int alnum =
+            (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
         if (!alnum && ch != '-' && ch != '_' && ch != '.')
             return 0;
         if (!alnum && (i == 0 || i == n - 1))
@@ -182,8 +182,8 @@ static int is_label_key(const char *s)
 typedef ty_err (*pair_fn)(pctx *c, int idx, const yaml_node_t *key, const yaml_node_t *val,
                           void *ud);
 
-static ty_err each_pair(pctx *c, const yaml_node_t *n, const char *what,
-                        const char *const *keys, pair_fn fn, void *ud)
+static ty_err each_pair(pctx *c, const yaml_node_t *n, const char *what, const char *const *keys,
+                        pair_fn fn, void *ud)
 {
     if (!n || n->type != YAML_MAPPING_NODE)
         return fail(c, n, "%s must be a mapping", what);
@@ -357,8 +357,8 @@ static ty_err classes_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_no
         return TY_ENOMEM;
     if (is_null(v))
         return TY_OK;
-    return each_pair(c, v, l->capacity ? "a capacity type" : "a GPU type", class_keys,
-                     class_pair, nc);
+    return each_pair(c, v, l->capacity ? "a capacity type" : "a GPU type", class_keys, class_pair,
+                     nc);
 }
 
 /* ---- node groups ---- */
@@ -373,10 +373,14 @@ static ty_err group_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node
     long long n = 0;
     ty_err e;
     switch (idx) {
-    case 0: return get_string(c, v, "name", &g->name);
-    case 1: return get_string(c, v, "zone", &g->zone);
-    case 2: return get_string(c, v, "gpu_type", &g->gpu_type);
-    case 3: return get_string(c, v, "capacity", &g->capacity);
+    case 0:
+        return get_string(c, v, "name", &g->name);
+    case 1:
+        return get_string(c, v, "zone", &g->zone);
+    case 2:
+        return get_string(c, v, "gpu_type", &g->gpu_type);
+    case 3:
+        return get_string(c, v, "capacity", &g->capacity);
     case 4:
         if ((e = get_int(c, v, "gpus_per_node", 1, 64, &n)))
             return e;
@@ -448,11 +452,22 @@ static ty_err volcano_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_no
     return e;
 }
 
-static const char *const top_keys[] = {
-    "namespace",      "kubernetes_version",       "server_url",  "zones",
-    "image_pull_secrets", "service_account",      "priority_class", "ttl_seconds_after_finished",
-    "master_port",    "paths",                    "gpu_types",   "capacity_types",
-    "node_groups",    "scale_up_timeout_seconds", "volcano",     NULL};
+static const char *const top_keys[] = {"namespace",
+                                       "kubernetes_version",
+                                       "server_url",
+                                       "zones",
+                                       "image_pull_secrets",
+                                       "service_account",
+                                       "priority_class",
+                                       "ttl_seconds_after_finished",
+                                       "master_port",
+                                       "paths",
+                                       "gpu_types",
+                                       "capacity_types",
+                                       "node_groups",
+                                       "scale_up_timeout_seconds",
+                                       "volcano",
+                                       NULL};
 
 static ty_err optional_name(pctx *c, const yaml_node_t *v, const char *what, char **dst)
 {
@@ -480,8 +495,8 @@ static ty_err top_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node_t
     case 1: {
         const char *s = scalar(v);
         int major = 0, minor = 0, used = 0;
-        if (!s || sscanf(s, "%d.%d%n", &major, &minor, &used) != 2 || s[used] ||
-            major != 1 || minor < 24 || minor > 99)
+        if (!s || sscanf(s, "%d.%d%n", &major, &minor, &used) != 2 || s[used] || major != 1 ||
+            minor < 24 || minor > 99)
             return fail(c, v, "kubernetes_version must be \"1.MINOR\", at least 1.24");
         p->version_major = major;
         p->version_minor = minor;
@@ -495,12 +510,15 @@ static ty_err top_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node_t
         if (strncmp(p->server_url, "http://", 7) && strncmp(p->server_url, "https://", 8))
             return fail(c, v, "server_url must start with http:// or https://");
         return TY_OK;
-    case 3: return get_strings(c, v, "zones", is_dns_label, &p->zones, &p->nzones);
+    case 3:
+        return get_strings(c, v, "zones", is_dns_label, &p->zones, &p->nzones);
     case 4:
         return get_strings(c, v, "image_pull_secrets", is_dns_subdomain, &p->pull_secrets,
                            &p->npull_secrets);
-    case 5: return optional_name(c, v, "service_account", &p->service_account);
-    case 6: return optional_name(c, v, "priority_class", &p->priority_class);
+    case 5:
+        return optional_name(c, v, "service_account", &p->service_account);
+    case 6:
+        return optional_name(c, v, "priority_class", &p->priority_class);
     case 7:
         if (is_null(v))
             return TY_OK;
@@ -511,7 +529,8 @@ static ty_err top_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node_t
             return e;
         p->master_port = (int)n;
         return TY_OK;
-    case 9: return each_pair(c, v, "paths", paths_keys, paths_pair, p);
+    case 9:
+        return each_pair(c, v, "paths", paths_keys, paths_pair, p);
     case 10: {
         class_list l = {&p->gpu_types, &p->ngpu_types, 0};
         return is_null(v) ? TY_OK : each_pair(c, v, "gpu_types", NULL, classes_pair, &l);
@@ -520,10 +539,12 @@ static ty_err top_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node_t
         class_list l = {&p->capacity_types, &p->ncapacity_types, 1};
         return is_null(v) ? TY_OK : each_pair(c, v, "capacity_types", NULL, classes_pair, &l);
     }
-    case 12: return get_groups(c, v, p);
+    case 12:
+        return get_groups(c, v, p);
     case 13:
         return get_int(c, v, "scale_up_timeout_seconds", 1, 86400, &p->scale_up_timeout_seconds);
-    default: return each_pair(c, v, "volcano", volcano_keys, volcano_pair, p);
+    default:
+        return each_pair(c, v, "volcano", volcano_keys, volcano_pair, p);
     }
 }
 
@@ -537,14 +558,14 @@ static ty_err cross_check(pctx *c, const yaml_node_t *root, kube_profile *p)
             groups = yaml_document_get_node(c->doc, q->value);
     for (size_t i = 0; i < p->ngroups; i++) {
         const kube_node_group *g = &p->groups[i];
-        const yaml_node_t *at = yaml_document_get_node(c->doc,
-                                                       groups->data.sequence.items.start[i]);
+        const yaml_node_t *at =
+            yaml_document_get_node(c->doc, groups->data.sequence.items.start[i]);
         if (!kube_profile_gpu_type(p, g->gpu_type))
             return fail(c, at, "node group '%s': GPU type '%s' is not in gpu_types", g->name,
                         g->gpu_type);
         if (!kube_profile_capacity(p, g->capacity))
-            return fail(c, at, "node group '%s': capacity '%s' is not in capacity_types",
-                        g->name, g->capacity);
+            return fail(c, at, "node group '%s': capacity '%s' is not in capacity_types", g->name,
+                        g->capacity);
         int known = p->nzones == 0;
         for (size_t z = 0; z < p->nzones; z++)
             known |= !strcmp(p->zones[z], g->zone);

@@ -45,13 +45,13 @@ typedef struct kube_label {
 
 typedef struct kube_taint {
     char *key;
-    char *value;   /* may be "" */
-    char *effect;  /* NoSchedule, PreferNoSchedule or NoExecute */
+    char *value;  /* may be "" */
+    char *effect; /* NoSchedule, PreferNoSchedule or NoExecute */
 } kube_taint;
 
 /* A GPU type or a capacity type: the labels its nodes carry and the taints they have. */
 typedef struct kube_node_class {
-    char *name;    /* "a100"; for capacity types "spot" or "on-demand" */
+    char *name; /* "a100"; for capacity types "spot" or "on-demand" */
     kube_label *labels;
     size_t nlabels;
     kube_taint *taints;
@@ -59,7 +59,7 @@ typedef struct kube_node_class {
 } kube_node_class;
 
 typedef struct kube_node_group {
-    char *name;        /* as the cluster names it: "p4d-spot-2b" */
+    char *name; /* as the cluster names it: "p4d-spot-2b" */
     char *zone;
     char *gpu_type;    /* a kube_profile.gpu_types name */
     char *capacity;    /* "spot" or "on-demand" */
@@ -70,13 +70,13 @@ typedef struct kube_node_group {
 typedef struct kube_profile {
     char *namespace;
     int version_major, version_minor;
-    char *server_url;          /* NULL when not set */
+    char *server_url; /* NULL when not set */
     char **zones;
     size_t nzones;
     char **pull_secrets;
     size_t npull_secrets;
-    char *service_account;     /* NULL when not set */
-    char *priority_class;      /* NULL when not set */
+    char *service_account;                /* NULL when not set */
+    char *priority_class;                 /* NULL when not set */
     long long ttl_seconds_after_finished; /* -1: the job's own value */
     int master_port;
     char *data_dir, *output_dir, *checkpoint_dir;
@@ -87,7 +87,7 @@ typedef struct kube_profile {
     kube_node_group *groups;
     size_t ngroups;
     long long scale_up_timeout_seconds;
-    int volcano;               /* 1: render Volcano Jobs */
+    int volcano; /* 1: render Volcano Jobs */
     char *volcano_queue;
 } kube_profile;
 

@@ -180,8 +180,8 @@ static json_t *env_list(const kube_profile *p, const kube_render_in *in, const n
     const char *index_key = p->volcano ? VOLCANO_INDEX_ANNOTATION : INDEX_ANNOTATION;
 
     snprintf(buf, sizeof buf, "metadata.annotations['%s']", index_key);
-    push(env, json_pack("{s:s, s:{s:{s:s}}}", "name", "RANK", "valueFrom", "fieldRef",
-                        "fieldPath", buf),
+    push(env,
+         json_pack("{s:s, s:{s:{s:s}}}", "name", "RANK", "valueFrom", "fieldRef", "fieldPath", buf),
          &bad);
     snprintf(buf, sizeof buf, "%lld", (long long)n->count);
     env_value(env, "WORLD_SIZE", buf, &bad);
@@ -343,8 +343,8 @@ static json_t *pod_spec(const kube_profile *p, const kube_render_in *in, const n
         snprintf(buf, sizeof buf, "%lld", (long long)n->gpus);
         set(limits, "nvidia.com/gpu", json_string(buf), &bad);
     }
-    set(c, "resources", json_pack("{s:{s:s, s:s}, s:o}", "requests", "cpu", cpu, "memory", mem,
-                                  "limits", limits),
+    set(c, "resources",
+        json_pack("{s:{s:s, s:s}, s:o}", "requests", "cpu", cpu, "memory", mem, "limits", limits),
         &bad);
 
     /* /dev/shm first: NCCL and data loaders need more than the runtime's 64 MiB default. */
@@ -369,9 +369,8 @@ static json_t *pod_spec(const kube_profile *p, const kube_render_in *in, const n
              json_pack("{s:s, s:{s:s, s:b}}", "name", vname, "persistentVolumeClaim", "claimName",
                        claim, "readOnly", ro),
              &bad);
-        push(mounts, json_pack("{s:s, s:s, s:b}", "name", vname, "mountPath", mount, "readOnly",
-                               ro),
-             &bad);
+        push(mounts,
+             json_pack("{s:s, s:s, s:b}", "name", vname, "mountPath", mount, "readOnly", ro), &bad);
     }
     set(c, "volumeMounts", mounts, &bad);
     set(pod, "containers", json_pack("[o]", c), &bad);
@@ -504,12 +503,11 @@ ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, cons
         json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion", "batch/v1", "kind", "Job", "name",
                   name, "uid", job_uid, "controller", 1),
         &bad);
-    json_t *svc = json_pack("{s:s, s:s, s:o, s:{s:s, s:b, s:o, s:[{s:s, s:i, s:i, s:s}]}}",
-                            "apiVersion", "v1", "kind", "Service", "metadata", meta, "spec",
-                            "clusterIP", "None", "publishNotReadyAddresses", 1, "selector",
-                            attempt_labels(in->job_id, in->attempt), "ports", "name",
-                            "rendezvous", "port", p->master_port, "targetPort", p->master_port,
-                            "protocol", "TCP");
+    json_t *svc = json_pack(
+        "{s:s, s:s, s:o, s:{s:s, s:b, s:o, s:[{s:s, s:i, s:i, s:s}]}}", "apiVersion", "v1", "kind",
+        "Service", "metadata", meta, "spec", "clusterIP", "None", "publishNotReadyAddresses", 1,
+        "selector", attempt_labels(in->job_id, in->attempt), "ports", "name", "rendezvous", "port",
+        p->master_port, "targetPort", p->master_port, "protocol", "TCP");
     if (!svc || bad) {
         json_decref(svc);
         return TY_ENOMEM;

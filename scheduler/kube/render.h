@@ -54,10 +54,10 @@
 #define KUBE_NAME_MAX 64
 
 typedef struct kube_render_in {
-    const json_t *spec;   /* the normalized job spec (borrowed) */
-    const char *job_id;   /* 1 to 26 of [0-9a-z] (store/ ids are 26) */
-    unsigned attempt;     /* 1, 2, ... */
-    const char *zone;     /* the placement's zone; NULL leaves the zone to the scheduler */
+    const json_t *spec; /* the normalized job spec (borrowed) */
+    const char *job_id; /* 1 to 26 of [0-9a-z] (store/ ids are 26) */
+    unsigned attempt;   /* 1, 2, ... */
+    const char *zone;   /* the placement's zone; NULL leaves the zone to the scheduler */
 } kube_render_in;
 
 /*

@@ -53,7 +53,7 @@ static kube_node *node(cluster *c, const char *zone, const char *product, int sp
         l[nl++] = (kube_label){"nvidia.com/gpu.product", (char *)product};
         l[nl++] = (kube_label){"node.kubernetes.io/instance-type",
                                !strcmp(product, "NVIDIA-A100-SXM4-40GB") ? "p4d.24xlarge"
-                                                                          : "p5.48xlarge"};
+                                                                         : "p5.48xlarge"};
         c->taints[i][0] = gpu_taint;
     }
     kube_node *n = &c->nodes[i];
@@ -97,8 +97,8 @@ static kube_placement place(cluster *c, kube_gang g)
 
 static kube_gang a100_spot(int count, int gpus)
 {
-    return (kube_gang){.count = count, .gpus_per_rank = gpus, .gpu_type = "a100",
-                       .capacity = "spot"};
+    return (kube_gang){
+        .count = count, .gpus_per_rank = gpus, .gpu_type = "a100", .capacity = "spot"};
 }
 
 /* ---- placing on nodes that exist ---- */
@@ -148,8 +148,8 @@ static void test_no_zone_fits_says_why(void **state)
     all_groups_full(&empty);
     p = place(&empty, a100_spot(1, 8));
     assert_int_equal(p.verdict, KUBE_WAIT);
-    assert_string_equal(p.reason,
-                        "no zone has 8 free NVIDIA-A100-SXM4-40GB GPUs on spot nodes; none has any");
+    assert_string_equal(
+        p.reason, "no zone has 8 free NVIDIA-A100-SXM4-40GB GPUs on spot nodes; none has any");
 }
 
 static void test_a_ranks_gpus_share_one_node(void **state)
@@ -175,16 +175,16 @@ static void test_a_ranks_gpus_share_one_node(void **state)
 static void test_nodes_that_do_not_count(void **state)
 {
     (void)state;
-    static const char *const kinds[] = {"reclaim", "not ready", "cordoned", "H100",
+    static const char *const kinds[] = {"reclaim",   "not ready",         "cordoned",     "H100",
                                         "on-demand", "untolerated taint", "overcommitted"};
     static const kube_taint other = {"dedicated", "team-a", "NoExecute"};
     static const kube_taint soft = {"dedicated", "team-a", "PreferNoSchedule"};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         cluster c = {0};
         all_groups_full(&c);
-        kube_node *n = node(&c, "us-west-2c", !strcmp(kinds[k], "H100") ? H100 : A100,
-                            strcmp(kinds[k], "on-demand") != 0, 8,
-                            !strcmp(kinds[k], "overcommitted") ? 9 : 0);
+        kube_node *n =
+            node(&c, "us-west-2c", !strcmp(kinds[k], "H100") ? H100 : A100,
+                 strcmp(kinds[k], "on-demand") != 0, 8, !strcmp(kinds[k], "overcommitted") ? 9 : 0);
         if (!strcmp(kinds[k], "reclaim")) {
             c.taints[0][1] = reclaim_taint;
             n->ntaints = 2;

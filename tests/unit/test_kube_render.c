@@ -92,8 +92,7 @@ static int is_dns1035(const char *s)
 static int is_dns1123(const char *s)
 {
     regex_t re;
-    assert_int_equal(regcomp(&re, "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", REG_EXTENDED | REG_NOSUB),
-                     0);
+    assert_int_equal(regcomp(&re, "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", REG_EXTENDED | REG_NOSUB), 0);
     int ok = strlen(s) <= 63 && regexec(&re, s, 0, NULL, 0) == 0;
     regfree(&re);
     return ok;
@@ -186,8 +185,9 @@ static void golden(const char *name, const json_t *got)
     json_decref(want);
 }
 
-#define BASE "\"name\":\"fmnist-lr-0.05\",\"image\":\"registry.example/trainyard-worker:1.0\"," \
-             "\"command\":[\"trainyard-worker\",\"train\"]"
+#define BASE                                                                                       \
+    "\"name\":\"fmnist-lr-0.05\",\"image\":\"registry.example/trainyard-worker:1.0\","             \
+    "\"command\":[\"trainyard-worker\",\"train\"]"
 
 /* ---- golden cases, one per feature ---- */
 
@@ -226,8 +226,8 @@ static void test_plain(void **state)
     const json_t *ss = json_object_get(svc, "spec");
     assert_string_equal(json_string_value(json_object_get(ss, "clusterIP")), "None");
     assert_true(json_is_true(json_object_get(ss, "publishNotReadyAddresses")));
-    const json_t *owner = json_array_get(
-        json_object_get(json_object_get(svc, "metadata"), "ownerReferences"), 0);
+    const json_t *owner =
+        json_array_get(json_object_get(json_object_get(svc, "metadata"), "ownerReferences"), 0);
     assert_string_equal(json_string_value(json_object_get(owner, "uid")), JOB_UID);
     assert_string_equal(json_string_value(json_object_get(owner, "kind")), "Job");
     const json_t *pod_labels = json_object_get(
@@ -282,10 +282,10 @@ static void test_gpu_spot_zone(void **state)
                         "topology.kubernetes.io/zone");
     assert_string_equal(json_string_value(json_array_get(json_object_get(expr, "values"), 0)),
                         "us-west-2b");
-    const json_t *term = json_array_get(
-        json_object_get(json_object_get(aff, "podAffinity"),
-                        "requiredDuringSchedulingIgnoredDuringExecution"),
-        0);
+    const json_t *term =
+        json_array_get(json_object_get(json_object_get(aff, "podAffinity"),
+                                       "requiredDuringSchedulingIgnoredDuringExecution"),
+                       0);
     assert_string_equal(json_string_value(json_object_get(term, "topologyKey")),
                         "topology.kubernetes.io/zone");
     const json_t *res = json_object_get(container_of(job), "resources");
@@ -312,8 +312,8 @@ static void test_capacity_any_tolerates_every_capacity(void **state)
                        1, NULL);
     golden("capacity-any", r);
     const json_t *pod = pod_spec_of(json_object_get(r, "job"));
-    assert_null(json_object_get(json_object_get(pod, "nodeSelector"),
-                                "karpenter.sh/capacity-type"));
+    assert_null(
+        json_object_get(json_object_get(pod, "nodeSelector"), "karpenter.sh/capacity-type"));
     assert_int_equal(json_array_size(json_object_get(pod, "tolerations")), 2);
     /* Without a zone from placement, only the podAffinity keeps the gang together. */
     assert_null(json_object_get(json_object_get(pod, "affinity"), "nodeAffinity"));
@@ -340,13 +340,13 @@ static void test_volumes(void **state)
     assert_string_equal(json_string_value(json_object_get(
                             json_object_get(json_array_get(vols, 0), "emptyDir"), "medium")),
                         "Memory");
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(mounts, 0), "mountPath")), "/dev/shm");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(mounts, 0), "mountPath")),
+                        "/dev/shm");
     const json_t *pvc = json_object_get(json_array_get(vols, 1), "persistentVolumeClaim");
     assert_string_equal(json_string_value(json_object_get(pvc, "claimName")), "efs-data");
     assert_true(json_is_true(json_object_get(pvc, "readOnly")));
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(mounts, 2), "mountPath")), "/out");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(mounts, 2), "mountPath")),
+                        "/out");
     assert_true(json_is_false(json_object_get(json_array_get(mounts, 2), "readOnly")));
     json_decref(r);
 }
@@ -381,22 +381,20 @@ static void test_env_contract(void **state)
     const json_t *pod = pod_spec_of(job);
     assert_string_equal(json_string_value(json_object_get(pod, "serviceAccountName")), "runner");
     assert_string_equal(json_string_value(json_object_get(pod, "priorityClassName")), "training");
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(pod, "imagePullSecrets"),
-                                                         0),
-                                          "name")),
-        "regcred");
     assert_string_equal(json_string_value(json_object_get(
-                            json_object_get(json_object_get(r, "service"), "metadata"),
-                            "namespace")),
-                        "ml");
+                            json_array_get(json_object_get(pod, "imagePullSecrets"), 0), "name")),
+                        "regcred");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(r, "service"), "metadata"), "namespace")),
+        "ml");
     /* The MASTER_PORT the ranks use is the port the Service publishes. */
     const json_t *port = json_array_get(
         json_object_get(json_object_get(json_object_get(r, "service"), "spec"), "ports"), 0);
     assert_int_equal(json_integer_value(json_object_get(port, "port")), 23456);
     /* The job's own TTL where the profile sets none. */
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(job, "spec"),
-                                                        "ttlSecondsAfterFinished")),
+    assert_int_equal(json_integer_value(
+                         json_object_get(json_object_get(job, "spec"), "ttlSecondsAfterFinished")),
                      604800);
     json_decref(r);
     kube_profile_free(p);
@@ -425,11 +423,10 @@ static void test_volcano(void **state)
     const json_t *task = json_array_get(json_object_get(js, "tasks"), 0);
     assert_int_equal(json_integer_value(json_object_get(task, "replicas")), 3);
     assert_null(json_object_get(task, "policies"));
-    assert_string_equal(env_of(job, "MASTER_ADDR"),
-                        "ty-" JOB_ID "-a1-rank-0.ty-" JOB_ID "-a1");
+    assert_string_equal(env_of(job, "MASTER_ADDR"), "ty-" JOB_ID "-a1-rank-0.ty-" JOB_ID "-a1");
     assert_string_equal(env_of(job, "RANK"), "field:metadata.annotations['volcano.sh/task-index']");
-    assert_int_equal(
-        json_integer_value(json_object_get(pod_spec_of(job), "activeDeadlineSeconds")), 600);
+    assert_int_equal(json_integer_value(json_object_get(pod_spec_of(job), "activeDeadlineSeconds")),
+                     600);
     /* Volcano's svc plugin makes the Service: there is none to render. */
     json_t *spec = normalized("{" BASE ",\"workers\":{\"count\":3}}");
     kube_render_in in = {spec, JOB_ID, 1, NULL};
@@ -509,9 +506,8 @@ static void test_names_are_valid_for_every_object(void **state)
     char name[KUBE_NAME_MAX], host[128];
     for (size_t i = 0; i < sizeof attempts / sizeof attempts[0]; i++) {
         /* Ids may start with a digit; the name must not (transcript 05). */
-        assert_int_equal(kube_render_name("0zzzzzzzzzzzzzzzzzzzzzzzzz", attempts[i], name,
-                                          sizeof name),
-                         TY_OK);
+        assert_int_equal(
+            kube_render_name("0zzzzzzzzzzzzzzzzzzzzzzzzz", attempts[i], name, sizeof name), TY_OK);
         assert_true(is_dns1035(name));
         /* The job-name label value is the name: at most 63 (05b). The last pod's hostname,
          * <name>-4095, must be a label too (05d); with Volcano <name>-rank-4095. */
