@@ -1,0 +1,152 @@
+/*
+ * fk.h - the fake Kubernetes API server's modules, shared by its files.
+ *
+ * The fake plays a v1.26 kube-apiserver with the Job controller, the garbage
+ * collector and the scheduler, as the transcripts in
+ * tests/fixtures/kubernetes-transcripts/ show them. Layout:
+ *   fk_store.c   objects, resourceVersion, the event window, label selectors
+ *   fk_valid.c   decoding (400) and validation (422) of written objects
+ *   fk_ctrl.c    the Job controller and the garbage collector
+ *   fk_sched.c   the scheduler (filters, binding, FailedScheduling)
+ *   fk_http.c    the HTTP API, watches, faults, the /fake control API, main()
+ *
+ * Threads: every HTTP connection has its own thread; one mutex (fk_store.mu)
+ * guards all state. Stored objects are immutable once stored: a writer
+ * deep-copies, changes the copy and stores it again, so a watch event may hold
+ * a reference to the object as it was.
+ */
+#ifndef TY_FAKE_KUBE_FK_H
+#define TY_FAKE_KUBE_FK_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum fk_res_id { FK_NAMESPACES, FK_NODES, FK_PODS, FK_SERVICES, FK_EVENTS, FK_JOBS, FK_VCJOBS,
+                 FK_NRES };
+
+typedef struct fk_res {
+    const char *plural;     /* "jobs" */
+    const char *kind;       /* "Job" */
+    const char *group;      /* "" for the core group */
+    const char *version;    /* "v1" */
+    const char *api_version; /* "batch/v1" */
+    const char *def;        /* swagger definition; NULL: validated by the CRD schema */
+    int namespaced;
+} fk_res;
+
+extern const fk_res fk_resources[FK_NRES];
+
+typedef struct fk_event {
+    uint64_t rv;
+    int res;
+    const char *type; /* "ADDED", "MODIFIED", "DELETED" (static) */
+    json_t *obj;      /* a reference to the stored state */
+} fk_event;
+
+typedef struct fk_store {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* broadcast on every event and on a watch drop */
+    json_t *objs[FK_NRES];      /* "ns/name" -> object */
+    json_t *logs;               /* "ns/name" -> log text of a pod, set by tests */
+    uint64_t rv;                /* the last resourceVersion given out */
+    fk_event *ring;             /* the window of recent events a watch can resume from */
+    size_t ring_cap, ring_len, ring_head;
+    uint64_t window_rv;         /* a watch from an rv below this gets 410 Expired */
+    unsigned drop_gen;          /* bumped to end every open watch */
+    unsigned long seq;          /* for names and uids */
+    const json_t *swagger;      /* the Kubernetes definitions (borrowed from main) */
+    const json_t *vc_schema;    /* the Volcano Job CRD's openAPIV3Schema */
+} fk_store;
+
+/* fk_store.c ------------------------------------------------------------ */
+int fk_store_init(fk_store *st, size_t window);
+void fk_store_fini(fk_store *st);
+/* Current time as RFC 3339 ("2026-11-23T06:20:53Z"), offset by delta seconds. */
+void fk_now(char *buf, size_t len, long delta);
+/* A fresh uid (RFC 4122 form). */
+void fk_uid(fk_store *st, char *buf, size_t len);
+/* A 5-character suffix as the apiserver's generateName makes. */
+void fk_rand5(fk_store *st, char out[6]);
+/* The stored object (borrowed) or NULL. ns is "" for cluster-scoped kinds. */
+json_t *fk_get(fk_store *st, int res, const char *ns, const char *name);
+/* Stores a new object (stolen): uid, creationTimestamp, generation and
+ * resourceVersion are set here. Returns the stored object (borrowed). */
+json_t *fk_create(fk_store *st, int res, json_t *obj);
+/* Replaces a stored object (stolen) with a new resourceVersion (MODIFIED).
+ * Returns the stored object (borrowed). */
+json_t *fk_update(fk_store *st, int res, json_t *obj);
+/* Removes an object (DELETED event carrying its last state, new rv). */
+void fk_remove(fk_store *st, int res, const char *ns, const char *name);
+/* All objects of res in ns (NULL: every namespace), sorted by namespace then
+ * name; a new array of borrowed-then-increfed objects. */
+json_t *fk_list(fk_store *st, int res, const char *ns);
+/* Forgets the event window: a watch from any earlier rv gets 410. */
+void fk_compact(fk_store *st);
+/* Writes an Event (core/v1) about obj. */
+void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type,
+                     const char *reason, const char *message, const char *component);
+
+/* Label selectors (labelSelector=...) and the few field selectors clients use. */
+typedef struct fk_sel fk_sel;
+/* Parses a label selector string; NULL or "" matches everything. */
+int fk_sel_parse(const char *text, fk_sel **out, char *err, size_t errlen);
+/* Parses a metav1.LabelSelector object (matchLabels, matchExpressions). */
+int fk_sel_from_json(const json_t *ls, fk_sel **out);
+void fk_sel_free(fk_sel *s);
+int fk_sel_matches(const fk_sel *s, const json_t *labels);
+int fk_sel_empty(const fk_sel *s);
+/* fieldSelector: metadata.name, metadata.namespace, spec.nodeName, status.phase
+ * with = / == / !=. Returns -1 for a field the fake does not know. */
+int fk_fsel_matches(const char *text, const json_t *obj, int *ok);
+
+/* Small helpers on objects. */
+const char *fk_str(const json_t *obj, const char *path); /* "metadata.name" */
+json_t *fk_path(json_t *obj, const char *path, int create);
+
+/* fk_valid.c ------------------------------------------------------------ */
+/* Reasons a write is refused: HTTP status plus a Status body (new) in *status. */
+enum fk_fieldval { FK_FV_WARN, FK_FV_STRICT, FK_FV_IGNORE };
+/*
+ * Decodes and validates a request body for res as the apiserver does:
+ * malformed JSON, type errors and (strict) unknown or duplicate fields are 400
+ * BadRequest; semantic errors 422 Invalid. On success *out is the object (new)
+ * with unknown fields dropped and *warnings (new array of strings) holds the
+ * Warning header values. On failure returns the HTTP status and *status holds
+ * the Status body (new); *warnings may still be set (a 422 carries them).
+ */
+int fk_decode(fk_store *st, int res, const char *body, size_t len, enum fk_fieldval fv,
+              json_t **out, json_t **warnings, json_t **status);
+/* Semantic validation of an object about to be stored (also for updates).
+ * Returns 0 or 422 with *status. */
+int fk_validate(int res, const json_t *obj, json_t **status);
+/* A Status body (new). details may be NULL (stolen). */
+json_t *fk_status(int code, const char *reason, const char *message, json_t *details);
+/* details for res/name: {name, group (if any), kind: plural or Kind}. */
+json_t *fk_details(int res, const char *name, int use_kind);
+
+/* fk_ctrl.c ------------------------------------------------------------- */
+/* Applies server-side defaults of a newly created object (Job, Pod, Service). */
+void fk_defaults(fk_store *st, int res, json_t *obj);
+/* Runs the Job controller, the garbage collector and the scheduler until
+ * nothing changes. Called with the lock held after every write. */
+void fk_reconcile(fk_store *st);
+/* Deletes an object as DELETE does; policy "", "Background", "Foreground",
+ * "Orphan". *body (new) is what DELETE answers. Returns the HTTP status. */
+int fk_delete(fk_store *st, int res, const char *ns, const char *name, const char *policy,
+              long grace, json_t **body, int *orphan_warning);
+/* Sets a pod's phase as a kubelet would: "Running", "Succeeded", "Failed"
+ * (exit_code, reason such as "OOMKilled" or "Error"). */
+int fk_pod_set_phase(fk_store *st, const char *ns, const char *name, const char *phase,
+                     int exit_code, const char *reason);
+/* Evicts a pod: DisruptionTarget condition, then Failed. */
+int fk_pod_evict(fk_store *st, const char *ns, const char *name);
+
+/* fk_sched.c ------------------------------------------------------------ */
+/* Tries every pending pod once; returns the number of objects written. */
+int fk_schedule(fk_store *st);
+/* The GPUs (nvidia.com/gpu) a pod requests. */
+long fk_pod_gpus(const json_t *pod);
+
+#endif

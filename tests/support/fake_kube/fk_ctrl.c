@@ -1,0 +1,963 @@
+/*
+ * fk_ctrl.c - server-side defaults, the Job controller, the garbage collector
+ * and the kubelet stand-in of the fake apiserver.
+ *
+ * The Job controller follows v1.26 with finalizer-based tracking (11c-11p):
+ * pods carry batch.kubernetes.io/job-tracking; a finished pod is first listed
+ * in status.uncountedTerminatedPods, its finalizer removed, then counted. A pod
+ * being deleted counts as failed. There is no kubelet: a pod being deleted
+ * goes away as soon as no finalizer holds it, and its phase changes only when
+ * a test says so (fk_pod_set_phase, fk_pod_evict).
+ */
+#include "tests/support/fake_kube/fk.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TRACKING "batch.kubernetes.io/job-tracking"
+#define INDEX_ANN "batch.kubernetes.io/job-completion-index"
+
+static void set_default(json_t *obj, const char *key, json_t *value)
+{
+    if (!json_object_get(obj, key))
+        json_object_set_new(obj, key, value);
+    else
+        json_decref(value);
+}
+
+static void pod_spec_defaults(json_t *spec, int is_pod)
+{
+    const char *lists[] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(spec, lists[l]), i, c)
+        {
+            set_default(c, "resources", json_object());
+            set_default(c, "terminationMessagePath", json_string("/dev/termination-log"));
+            set_default(c, "terminationMessagePolicy", json_string("File"));
+            const char *img = fk_str(c, "image");
+            size_t n = strlen(img);
+            int latest = !strchr(img, ':') || (n > 7 && strcmp(img + n - 7, ":latest") == 0);
+            set_default(c, "imagePullPolicy", json_string(latest ? "Always" : "IfNotPresent"));
+            /* Extended resources: a limit alone is also the request. */
+            json_t *res = json_object_get(c, "resources");
+            json_t *lim = json_object_get(res, "limits");
+            const char *k;
+            json_t *v;
+            json_object_foreach(lim, k, v)
+            {
+                if (strchr(k, '/') || is_pod) {
+                    json_t *req = fk_path(res, "requests", 1);
+                    set_default(req, k, json_deep_copy(v));
+                }
+            }
+        }
+    }
+    set_default(spec, "restartPolicy", json_string("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json_integer(30));
+    set_default(spec, "dnsPolicy", json_string("ClusterFirst"));
+    set_default(spec, "securityContext", json_object());
+    set_default(spec, "schedulerName", json_string("default-scheduler"));
+}
+
+static const char *qos_class(const json_t *spec)
+{
+    int any = 0, guaranteed = 1;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(spec, "containers"), i, c)
+    {
+        const char *names[] = {"cpu", "memory"};
+        for (int r = 0; r < 2; r++) {
+            const json_t *req = json_object_get(fk_path(c, "resources.requests", 0), names[r]);
+            const json_t *lim = json_object_get(fk_path(c, "resources.limits", 0), names[r]);
+            any |= req || lim;
+            if (!lim || (req && !json_equal(req, lim)))
+                guaranteed = 0;
+        }
+    }
+    return !any ? "BestEffort" : guaranteed ? "Guaranteed" : "Burstable";
+}
+
+/* Members in the order the apiserver writes them: kind, apiVersion,
+ * metadata first, status last. */
+static void order_members(json_t *obj)
+{
+    const char *first[] = {"kind", "apiVersion", "metadata"};
+    json_t *rest = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v)
+    {
+        if (strcmp(k, "kind") && strcmp(k, "apiVersion") && strcmp(k, "metadata") &&
+            strcmp(k, "status"))
+            json_object_set(rest, k, v);
+    }
+    json_t *status = json_incref(json_object_get(obj, "status"));
+    json_t *keep[3];
+    for (int i = 0; i < 3; i++)
+        keep[i] = json_incref(json_object_get(obj, first[i]));
+    json_object_clear(obj);
+    for (int i = 0; i < 3; i++)
+        if (keep[i])
+            json_object_set_new(obj, first[i], keep[i]);
+    json_object_update(obj, rest);
+    if (status)
+        json_object_set_new(obj, "status", status);
+    json_decref(rest);
+}
+
+void fk_defaults(fk_store *st, int res, json_t *obj)
+{
+    json_t *md = fk_path(obj, "metadata", 1);
+    char buf[600];
+    if (!*fk_str(obj, "metadata.name") && *fk_str(obj, "metadata.generateName")) {
+        char r5[6];
+        fk_rand5(st, r5);
+        snprintf(buf, sizeof buf, "%s%s", fk_str(obj, "metadata.generateName"), r5);
+        json_object_set_new(md, "name", json_string(buf));
+    }
+    if (!json_object_get(md, "uid")) {
+        fk_uid(st, buf, sizeof buf);
+        json_object_set_new(md, "uid", json_string(buf));
+    }
+    json_object_set_new(obj, "kind", json_string(fk_resources[res].kind));
+    json_object_set_new(obj, "apiVersion", json_string(fk_resources[res].api_version));
+    const char *uid = fk_str(obj, "metadata.uid");
+    if (res == FK_JOBS) {
+        json_t *spec = fk_path(obj, "spec", 1);
+        if (!json_object_get(spec, "completions") && !json_object_get(spec, "parallelism")) {
+            json_object_set_new(spec, "completions", json_integer(1));
+            json_object_set_new(spec, "parallelism", json_integer(1));
+        }
+        set_default(spec, "parallelism", json_integer(1));
+        set_default(spec, "backoffLimit", json_integer(6));
+        set_default(spec, "completionMode", json_string("NonIndexed"));
+        set_default(spec, "suspend", json_false());
+        if (!json_object_get(spec, "selector"))
+            json_object_set_new(spec, "selector",
+                                json_pack("{s:{s:s}}", "matchLabels", "controller-uid", uid));
+        json_t *tmd = fk_path(obj, "spec.template.metadata", 1);
+        set_default(tmd, "creationTimestamp", json_null());
+        json_t *tl = fk_path(tmd, "labels", 1);
+        json_object_set_new(tl, "controller-uid", json_string(uid));
+        json_object_set_new(tl, "job-name", json_string(fk_str(obj, "metadata.name")));
+        json_object_set_new(fk_path(md, "annotations", 1), TRACKING, json_string(""));
+        pod_spec_defaults(fk_path(obj, "spec.template.spec", 1), 0);
+        json_object_set_new(obj, "status", json_object());
+    } else if (res == FK_PODS) {
+        json_t *spec = fk_path(obj, "spec", 1);
+        pod_spec_defaults(spec, 1);
+        set_default(spec, "serviceAccountName", json_string("default"));
+        set_default(spec, "serviceAccount", json_string("default"));
+        set_default(spec, "priority", json_integer(0));
+        set_default(spec, "enableServiceLinks", json_true());
+        set_default(spec, "preemptionPolicy", json_string("PreemptLowerPriority"));
+        json_t *tol = json_object_get(spec, "tolerations");
+        if (!tol) {
+            tol = json_array();
+            json_object_set_new(spec, "tolerations", tol);
+        }
+        const char *keys[] = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"};
+        for (int i = 0; i < 2; i++)
+            json_array_append_new(tol, json_pack("{s:s, s:s, s:s, s:i}", "key", keys[i],
+                                                 "operator", "Exists", "effect", "NoExecute",
+                                                 "tolerationSeconds", 300));
+        if (!json_object_get(obj, "status") || !*fk_str(obj, "status.phase"))
+            json_object_set_new(obj, "status", json_pack("{s:s, s:s}", "phase", "Pending",
+                                                         "qosClass", qos_class(spec)));
+    } else if (res == FK_SERVICES) {
+        json_t *spec = fk_path(obj, "spec", 1);
+        set_default(spec, "type", json_string("ClusterIP"));
+        set_default(spec, "sessionAffinity", json_string("None"));
+        if (!json_object_get(spec, "clusterIP")) {
+            snprintf(buf, sizeof buf, "10.96.%lu.%lu", (st->rv / 250) % 250, st->rv % 250 + 2);
+            json_object_set_new(spec, "clusterIP", json_string(buf));
+        }
+        set_default(spec, "clusterIPs", json_pack("[O]", json_object_get(spec, "clusterIP")));
+        set_default(spec, "ipFamilies", json_pack("[s]", "IPv4"));
+        set_default(spec, "ipFamilyPolicy", json_string("SingleStack"));
+        set_default(spec, "internalTrafficPolicy", json_string("Cluster"));
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(spec, "ports"), i, p)
+        {
+            set_default(p, "protocol", json_string("TCP"));
+            set_default(p, "targetPort", json_deep_copy(json_object_get(p, "port")));
+        }
+        json_object_set_new(obj, "status", json_pack("{s:{}}", "loadBalancer"));
+    } else if (res == FK_NAMESPACES) {
+        json_object_set_new(fk_path(md, "labels", 1), "kubernetes.io/metadata.name",
+                            json_string(fk_str(obj, "metadata.name")));
+        json_object_set_new(obj, "spec", json_pack("{s:[s]}", "finalizers", "kubernetes"));
+        json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+    }
+    order_members(obj);
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static int has_str(const json_t *arr, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void drop_str(json_t *arr, const char *s)
+{
+    for (size_t i = json_array_size(arr); i-- > 0;) {
+        const char *v = json_string_value(json_array_get(arr, i));
+        if (v && strcmp(v, s) == 0)
+            json_array_remove(arr, i);
+    }
+}
+
+static const char *owner_uid(const json_t *obj)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(fk_path((json_t *)obj, "metadata.ownerReferences", 0), i, o)
+    {
+        if (json_is_true(json_object_get(o, "controller")))
+            return fk_str(o, "uid");
+    }
+    o = json_array_get(fk_path((json_t *)obj, "metadata.ownerReferences", 0), 0);
+    return o ? fk_str(o, "uid") : "";
+}
+
+static int is_deleting(const json_t *obj)
+{
+    return *fk_str(obj, "metadata.deletionTimestamp") != '\0';
+}
+
+static int pod_terminal(const json_t *pod)
+{
+    const char *ph = fk_str(pod, "status.phase");
+    return strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Failed") == 0;
+}
+
+static int cond_true(const json_t *obj, const char *type)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(fk_path((json_t *)obj, "status.conditions", 0), i, c)
+    {
+        if (strcmp(fk_str(c, "type"), type) == 0 && strcmp(fk_str(c, "status"), "True") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static long long int_at(const json_t *obj, const char *path, long long dflt)
+{
+    const json_t *v = fk_path((json_t *)obj, path, 0);
+    return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+static long pod_index(const json_t *pod)
+{
+    const char *s = json_string_value(fk_path((json_t *)pod, "metadata.annotations", 0)
+                                          ? json_object_get(fk_path((json_t *)pod,
+                                                                    "metadata.annotations", 0),
+                                                            INDEX_ANN)
+                                          : NULL);
+    char *end;
+    long v = s ? strtol(s, &end, 10) : -1;
+    return s && *s && !*end ? v : -1;
+}
+
+/* "0-2,4,6,7": runs of three or more as ranges, as the Job controller writes. */
+static void format_indexes(const unsigned char *done, long n, char *out, size_t len)
+{
+    size_t w = 0;
+    out[0] = '\0';
+    for (long i = 0; i < n && w < len; i++) {
+        if (!done[i])
+            continue;
+        long j = i;
+        while (j + 1 < n && done[j + 1])
+            j++;
+        int k;
+        if (j - i >= 2)
+            k = snprintf(out + w, len - w, "%s%ld-%ld", w ? "," : "", i, j);
+        else if (j > i)
+            k = snprintf(out + w, len - w, "%s%ld,%ld", w ? "," : "", i, j);
+        else
+            k = snprintf(out + w, len - w, "%s%ld", w ? "," : "", i);
+        w += k > 0 ? (size_t)k : 0;
+        i = j;
+    }
+}
+
+static void parse_indexes(const char *s, unsigned char *done, long n)
+{
+    while (s && *s) {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (*end == '-')
+            b = strtol(end + 1, &end, 10);
+        for (long i = a; i <= b && i < n; i++)
+            if (i >= 0)
+                done[i] = 1;
+        s = *end == ',' ? end + 1 : NULL;
+    }
+}
+
+/* Marks a pod as being deleted (MODIFIED); the GC pass removes it once no
+ * finalizer holds it. */
+static void mark_deleting(fk_store *st, const json_t *pod, long grace)
+{
+    char ts[64];
+    json_t *p = json_deep_copy(pod);
+    fk_now(ts, sizeof ts, grace);
+    json_object_set_new(fk_path(p, "metadata", 1), "deletionTimestamp", json_string(ts));
+    json_object_set_new(fk_path(p, "metadata", 1), "deletionGracePeriodSeconds",
+                        json_integer(grace));
+    fk_update(st, FK_PODS, p);
+}
+
+static json_t *new_pod(fk_store *st, const json_t *job, long index)
+{
+    const char *jname = fk_str(job, "metadata.name");
+    char gen[600], r5[6], name[640];
+    if (index >= 0)
+        snprintf(gen, sizeof gen, "%s-%ld-", jname, index);
+    else
+        snprintf(gen, sizeof gen, "%s-", jname);
+    fk_rand5(st, r5);
+    snprintf(name, sizeof name, "%s%s", gen, r5);
+    json_t *tmpl = fk_path((json_t *)job, "spec.template", 0);
+    json_t *md = json_deep_copy(json_object_get(tmpl, "metadata"));
+    if (!md)
+        md = json_object();
+    json_object_del(md, "creationTimestamp");
+    json_object_set_new(md, "name", json_string(name));
+    json_object_set_new(md, "generateName", json_string(gen));
+    json_object_set_new(md, "namespace", json_string(fk_str(job, "metadata.namespace")));
+    json_object_set_new(md, "ownerReferences",
+                        json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "batch/v1",
+                                  "kind", "Job", "name", jname, "uid",
+                                  fk_str(job, "metadata.uid"), "controller", 1,
+                                  "blockOwnerDeletion", 1));
+    json_object_set_new(md, "finalizers", json_pack("[s]", TRACKING));
+    json_t *spec = json_deep_copy(json_object_get(tmpl, "spec"));
+    if (index >= 0) {
+        char idx[32], host[640];
+        snprintf(idx, sizeof idx, "%ld", index);
+        json_object_set_new(fk_path(md, "annotations", 1), INDEX_ANN, json_string(idx));
+        snprintf(host, sizeof host, "%s-%ld", jname, index);
+        json_object_set_new(spec, "hostname", json_string(host));
+        const char *lists[] = {"initContainers", "containers"};
+        for (int l = 0; l < 2; l++) {
+            size_t i;
+            json_t *c;
+            json_array_foreach(json_object_get(spec, lists[l]), i, c)
+            {
+                json_t *env = json_object_get(c, "env");
+                if (!env) {
+                    env = json_array();
+                    json_object_set_new(c, "env", env);
+                }
+                json_array_append_new(
+                    env, json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", "JOB_COMPLETION_INDEX",
+                                   "valueFrom", "fieldRef", "apiVersion", "v1", "fieldPath",
+                                   "metadata.annotations['" INDEX_ANN "']"));
+            }
+        }
+    }
+    json_t *pod = json_pack("{s:s, s:s, s:o, s:o}", "kind", "Pod", "apiVersion", "v1",
+                            "metadata", md, "spec", spec);
+    fk_defaults(st, FK_PODS, pod);
+    return pod;
+}
+
+static json_t *condition(const char *type, const char *reason, const char *message)
+{
+    char now[64];
+    fk_now(now, sizeof now, 0);
+    json_t *c = json_pack("{s:s, s:s, s:s, s:s}", "type", type, "status", "True", "lastProbeTime",
+                          now, "lastTransitionTime", now);
+    if (reason)
+        json_object_set_new(c, "reason", json_string(reason));
+    if (message)
+        json_object_set_new(c, "message", json_string(message));
+    return c;
+}
+
+/* Builds a status in the order the apiserver writes its members. */
+static json_t *job_status(const json_t *conds, const char *start, const char *completion,
+                          long active, long succeeded, long failed, const char *indexes,
+                          json_t *uncounted, long ready)
+{
+    json_t *s = json_object();
+    if (json_array_size(conds))
+        json_object_set_new(s, "conditions", json_deep_copy(conds));
+    if (start && *start)
+        json_object_set_new(s, "startTime", json_string(start));
+    if (completion && *completion)
+        json_object_set_new(s, "completionTime", json_string(completion));
+    if (active)
+        json_object_set_new(s, "active", json_integer(active));
+    if (succeeded)
+        json_object_set_new(s, "succeeded", json_integer(succeeded));
+    if (failed)
+        json_object_set_new(s, "failed", json_integer(failed));
+    if (indexes && *indexes)
+        json_object_set_new(s, "completedIndexes", json_string(indexes));
+    json_object_set_new(s, "uncountedTerminatedPods", uncounted ? uncounted : json_object());
+    json_object_set_new(s, "ready", json_integer(ready));
+    return s;
+}
+
+static int write_status(fk_store *st, const json_t *job, json_t *status)
+{
+    if (json_equal(json_object_get(job, "status"), status)) {
+        json_decref(status);
+        return 0;
+    }
+    json_t *j = json_deep_copy(job);
+    json_object_set_new(j, "status", status);
+    fk_update(st, FK_JOBS, j);
+    return 1;
+}
+
+/* One pass of the Job controller over one Job; returns the writes made. */
+static int sync_job(fk_store *st, const json_t *job0)
+{
+    const char *ns = fk_str(job0, "metadata.namespace"), *jname = fk_str(job0, "metadata.name");
+    const char *uid = fk_str(job0, "metadata.uid");
+    int writes = 0;
+    if (json_is_true(fk_path((json_t *)job0, "spec.suspend", 0)) || is_deleting(job0))
+        return 0;
+    int finished = cond_true(job0, "Complete") || cond_true(job0, "Failed");
+    long completions = (long)int_at(job0, "spec.completions", -1);
+    long parallelism = (long)int_at(job0, "spec.parallelism", 1);
+    long backoff = (long)int_at(job0, "spec.backoffLimit", 6);
+    int indexed = strcmp(fk_str(job0, "spec.completionMode"), "Indexed") == 0;
+    long n_idx = indexed && completions > 0 ? completions : 1;
+    unsigned char *done = calloc((size_t)n_idx, 1), *running = calloc((size_t)n_idx, 1);
+    char start[64], now[64];
+    fk_now(now, sizeof now, 0);
+    snprintf(start, sizeof start, "%s", fk_str(job0, "status.startTime"));
+    if (!*start)
+        snprintf(start, sizeof start, "%s", now);
+    if (indexed)
+        parse_indexes(fk_str(job0, "status.completedIndexes"), done, n_idx);
+    long succeeded = (long)int_at(job0, "status.succeeded", 0);
+    long failed = (long)int_at(job0, "status.failed", 0);
+    json_t *conds = json_deep_copy(fk_path((json_t *)job0, "status.conditions", 0));
+    if (!conds)
+        conds = json_array();
+
+    json_t *pods = fk_list(st, FK_PODS, ns);
+    json_t *mine = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(pods, i, p)
+    {
+        if (strcmp(owner_uid(p), uid) == 0)
+            json_array_append(mine, p);
+    }
+    json_decref(pods);
+
+    /* Failure: the backoff limit, or the deadline. */
+    long new_failed = 0;
+    json_array_foreach(mine, i, p)
+    {
+        json_t *fin = fk_path(p, "metadata.finalizers", 0);
+        if (has_str(fin, TRACKING) && !strcmp(fk_str(p, "status.phase"), "Failed"))
+            new_failed++;
+    }
+    const char *fail_reason = NULL, *fail_msg = NULL;
+    long ads = (long)int_at(job0, "spec.activeDeadlineSeconds", 0);
+    if (!finished && failed + new_failed > backoff) {
+        fail_reason = "BackoffLimitExceeded";
+        fail_msg = "Job has reached the specified backoff limit";
+    } else if (!finished && ads > 0 && *fk_str(job0, "status.startTime")) {
+        struct tm tm = {0};
+        if (sscanf(fk_str(job0, "status.startTime"), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon,
+                   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6) {
+            tm.tm_year -= 1900;
+            tm.tm_mon -= 1;
+        }
+        if (tm.tm_mday && timegm(&tm) + ads <= time(NULL)) {
+            fail_reason = "DeadlineExceeded";
+            fail_msg = "Job was active longer than specified deadline";
+        }
+    }
+    if (fail_reason) {
+        json_array_foreach(mine, i, p)
+        {
+            if (pod_terminal(p) || is_deleting(p))
+                continue;
+            mark_deleting(st, p, int_at(p, "spec.terminationGracePeriodSeconds", 30));
+            char msg[700];
+            snprintf(msg, sizeof msg, "Deleted pod: %s", fk_str(p, "metadata.name"));
+            fk_event_record(st, FK_JOBS, job0, "Normal", "SuccessfulDelete", msg,
+                            "job-controller");
+            writes++;
+        }
+        /* Re-read: the deleted pods are now being deleted. */
+        json_t *again = json_array();
+        json_array_foreach(mine, i, p)
+        {
+            json_t *cur = fk_get(st, FK_PODS, ns, fk_str(p, "metadata.name"));
+            if (cur)
+                json_array_append(again, cur);
+        }
+        json_decref(mine);
+        mine = again;
+    }
+
+    /* Active and ready pods, and the finished ones not counted yet. */
+    long active = 0, ready = 0;
+    json_t *unc_s = json_array(), *unc_f = json_array(), *to_count = json_array();
+    json_array_foreach(mine, i, p)
+    {
+        long idx = pod_index(p);
+        int tracked = has_str(fk_path(p, "metadata.finalizers", 0), TRACKING);
+        int succ = !strcmp(fk_str(p, "status.phase"), "Succeeded");
+        if (pod_terminal(p) || is_deleting(p)) {
+            if (tracked) {
+                json_array_append_new(succ ? unc_s : unc_f,
+                                      json_string(fk_str(p, "metadata.uid")));
+                json_array_append(to_count, p);
+            }
+            continue;
+        }
+        active++;
+        ready += cond_true(p, "Ready");
+        if (indexed && idx >= 0 && idx < n_idx)
+            running[idx] = 1;
+    }
+    char idx_text[4096];
+    if (json_array_size(to_count)) {
+        json_t *unc = json_object();
+        if (json_array_size(unc_s))
+            json_object_set(unc, "succeeded", unc_s);
+        if (json_array_size(unc_f))
+            json_object_set(unc, "failed", unc_f);
+        format_indexes(done, indexed ? n_idx : 0, idx_text, sizeof idx_text);
+        /* The old ready count stays until the final write, as 11i shows. */
+        writes += write_status(st, job0,
+                               job_status(conds, start, NULL, active, succeeded, failed, idx_text,
+                                          unc, (long)int_at(job0, "status.ready", 0)));
+        json_array_foreach(to_count, i, p)
+        {
+            json_t *cur = fk_get(st, FK_PODS, ns, fk_str(p, "metadata.name"));
+            if (!cur)
+                continue;
+            json_t *c = json_deep_copy(cur);
+            drop_str(fk_path(c, "metadata.finalizers", 0), TRACKING);
+            if (json_array_size(fk_path(c, "metadata.finalizers", 0)) == 0)
+                json_object_del(fk_path(c, "metadata", 0), "finalizers");
+            fk_update(st, FK_PODS, c);
+            writes++;
+            if (!strcmp(fk_str(p, "status.phase"), "Succeeded")) {
+                succeeded++;
+                long idx = pod_index(p);
+                if (indexed && idx >= 0 && idx < n_idx)
+                    done[idx] = 1;
+            } else {
+                failed++;
+            }
+        }
+    }
+    json_decref(unc_s);
+    json_decref(unc_f);
+    json_decref(to_count);
+
+    /* Completion. */
+    const char *completion = fk_str(job0, "status.completionTime");
+    char ctime[64] = "";
+    long n_done = 0;
+    for (long k = 0; k < n_idx; k++)
+        n_done += done[k];
+    int complete = !finished && !fail_reason &&
+                   (indexed ? n_done == n_idx && completions > 0
+                            : completions >= 0 && succeeded >= completions);
+    if (!indexed && completions < 0 && succeeded > 0 && active == 0 && !finished && !fail_reason)
+        complete = 1;
+    job0 = fk_get(st, FK_JOBS, ns, jname);
+    if (!job0)
+        goto out;
+    if (fail_reason) {
+        json_array_append_new(conds, condition("Failed", fail_reason, fail_msg));
+        fk_event_record(st, FK_JOBS, job0, "Warning", fail_reason, fail_msg, "job-controller");
+        finished = 1;
+    } else if (complete) {
+        json_array_append_new(conds, condition("Complete", NULL, NULL));
+        snprintf(ctime, sizeof ctime, "%s", now);
+        completion = ctime;
+        fk_event_record(st, FK_JOBS, job0, "Normal", "Completed", "Job completed",
+                        "job-controller");
+        finished = 1;
+    }
+
+    /* New pods for what is missing. */
+    if (!finished) {
+        if (indexed) {
+            for (long k = 0; k < n_idx && active < parallelism; k++) {
+                if (done[k] || running[k])
+                    continue;
+                json_t *pod = fk_create(st, FK_PODS, new_pod(st, job0, k));
+                char msg[700];
+                snprintf(msg, sizeof msg, "Created pod: %s", fk_str(pod, "metadata.name"));
+                fk_event_record(st, FK_JOBS, job0, "Normal", "SuccessfulCreate", msg,
+                                "job-controller");
+                active++;
+                writes++;
+            }
+        } else {
+            long want = parallelism;
+            if (completions >= 0 && completions - succeeded < want)
+                want = completions - succeeded;
+            while (active < want) {
+                json_t *pod = fk_create(st, FK_PODS, new_pod(st, job0, -1));
+                char msg[700];
+                snprintf(msg, sizeof msg, "Created pod: %s", fk_str(pod, "metadata.name"));
+                fk_event_record(st, FK_JOBS, job0, "Normal", "SuccessfulCreate", msg,
+                                "job-controller");
+                active++;
+                writes++;
+            }
+        }
+    }
+    format_indexes(done, indexed ? n_idx : 0, idx_text, sizeof idx_text);
+    job0 = fk_get(st, FK_JOBS, ns, jname);
+    if (job0)
+        writes += write_status(st, job0,
+                               job_status(conds, start, completion, complete ? 0 : active,
+                                          succeeded, failed, idx_text, NULL, ready));
+out:
+    json_decref(conds);
+    json_decref(mine);
+    free(done);
+    free(running);
+    return writes;
+}
+
+/* ---- garbage collector and the kubelet stand-in ----------------------- */
+
+static int uid_alive(fk_store *st, const char *uid, const json_t **owner, int *res_out)
+{
+    const int kinds[] = {FK_JOBS, FK_VCJOBS};
+    for (int k = 0; k < 2; k++) {
+        const char *key;
+        json_t *o;
+        json_object_foreach(st->objs[kinds[k]], key, o)
+        {
+            if (strcmp(fk_str(o, "metadata.uid"), uid) == 0) {
+                *owner = o;
+                *res_out = kinds[k];
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int gc(fk_store *st)
+{
+    int writes = 0;
+    const int deps[] = {FK_PODS, FK_SERVICES, FK_JOBS};
+    for (int d = 0; d < 3; d++) {
+        json_t *all = fk_list(st, deps[d], NULL);
+        size_t i;
+        json_t *o;
+        json_array_foreach(all, i, o)
+        {
+            const char *ns = fk_str(o, "metadata.namespace"), *name = fk_str(o, "metadata.name");
+            json_t *refs = fk_path(o, "metadata.ownerReferences", 0);
+            if (json_array_size(refs) == 0)
+                goto kubelet;
+            const char *uid = owner_uid(o);
+            const json_t *owner = NULL;
+            int ores = 0;
+            int alive = uid_alive(st, uid, &owner, &ores);
+            int fg = alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0),
+                                      "foregroundDeletion");
+            int orphan = alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0),
+                                          "orphan");
+            if (orphan) {
+                json_t *c = json_deep_copy(o);
+                json_object_del(fk_path(c, "metadata", 0), "ownerReferences");
+                fk_update(st, deps[d], c);
+                writes++;
+                continue;
+            }
+            if ((!alive || fg) && !is_deleting(o)) {
+                if (deps[d] == FK_PODS && *fk_str(o, "spec.nodeName")) {
+                    mark_deleting(st, o, int_at(o, "spec.terminationGracePeriodSeconds", 30));
+                } else if (deps[d] == FK_PODS &&
+                           json_array_size(fk_path(o, "metadata.finalizers", 0))) {
+                    mark_deleting(st, o, 0);
+                } else {
+                    fk_remove(st, deps[d], ns, name);
+                }
+                writes++;
+                continue;
+            }
+        kubelet:
+            /* Nothing holds a deleted object any more: it goes. */
+            if (is_deleting(o) && json_array_size(fk_path(o, "metadata.finalizers", 0)) == 0) {
+                fk_remove(st, deps[d], ns, name);
+                writes++;
+            }
+        }
+        json_decref(all);
+    }
+    /* Owners held by orphan or foregroundDeletion go once their dependents have. */
+    const int owners[] = {FK_JOBS, FK_VCJOBS};
+    for (int k = 0; k < 2; k++) {
+        json_t *all = fk_list(st, owners[k], NULL);
+        size_t i;
+        json_t *o;
+        json_array_foreach(all, i, o)
+        {
+            json_t *fin = fk_path(o, "metadata.finalizers", 0);
+            if (!is_deleting(o) || (!has_str(fin, "orphan") && !has_str(fin, "foregroundDeletion")))
+                continue;
+            const char *uid = fk_str(o, "metadata.uid");
+            int left = 0;
+            const int kinds[] = {FK_PODS, FK_SERVICES};
+            for (int d = 0; d < 2; d++) {
+                const char *key;
+                json_t *x;
+                json_object_foreach(st->objs[kinds[d]], key, x)
+                {
+                    left += strcmp(owner_uid(x), uid) == 0;
+                }
+            }
+            if (!left) {
+                fk_remove(st, owners[k], fk_str(o, "metadata.namespace"),
+                          fk_str(o, "metadata.name"));
+                writes++;
+            }
+        }
+        json_decref(all);
+    }
+    /* Namespaces being deleted: their contents go, then the namespace. */
+    json_t *nss = fk_list(st, FK_NAMESPACES, NULL);
+    size_t i;
+    json_t *nso;
+    json_array_foreach(nss, i, nso)
+    {
+        if (!is_deleting(nso))
+            continue;
+        const char *ns = fk_str(nso, "metadata.name");
+        for (int r = 0; r < FK_NRES; r++) {
+            if (!fk_resources[r].namespaced)
+                continue;
+            json_t *objs = fk_list(st, r, ns);
+            size_t j;
+            json_t *o;
+            json_array_foreach(objs, j, o)
+            {
+                fk_remove(st, r, ns, fk_str(o, "metadata.name"));
+                writes++;
+            }
+            json_decref(objs);
+        }
+        fk_remove(st, FK_NAMESPACES, "", ns);
+        writes++;
+    }
+    json_decref(nss);
+    return writes;
+}
+
+void fk_reconcile(fk_store *st)
+{
+    for (int round = 0; round < 50; round++) {
+        int writes = gc(st);
+        json_t *jobs = fk_list(st, FK_JOBS, NULL);
+        size_t i;
+        json_t *j;
+        json_array_foreach(jobs, i, j)
+        {
+            json_t *cur = fk_get(st, FK_JOBS, fk_str(j, "metadata.namespace"),
+                                 fk_str(j, "metadata.name"));
+            if (cur)
+                writes += sync_job(st, cur);
+        }
+        json_decref(jobs);
+        writes += fk_schedule(st);
+        if (!writes)
+            return;
+    }
+}
+
+int fk_delete(fk_store *st, int res, const char *ns, const char *name, const char *policy,
+              long grace, json_t **body, int *orphan_warning)
+{
+    json_t *cur = fk_get(st, res, ns, name);
+    char msg[700];
+    *orphan_warning = 0;
+    if (!cur) {
+        snprintf(msg, sizeof msg, "%s%s%s \"%s\" not found", fk_resources[res].plural,
+                 *fk_resources[res].group ? "." : "", fk_resources[res].group, name);
+        *body = fk_status(404, "NotFound", msg, fk_details(res, name, 0));
+        return 404;
+    }
+    char ts[64];
+    fk_now(ts, sizeof ts, 0);
+    if (res == FK_JOBS || res == FK_VCJOBS) {
+        if (!*policy && res == FK_JOBS) {
+            policy = "Orphan";
+            *orphan_warning = 1;
+        }
+        if (!strcmp(policy, "Orphan") || !strcmp(policy, "Foreground")) {
+            json_t *c = json_deep_copy(cur);
+            json_t *md = fk_path(c, "metadata", 1);
+            json_object_set_new(md, "deletionTimestamp", json_string(ts));
+            json_object_set_new(md, "deletionGracePeriodSeconds", json_integer(0));
+            json_object_set_new(md, "generation",
+                                json_integer(int_at(c, "metadata.generation", 1) + 1));
+            json_t *fin = fk_path(c, "metadata.finalizers", 0);
+            if (!json_is_array(fin)) {
+                fin = json_array();
+                json_object_set_new(md, "finalizers", fin);
+            }
+            json_array_append_new(fin, json_string(!strcmp(policy, "Orphan")
+                                                       ? "orphan"
+                                                       : "foregroundDeletion"));
+            *body = json_deep_copy(fk_update(st, res, c));
+            return 200;
+        }
+    }
+    if (res == FK_NAMESPACES) {
+        json_t *c = json_deep_copy(cur);
+        json_object_set_new(fk_path(c, "metadata", 1), "deletionTimestamp", json_string(ts));
+        json_object_set_new(fk_path(c, "status", 1), "phase", json_string("Terminating"));
+        *body = json_deep_copy(fk_update(st, res, c));
+        return 200;
+    }
+    if (res == FK_PODS) {
+        if (grace < 0)
+            grace = int_at(cur, "spec.terminationGracePeriodSeconds", 30);
+        if (!*fk_str(cur, "spec.nodeName") || pod_terminal(cur))
+            grace = 0;
+        if (!is_deleting(cur))
+            mark_deleting(st, cur, grace);
+        cur = fk_get(st, res, ns, name);
+        *body = json_deep_copy(cur);
+        if (json_array_size(fk_path(cur, "metadata.finalizers", 0)) == 0)
+            fk_remove(st, res, ns, name);
+        return 200;
+    }
+    json_t *d = fk_details(res, name, 0);
+    json_object_set_new(d, "uid", json_string(fk_str(cur, "metadata.uid")));
+    *body = json_pack("{s:s, s:s, s:{}, s:s, s:o}", "kind", "Status", "apiVersion", "v1",
+                      "metadata", "status", "Success", "details", d);
+    fk_remove(st, res, ns, name);
+    return 200;
+}
+
+static json_t *pod_cond(const char *type, const char *status, const char *reason, const char *ts)
+{
+    json_t *c = json_pack("{s:s, s:s, s:n, s:s}", "type", type, "status", status,
+                          "lastProbeTime", "lastTransitionTime", ts);
+    if (reason)
+        json_object_set_new(c, "reason", json_string(reason));
+    return c;
+}
+
+int fk_pod_set_phase(fk_store *st, const char *ns, const char *name, const char *phase,
+                     int exit_code, const char *reason)
+{
+    json_t *cur = fk_get(st, FK_PODS, ns, name);
+    if (!cur)
+        return 404;
+    if (!*fk_str(cur, "spec.nodeName"))
+        return 409;
+    char now[64];
+    fk_now(now, sizeof now, 0);
+    json_t *p = json_deep_copy(cur);
+    json_t *s = fk_path(p, "status", 1);
+    const char *start = *fk_str(p, "status.startTime") ? fk_str(cur, "status.startTime") : now;
+    int running = !strcmp(phase, "Running");
+    if (!running && strcmp(phase, "Succeeded") && strcmp(phase, "Failed")) {
+        json_decref(p);
+        return 400;
+    }
+    const char *why = running ? NULL : "PodCompleted";
+    json_t *conds = json_array();
+    json_array_append_new(conds, pod_cond("Initialized", "True", why, now));
+    json_array_append_new(conds, pod_cond("Ready", running ? "True" : "False", why, now));
+    json_array_append_new(conds, pod_cond("ContainersReady", running ? "True" : "False", why,
+                                          now));
+    json_array_append_new(conds, pod_cond("PodScheduled", "True", NULL, now));
+    /* An eviction's DisruptionTarget stays. */
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(s, "conditions"), i, c)
+    {
+        if (!strcmp(fk_str(c, "type"), "DisruptionTarget"))
+            json_array_append(conds, c);
+    }
+    json_object_set_new(s, "phase", json_string(phase));
+    json_object_set_new(s, "conditions", conds);
+    json_object_set_new(s, "startTime", json_string(start));
+    json_t *cstats = json_array();
+    json_array_foreach(fk_path(p, "spec.containers", 0), i, c)
+    {
+        char cid[300];
+        snprintf(cid, sizeof cid, "fake://%s", fk_str(c, "name"));
+        json_t *state;
+        if (running)
+            state = json_pack("{s:{s:s}}", "running", "startedAt", start);
+        else
+            state = json_pack("{s:{s:i, s:s, s:s, s:s, s:s}}", "terminated", "exitCode",
+                              !strcmp(phase, "Succeeded") ? 0 : exit_code, "reason",
+                              reason && *reason ? reason
+                              : !strcmp(phase, "Succeeded") ? "Completed"
+                                                            : "Error",
+                              "startedAt", start, "finishedAt", now, "containerID", cid);
+        json_array_append_new(cstats, json_pack("{s:s, s:o, s:{}, s:b, s:i, s:s, s:s, s:s, s:b}",
+                                                "name", fk_str(c, "name"), "state", state,
+                                                "lastState", "ready", running, "restartCount", 0,
+                                                "image", fk_str(c, "image"), "imageID", "",
+                                                "containerID", cid, "started", running));
+    }
+    json_object_set_new(s, "containerStatuses", cstats);
+    fk_update(st, FK_PODS, p);
+    return 200;
+}
+
+int fk_pod_evict(fk_store *st, const char *ns, const char *name)
+{
+    json_t *cur = fk_get(st, FK_PODS, ns, name);
+    if (!cur)
+        return 404;
+    char now[64];
+    fk_now(now, sizeof now, 0);
+    json_t *p = json_deep_copy(cur);
+    json_t *conds = fk_path(p, "status.conditions", 0);
+    if (!json_is_array(conds)) {
+        conds = json_array();
+        json_object_set_new(fk_path(p, "status", 1), "conditions", conds);
+    }
+    json_t *c = pod_cond("DisruptionTarget", "True", "EvictionByEvictionAPI", now);
+    json_object_set_new(c, "message", json_string("Eviction API: evicting"));
+    json_array_append_new(conds, c);
+    fk_update(st, FK_PODS, p);
+    if (!*fk_str(cur, "spec.nodeName")) {
+        json_t *body = NULL;
+        int warn;
+        fk_delete(st, FK_PODS, ns, name, "", 0, &body, &warn);
+        json_decref(body);
+        return 200;
+    }
+    fk_pod_set_phase(st, ns, name, "Failed", 137, "Error");
+    mark_deleting(st, fk_get(st, FK_PODS, ns, name), 30);
+    return 200;
+}

@@ -1,0 +1,1286 @@
+/*
+ * fk_http.c - the fake Kubernetes API server's HTTP face: routing, the REST
+ * verbs, watches, injected faults, the /fake control API and main().
+ *
+ *   fake-kube-apiserver [--port N] [--token T] [--nodes FILE] [--window N]
+ *                       [--swagger FILE] [--volcano-crd FILE]
+ *
+ * Plain HTTP on 127.0.0.1; with --port 0 the chosen port is printed on stdout
+ * on one line. Answers are compact JSON plus "\n", as the apiserver writes for
+ * a client whose User-Agent is not curl (pretty-printed for curl, 16).
+ */
+#include "tests/support/fake_kube/fk.h"
+#include "tests/support/oas.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_BODY (3u << 20) /* the apiserver's request limit */
+
+typedef struct fault {
+    char method[16];
+    char prefix[256];
+    int remaining;
+    int status;      /* 0: only a delay */
+    int retry_after; /* seconds, for 429 */
+    int delay_ms;
+} fault;
+
+static fk_store g_st;
+static const char *g_token;
+static fault g_faults[32];
+static int g_nfaults;
+static volatile int g_stopping;
+
+typedef struct reqbuf {
+    char *data;
+    size_t len;
+    int too_large;
+} reqbuf;
+
+/* ---- answers ---------------------------------------------------------- */
+
+static const char *arg(struct MHD_Connection *c, const char *k)
+{
+    return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, k);
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int code, const char *ctype,
+                                 const char *body, size_t len, json_t *warnings)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    if (ctype)
+        MHD_add_response_header(r, "Content-Type", ctype);
+    MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+    char audit[64];
+    pthread_mutex_lock(&g_st.mu);
+    fk_uid(&g_st, audit, sizeof audit);
+    pthread_mutex_unlock(&g_st.mu);
+    MHD_add_response_header(r, "Audit-Id", audit);
+    size_t i;
+    json_t *w;
+    json_array_foreach(warnings, i, w)
+    {
+        MHD_add_response_header(r, "Warning", json_string_value(w));
+    }
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Sends obj (stolen) as JSON. */
+static enum MHD_Result send_json(struct MHD_Connection *c, int code, json_t *obj,
+                                 json_t *warnings)
+{
+    const char *ua = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent");
+    int pretty = ua && (!strncmp(ua, "curl", 4) || !strncmp(ua, "Wget", 4) ||
+                        !strncmp(ua, "Mozilla/5.0", 11));
+    char *text = json_dumps(obj, pretty ? JSON_INDENT(2) | JSON_PRESERVE_ORDER : JSON_COMPACT);
+    json_decref(obj);
+    if (!text)
+        return MHD_NO;
+    size_t n = strlen(text);
+    char *body = malloc(n + 2);
+    if (!body) {
+        free(text);
+        return MHD_NO;
+    }
+    memcpy(body, text, n);
+    body[n] = '\n';
+    free(text);
+    enum MHD_Result r = send_text(c, code, "application/json", body, n + 1, warnings);
+    free(body);
+    return r;
+}
+
+static enum MHD_Result send_status(struct MHD_Connection *c, json_t *status, json_t *warnings)
+{
+    int code = (int)json_integer_value(json_object_get(status, "code"));
+    return send_json(c, code ? code : 500, status, warnings);
+}
+
+static enum MHD_Result not_found_resource(struct MHD_Connection *c)
+{
+    return send_status(c, fk_status(404, "NotFound",
+                                    "the server could not find the requested resource",
+                                    json_object()),
+                       NULL);
+}
+
+static json_t *not_found(int res, const char *name)
+{
+    char msg[700];
+    const fk_res *r = &fk_resources[res];
+    snprintf(msg, sizeof msg, "%s%s%s \"%s\" not found", r->plural, *r->group ? "." : "",
+             r->group, name);
+    return fk_status(404, "NotFound", msg, fk_details(res, name, 0));
+}
+
+/* ---- routes ----------------------------------------------------------- */
+
+typedef struct route {
+    int res;          /* -1: none */
+    char ns[256];     /* namespace of a namespaced request; "" for all */
+    char name[256];   /* "" for the collection */
+    char sub[32];     /* "", "status", "log" */
+} route;
+
+/* Parses /api/v1/... and /apis/<group>/<version>/...; 0 on a match. */
+static int parse_route(const char *url, route *rt)
+{
+    char path[1024], *seg[12];
+    int n = 0;
+    memset(rt, 0, sizeof *rt);
+    rt->res = -1;
+    snprintf(path, sizeof path, "%s", url);
+    char *q = strchr(path, '?');
+    if (q)
+        *q = '\0';
+    char *save = NULL;
+    for (char *t = strtok_r(path, "/", &save); t && n < 12; t = strtok_r(NULL, "/", &save))
+        seg[n++] = t;
+    const char *group, *version;
+    int i;
+    if (n >= 2 && !strcmp(seg[0], "api")) {
+        group = "";
+        version = seg[1];
+        i = 2;
+    } else if (n >= 3 && !strcmp(seg[0], "apis")) {
+        group = seg[1];
+        version = seg[2];
+        i = 3;
+    } else {
+        return -1;
+    }
+    const char *plural;
+    if (i < n && !strcmp(seg[i], "namespaces") && i + 2 < n && *group == '\0' + 0) {
+        snprintf(rt->ns, sizeof rt->ns, "%s", seg[i + 1]);
+        i += 2;
+    } else if (i < n && !strcmp(seg[i], "namespaces") && i + 2 < n) {
+        snprintf(rt->ns, sizeof rt->ns, "%s", seg[i + 1]);
+        i += 2;
+    } else if (i < n && !strcmp(seg[i], "namespaces") && *group == '\0') {
+        rt->res = FK_NAMESPACES;
+        if (i + 1 < n)
+            snprintf(rt->name, sizeof rt->name, "%s", seg[i + 1]);
+        return i + 2 >= n ? 0 : -1;
+    }
+    if (i >= n)
+        return -1;
+    plural = seg[i++];
+    for (int r = 0; r < FK_NRES; r++) {
+        const fk_res *x = &fk_resources[r];
+        if (!strcmp(x->plural, plural) && !strcmp(x->group, group) && !strcmp(x->version, version))
+            rt->res = r;
+    }
+    if (rt->res < 0 || (rt->ns[0] && !fk_resources[rt->res].namespaced))
+        return -1;
+    if (i < n)
+        snprintf(rt->name, sizeof rt->name, "%s", seg[i++]);
+    if (i < n)
+        snprintf(rt->sub, sizeof rt->sub, "%s", seg[i++]);
+    if (i < n)
+        return -1;
+    if (rt->sub[0] && strcmp(rt->sub, "status") && !(rt->res == FK_PODS && !strcmp(rt->sub, "log")))
+        return -1;
+    return 0;
+}
+
+/* ---- faults ----------------------------------------------------------- */
+
+/* Returns a fault's answer for this request, or NULL; may sleep. */
+static int take_fault(const char *method, const char *url, fault *out)
+{
+    int hit = 0;
+    pthread_mutex_lock(&g_st.mu);
+    for (int i = 0; i < g_nfaults; i++) {
+        fault *f = &g_faults[i];
+        if (f->remaining <= 0 || (f->method[0] && strcmp(f->method, method)) ||
+            strncmp(url, f->prefix, strlen(f->prefix)))
+            continue;
+        f->remaining--;
+        *out = *f;
+        hit = 1;
+        break;
+    }
+    pthread_mutex_unlock(&g_st.mu);
+    return hit;
+}
+
+/* ---- lists ------------------------------------------------------------ */
+
+static char *b64(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(4 * ((n + 2) / 3) + 1);
+    if (out)
+        EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
+    return out;
+}
+
+static json_t *unb64_json(const char *s)
+{
+    size_t n = strlen(s);
+    char pad[4096];
+    if (n + 4 >= sizeof pad)
+        return NULL;
+    memcpy(pad, s, n);
+    while (n % 4)
+        pad[n++] = '=';
+    pad[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        pad[i] = pad[i] == '-' ? '+' : pad[i] == '_' ? '/' : pad[i];
+    unsigned char out[4096];
+    int len = EVP_DecodeBlock(out, (unsigned char *)pad, (int)n);
+    if (len < 0)
+        return NULL;
+    while (len > 0 && out[len - 1] == '\0')
+        len--;
+    return json_loadb((const char *)out, (size_t)len, 0, NULL);
+}
+
+static char *continue_token(long long rv, const char *start)
+{
+    json_t *t = json_pack("{s:s, s:I, s:s+}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv,
+                          "start", start, "\x01");
+    /* The token's start key ends with NUL; jansson cannot hold it, so \u0001
+     * stands in: only this server reads the token. */
+    char *text = json_dumps(t, JSON_COMPACT);
+    json_decref(t);
+    char *tok = text ? b64(text) : NULL;
+    free(text);
+    return tok;
+}
+
+static int selected(const route *rt, const json_t *obj, const fk_sel *sel, const char *fsel)
+{
+    if (rt->ns[0] && fk_resources[rt->res].namespaced &&
+        strcmp(fk_str(obj, "metadata.namespace"), rt->ns))
+        return 0;
+    int ok = 1;
+    if (fsel && fk_fsel_matches(fsel, obj, &ok) != 0)
+        return 0;
+    return ok && fk_sel_matches(sel, fk_path((json_t *)obj, "metadata.labels", 0));
+}
+
+static const char *list_kind(int res, char *buf, size_t len)
+{
+    snprintf(buf, len, "%sList", fk_resources[res].kind);
+    return buf;
+}
+
+static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
+{
+    const char *ls = arg(c, "labelSelector"), *fs = arg(c, "fieldSelector");
+    const char *lim = arg(c, "limit"), *cont = arg(c, "continue");
+    const char *rvq = arg(c, "resourceVersion"), *rvm = arg(c, "resourceVersionMatch");
+    char err[256], kbuf[64];
+    fk_sel *sel = NULL;
+    if (fk_sel_parse(ls, &sel, err, sizeof err) != 0)
+        return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
+    json_t dummy_obj;
+    (void)dummy_obj;
+    int ok;
+    if (fs && *fs && fk_fsel_matches(fs, json_object(), &ok) != 0) {
+        fk_sel_free(sel);
+        char msg[600];
+        snprintf(msg, sizeof msg, "field label not supported: %s", fs);
+        return send_status(c, fk_status(400, "BadRequest", msg, NULL), NULL);
+    }
+    pthread_mutex_lock(&g_st.mu);
+    long long cur_rv = (long long)g_st.rv;
+    char start[600] = "";
+    if (rvq && rvm && !strcmp(rvm, "Exact") && strtoull(rvq, NULL, 10) < g_st.window_rv) {
+        pthread_mutex_unlock(&g_st.mu);
+        fk_sel_free(sel);
+        return send_status(c, fk_status(410, "Expired",
+                                        "The resourceVersion for the provided list is too old.",
+                                        NULL),
+                           NULL);
+    }
+    if (cont && *cont) {
+        json_t *t = unb64_json(cont);
+        long long trv = (long long)json_integer_value(json_object_get(t, "rv"));
+        snprintf(start, sizeof start, "%s", fk_str(t, "start"));
+        json_decref(t);
+        if (trv < (long long)g_st.window_rv) {
+            pthread_mutex_unlock(&g_st.mu);
+            fk_sel_free(sel);
+            char *tok = continue_token(-1, start);
+            json_t *s = fk_status(
+                410, "Expired",
+                "The provided continue parameter is too old to display a consistent list "
+                "result. You can start a new list without the continue parameter, or use the "
+                "continue token in this response to retrieve the remainder of the results. "
+                "Continuing with the provided token results in an inconsistent list - objects "
+                "that were created, modified, or deleted between the time the first chunk was "
+                "returned and now may show up in the list.",
+                NULL);
+            json_object_set_new(json_object_get(s, "metadata"), "continue",
+                                json_string(tok ? tok : ""));
+            free(tok);
+            return send_status(c, s, NULL);
+        }
+        size_t n = strlen(start);
+        if (n && (unsigned char)start[n - 1] == 1)
+            start[n - 1] = '\0';
+    }
+    json_t *all = fk_list(&g_st, rt->res, rt->ns[0] ? rt->ns : NULL);
+    pthread_mutex_unlock(&g_st.mu);
+    json_t *items = json_array();
+    long limit = lim ? strtol(lim, NULL, 10) : 0;
+    long remaining = 0;
+    char last[600] = "";
+    size_t i;
+    json_t *o;
+    json_array_foreach(all, i, o)
+    {
+        if (!selected(rt, o, sel, fs))
+            continue;
+        char key[600];
+        snprintf(key, sizeof key, "%s%s%s", fk_resources[rt->res].namespaced && !rt->ns[0]
+                                                ? fk_str(o, "metadata.namespace")
+                                                : "",
+                 fk_resources[rt->res].namespaced && !rt->ns[0] ? "/" : "",
+                 fk_str(o, "metadata.name"));
+        if (start[0] && strcmp(key, start) <= 0)
+            continue;
+        if (limit > 0 && (long)json_array_size(items) >= limit) {
+            remaining++;
+            continue;
+        }
+        json_t *item = json_deep_copy(o);
+        json_object_del(item, "kind");
+        json_object_del(item, "apiVersion");
+        json_array_append_new(items, item);
+        snprintf(last, sizeof last, "%s", key);
+    }
+    json_decref(all);
+    char rv[32];
+    snprintf(rv, sizeof rv, "%lld", cur_rv);
+    json_t *md = json_pack("{s:s}", "resourceVersion", rv);
+    if (remaining) {
+        char *tok = continue_token(cur_rv, last);
+        json_object_set_new(md, "continue", json_string(tok ? tok : ""));
+        free(tok);
+        /* The apiserver counts the rest only when nothing is filtered (08b, 08d). */
+        if (fk_sel_empty(sel) && !(fs && *fs))
+            json_object_set_new(md, "remainingItemCount", json_integer(remaining));
+    }
+    fk_sel_free(sel);
+    json_t *out = json_pack("{s:s, s:s, s:o, s:o}", "kind", list_kind(rt->res, kbuf, sizeof kbuf),
+                            "apiVersion", fk_resources[rt->res].api_version, "metadata", md,
+                            "items", items);
+    return send_json(c, 200, out, NULL);
+}
+
+/* ---- watches ---------------------------------------------------------- */
+
+typedef struct watch {
+    route rt;
+    fk_sel *sel;
+    char *fsel;
+    uint64_t cursor;      /* the last rv looked at */
+    json_t *initial;      /* synthetic ADDED objects still to send */
+    size_t initial_next;
+    time_t deadline, next_bookmark;
+    int bookmarks;
+    unsigned drop_gen;
+    int expired;          /* send one ERROR event, then end */
+    int done;
+    char *line;
+    size_t len, off;
+} watch;
+
+static json_t *bookmark(int res, uint64_t rv)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%llu", (unsigned long long)rv);
+    json_t *o = json_pack("{s:s, s:s, s:{s:s, s:n}}", "kind", fk_resources[res].kind,
+                          "apiVersion", fk_resources[res].api_version, "metadata",
+                          "resourceVersion", s, "creationTimestamp");
+    if (res == FK_PODS)
+        json_object_set_new(o, "spec", json_pack("{s:n}", "containers"));
+    else if (res == FK_JOBS)
+        json_object_set_new(o, "spec", json_pack("{s:{s:{s:n}, s:{s:n}}}", "template",
+                                                 "metadata", "creationTimestamp", "spec",
+                                                 "containers"));
+    else
+        json_object_set_new(o, "spec", json_object());
+    json_object_set_new(o, "status", json_object());
+    return o;
+}
+
+static void set_line(watch *w, const char *type, json_t *obj)
+{
+    json_t *ev = json_pack("{s:s, s:O}", "type", type, "object", obj);
+    char *text = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    free(w->line);
+    size_t n = text ? strlen(text) : 0;
+    w->line = malloc(n + 2);
+    if (w->line) {
+        memcpy(w->line, text, n);
+        w->line[n] = '\n';
+        w->len = n + 1;
+    } else {
+        w->len = 0;
+    }
+    w->off = 0;
+    free(text);
+}
+
+/* Finds the next event for w; called with the lock held. 1 when a line is set. */
+static int next_line(watch *w)
+{
+    if (w->expired) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "too old resource version: %llu (%llu)",
+                 (unsigned long long)w->cursor, (unsigned long long)g_st.window_rv + 1);
+        json_t *s = fk_status(410, "Expired", msg, NULL);
+        set_line(w, "ERROR", s);
+        json_decref(s);
+        w->done = 1;
+        return 1;
+    }
+    if (w->initial && w->initial_next < json_array_size(w->initial)) {
+        set_line(w, "ADDED", json_array_get(w->initial, w->initial_next++));
+        return 1;
+    }
+    if (w->cursor < g_st.window_rv) {
+        w->expired = 1; /* fell behind the window while watching */
+        return next_line(w);
+    }
+    for (size_t i = 0; i < g_st.ring_len; i++) {
+        fk_event *e = &g_st.ring[(g_st.ring_head + i) % g_st.ring_cap];
+        if (e->rv <= w->cursor)
+            continue;
+        w->cursor = e->rv;
+        if (e->res == w->rt.res && selected(&w->rt, e->obj, w->sel, w->fsel)) {
+            set_line(w, e->type, e->obj);
+            return 1;
+        }
+    }
+    time_t now = time(NULL);
+    if (w->bookmarks && now >= w->next_bookmark && now < w->deadline) {
+        json_t *b = bookmark(w->rt.res, g_st.rv);
+        set_line(w, "BOOKMARK", b);
+        json_decref(b);
+        time_t next = w->next_bookmark + 60;
+        w->next_bookmark = next < w->deadline - 2 ? next : w->deadline - 1;
+        if (w->next_bookmark <= now)
+            w->next_bookmark = w->deadline + 1;
+        return 1;
+    }
+    return 0;
+}
+
+static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    watch *w = cls;
+    for (;;) {
+        if (w->off < w->len) {
+            size_t n = w->len - w->off < max ? w->len - w->off : max;
+            memcpy(buf, w->line + w->off, n);
+            w->off += n;
+            return (ssize_t)n;
+        }
+        if (w->done || g_stopping)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&g_st.mu);
+        while (!g_stopping) {
+            if (w->drop_gen != g_st.drop_gen || time(NULL) >= w->deadline) {
+                w->done = 1;
+                break;
+            }
+            if (next_line(w))
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&g_st.cv, &g_st.mu, &ts);
+        }
+        pthread_mutex_unlock(&g_st.mu);
+        if (w->done && w->off >= w->len)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+}
+
+static void watch_free(void *cls)
+{
+    watch *w = cls;
+    fk_sel_free(w->sel);
+    free(w->fsel);
+    json_decref(w->initial);
+    free(w->line);
+    free(w);
+}
+
+static enum MHD_Result do_watch(struct MHD_Connection *c, const route *rt)
+{
+    char err[256];
+    watch *w = calloc(1, sizeof *w);
+    if (!w)
+        return MHD_NO;
+    w->rt = *rt;
+    if (fk_sel_parse(arg(c, "labelSelector"), &w->sel, err, sizeof err) != 0) {
+        free(w);
+        return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
+    }
+    const char *fs = arg(c, "fieldSelector");
+    w->fsel = fs && *fs ? strdup(fs) : NULL;
+    const char *to = arg(c, "timeoutSeconds"), *rv = arg(c, "resourceVersion");
+    const char *bm = arg(c, "allowWatchBookmarks");
+    long timeout = to ? strtol(to, NULL, 10) : 1800;
+    time_t now = time(NULL);
+    w->deadline = now + (timeout > 0 ? timeout : 1800);
+    w->bookmarks = bm && (!strcmp(bm, "true") || !strcmp(bm, "1"));
+    w->next_bookmark = now + 60 < w->deadline - 2 ? now + 60 : w->deadline - 2;
+    pthread_mutex_lock(&g_st.mu);
+    w->drop_gen = g_st.drop_gen;
+    unsigned long long from = rv ? strtoull(rv, NULL, 10) : 0;
+    if (from == 0) {
+        /* No resourceVersion: the current state as ADDED events, then changes. */
+        json_t *all = fk_list(&g_st, rt->res, rt->ns[0] ? rt->ns : NULL);
+        w->initial = json_array();
+        size_t i;
+        json_t *o;
+        json_array_foreach(all, i, o)
+        {
+            if (selected(rt, o, w->sel, w->fsel))
+                json_array_append(w->initial, o);
+        }
+        json_decref(all);
+        w->cursor = g_st.rv;
+    } else {
+        w->cursor = from;
+        w->expired = from < g_st.window_rv;
+    }
+    pthread_mutex_unlock(&g_st.mu);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
+    if (!r) {
+        watch_free(w);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- writes ----------------------------------------------------------- */
+
+static enum fk_fieldval field_validation(struct MHD_Connection *c)
+{
+    const char *fv = arg(c, "fieldValidation");
+    if (fv && !strcmp(fv, "Strict"))
+        return FK_FV_STRICT;
+    if (fv && !strcmp(fv, "Ignore"))
+        return FK_FV_IGNORE;
+    return FK_FV_WARN;
+}
+
+static int namespace_missing(const route *rt)
+{
+    return fk_resources[rt->res].namespaced && !fk_get(&g_st, FK_NAMESPACES, "", rt->ns);
+}
+
+static enum MHD_Result ns_not_found(struct MHD_Connection *c, const char *ns)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, "namespaces \"%s\" not found", ns);
+    return send_status(c, fk_status(404, "NotFound", msg, fk_details(FK_NAMESPACES, ns, 0)),
+                       NULL);
+}
+
+static enum MHD_Result do_create(struct MHD_Connection *c, const route *rt, const reqbuf *b)
+{
+    json_t *obj = NULL, *warnings = NULL, *status = NULL;
+    int code = fk_decode(&g_st, rt->res, b->data ? b->data : "", b->len, field_validation(c),
+                         &obj, &warnings, &status);
+    if (code)
+        return send_status(c, status, warnings);
+    const char *dry = arg(c, "dryRun");
+    pthread_mutex_lock(&g_st.mu);
+    if (fk_resources[rt->res].namespaced)
+        json_object_set_new(fk_path(obj, "metadata", 1), "namespace", json_string(rt->ns));
+    if (namespace_missing(rt)) {
+        pthread_mutex_unlock(&g_st.mu);
+        json_decref(obj);
+        enum MHD_Result r = ns_not_found(c, rt->ns);
+        json_decref(warnings);
+        return r;
+    }
+    fk_defaults(&g_st, rt->res, obj);
+    if (fk_validate(rt->res, obj, &status) != 0) {
+        pthread_mutex_unlock(&g_st.mu);
+        json_decref(obj);
+        enum MHD_Result r = send_status(c, status, warnings);
+        json_decref(warnings);
+        return r;
+    }
+    const char *name = fk_str(obj, "metadata.name");
+    if (fk_get(&g_st, rt->res, rt->ns, name)) {
+        char msg[700];
+        const fk_res *r = &fk_resources[rt->res];
+        snprintf(msg, sizeof msg, "%s%s%s \"%s\" already exists", r->plural, *r->group ? "." : "",
+                 r->group, name);
+        status = fk_status(409, "AlreadyExists", msg, fk_details(rt->res, name, 0));
+        pthread_mutex_unlock(&g_st.mu);
+        json_decref(obj);
+        enum MHD_Result ret = send_status(c, status, warnings);
+        json_decref(warnings);
+        return ret;
+    }
+    json_t *out;
+    if (dry && !strcmp(dry, "All")) {
+        char ts[64];
+        fk_now(ts, sizeof ts, 0);
+        json_object_set_new(fk_path(obj, "metadata", 1), "creationTimestamp", json_string(ts));
+        if (rt->res == FK_JOBS)
+            json_object_set_new(fk_path(obj, "metadata", 1), "generation", json_integer(1));
+        out = obj;
+    } else {
+        out = json_deep_copy(fk_create(&g_st, rt->res, obj));
+        fk_reconcile(&g_st);
+    }
+    pthread_mutex_unlock(&g_st.mu);
+    enum MHD_Result r = send_json(c, 201, out, warnings);
+    json_decref(warnings);
+    return r;
+}
+
+/* RFC 7386 JSON merge patch. */
+static void merge_patch(json_t *target, const json_t *patch)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)patch, k, v)
+    {
+        json_t *cur = json_object_get(target, k);
+        if (json_is_null(v))
+            json_object_del(target, k);
+        else if (json_is_object(v) && json_is_object(cur))
+            merge_patch(cur, v);
+        else
+            json_object_set_new(target, k, json_deep_copy(v));
+    }
+}
+
+static enum MHD_Result do_update(struct MHD_Connection *c, const route *rt, const reqbuf *b,
+                                 int patch)
+{
+    json_t *obj = NULL, *warnings = NULL, *status = NULL;
+    if (patch) {
+        json_error_t jerr;
+        json_t *p = json_loadb(b->data ? b->data : "", b->len, 0, &jerr);
+        if (!json_is_object(p)) {
+            json_decref(p);
+            char msg[300];
+            snprintf(msg, sizeof msg, "error decoding patch: %s", jerr.text);
+            return send_status(c, fk_status(400, "BadRequest", msg, NULL), NULL);
+        }
+        pthread_mutex_lock(&g_st.mu);
+        json_t *cur = fk_get(&g_st, rt->res, rt->ns, rt->name);
+        json_t *merged = cur ? json_deep_copy(cur) : NULL;
+        pthread_mutex_unlock(&g_st.mu);
+        if (!merged) {
+            json_decref(p);
+            return send_status(c, not_found(rt->res, rt->name), NULL);
+        }
+        merge_patch(merged, p);
+        json_decref(p);
+        char *text = json_dumps(merged, JSON_COMPACT);
+        json_decref(merged);
+        int code = fk_decode(&g_st, rt->res, text ? text : "", text ? strlen(text) : 0,
+                             field_validation(c), &obj, &warnings, &status);
+        free(text);
+        if (code)
+            return send_status(c, status, warnings);
+    } else {
+        int code = fk_decode(&g_st, rt->res, b->data ? b->data : "", b->len, field_validation(c),
+                             &obj, &warnings, &status);
+        if (code)
+            return send_status(c, status, warnings);
+    }
+    pthread_mutex_lock(&g_st.mu);
+    json_t *cur = fk_get(&g_st, rt->res, rt->ns, rt->name);
+    enum MHD_Result ret;
+    if (!cur) {
+        pthread_mutex_unlock(&g_st.mu);
+        json_decref(obj);
+        ret = send_status(c, not_found(rt->res, rt->name), warnings);
+        json_decref(warnings);
+        return ret;
+    }
+    const char *want_rv = fk_str(obj, "metadata.resourceVersion");
+    if (!patch && *want_rv && strcmp(want_rv, fk_str(cur, "metadata.resourceVersion"))) {
+        char msg[800];
+        const fk_res *r = &fk_resources[rt->res];
+        snprintf(msg, sizeof msg,
+                 "Operation cannot be fulfilled on %s%s%s \"%s\": the object has been modified; "
+                 "please apply your changes to the latest version and try again",
+                 r->plural, *r->group ? "." : "", r->group, rt->name);
+        pthread_mutex_unlock(&g_st.mu);
+        json_decref(obj);
+        ret = send_status(c, fk_status(409, "Conflict", msg, fk_details(rt->res, rt->name, 0)),
+                          warnings);
+        json_decref(warnings);
+        return ret;
+    }
+    json_t *next = json_deep_copy(cur);
+    if (!strcmp(rt->sub, "status")) {
+        json_object_set(next, "status", json_object_get(obj, "status"));
+    } else {
+        /* The main resource keeps its status and server-owned metadata. */
+        json_t *md = fk_path(next, "metadata", 1);
+        const char *keep[] = {"labels", "annotations", "finalizers", "ownerReferences"};
+        for (int i = 0; i < 4; i++) {
+            json_t *v = fk_path(obj, "metadata", 0)
+                            ? json_object_get(fk_path(obj, "metadata", 0), keep[i])
+                            : NULL;
+            if (v)
+                json_object_set(md, keep[i], v);
+            else
+                json_object_del(md, keep[i]);
+        }
+        json_t *spec = json_object_get(obj, "spec");
+        if (spec && !json_equal(spec, json_object_get(cur, "spec"))) {
+            json_object_set(next, "spec", spec);
+            if (json_object_get(md, "generation"))
+                json_object_set_new(md, "generation",
+                                    json_integer(json_integer_value(
+                                                     json_object_get(md, "generation")) +
+                                                 1));
+        }
+        if (rt->res == FK_NODES || rt->res == FK_NAMESPACES || rt->res == FK_EVENTS) {
+            const char *k;
+            json_t *v;
+            json_object_foreach(obj, k, v)
+            {
+                if (strcmp(k, "metadata") && strcmp(k, "status"))
+                    json_object_set(next, k, v);
+            }
+        }
+    }
+    json_decref(obj);
+    if (fk_validate(rt->res, next, &status) != 0) {
+        pthread_mutex_unlock(&g_st.mu);
+        json_decref(next);
+        ret = send_status(c, status, warnings);
+        json_decref(warnings);
+        return ret;
+    }
+    json_t *out = json_deep_copy(fk_update(&g_st, rt->res, next));
+    fk_reconcile(&g_st);
+    pthread_mutex_unlock(&g_st.mu);
+    ret = send_json(c, 200, out, warnings);
+    json_decref(warnings);
+    return ret;
+}
+
+static enum MHD_Result do_delete(struct MHD_Connection *c, const route *rt, const reqbuf *b)
+{
+    const char *policy = arg(c, "propagationPolicy");
+    const char *gq = arg(c, "gracePeriodSeconds");
+    long grace = gq ? strtol(gq, NULL, 10) : -1;
+    json_t *opts = b->len ? json_loadb(b->data, b->len, 0, NULL) : NULL;
+    char pol[32] = "";
+    snprintf(pol, sizeof pol, "%s",
+             policy ? policy : fk_str(opts, "propagationPolicy"));
+    if (json_is_integer(json_object_get(opts, "gracePeriodSeconds")))
+        grace = (long)json_integer_value(json_object_get(opts, "gracePeriodSeconds"));
+    json_decref(opts);
+    json_t *body = NULL, *warnings = json_array();
+    int warn = 0;
+    pthread_mutex_lock(&g_st.mu);
+    int code = fk_delete(&g_st, rt->res, rt->ns, rt->name, pol, grace, &body, &warn);
+    if (code == 200)
+        fk_reconcile(&g_st);
+    pthread_mutex_unlock(&g_st.mu);
+    if (warn)
+        json_array_append_new(warnings,
+                              json_string("299 - \"child pods are preserved by default when jobs "
+                                          "are deleted; set propagationPolicy=Background to "
+                                          "remove them or set propagationPolicy=Orphan to "
+                                          "suppress this warning\""));
+    enum MHD_Result r = send_json(c, code, body, warnings);
+    json_decref(warnings);
+    return r;
+}
+
+static enum MHD_Result do_log(struct MHD_Connection *c, const route *rt)
+{
+    pthread_mutex_lock(&g_st.mu);
+    json_t *pod = fk_get(&g_st, FK_PODS, rt->ns, rt->name);
+    if (!pod) {
+        pthread_mutex_unlock(&g_st.mu);
+        return send_status(c, not_found(FK_PODS, rt->name), NULL);
+    }
+    int bound = *fk_str(pod, "spec.nodeName") != '\0';
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", rt->ns, rt->name);
+    const char *text = json_string_value(json_object_get(g_st.logs, key));
+    char *copy = strdup(text ? text : "");
+    pthread_mutex_unlock(&g_st.mu);
+    if (!copy)
+        return MHD_NO;
+    enum MHD_Result r;
+    if (!bound) {
+        r = send_text(c, 204, NULL, "", 0, NULL); /* 14c */
+    } else {
+        const char *tl = arg(c, "tailLines");
+        const char *start = copy;
+        if (tl) {
+            long want = strtol(tl, NULL, 10);
+            size_t n = strlen(copy);
+            long seen = 0;
+            for (size_t i = n; i-- > 0;) {
+                if (copy[i] == '\n' && i + 1 < n && ++seen == want) {
+                    start = copy + i + 1;
+                    break;
+                }
+            }
+            if (want <= 0)
+                start = copy + n;
+        }
+        r = send_text(c, 200, "text/plain", start, strlen(start), NULL);
+    }
+    free(copy);
+    return r;
+}
+
+/* ---- the /fake control API -------------------------------------------- */
+
+static json_t *ok_body(void)
+{
+    return json_pack("{s:b}", "ok", 1);
+}
+
+static enum MHD_Result fake_error(struct MHD_Connection *c, int code, const char *msg)
+{
+    return send_json(c, code, json_pack("{s:s}", "error", msg), NULL);
+}
+
+static int add_node(json_t *node)
+{
+    if (!json_is_object(node) || !*fk_str(node, "metadata.name"))
+        return -1;
+    json_t *n = json_deep_copy(node);
+    json_object_set_new(n, "kind", json_string("Node"));
+    json_object_set_new(n, "apiVersion", json_string("v1"));
+    if (fk_get(&g_st, FK_NODES, "", fk_str(n, "metadata.name"))) {
+        json_decref(n);
+        return -1;
+    }
+    fk_create(&g_st, FK_NODES, n);
+    return 0;
+}
+
+static int load_nodes(const json_t *doc)
+{
+    const json_t *items = json_is_array(doc) ? doc : json_object_get(doc, "items");
+    if (!items)
+        return add_node((json_t *)doc);
+    size_t i;
+    json_t *n;
+    json_array_foreach(items, i, n)
+    {
+        if (add_node(n) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static enum MHD_Result do_fake(struct MHD_Connection *c, const char *method, const char *url,
+                               const reqbuf *b)
+{
+    char path[1024], *seg[8];
+    int n = 0;
+    snprintf(path, sizeof path, "%s", url);
+    char *save = NULL;
+    for (char *t = strtok_r(path, "/", &save); t && n < 8; t = strtok_r(NULL, "/", &save))
+        seg[n++] = t;
+    json_t *body = b->len ? json_loadb(b->data, b->len, 0, NULL) : NULL;
+    int code = 200;
+    const char *err = NULL;
+    pthread_mutex_lock(&g_st.mu);
+    if (n == 2 && !strcmp(seg[1], "nodes") && !strcmp(method, "POST")) {
+        if (load_nodes(body) != 0) {
+            code = 400;
+            err = "a node without a name, or one that exists";
+        }
+    } else if (n == 3 && !strcmp(seg[1], "nodes") && !strcmp(method, "DELETE")) {
+        if (!fk_get(&g_st, FK_NODES, "", seg[2])) {
+            code = 404;
+            err = "no such node";
+        } else {
+            fk_remove(&g_st, FK_NODES, "", seg[2]);
+        }
+    } else if (n == 4 && !strcmp(seg[1], "nodes") &&
+               (!strcmp(seg[3], "taint") || !strcmp(seg[3], "untaint"))) {
+        json_t *cur = fk_get(&g_st, FK_NODES, "", seg[2]);
+        const char *key = fk_str(body, "key");
+        if (!cur || !*key) {
+            code = cur ? 400 : 404;
+            err = cur ? "a taint needs a key" : "no such node";
+        } else {
+            json_t *node = json_deep_copy(cur);
+            json_t *taints = fk_path(node, "spec.taints", 0);
+            json_t *kept = json_array();
+            if (!strcmp(seg[3], "taint")) {
+                /* kubectl puts the new taint first (13). */
+                json_t *t = json_pack("{s:s}", "key", key);
+                if (*fk_str(body, "value"))
+                    json_object_set_new(t, "value", json_string(fk_str(body, "value")));
+                json_object_set_new(t, "effect", json_string(*fk_str(body, "effect")
+                                                                 ? fk_str(body, "effect")
+                                                                 : "NoSchedule"));
+                json_array_append_new(kept, t);
+            }
+            size_t i;
+            json_t *t;
+            json_array_foreach(taints, i, t)
+            {
+                if (strcmp(fk_str(t, "key"), key))
+                    json_array_append(kept, t);
+            }
+            if (json_array_size(kept))
+                json_object_set_new(fk_path(node, "spec", 1), "taints", kept);
+            else {
+                json_decref(kept);
+                json_object_del(fk_path(node, "spec", 1), "taints");
+            }
+            fk_update(&g_st, FK_NODES, node);
+        }
+    } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "phase")) {
+        code = fk_pod_set_phase(&g_st, seg[2], seg[3], fk_str(body, "phase"),
+                                (int)json_integer_value(json_object_get(body, "exitCode")),
+                                fk_str(body, "reason"));
+        err = code == 404 ? "no such pod" : code == 409 ? "the pod is not bound" : "bad phase";
+    } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "evict")) {
+        code = fk_pod_evict(&g_st, seg[2], seg[3]);
+        err = "no such pod";
+    } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "log")) {
+        char key[600];
+        snprintf(key, sizeof key, "%s/%s", seg[2], seg[3]);
+        json_object_set_new(g_st.logs, key, json_stringn(b->data ? b->data : "", b->len));
+    } else if (n == 2 && !strcmp(seg[1], "faults") && !strcmp(method, "POST")) {
+        if (g_nfaults == (int)(sizeof g_faults / sizeof g_faults[0])) {
+            code = 400;
+            err = "too many faults";
+        } else {
+            fault *f = &g_faults[g_nfaults++];
+            memset(f, 0, sizeof *f);
+            snprintf(f->method, sizeof f->method, "%s", fk_str(body, "method"));
+            snprintf(f->prefix, sizeof f->prefix, "%s", fk_str(body, "path"));
+            f->remaining = (int)json_integer_value(json_object_get(body, "count"));
+            f->status = (int)json_integer_value(json_object_get(body, "status"));
+            f->retry_after = (int)json_integer_value(json_object_get(body, "retryAfter"));
+            f->delay_ms = (int)json_integer_value(json_object_get(body, "delayMs"));
+        }
+    } else if (n == 2 && !strcmp(seg[1], "faults") && !strcmp(method, "DELETE")) {
+        g_nfaults = 0;
+    } else if (n == 3 && !strcmp(seg[1], "watches") && !strcmp(seg[2], "drop")) {
+        g_st.drop_gen++;
+        pthread_cond_broadcast(&g_st.cv);
+    } else if (n == 2 && !strcmp(seg[1], "compact")) {
+        fk_compact(&g_st);
+    } else {
+        code = 404;
+        err = "no such control";
+    }
+    if (code == 200)
+        fk_reconcile(&g_st);
+    pthread_mutex_unlock(&g_st.mu);
+    json_decref(body);
+    return code == 200 ? send_json(c, 200, ok_body(), NULL) : fake_error(c, code, err);
+}
+
+/* ---- dispatch --------------------------------------------------------- */
+
+static const char *verb_of(const char *method, const route *rt, int watching)
+{
+    if (!strcmp(method, "GET"))
+        return watching ? "watch" : rt->name[0] ? "get" : "list";
+    if (!strcmp(method, "POST"))
+        return "create";
+    if (!strcmp(method, "PUT"))
+        return "update";
+    if (!strcmp(method, "PATCH"))
+        return "patch";
+    return "delete";
+}
+
+static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, const char *url,
+                                const reqbuf *b)
+{
+    if (!strncmp(url, "/fake/", 6))
+        return do_fake(c, method, url, b);
+    fault f;
+    if (take_fault(method, url, &f)) {
+        if (f.delay_ms > 0)
+            usleep((useconds_t)f.delay_ms * 1000);
+        if (f.status == 429) {
+            json_t *s = fk_status(429, "TooManyRequests",
+                                  "Too many requests, please try again later.",
+                                  json_pack("{s:i}", "retryAfterSeconds", f.retry_after));
+            char *text = json_dumps(s, JSON_COMPACT);
+            json_decref(s);
+            struct MHD_Response *r = MHD_create_response_from_buffer(
+                strlen(text), text, MHD_RESPMEM_MUST_FREE);
+            char ra[16];
+            snprintf(ra, sizeof ra, "%d", f.retry_after);
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            MHD_add_response_header(r, "Retry-After", ra);
+            enum MHD_Result ret = MHD_queue_response(c, 429, r);
+            MHD_destroy_response(r);
+            return ret;
+        }
+        if (f.status)
+            return send_status(c, fk_status(f.status, "InternalError",
+                                            "Internal error occurred: injected fault", NULL),
+                               NULL);
+    }
+    route rt;
+    int routed = parse_route(url, &rt) == 0;
+    const char *w = arg(c, "watch");
+    int watching = w && (!strcmp(w, "true") || !strcmp(w, "1"));
+    if (g_token) {
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        if (!auth)  {
+            char msg[800];
+            const fk_res *r = routed ? &fk_resources[rt.res] : NULL;
+            const char *verb = verb_of(method, &rt, watching);
+            if (r && rt.ns[0])
+                snprintf(msg, sizeof msg,
+                         "%s%s%s is forbidden: User \"system:anonymous\" cannot %s resource "
+                         "\"%s\" in API group \"%s\" in the namespace \"%s\"",
+                         r->plural, *r->group ? "." : "", r->group, verb, r->plural, r->group,
+                         rt.ns);
+            else
+                snprintf(msg, sizeof msg,
+                         "forbidden: User \"system:anonymous\" cannot %s path \"%s\"", verb, url);
+            json_t *d = json_object();
+            if (r) {
+                if (*r->group)
+                    json_object_set_new(d, "group", json_string(r->group));
+                json_object_set_new(d, "kind", json_string(r->plural));
+            }
+            return send_status(c, fk_status(403, "Forbidden", msg, d), NULL);
+        }
+        if (strncmp(auth, "Bearer ", 7) || strcmp(auth + 7, g_token))
+            return send_status(c, fk_status(401, "Unauthorized", "Unauthorized", NULL), NULL);
+    }
+    if (!routed)
+        return not_found_resource(c);
+    if (!strcmp(method, "GET")) {
+        if (!rt.name[0])
+            return watching ? do_watch(c, &rt) : do_list(c, &rt);
+        if (!strcmp(rt.sub, "log"))
+            return do_log(c, &rt);
+        pthread_mutex_lock(&g_st.mu);
+        json_t *o = fk_get(&g_st, rt.res, rt.ns, rt.name);
+        json_t *copy = o ? json_deep_copy(o) : NULL;
+        pthread_mutex_unlock(&g_st.mu);
+        return copy ? send_json(c, 200, copy, NULL) : send_status(c, not_found(rt.res, rt.name),
+                                                                  NULL);
+    }
+    if (!strcmp(method, "POST") && !rt.name[0]) {
+        if (rt.res == FK_NAMESPACES || !rt.ns[0]) {
+            if (fk_resources[rt.res].namespaced)
+                return not_found_resource(c);
+        }
+        pthread_mutex_lock(&g_st.mu);
+        int missing = fk_resources[rt.res].namespaced && namespace_missing(&rt);
+        pthread_mutex_unlock(&g_st.mu);
+        if (missing)
+            return ns_not_found(c, rt.ns);
+        return do_create(c, &rt, b);
+    }
+    if (rt.name[0] && !strcmp(method, "PUT"))
+        return do_update(c, &rt, b, 0);
+    if (rt.name[0] && !strcmp(method, "PATCH"))
+        return do_update(c, &rt, b, 1);
+    if (rt.name[0] && !rt.sub[0] && !strcmp(method, "DELETE"))
+        return do_delete(c, &rt, b);
+    return send_status(c, fk_status(405, "MethodNotAllowed",
+                                    "the server does not allow this method on the requested "
+                                    "resource",
+                                    json_object()),
+                       NULL);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *size, void **ctx)
+{
+    (void)cls;
+    (void)version;
+    reqbuf *b = *ctx;
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b)
+            return MHD_NO;
+        *ctx = b;
+        return MHD_YES;
+    }
+    if (*size) {
+        if (b->len + *size > MAX_BODY) {
+            b->too_large = 1;
+        } else {
+            char *d = realloc(b->data, b->len + *size + 1);
+            if (!d)
+                return MHD_NO;
+            memcpy(d + b->len, data, *size);
+            b->data = d;
+            b->len += *size;
+            b->data[b->len] = '\0';
+        }
+        *size = 0;
+        return MHD_YES;
+    }
+    if (b->too_large)
+        return send_status(c, fk_status(413, "RequestEntityTooLarge",
+                                        "the request is too large", NULL),
+                           NULL);
+    return dispatch(c, method, url, b);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **ctx,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    reqbuf *b = *ctx;
+    if (b) {
+        free(b->data);
+        free(b);
+    }
+    *ctx = NULL;
+}
+
+/* Time-driven work: Job deadlines. */
+static void *ticker(void *arg_)
+{
+    (void)arg_;
+    while (!g_stopping) {
+        sleep(1);
+        pthread_mutex_lock(&g_st.mu);
+        fk_reconcile(&g_st);
+        pthread_mutex_unlock(&g_st.mu);
+    }
+    return NULL;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: fake-kube-apiserver [--port N] [--token T] [--nodes FILE] "
+                    "[--window N] [--swagger FILE] [--volcano-crd FILE]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    long port = 0, window = 10000;
+    const char *nodes = NULL, *swagger = FK_SWAGGER, *crd = FK_VOLCANO_CRD;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc)
+            return usage();
+        if (!strcmp(argv[i], "--port"))
+            port = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--token"))
+            g_token = argv[++i];
+        else if (!strcmp(argv[i], "--nodes"))
+            nodes = argv[++i];
+        else if (!strcmp(argv[i], "--window"))
+            window = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--swagger"))
+            swagger = argv[++i];
+        else if (!strcmp(argv[i], "--volcano-crd"))
+            crd = argv[++i];
+        else
+            return usage();
+    }
+    char err[512];
+    json_t *sw = NULL, *crd_doc = NULL, *node_doc = NULL;
+    if (oas_yaml_load_file(swagger, &sw, err, sizeof err) != 0) {
+        fprintf(stderr, "fake-kube-apiserver: %s: %s\n", swagger, err);
+        return 1;
+    }
+    if (oas_yaml_load_file(crd, &crd_doc, err, sizeof err) != 0) {
+        fprintf(stderr, "fake-kube-apiserver: %s: %s\n", crd, err);
+        return 1;
+    }
+    if (nodes && oas_yaml_load_file(nodes, &node_doc, err, sizeof err) != 0) {
+        fprintf(stderr, "fake-kube-apiserver: %s: %s\n", nodes, err);
+        return 1;
+    }
+    if (fk_store_init(&g_st, (size_t)(window > 0 ? window : 1)) != 0)
+        return 1;
+    g_st.swagger = sw;
+    g_st.vc_schema = fk_path(json_array_get(fk_path(crd_doc, "spec.versions", 0), 0),
+                             "schema.openAPIV3Schema", 0);
+    json_t *def = json_pack("{s:s, s:s, s:{s:s}}", "kind", "Namespace", "apiVersion", "v1",
+                            "metadata", "name", "default");
+    fk_defaults(&g_st, FK_NAMESPACES, def);
+    fk_create(&g_st, FK_NAMESPACES, def);
+    if (node_doc && load_nodes(node_doc) != 0) {
+        fprintf(stderr, "fake-kube-apiserver: %s: a node without a name or a duplicate\n",
+                nodes);
+        return 1;
+    }
+    json_decref(node_doc);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    struct sockaddr_in addr = {0};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
+        NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)120, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "fake-kube-apiserver: cannot listen on 127.0.0.1:%ld\n", port);
+        return 1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    printf("%u\n", info ? (unsigned)info->port : (unsigned)port);
+    fflush(stdout);
+    pthread_t tick;
+    pthread_create(&tick, NULL, ticker, NULL);
+    int sig;
+    sigwait(&set, &sig);
+    g_stopping = 1;
+    pthread_mutex_lock(&g_st.mu);
+    pthread_cond_broadcast(&g_st.cv);
+    pthread_mutex_unlock(&g_st.mu);
+    MHD_stop_daemon(d);
+    pthread_join(tick, NULL);
+    fk_store_fini(&g_st);
+    json_decref(sw);
+    json_decref(crd_doc);
+    return 0;
+}

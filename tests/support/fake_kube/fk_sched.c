@@ -1,0 +1,389 @@
+/*
+ * fk_sched.c - the fake scheduler: binds a pending pod to a node, or leaves it
+ * Pending with PodScheduled=False in the v1.26 scheduler's words (12a-12e).
+ *
+ * Filters run in the default profile's order and a node is counted once,
+ * under the first filter it fails: NodeUnschedulable, TaintToleration,
+ * NodeAffinity (nodeSelector and required nodeAffinity), NodeResourcesFit
+ * (nvidia.com/gpu: allocatable minus the requests of the pods bound there),
+ * InterPodAffinity (required podAffinity by topologyKey). The message's
+ * "<count> <reason>" parts are sorted as plain strings, count included.
+ */
+#include "tests/support/fake_kube/fk.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GPU "nvidia.com/gpu"
+
+static long quantity_int(const json_t *v)
+{
+    if (json_is_integer(v))
+        return (long)json_integer_value(v);
+    const char *s = json_string_value(v);
+    return s ? strtol(s, NULL, 10) : 0;
+}
+
+long fk_pod_gpus(const json_t *pod)
+{
+    long n = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(fk_path((json_t *)pod, "spec.containers", 0), i, c)
+    {
+        const json_t *v = json_object_get(fk_path(c, "resources.requests", 0), GPU);
+        if (!v)
+            v = json_object_get(fk_path(c, "resources.limits", 0), GPU);
+        n += quantity_int(v);
+    }
+    return n;
+}
+
+static int tolerates(const json_t *pod, const json_t *taint)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(fk_path((json_t *)pod, "spec.tolerations", 0), i, t)
+    {
+        const char *key = fk_str(t, "key"), *op = fk_str(t, "operator");
+        const char *eff = fk_str(t, "effect");
+        if (*eff && strcmp(eff, fk_str(taint, "effect")))
+            continue;
+        if (!*key && !strcmp(op, "Exists"))
+            return 1;
+        if (strcmp(key, fk_str(taint, "key")))
+            continue;
+        if (!strcmp(op, "Exists") || !strcmp(fk_str(t, "value"), fk_str(taint, "value")))
+            return 1;
+    }
+    return 0;
+}
+
+static int expr_matches(const json_t *e, const char *value)
+{
+    const char *op = fk_str(e, "operator");
+    const json_t *vals = json_object_get(e, "values");
+    int in = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(vals, i, v)
+    {
+        in |= value && json_is_string(v) && !strcmp(json_string_value(v), value);
+    }
+    if (!strcmp(op, "In"))
+        return in;
+    if (!strcmp(op, "NotIn"))
+        return !in;
+    if (!strcmp(op, "Exists"))
+        return value != NULL;
+    if (!strcmp(op, "DoesNotExist"))
+        return value == NULL;
+    if (!value || json_array_size(vals) != 1)
+        return 0;
+    long a = strtol(value, NULL, 10), b = strtol(fk_str(json_array_get(vals, 0), ""), NULL, 10);
+    const char *bv = json_string_value(json_array_get(vals, 0));
+    b = bv ? strtol(bv, NULL, 10) : b;
+    return !strcmp(op, "Gt") ? a > b : !strcmp(op, "Lt") ? a < b : 0;
+}
+
+static int node_affinity_ok(const json_t *pod, const json_t *node)
+{
+    const json_t *labels = fk_path((json_t *)node, "metadata.labels", 0);
+    const char *k;
+    json_t *v;
+    json_object_foreach(fk_path((json_t *)pod, "spec.nodeSelector", 0), k, v)
+    {
+        const char *have = json_string_value(json_object_get(labels, k));
+        if (!have || !json_is_string(v) || strcmp(have, json_string_value(v)))
+            return 0;
+    }
+    const json_t *terms = fk_path((json_t *)pod,
+                                  "spec.affinity.nodeAffinity."
+                                  "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+                                  0);
+    if (!terms)
+        return 1;
+    size_t i;
+    json_t *t;
+    json_array_foreach(terms, i, t)
+    {
+        int ok = 1;
+        size_t j;
+        json_t *e;
+        json_array_foreach(json_object_get(t, "matchExpressions"), j, e)
+        {
+            ok &= expr_matches(e, json_string_value(json_object_get(labels, fk_str(e, "key"))));
+        }
+        json_array_foreach(json_object_get(t, "matchFields"), j, e)
+        {
+            ok &= expr_matches(e, fk_str(node, "metadata.name"));
+        }
+        if (ok && (json_object_size(t) > 0))
+            return 1;
+    }
+    return 0;
+}
+
+static int pod_active(const json_t *p)
+{
+    const char *ph = fk_str(p, "status.phase");
+    return strcmp(ph, "Succeeded") && strcmp(ph, "Failed");
+}
+
+/* Required pod affinity: every term needs a matching pod on a node with the
+ * candidate's topology value; a pod that would match its own term passes
+ * when no pod matches anywhere (the first pod of a group). */
+static int pod_affinity_ok(fk_store *st, const json_t *pod, const json_t *node, json_t *pods)
+{
+    const json_t *terms = fk_path((json_t *)pod,
+                                  "spec.affinity.podAffinity."
+                                  "requiredDuringSchedulingIgnoredDuringExecution",
+                                  0);
+    size_t i;
+    json_t *t;
+    json_array_foreach(terms, i, t)
+    {
+        const char *key = fk_str(t, "topologyKey");
+        const char *want = json_string_value(
+            json_object_get(fk_path((json_t *)node, "metadata.labels", 0), key));
+        fk_sel *sel = NULL;
+        if (fk_sel_from_json(json_object_get(t, "labelSelector"), &sel) != 0)
+            return 0;
+        const json_t *nss = json_object_get(t, "namespaces");
+        int any = 0, here = 0;
+        size_t j;
+        json_t *p;
+        json_array_foreach(pods, j, p)
+        {
+            const char *pns = fk_str(p, "metadata.namespace");
+            int ns_ok = json_array_size(nss) == 0
+                            ? !strcmp(pns, fk_str(pod, "metadata.namespace"))
+                            : 0;
+            size_t k;
+            json_t *n;
+            json_array_foreach(nss, k, n)
+            {
+                ns_ok |= json_is_string(n) && !strcmp(json_string_value(n), pns);
+            }
+            if (!ns_ok || !pod_active(p) || !*fk_str(p, "spec.nodeName") ||
+                !fk_sel_matches(sel, fk_path(p, "metadata.labels", 0)))
+                continue;
+            any = 1;
+            const json_t *pn = fk_get(st, FK_NODES, "", fk_str(p, "spec.nodeName"));
+            const char *v = json_string_value(
+                json_object_get(fk_path((json_t *)pn, "metadata.labels", 0), key));
+            if (want && v && !strcmp(v, want))
+                here = 1;
+        }
+        int self = fk_sel_matches(sel, fk_path((json_t *)pod, "metadata.labels", 0));
+        fk_sel_free(sel);
+        if (!here && !(!any && self && want))
+            return 0;
+    }
+    return 1;
+}
+
+typedef struct reason_count {
+    char text[300];
+    int n;
+    int resolvable; /* preemption could help: "No preemption victims found" */
+} reason_count;
+
+static void count(reason_count *rc, int *nrc, const char *text, int resolvable)
+{
+    for (int i = 0; i < *nrc; i++) {
+        if (!strcmp(rc[i].text, text)) {
+            rc[i].n++;
+            return;
+        }
+    }
+    if (*nrc < 32) {
+        snprintf(rc[*nrc].text, sizeof rc[0].text, "%s", text);
+        rc[*nrc].n = 1;
+        rc[*nrc].resolvable = resolvable;
+        (*nrc)++;
+    }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Joins "<n> <text>" parts sorted as strings. */
+static void join_sorted(char parts[][320], int n, char *out, size_t len)
+{
+    const char *v[32];
+    for (int i = 0; i < n; i++)
+        v[i] = parts[i];
+    qsort(v, (size_t)n, sizeof *v, cmp_str);
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        strncat(out, i ? ", " : "", len - strlen(out) - 1);
+        strncat(out, v[i], len - strlen(out) - 1);
+    }
+}
+
+static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *pods)
+{
+    reason_count rc[32];
+    int nrc = 0;
+    const json_t *best = NULL;
+    long best_free = -1;
+    long want = fk_pod_gpus(pod);
+    size_t i;
+    json_t *node;
+    json_array_foreach(nodes, i, node)
+    {
+        if (json_is_true(fk_path(node, "spec.unschedulable", 0))) {
+            count(rc, &nrc, "node(s) were unschedulable", 0);
+            continue;
+        }
+        const json_t *bad = NULL;
+        size_t j;
+        json_t *t;
+        json_array_foreach(fk_path(node, "spec.taints", 0), j, t)
+        {
+            const char *eff = fk_str(t, "effect");
+            if ((!strcmp(eff, "NoSchedule") || !strcmp(eff, "NoExecute")) && !tolerates(pod, t)) {
+                bad = t;
+                break;
+            }
+        }
+        if (bad) {
+            char text[300];
+            snprintf(text, sizeof text, "node(s) had untolerated taint {%s: %s}",
+                     fk_str(bad, "key"), fk_str(bad, "value"));
+            count(rc, &nrc, text, 0);
+            continue;
+        }
+        if (!node_affinity_ok(pod, node)) {
+            count(rc, &nrc, "node(s) didn't match Pod's node affinity/selector", 0);
+            continue;
+        }
+        long free_gpu = quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU));
+        json_t *p;
+        json_array_foreach(pods, j, p)
+        {
+            if (pod_active(p) && !strcmp(fk_str(p, "spec.nodeName"), fk_str(node, "metadata.name")))
+                free_gpu -= fk_pod_gpus(p);
+        }
+        if (want > 0 && free_gpu < want) {
+            count(rc, &nrc, "Insufficient " GPU, 1);
+            continue;
+        }
+        if (!pod_affinity_ok(st, pod, node, pods)) {
+            count(rc, &nrc, "node(s) didn't match pod affinity rules", 0);
+            continue;
+        }
+        /* Spread, as the default LeastAllocated score does; ties by name. */
+        if (free_gpu > best_free) {
+            best = node;
+            best_free = free_gpu;
+        }
+    }
+    const char *ns = fk_str(pod, "metadata.namespace"), *name = fk_str(pod, "metadata.name");
+    char now[64];
+    fk_now(now, sizeof now, 0);
+    json_t *p = json_deep_copy(pod);
+    json_t *conds = json_array();
+    json_t *old = fk_path(p, "status.conditions", 0);
+    json_t *c;
+    json_array_foreach(old, i, c)
+    {
+        if (strcmp(fk_str(c, "type"), "PodScheduled"))
+            json_array_append(conds, c);
+    }
+    if (best) {
+        json_object_set_new(fk_path(p, "spec", 1), "nodeName",
+                            json_string(fk_str(best, "metadata.name")));
+        json_array_append_new(conds, json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled",
+                                               "status", "True", "lastProbeTime",
+                                               "lastTransitionTime", now));
+        json_object_set_new(fk_path(p, "status", 1), "conditions", conds);
+        json_t *bound = fk_update(st, FK_PODS, p);
+        char msg[1200];
+        snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", ns, name,
+                 fk_str(best, "metadata.name"));
+        fk_event_record(st, FK_PODS, bound, "Normal", "Scheduled", msg, "default-scheduler");
+        return 1;
+    }
+    char msg[4096];
+    size_t n_nodes = json_array_size(nodes);
+    if (n_nodes == 0) {
+        snprintf(msg, sizeof msg, "no nodes available to schedule pods");
+    } else {
+        char parts[32][320], pparts[2][320], a[2048], b[1024];
+        int n_res = 0, n_unres = 0;
+        for (int k = 0; k < nrc; k++) {
+            snprintf(parts[k], sizeof parts[0], "%d %s", rc[k].n, rc[k].text);
+            if (rc[k].resolvable)
+                n_res += rc[k].n;
+            else
+                n_unres += rc[k].n;
+        }
+        join_sorted(parts, nrc, a, sizeof a);
+        int np = 0;
+        if (n_res)
+            snprintf(pparts[np++], sizeof pparts[0], "%d No preemption victims found for "
+                                                     "incoming pod", n_res);
+        if (n_unres)
+            snprintf(pparts[np++], sizeof pparts[0], "%d Preemption is not helpful for "
+                                                     "scheduling", n_unres);
+        join_sorted(pparts, np, b, sizeof b);
+        snprintf(msg, sizeof msg,
+                 "0/%zu nodes are available: %s. preemption: 0/%zu nodes are available: %s..",
+                 n_nodes, a, n_nodes, b);
+    }
+    const json_t *prev = NULL;
+    json_array_foreach(old, i, c)
+    {
+        if (!strcmp(fk_str(c, "type"), "PodScheduled"))
+            prev = c;
+    }
+    if (prev && !strcmp(fk_str(prev, "message"), msg)) {
+        json_decref(conds);
+        json_decref(p);
+        return 0; /* nothing new to say; the scheduler retries on the next change */
+    }
+    json_array_append_new(conds, json_pack("{s:s, s:s, s:n, s:s, s:s, s:s}", "type",
+                                           "PodScheduled", "status", "False", "lastProbeTime",
+                                           "lastTransitionTime",
+                                           prev ? fk_str(prev, "lastTransitionTime") : now,
+                                           "reason", "Unschedulable", "message", msg));
+    json_object_set_new(fk_path(p, "status", 1), "conditions", conds);
+    json_t *stored = fk_update(st, FK_PODS, p);
+    fk_event_record(st, FK_PODS, stored, "Warning", "FailedScheduling", msg, "default-scheduler");
+    return 1;
+}
+
+int fk_schedule(fk_store *st)
+{
+    int writes = 0;
+    json_t *nodes = fk_list(st, FK_NODES, NULL);
+    json_t *pods = fk_list(st, FK_PODS, NULL);
+    size_t i;
+    json_t *pod;
+    json_array_foreach(pods, i, pod)
+    {
+        if (*fk_str(pod, "spec.nodeName") || !pod_active(pod) ||
+            *fk_str(pod, "metadata.deletionTimestamp") ||
+            strcmp(fk_str(pod, "spec.schedulerName"), "default-scheduler"))
+            continue;
+        json_t *cur = fk_get(st, FK_PODS, fk_str(pod, "metadata.namespace"),
+                             fk_str(pod, "metadata.name"));
+        if (!cur)
+            continue;
+        int w = schedule_pod(st, cur, nodes, pods);
+        writes += w;
+        if (w) {
+            /* Later pods see this one bound. */
+            json_decref(pods);
+            pods = fk_list(st, FK_PODS, NULL);
+        }
+    }
+    json_decref(pods);
+    json_decref(nodes);
+    return writes;
+}
