@@ -35,7 +35,7 @@ RUN groupadd --system --gid 10001 trainyard \
       --shell /usr/sbin/nologin trainyard \
  && install -d -o 10001 -g 10001 -m 0700 /var/lib/trainyard
 COPY --from=build /build/bin/trainyard /usr/local/bin/trainyard
-# The database, the generated admin token and the logs live beside --db: one volume.
+# The database and everything the server keeps beside it (a generated admin token): one volume.
 VOLUME ["/var/lib/trainyard"]
 USER 10001:10001
 WORKDIR /var/lib/trainyard
