@@ -1,7 +1,8 @@
 # ty_kube_client: the Kubernetes API client (libcurl over OpenSSL) and kubeconfig loading
 # (libyaml), used from the Kubernetes backend's own threads.
 add_library(ty_kube_client STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/kubeconfig.c)
+  ${CMAKE_CURRENT_LIST_DIR}/kubeconfig.c
+  ${CMAKE_CURRENT_LIST_DIR}/kclient.c)
 ty_target(ty_kube_client)
 target_link_libraries(ty_kube_client PUBLIC ty_common PkgConfig::CURL PkgConfig::YAML
                       PkgConfig::JANSSON OpenSSL::Crypto Threads::Threads m)
