@@ -152,7 +152,7 @@ void ty_kstop_request(ty_kstop *s)
     atomic_store(&s->stop, 1);
 }
 
-/* ---- handles ----------------------------------------------------------------------------------- */
+/* ---- handles ----------------------------------------------------------------------------------*/
 
 static CURL *handle_get(ty_kclient *c)
 {
@@ -180,7 +180,7 @@ static void handle_put(ty_kclient *c, CURL *h)
         curl_easy_cleanup(h);
 }
 
-/* ---- rate limit and backoff -------------------------------------------------------------------- */
+/* ---- rate limit and backoff -------------------------------------------------------------------*/
 
 static void sleep_ms(int64_t ms, ty_kstop *stop)
 {
@@ -228,7 +228,7 @@ static int64_t backoff_ms(const ty_kclient *c, int retry)
     return d / 2 + (d / 2) * ((r[0] << 8) | r[1]) / 65536;
 }
 
-/* ---- one attempt ------------------------------------------------------------------------------- */
+/* ---- one attempt ------------------------------------------------------------------------------*/
 
 typedef struct xfer {
     ty_kclient *c;
@@ -802,7 +802,7 @@ ty_err ty_kclient_watch(ty_kclient *c, const ty_kwatch_opts *o, char *last_rv, s
     return rc;
 }
 
-/* ---- counters ---------------------------------------------------------------------------------- */
+/* ---- counters ---------------------------------------------------------------------------------*/
 
 void ty_kclient_stats_get(ty_kclient *c, ty_kclient_stats *out)
 {

@@ -69,7 +69,7 @@ void ty_kclient_free(ty_kclient *c);
 /* What came back; start it zeroed, clear it with ty_kresp_clear() whatever the call returned. */
 typedef struct ty_kresp {
     long code;                    /* HTTP status of the last answer, 0 when none came */
-    char reason[48];              /* Status.reason of an error ("AlreadyExists", "Expired"), or "" */
+    char reason[48];              /* Status.reason of an error ("AlreadyExists"), or "" */
     char *body;                   /* owned: the last answer's body, NUL-terminated, or NULL */
     size_t body_len;
     char *warnings[TY_KRESP_MAX_WARNINGS];  /* owned: `Warning` headers' text, in order */

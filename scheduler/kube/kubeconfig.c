@@ -43,6 +43,7 @@ typedef struct exec_conf {
     char **argv;            /* command then args, NULL-terminated */
     char **env;             /* "NAME=value", NULL-terminated */
     size_t nenv;
+    char *install_hint;     /* installHint: told when the command is not found; may be NULL */
 } exec_conf;
 
 /* A token file and what was read from it last. */
@@ -160,8 +161,15 @@ static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *node, int depth
     if (!node || depth > 64)
         return NULL;
     switch (node->type) {
-    case YAML_SCALAR_NODE:
-        return json_stringn((const char *)node->data.scalar.value, node->data.scalar.length);
+    case YAML_SCALAR_NODE: {
+        const char *v = (const char *)node->data.scalar.value;
+        /* kubectl writes `env: null`; a plain null must not read as the string "null". */
+        if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+            (strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0 ||
+             strcmp(v, "~") == 0 || v[0] == '\0'))
+            return json_null();
+        return json_stringn(v, node->data.scalar.length);
+    }
     case YAML_SEQUENCE_NODE:
         j = json_array();
         for (yaml_node_item_t *it = node->data.sequence.items.start;
@@ -249,7 +257,7 @@ static int bool_at(const json_t *obj, const char *key, int *out)
 {
     const char *s = str_at(obj, key);
     *out = 0;
-    if (!json_object_get(obj, key))
+    if (!json_object_get(obj, key) || json_is_null(json_object_get(obj, key)))
         return 0;
     if (!s)
         return -1;
@@ -390,6 +398,7 @@ static void exec_free(exec_conf *e)
         return;
     free(e->api_version);
     free(e->command);
+    free(e->install_hint);
     for (char **a = e->argv; a && *a; a++)
         free(*a);
     free(e->argv);
@@ -417,6 +426,10 @@ static ty_err exec_parse(const ty_kubeconfig *kc, const char *dir, const json_t 
         set_err(err, errlen, "kubeconfig %s: %s.exec.command: missing", kc->source, where);
         return TY_EINVAL;
     }
+    if (json_is_null(args))
+        args = NULL;
+    if (json_is_null(env))
+        env = NULL;
     if ((args && !json_is_array(args)) || (env && !json_is_array(env))) {
         set_err(err, errlen, "kubeconfig %s: %s.exec.%s: not a list", kc->source, where,
                 args && !json_is_array(args) ? "args" : "env");
@@ -431,6 +444,8 @@ static ty_err exec_parse(const ty_kubeconfig *kc, const char *dir, const json_t 
     e->argv = calloc(nargs + 2, sizeof(char *));
     e->env = calloc(json_array_size(env) + 1, sizeof(char *));
     if (!e->api_version || !e->command || !e->argv || !e->env)
+        goto nomem;
+    if (str_at(ex, "installHint") && !(e->install_hint = strdup(str_at(ex, "installHint"))))
         goto nomem;
     e->argv[0] = strdup(e->command);
     if (!e->argv[0])
@@ -530,7 +545,9 @@ static ty_err exec_run(const exec_conf *e, char **out, char *why, size_t whylen)
     close(errp[1]);
     outp[1] = errp[1] = -1;
     if (sp != 0) {
-        set_err(why, whylen, "cannot run %s: %s", e->command, strerror(sp));
+        set_err(why, whylen, "cannot run %s: %s%s%s", e->command, strerror(sp),
+                sp == ENOENT && e->install_hint ? ". " : "",
+                sp == ENOENT && e->install_hint ? e->install_hint : "");
         pid = -1;
         rc = TY_EAUTH;
         goto out;

@@ -30,7 +30,7 @@
 #define FIX TY_KUBECONFIG_FIXTURES
 #define TRANSCRIPTS TY_TRANSCRIPTS_DIR
 
-/* ---- the scripted server ----------------------------------------------------------------------- */
+/* ---- the scripted server ----------------------------------------------------------------------*/
 
 #define MAX_REPLIES 16
 #define MAX_SEEN 64
@@ -101,12 +101,18 @@ static void script_header(server *s, const char *name, const char *value)
     fail_msg("too many headers");
 }
 
-static void script_event(server *s, const char *line)
+/* Appends one chunk of a watch stream, as is (raw) or as an event line. */
+static void script_chunk(server *s, const char *text, int raw)
 {
     reply *r = &s->replies[s->nreplies - 1];
     r->events = realloc(r->events, (r->nevents + 1) * sizeof(char *));
     assert_non_null(r->events);
-    assert_int_equal(asprintf(&r->events[r->nevents++], "%s\n", line) > 0, 1);
+    assert_int_equal(asprintf(&r->events[r->nevents++], raw ? "%s" : "%s\n", text) > 0, 1);
+}
+
+static void script_event(server *s, const char *line)
+{
+    script_chunk(s, line, 0);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -278,7 +284,7 @@ static void server_stop(server *s)
     pthread_mutex_destroy(&s->lock);
 }
 
-/* ---- fixtures ---------------------------------------------------------------------------------- */
+/* ---- fixtures ---------------------------------------------------------------------------------*/
 
 typedef struct env {
     char dir[64];
@@ -419,9 +425,10 @@ static void reopen(env *e, const ty_kclient_opts *o)
 }
 
 #define JOBS "/apis/batch/v1/namespaces/ns/jobs"
-#define JOB_BODY "{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"ty-1-a1\"}}"
+#define JOB_BODY \
+    "{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"ty-1-a1\"}}"
 
-/* ---- requests ---------------------------------------------------------------------------------- */
+/* ---- requests ---------------------------------------------------------------------------------*/
 
 /* A create goes out with Strict field validation, JSON, the token and our User-Agent. */
 static void test_create_strict(void **state)
@@ -715,15 +722,15 @@ static void test_401_renews_exec_token(void **state)
     unsetenv("TY_EXEC_COUNT");
 }
 
-/* ---- lists ------------------------------------------------------------------------------------- */
+/* ---- lists ------------------------------------------------------------------------------------*/
 
 static ty_err collect_names(void *ud, json_t *item)
 {
     char *names = ud;
     const char *n = json_string_value(json_object_get(json_object_get(item, "metadata"),
                                                       "name"));
-    strcat(names, n ? n : "?");
-    strcat(names, ",");
+    size_t len = strlen(names);
+    snprintf(names + len, 256 - len, "%s,", n ? n : "?");
     return TY_OK;
 }
 
@@ -768,7 +775,7 @@ static void test_list_paging(void **state)
     ty_kresp_clear(&r);
 }
 
-/* ---- watches ----------------------------------------------------------------------------------- */
+/* ---- watches ----------------------------------------------------------------------------------*/
 
 typedef struct watch_log {
     char types[64];             /* one letter an event: A M D B E */
@@ -906,6 +913,63 @@ static void test_watch_retry_and_garbage(void **state)
     ty_kresp_clear(&r);
 }
 
+/* Events split across chunks, and two in one chunk, come out whole and in order. */
+static void test_watch_chunking(void **state)
+{
+    env *e = *state;
+    watch_log w = {0};
+    ty_kresp r = {0};
+    char err[512] = "", rv[32] = "";
+    ty_kwatch_opts o = {"/api/v1/pods", "1", 5, on_event, &w, NULL};
+    script(&e->srv, 200, NULL);
+    script_chunk(&e->srv, "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourc", 1);
+    script_chunk(&e->srv, "eVersion\":\"10\"}}}\n{\"type\":\"DELETED\",\"object\":"
+                 "{\"metadata\":{\"resourceVersion\":\"11\"}}}\n{\"type\":\"BOOKMARK\",", 1);
+    script_chunk(&e->srv, "\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}\n", 1);
+    assert_int_equal(ty_kclient_watch(e->c, &o, rv, sizeof(rv), &r, err, sizeof(err)), TY_OK);
+    assert_string_equal(w.types, "ADB");
+    assert_string_equal(rv, "12");
+    ty_kresp_clear(&r);
+}
+
+typedef struct load_thread {
+    env *e;
+    int ok;
+} load_thread;
+
+static void *run_requests(void *arg)
+{
+    load_thread *t = arg;
+    char err[512];
+    for (int i = 0; i < 10; i++) {
+        ty_kresp r = {0};
+        t->ok += ty_kclient_request(t->e->c, "GET", JOBS, NULL, &r, err, sizeof(err)) == TY_OK;
+        ty_kresp_clear(&r);
+    }
+    return NULL;
+}
+
+/* Threads share one client: every request answered, no more connections than threads. */
+static void test_threads(void **state)
+{
+    env *e = *state;
+    load_thread t[4];
+    pthread_t th[4];
+    ty_kclient_stats st;
+    for (int i = 0; i < 4; i++) {
+        t[i] = (load_thread){e, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, run_requests, &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(t[i].ok, 10);
+    }
+    assert_int_equal(e->srv.nseen, 40);
+    assert_true(atomic_load(&e->srv.connections) <= 4);
+    ty_kclient_stats_get(e->c, &st);
+    assert_int_equal(st.requests[TY_KVERB_GET][1], 40);     /* bucket of 200 */
+}
+
 /* The counters as Prometheus text. */
 static void test_metrics(void **state)
 {
@@ -923,14 +987,15 @@ static void test_metrics(void **state)
     ty_kresp_clear(&r);
     ty_buf_init(&b, 0);
     assert_int_equal(ty_kclient_stats_render(e->c, &b), TY_OK);
-    assert_non_null(strstr(b.data, "trainyard_kube_requests_total{verb=\"POST\",code=\"201\"} 1\n"));
+    assert_non_null(strstr(b.data,
+                           "trainyard_kube_requests_total{verb=\"POST\",code=\"201\"} 1\n"));
     assert_non_null(strstr(b.data,
                            "trainyard_kube_requests_total{verb=\"DELETE\",code=\"404\"} 1\n"));
     assert_non_null(strstr(b.data, "trainyard_kube_retries_total 0\n"));
     ty_buf_free(&b);
 }
 
-/* ---- TLS --------------------------------------------------------------------------------------- */
+/* ---- TLS --------------------------------------------------------------------------------------*/
 
 /* The client trusts the kubeconfig's CA (and nothing else) and shows its client certificate. */
 static void test_tls(void **state)
@@ -1016,6 +1081,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_watch_expired, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_retry_and_garbage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watch_chunking, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls, setup, teardown),
     };

@@ -311,6 +311,29 @@ static void test_exec_errors(void **state)
     }
 }
 
+/* What `aws eks update-kubeconfig` writes loads; a missing CLI is told with its install hint. */
+static void test_aws_style(void **state)
+{
+    char err[512] = "";
+    ty_kubeconfig *kc = NULL;
+    ty_kube_cred cred = {0};
+    ty_kube_tls tls;
+    (void)state;
+    assert_int_equal(ty_kubeconfig_load(FIX "/eks-update-kubeconfig.yaml", NULL, &kc, err,
+                                        sizeof(err)), TY_OK);
+    assert_string_equal(ty_kubeconfig_server(kc), "https://0123456789ABCDEF0123456789ABCDEF"
+                                                  ".gr7.us-west-2.eks.amazonaws.com");
+    assert_string_equal(ty_kubeconfig_context(kc),
+                        "arn:aws:eks:us-west-2:111122223333:cluster/gpu-training");
+    assert_string_equal(ty_kubeconfig_namespace(kc), "default");
+    ty_kubeconfig_tls(kc, &tls);
+    assert_file_bytes(tls.ca_pem, tls.ca_len, FIX "/ca.crt");
+    assert_int_equal(ty_kubeconfig_credentials(kc, 0, &cred, err, sizeof(err)), TY_EAUTH);
+    assert_non_null(strstr(err, "cannot run ty-test-no-such-aws-cli: No such file or directory. "
+                                "Install the AWS CLI v2"));
+    ty_kubeconfig_free(kc);
+}
+
 /* A pod's service account: env, CA bundle, namespace, and a token that rotates. */
 static void test_in_cluster(void **state)
 {
@@ -453,6 +476,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_no_expiry_kept, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_exec_client_cert, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_exec_errors, setup_tmp, teardown_tmp),
+        cmocka_unit_test(test_aws_style),
         cmocka_unit_test_setup_teardown(test_in_cluster, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_load_errors, setup_tmp, teardown_tmp),
     };
