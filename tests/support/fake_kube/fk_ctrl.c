@@ -336,13 +336,16 @@ static json_t *new_pod(fk_store *st, const json_t *job, long index)
     fk_rand5(st, r5);
     snprintf(name, sizeof name, "%s%s", gen, r5);
     json_t *tmpl = fk_path((json_t *)job, "spec.template", 0);
-    json_t *md = json_deep_copy(json_object_get(tmpl, "metadata"));
-    if (!md)
-        md = json_object();
-    json_object_del(md, "creationTimestamp");
-    json_object_set_new(md, "name", json_string(name));
-    json_object_set_new(md, "generateName", json_string(gen));
-    json_object_set_new(md, "namespace", json_string(fk_str(job, "metadata.namespace")));
+    json_t *tmd = json_object_get(tmpl, "metadata");
+    json_t *md = json_pack("{s:s, s:s, s:s}", "name", name, "generateName", gen, "namespace",
+                           fk_str(job, "metadata.namespace"));
+    const char *k;
+    json_t *v;
+    json_object_foreach(tmd, k, v)
+    {
+        if (strcmp(k, "creationTimestamp") && strcmp(k, "name") && strcmp(k, "namespace"))
+            json_object_set_new(md, k, json_deep_copy(v));
+    }
     json_object_set_new(md, "ownerReferences",
                         json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "batch/v1",
                                   "kind", "Job", "name", jname, "uid",
@@ -430,6 +433,30 @@ static int write_status(fk_store *st, const json_t *job, json_t *status)
     return 1;
 }
 
+/* A finished Job's status no longer changes (11j); its pods only lose the
+ * tracking finalizer. */
+static int release_pods(fk_store *st, const json_t *job)
+{
+    int writes = 0;
+    json_t *pods = fk_list(st, FK_PODS, fk_str(job, "metadata.namespace"));
+    size_t i;
+    json_t *p;
+    json_array_foreach(pods, i, p)
+    {
+        if (strcmp(owner_uid(p), fk_str(job, "metadata.uid")) ||
+            !has_str(fk_path(p, "metadata.finalizers", 0), TRACKING))
+            continue;
+        json_t *c = json_deep_copy(p);
+        drop_str(fk_path(c, "metadata.finalizers", 0), TRACKING);
+        if (json_array_size(fk_path(c, "metadata.finalizers", 0)) == 0)
+            json_object_del(fk_path(c, "metadata", 0), "finalizers");
+        fk_update(st, FK_PODS, c);
+        writes++;
+    }
+    json_decref(pods);
+    return writes;
+}
+
 /* One pass of the Job controller over one Job; returns the writes made. */
 static int sync_job(fk_store *st, const json_t *job0)
 {
@@ -439,6 +466,8 @@ static int sync_job(fk_store *st, const json_t *job0)
     if (json_is_true(fk_path((json_t *)job0, "spec.suspend", 0)) || is_deleting(job0))
         return 0;
     int finished = cond_true(job0, "Complete") || cond_true(job0, "Failed");
+    if (finished)
+        return release_pods(st, job0);
     long completions = (long)int_at(job0, "spec.completions", -1);
     long parallelism = (long)int_at(job0, "spec.parallelism", 1);
     long backoff = (long)int_at(job0, "spec.backoffLimit", 6);
@@ -526,6 +555,9 @@ static int sync_job(fk_store *st, const json_t *job0)
         long idx = pod_index(p);
         int tracked = has_str(fk_path(p, "metadata.finalizers", 0), TRACKING);
         int succ = !strcmp(fk_str(p, "status.phase"), "Succeeded");
+        /* A pod being deleted still counts as ready until it stops (11f). */
+        if (!pod_terminal(p))
+            ready += cond_true(p, "Ready");
         if (pod_terminal(p) || is_deleting(p)) {
             if (tracked) {
                 json_array_append_new(succ ? unc_s : unc_f,
@@ -535,7 +567,6 @@ static int sync_job(fk_store *st, const json_t *job0)
             continue;
         }
         active++;
-        ready += cond_true(p, "Ready");
         if (indexed && idx >= 0 && idx < n_idx)
             running[idx] = 1;
     }
@@ -547,10 +578,9 @@ static int sync_job(fk_store *st, const json_t *job0)
         if (json_array_size(unc_f))
             json_object_set(unc, "failed", unc_f);
         format_indexes(done, indexed ? n_idx : 0, idx_text, sizeof idx_text);
-        /* The old ready count stays until the final write, as 11i shows. */
         writes += write_status(st, job0,
                                job_status(conds, start, NULL, active, succeeded, failed, idx_text,
-                                          unc, (long)int_at(job0, "status.ready", 0)));
+                                          unc, ready));
         json_array_foreach(to_count, i, p)
         {
             json_t *cur = fk_get(st, FK_PODS, ns, fk_str(p, "metadata.name"));

@@ -248,19 +248,30 @@ static json_t *unb64_json(const char *s)
         return NULL;
     while (len > 0 && out[len - 1] == '\0')
         len--;
-    return json_loadb((const char *)out, (size_t)len, 0, NULL);
+    return json_loadb((const char *)out, (size_t)len, JSON_ALLOW_NUL, NULL);
 }
 
+/* The v1.26 token: base64url (no padding) of
+ * {"v":"meta.k8s.io/v1","rv":<list rv>,"start":"<last key>\u0000"}. */
 static char *continue_token(long long rv, const char *start)
 {
-    json_t *t = json_pack("{s:s, s:I, s:s+}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv,
-                          "start", start, "\x01");
-    /* The token's start key ends with NUL; jansson cannot hold it, so \u0001
-     * stands in: only this server reads the token. */
+    char key[700];
+    size_t n = (size_t)snprintf(key, sizeof key, "%s", start);
+    key[n] = '\0';
+    json_t *t = json_pack("{s:s, s:I, s:o}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv, "start",
+                          json_stringn(key, n + 1));
     char *text = json_dumps(t, JSON_COMPACT);
     json_decref(t);
     char *tok = text ? b64(text) : NULL;
     free(text);
+    for (char *p = tok; p && *p; p++) {
+        if (*p == '=')
+            *p = '\0';
+        else if (*p == '+')
+            *p = '-';
+        else if (*p == '/')
+            *p = '_';
+    }
     return tok;
 }
 
@@ -333,9 +344,6 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
             free(tok);
             return send_status(c, s, NULL);
         }
-        size_t n = strlen(start);
-        if (n && (unsigned char)start[n - 1] == 1)
-            start[n - 1] = '\0';
     }
     json_t *all = fk_list(&g_st, rt->res, rt->ns[0] ? rt->ns : NULL);
     pthread_mutex_unlock(&g_st.mu);

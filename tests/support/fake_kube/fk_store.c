@@ -118,11 +118,32 @@ static void push_event(fk_store *st, int res, const char *type, json_t *obj)
     pthread_cond_broadcast(&st->cv);
 }
 
+/* metadata's members in the apiserver's order; others keep theirs, after. */
+static void order_metadata(json_t *md)
+{
+    static const char *order[] = {"name", "generateName", "namespace", "uid", "resourceVersion",
+                                  "generation", "creationTimestamp", "deletionTimestamp",
+                                  "deletionGracePeriodSeconds", "labels", "annotations",
+                                  "ownerReferences", "finalizers"};
+    json_t *copy = json_copy(md);
+    json_object_clear(md);
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        json_t *v = json_object_get(copy, order[i]);
+        if (v) {
+            json_object_set(md, order[i], v);
+            json_object_del(copy, order[i]);
+        }
+    }
+    json_object_update(md, copy);
+    json_decref(copy);
+}
+
 static void set_rv(fk_store *st, json_t *obj)
 {
     char rv[32];
     snprintf(rv, sizeof rv, "%llu", (unsigned long long)++st->rv);
     json_object_set_new(fk_path(obj, "metadata", 1), "resourceVersion", json_string(rv));
+    order_metadata(fk_path(obj, "metadata", 0));
 }
 
 static const char *store_key(int res, const json_t *obj, char *key, size_t len)
@@ -220,8 +241,17 @@ void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type,
     const char *ns = fk_str(obj, "metadata.namespace");
     if (!*ns)
         ns = "default";
-    snprintf(name, sizeof name, "%s.%08lx%08lx", fk_str(obj, "metadata.name"),
-             next_rand(st) & 0xffffffffUL, next_rand(st) & 0xffffffffUL);
+    /* The apiserver's clients name events <object>.<UnixNano in hex>: a list
+     * sorted by name is in time order. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long nano = (unsigned long long)ts.tv_sec * 1000000000ULL +
+                              (unsigned long long)ts.tv_nsec;
+    static unsigned long long last_nano;
+    if (nano <= last_nano)
+        nano = last_nano + 1;
+    last_nano = nano;
+    snprintf(name, sizeof name, "%s.%llx", fk_str(obj, "metadata.name"), nano);
     fk_now(now, sizeof now, 0);
     json_t *io = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "kind", fk_resources[res].kind,
                            "namespace", ns, "name", fk_str(obj, "metadata.name"), "uid",
@@ -533,7 +563,8 @@ int fk_fsel_matches(const char *text, const json_t *obj, int *ok)
         if (strcmp(term, "metadata.name") && strcmp(term, "metadata.namespace") &&
             strcmp(term, "spec.nodeName") && strcmp(term, "status.phase") &&
             strcmp(term, "involvedObject.name") && strcmp(term, "involvedObject.uid") &&
-            strcmp(term, "involvedObject.kind"))
+            strcmp(term, "involvedObject.kind") && strcmp(term, "reason") &&
+            strcmp(term, "type") && strcmp(term, "involvedObject.namespace"))
             return -1;
         int same = strcmp(fk_str(obj, term), eq) == 0;
         if (same == neg)

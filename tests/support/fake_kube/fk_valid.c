@@ -97,6 +97,7 @@ typedef struct walk {
     int crd;             /* CRD schema: types are left to oas_validate (422) */
     json_t *unknown;     /* array of paths */
     char type_err[1024]; /* the first decode error */
+    json_t *replace;     /* a value the caller puts in place of the one walked (new) */
 } walk;
 
 static const char *short_def(const char *ref)
@@ -174,6 +175,20 @@ static void walk_value(walk *w, const json_t *schema, json_t *v, const char *pat
                 snprintf(w->type_err, sizeof w->type_err,
                          "quantities must match the regular expression "
                          "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
+            /* A number is a quantity too; it is stored in its string form. */
+            char q[64];
+            if (json_is_integer(v)) {
+                snprintf(q, sizeof q, "%lld", (long long)json_integer_value(v));
+                w->replace = json_string(q);
+            } else if (json_is_real(v)) {
+                double milli = json_real_value(v) * 1000.0;
+                long long m = (long long)(milli + (milli < 0 ? -0.5 : 0.5));
+                if (m % 1000 == 0)
+                    snprintf(q, sizeof q, "%lld", m / 1000);
+                else
+                    snprintf(q, sizeof q, "%lldm", m);
+                w->replace = json_string(q);
+            }
             return;
         }
         if (strcmp(name, "IntOrString") == 0 || strcmp(name, "RawExtension") == 0 ||
@@ -225,6 +240,10 @@ static void walk_value(walk *w, const json_t *schema, json_t *v, const char *pat
         {
             snprintf(sub, sizeof sub, "%s[%zu]", path, i);
             walk_value(w, json_object_get(schema, "items"), item, sub, owner);
+            if (w->replace) {
+                json_array_set_new(v, i, w->replace);
+                w->replace = NULL;
+            }
         }
         return;
     }
@@ -245,6 +264,10 @@ static void walk_value(walk *w, const json_t *schema, json_t *v, const char *pat
         } else if (props && !json_is_true(addl)) {
             json_array_append_new(w->unknown, json_string(sub));
             json_object_del(v, key);
+        }
+        if (w->replace) {
+            json_object_set_new(v, key, w->replace);
+            w->replace = NULL;
         }
     }
 }

@@ -1,0 +1,677 @@
+/*
+ * test_fake_kube.c - the fake Kubernetes API server against the real one.
+ *
+ * Usage: test_fake_kube FAKE_BINARY (CTest passes it). The group setup starts
+ * fake-kube-apiserver on loopback with a token and the 14-node cluster of the
+ * transcripts, and every case drives it with libcurl and compares its answers
+ * with tests/fixtures/kubernetes-transcripts/ (the recorded answers of a real
+ * v1.26.1 apiserver, Job controller and scheduler): status codes, Status
+ * bodies, Warning headers, list envelopes, watch framing, the scheduler's
+ * messages and what the Job controller writes. Values that differ on every
+ * run (uids, resourceVersions, timestamps, random name suffixes) are compared
+ * by shape, not by value.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+
+static const char *g_binary;
+static pid_t g_pid;
+static char g_base[64];
+static const char *g_token = "fake-admin-token";
+
+/* ---- a small HTTP client ----------------------------------------------- */
+
+typedef struct resp {
+    long status;
+    char *body;
+    size_t len;
+    json_t *json;     /* the body parsed, or NULL */
+    json_t *warnings; /* Warning header values in order */
+    char ctype[128];
+    char retry_after[32];
+    int chunked;
+} resp;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+{
+    resp *r = ud;
+    char *b = realloc(r->body, r->len + sz * n + 1);
+    if (!b)
+        return 0;
+    memcpy(b + r->len, p, sz * n);
+    r->body = b;
+    r->len += sz * n;
+    r->body[r->len] = '\0';
+    return sz * n;
+}
+
+static void header_value(const char *line, size_t n, const char *name, char *out, size_t len)
+{
+    size_t k = strlen(name);
+    if (n <= k + 1 || strncasecmp(line, name, k) || line[k] != ':')
+        return;
+    const char *v = line + k + 1;
+    while (*v == ' ')
+        v++;
+    size_t m = (size_t)(line + n - v);
+    while (m && (v[m - 1] == '\r' || v[m - 1] == '\n'))
+        m--;
+    snprintf(out, len, "%.*s", (int)m, v);
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+{
+    resp *r = ud;
+    char v[2048] = "";
+    header_value(p, sz * n, "Warning", v, sizeof v);
+    if (*v)
+        json_array_append_new(r->warnings, json_string(v));
+    header_value(p, sz * n, "Content-Type", r->ctype, sizeof r->ctype);
+    header_value(p, sz * n, "Retry-After", r->retry_after, sizeof r->retry_after);
+    char te[64] = "";
+    header_value(p, sz * n, "Transfer-Encoding", te, sizeof te);
+    if (!strcmp(te, "chunked"))
+        r->chunked = 1;
+    return sz * n;
+}
+
+/* Sends one request; auth: the token, NULL for none, or another token. */
+static resp *call_as(const char *auth, const char *method, const char *path, const char *body)
+{
+    resp *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    r->warnings = json_array();
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    char url[4096], hdr[256];
+    snprintf(url, sizeof url, "%s%s", g_base, path);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    h = curl_slist_append(h, "Accept: application/json");
+    if (auth) {
+        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
+        h = curl_slist_append(h, hdr);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "test-fake-kube/1.0");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    CURLcode rc = curl_easy_perform(c);
+    if (rc != CURLE_OK)
+        fail_msg("%s %s: %s", method, path, curl_easy_strerror(rc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (r->body && !strncmp(r->ctype, "application/json", 16))
+        r->json = json_loadb(r->body, r->len, 0, NULL);
+    return r;
+}
+
+static resp *call(const char *method, const char *path, const char *body)
+{
+    return call_as(g_token, method, path, body);
+}
+
+/* Sends j (stolen) as the body. */
+static resp *call_json(const char *method, const char *path, json_t *j)
+{
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    resp *r = call(method, path, text);
+    free(text);
+    return r;
+}
+
+static void resp_free(resp *r)
+{
+    if (!r)
+        return;
+    free(r->body);
+    json_decref(r->json);
+    json_decref(r->warnings);
+    free(r);
+}
+
+#define EXPECT_STATUS(r, want)                                                                     \
+    do {                                                                                           \
+        if ((r)->status != (want))                                                                 \
+            fail_msg("%s:%d: expected HTTP %d, got %ld: %.600s", __FILE__, __LINE__, (int)(want),  \
+                     (r)->status, (r)->body ? (r)->body : "");                                     \
+    } while (0)
+
+static void expect_json_equal(const json_t *got, const json_t *want, const char *what)
+{
+    if (!json_equal(got, want)) {
+        char *g = json_dumps(got, JSON_COMPACT), *w = json_dumps(want, JSON_COMPACT);
+        fail_msg("%s differs:\n got  %.1500s\n want %.1500s", what, g ? g : "(null)",
+                 w ? w : "(null)");
+    }
+}
+
+/* ---- transcripts --------------------------------------------------------- */
+
+static json_t *transcript(const char *name)
+{
+    char path[1024];
+    json_error_t err;
+    snprintf(path, sizeof path, "%s/%s.json", FK_TRANSCRIPTS, name);
+    json_t *t = json_load_file(path, 0, &err);
+    if (!t)
+        fail_msg("%s: %s", path, err.text);
+    return t;
+}
+
+static const char *t_str(const json_t *t, const char *a, const char *b)
+{
+    return json_string_value(json_object_get(json_object_get(t, a), b));
+}
+
+/* Replays a transcript's request; returns the fake's answer. */
+static resp *replay(const json_t *t)
+{
+    const json_t *body = json_object_get(json_object_get(t, "request"), "body");
+    const char *method = t_str(t, "request", "method"), *path = t_str(t, "request", "path");
+    if (json_is_string(body))
+        return call(method, path, json_string_value(body));
+    if (json_is_null(body) || !body)
+        return call(method, path, NULL);
+    return call_json(method, path, json_deep_copy(body));
+}
+
+static const json_t *want_body(const json_t *t)
+{
+    return json_object_get(json_object_get(t, "response"), "body");
+}
+
+static long want_status(const json_t *t)
+{
+    return (long)json_integer_value(json_object_get(json_object_get(t, "response"), "status"));
+}
+
+static const json_t *want_warnings(const json_t *t)
+{
+    return json_object_get(json_object_get(json_object_get(t, "response"), "headers"), "Warning");
+}
+
+/* The fake answers as the transcript does: status and the whole Status body. */
+static void expect_same_answer(const char *name)
+{
+    json_t *t = transcript(name);
+    resp *r = replay(t);
+    EXPECT_STATUS(r, want_status(t));
+    assert_non_null(r->json);
+    assert_string_equal(r->ctype, "application/json");
+    expect_json_equal(r->json, want_body(t), name);
+    assert_int_equal(r->body[r->len - 1], '\n');
+    resp_free(r);
+    json_decref(t);
+}
+
+static void expect_warnings(const resp *r, const json_t *want)
+{
+    json_t *w = json_is_string(want) ? json_pack("[O]", want) : json_incref((json_t *)want);
+    expect_json_equal(r->warnings, w ? w : json_array(), "Warning headers");
+    json_decref(w);
+}
+
+static void delete_ok(const char *path)
+{
+    resp *r = call("DELETE", path, NULL);
+    if (r->status != 200 && r->status != 404)
+        fail_msg("DELETE %s: %ld", path, r->status);
+    resp_free(r);
+}
+
+static void fake(const char *path, const char *body)
+{
+    resp *r = call("POST", path, body);
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+}
+
+/* ---- the server ------------------------------------------------------- */
+
+static int start_server(void **state)
+{
+    (void)state;
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    g_pid = fork();
+    if (g_pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl(g_binary, g_binary, "--port", "0", "--token", g_token, "--nodes", FK_NODES,
+              "--window", "100000", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char line[64] = "";
+    FILE *f = fdopen(fds[0], "r");
+    if (!f || !fgets(line, sizeof line, f))
+        return -1;
+    fclose(f);
+    snprintf(g_base, sizeof g_base, "http://127.0.0.1:%ld", strtol(line, NULL, 10));
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    resp *r = call("POST", "/api/v1/namespaces",
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\","
+                   "\"metadata\":{\"name\":\"transcripts\"}}");
+    int ok = r->status == 201;
+    resp_free(r);
+    return ok ? 0 : -1;
+}
+
+static int stop_server(void **state)
+{
+    (void)state;
+    int st = 0;
+    kill(g_pid, SIGTERM);
+    waitpid(g_pid, &st, 0);
+    curl_global_cleanup();
+    /* A clean exit: the fake freed everything and stopped every thread. */
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* ---- cases ------------------------------------------------------------ */
+
+/* 17a, 17b: no token is anonymous and forbidden; a wrong token is 401. */
+static void test_auth(void **state)
+{
+    (void)state;
+    json_t *t = transcript("17a-no-token-403-anonymous");
+    resp *r = call_as(NULL, "GET", t_str(t, "request", "path"), NULL);
+    EXPECT_STATUS(r, 403);
+    expect_json_equal(r->json, want_body(t), "17a");
+    resp_free(r);
+    json_decref(t);
+    t = transcript("17b-invalid-token-401");
+    r = call_as("not-a-valid-token", "GET", t_str(t, "request", "path"), NULL);
+    EXPECT_STATUS(r, 401);
+    expect_json_equal(r->json, want_body(t), "17b");
+    resp_free(r);
+    json_decref(t);
+}
+
+/* Decode errors are 400 BadRequest without details; a strict error wins
+ * over validation (02, 02b, 03, 03b, 03c, 03d, 04c). */
+static void test_decode_errors_are_400(void **state)
+{
+    (void)state;
+    const char *names[] = {"02-job-unknown-fields-strict", "02b-job-duplicate-field-strict",
+                           "03-job-wrong-type-strict", "03b-job-wrong-type-default",
+                           "03c-job-bad-quantity-strict", "03d-job-malformed-json",
+                           "04c-job-invalid-and-unknown-field-strict"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        expect_same_answer(names[i]);
+}
+
+/* Validation errors are 422 Invalid with details.causes (04, 04b, 05, 05b, 05d). */
+static void test_validation_errors_are_422(void **state)
+{
+    (void)state;
+    const char *names[] = {"04-job-invalid-strict-422", "04b-job-invalid-single-error-422",
+                           "05-service-name-starts-with-digit-422", "05b-job-name-64-chars",
+                           "05d-indexed-job-name-62-chars"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        expect_same_answer(names[i]);
+    /* 04d: without Strict the unknown field is a Warning, even on a 422. */
+    json_t *t = transcript("04d-job-invalid-and-unknown-field-default");
+    resp *r = replay(t);
+    EXPECT_STATUS(r, 422);
+    expect_json_equal(r->json, want_body(t), "04d");
+    expect_warnings(r, want_warnings(t));
+    resp_free(r);
+    json_decref(t);
+}
+
+/* Values that differ on every run, replaced by "*" before comparing. */
+static void scrub(json_t *j)
+{
+    static const char *keys[] = {"uid", "controller-uid", "resourceVersion", "creationTimestamp",
+                                 "startTime", "completionTime", "lastProbeTime",
+                                 "lastTransitionTime", "deletionTimestamp", "eventTime",
+                                 "firstTimestamp", "lastTimestamp", "startedAt", "finishedAt"};
+    if (json_is_array(j)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(j, i, v)
+        {
+            scrub(v);
+        }
+        return;
+    }
+    const char *k;
+    json_t *v;
+    void *tmp;
+    /* managedFields is optional for the fake. */
+    json_object_del(j, "managedFields");
+    json_object_foreach_safe(j, tmp, k, v)
+    {
+        int hit = 0;
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            hit |= !strcmp(k, keys[i]);
+        if (hit && !json_is_null(v))
+            json_object_set_new(j, k, json_string("*"));
+        else
+            scrub(v);
+    }
+}
+
+static void expect_same_shape(const json_t *got, const json_t *want, const char *what)
+{
+    json_t *g = json_deep_copy(got), *w = json_deep_copy(want);
+    scrub(g);
+    scrub(w);
+    expect_json_equal(g, w, what);
+    json_decref(g);
+    json_decref(w);
+}
+
+/* Without Strict, unknown and duplicate fields are Warnings and the object is
+ * created without them (01, 02c, 02d); a dry run stores nothing. */
+static void test_warn_and_ignore(void **state)
+{
+    (void)state;
+    json_t *t = transcript("01-job-unknown-fields-default-warn");
+    resp *r = replay(t);
+    EXPECT_STATUS(r, 201);
+    expect_warnings(r, want_warnings(t));
+    /* The defaults the apiserver writes, and no unknown field left. */
+    expect_same_shape(json_object_get(r->json, "spec"), json_object_get(want_body(t), "spec"),
+                      "01 spec");
+    expect_same_shape(json_object_get(r->json, "status"), json_object_get(want_body(t), "status"),
+                      "01 status");
+    assert_null(json_object_get(r->json, "bogusTopLevel"));
+    assert_null(json_object_get(json_object_get(r->json, "metadata"), "resourceVersion"));
+    resp_free(r);
+    json_decref(t);
+
+    t = transcript("02c-job-unknown-fields-ignore");
+    r = replay(t);
+    EXPECT_STATUS(r, 201);
+    assert_int_equal(json_array_size(r->warnings), 0);
+    resp_free(r);
+    json_decref(t);
+
+    t = transcript("02d-job-duplicate-field-default-warn");
+    r = replay(t);
+    EXPECT_STATUS(r, 201);
+    expect_warnings(r, want_warnings(t));
+    expect_json_equal(json_object_get(json_object_get(r->json, "spec"), "parallelism"),
+                      json_object_get(json_object_get(want_body(t), "spec"), "parallelism"),
+                      "02d: the last value wins");
+    resp_free(r);
+    json_decref(t);
+
+    /* Nothing of the dry runs was stored. */
+    r = call("GET", "/apis/batch/v1/namespaces/transcripts/jobs/unknown-fields", NULL);
+    EXPECT_STATUS(r, 404);
+    resp_free(r);
+}
+
+/* 06a, 06b, 07a, 07b, 07f, 07g: create, AlreadyExists, NotFound in its forms. */
+static void test_create_conflict_not_found(void **state)
+{
+    (void)state;
+    json_t *t = transcript("06a-job-create-201");
+    resp *r = replay(t);
+    EXPECT_STATUS(r, 201);
+    expect_same_shape(r->json, want_body(t), "06a");
+    resp_free(r);
+    json_decref(t);
+    const char *names[] = {"06b-job-create-again-409", "07a-get-missing-job-404",
+                           "07b-delete-missing-job-404", "07f-create-job-missing-namespace-404",
+                           "07g-unknown-resource-404", "14d-pod-log-missing-pod"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        expect_same_answer(names[i]);
+    /* 07d: without a policy a Job is orphaned: the Job itself comes back, with
+     * the orphan finalizer and the Warning. */
+    t = transcript("07d-delete-job-no-propagation-policy");
+    r = replay(t);
+    EXPECT_STATUS(r, 200);
+    expect_warnings(r, want_warnings(t));
+    expect_same_shape(json_object_get(r->json, "metadata"),
+                      json_object_get(want_body(t), "metadata"), "07d metadata");
+    resp_free(r);
+    json_decref(t);
+    r = call("GET", "/apis/batch/v1/namespaces/transcripts/jobs/created-twice", NULL);
+    EXPECT_STATUS(r, 404);
+    resp_free(r);
+}
+
+/* An Indexed Job of two ranks (11b) for the cases below; returns its pods' names. */
+static json_t *create_indexed_job(const char *name)
+{
+    json_t *t = transcript("11b-indexed-job-create");
+    json_t *job = json_deep_copy(json_object_get(json_object_get(t, "request"), "body"));
+    json_object_set_new(json_object_get(job, "metadata"), "name", json_string(name));
+    resp *r = call_json("POST", "/apis/batch/v1/namespaces/transcripts/jobs?fieldValidation=Strict",
+                        job);
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    json_decref(t);
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods?labelSelector=job-name%%3D%s",
+             name);
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 200);
+    json_t *names = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(r->json, "items"), i, p)
+    {
+        json_array_append(names, json_object_get(json_object_get(p, "metadata"), "name"));
+    }
+    resp_free(r);
+    return names;
+}
+
+static json_t *get_json(const char *path)
+{
+    resp *r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 200);
+    json_t *j = json_incref(r->json);
+    resp_free(r);
+    return j;
+}
+
+static json_t *job_status(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/apis/batch/v1/namespaces/transcripts/jobs/%s", name);
+    json_t *job = get_json(path);
+    json_t *s = json_incref(json_object_get(job, "status"));
+    json_decref(job);
+    return s;
+}
+
+static void set_phase(const char *pod, const char *body)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/fake/pods/transcripts/%s/phase", pod);
+    fake(path, body);
+}
+
+/* 11c-11k: the Job controller's pods and status through a failed rank. */
+static void test_indexed_job_failure(void **state)
+{
+    (void)state;
+    json_t *names = create_indexed_job("idx-demo");
+    assert_int_equal(json_array_size(names), 2);
+    /* 11c: the pods as the Job controller makes them and the scheduler binds them. */
+    json_t *t = transcript("11c-indexed-job-pods-bound");
+    const json_t *want_items = json_object_get(want_body(t), "items");
+    for (size_t i = 0; i < 2; i++) {
+        char path[512];
+        const char *name = json_string_value(json_array_get(names, i));
+        snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s", name);
+        json_t *pod = get_json(path), *want = json_deep_copy(json_array_get(want_items, i));
+        /* The random suffix and the node the scheduler picked may differ. */
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "idx-demo-%zu-", i);
+        assert_int_equal(strncmp(name, prefix, strlen(prefix)), 0);
+        assert_int_equal(strlen(name), strlen(prefix) + 5);
+        json_t *md = json_object_get(want, "metadata");
+        json_object_set(md, "name", json_object_get(json_object_get(pod, "metadata"), "name"));
+        json_object_del(json_object_get(want, "spec"), "volumes");
+        /* The service account's token volume is admission's, not the Job's. */
+        json_object_del(json_array_get(json_object_get(json_object_get(want, "spec"),
+                                                       "containers"),
+                                       0),
+                        "volumeMounts");
+        const char *node = json_string_value(
+            json_object_get(json_object_get(pod, "spec"), "nodeName"));
+        assert_non_null(node);
+        assert_non_null(strstr(node, "a100"));
+        json_object_set_new(json_object_get(want, "spec"), "nodeName", json_string(node));
+        expect_same_shape(json_object_get(pod, "metadata"), md, "11c metadata");
+        expect_same_shape(json_object_get(pod, "spec"), json_object_get(want, "spec"), "11c spec");
+        expect_same_shape(json_object_get(pod, "status"), json_object_get(want, "status"),
+                          "11c status");
+        json_decref(pod);
+        json_decref(want);
+    }
+    json_decref(t);
+    /* 11d, 11e: active 2 and ready 0, then ready 2 once both run. */
+    json_t *s = job_status("idx-demo");
+    t = transcript("11d-indexed-job-status-pods-bound");
+    expect_same_shape(s, json_object_get(want_body(t), "status"), "11d");
+    json_decref(s);
+    json_decref(t);
+    set_phase(json_string_value(json_array_get(names, 0)), "{\"phase\":\"Running\"}");
+    set_phase(json_string_value(json_array_get(names, 1)), "{\"phase\":\"Running\"}");
+    s = job_status("idx-demo");
+    t = transcript("11e-indexed-job-status-running");
+    expect_same_shape(s, json_object_get(want_body(t), "status"), "11e");
+    json_decref(s);
+    json_decref(t);
+    /* 11f: rank 0 exits 3: Failed/BackoffLimitExceeded, the other rank deleted
+     * and counted as failed, the stale ready count. */
+    set_phase(json_string_value(json_array_get(names, 0)),
+              "{\"phase\":\"Failed\",\"exitCode\":3}");
+    s = job_status("idx-demo");
+    t = transcript("11f-indexed-job-status-after-rank0-failed");
+    expect_same_shape(s, json_object_get(want_body(t), "status"), "11f");
+    json_decref(s);
+    json_decref(t);
+    /* 11k: the controller's events, in order. */
+    json_t *ev = get_json("/api/v1/namespaces/transcripts/events?fieldSelector="
+                          "involvedObject.name%3Didx-demo");
+    t = transcript("11k-indexed-job-events");
+    const json_t *items = json_object_get(ev, "items"), *wi = json_object_get(want_body(t), "items");
+    assert_int_equal(json_array_size(items), json_array_size(wi));
+    for (size_t i = 0; i < json_array_size(wi); i++) {
+        json_t *g = json_deep_copy(json_array_get(items, i)), *w = json_deep_copy(json_array_get(wi, i));
+        json_object_del(g, "metadata");
+        json_object_del(w, "metadata");
+        json_object_del(g, "message");
+        json_object_del(w, "message");
+        expect_same_shape(g, w, "11k event");
+        json_decref(g);
+        json_decref(w);
+    }
+    json_decref(t);
+    json_decref(ev);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/idx-demo?propagationPolicy=Background");
+    json_decref(names);
+}
+
+/* 11l-11p: completedIndexes, Complete without a reason, pods released. */
+static void test_indexed_job_success(void **state)
+{
+    (void)state;
+    json_t *names = create_indexed_job("idx-ok");
+    const char *p0 = json_string_value(json_array_get(names, 0));
+    const char *p1 = json_string_value(json_array_get(names, 1));
+    set_phase(p0, "{\"phase\":\"Running\"}");
+    set_phase(p1, "{\"phase\":\"Running\"}");
+    set_phase(p1, "{\"phase\":\"Succeeded\"}");
+    json_t *s = job_status("idx-ok");
+    json_t *t = transcript("11l-indexed-job-status-rank1-succeeded");
+    expect_same_shape(s, json_object_get(want_body(t), "status"), "11l");
+    json_decref(s);
+    json_decref(t);
+    set_phase(p0, "{\"phase\":\"Succeeded\"}");
+    s = job_status("idx-ok");
+    t = transcript("11o-indexed-job-status-all-succeeded");
+    expect_same_shape(s, json_object_get(want_body(t), "status"), "11o");
+    json_decref(s);
+    json_decref(t);
+    /* 11p: the finalizers are gone. */
+    json_t *pods = get_json("/api/v1/namespaces/transcripts/pods?labelSelector=job-name%3Didx-ok");
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(pods, "items"), i, p)
+    {
+        assert_null(json_object_get(json_object_get(p, "metadata"), "finalizers"));
+        assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"),
+                                                              "phase")),
+                            "Succeeded");
+    }
+    json_decref(pods);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/idx-ok?propagationPolicy=Background");
+    json_decref(names);
+}
+
+/* 11m: rank 1 succeeded, then rank 0 failed: Failed with succeeded 1, failed 1. */
+static void test_indexed_job_mixed(void **state)
+{
+    (void)state;
+    json_t *names = create_indexed_job("idx-mixed");
+    const char *p0 = json_string_value(json_array_get(names, 0));
+    const char *p1 = json_string_value(json_array_get(names, 1));
+    set_phase(p0, "{\"phase\":\"Running\"}");
+    set_phase(p1, "{\"phase\":\"Running\"}");
+    set_phase(p1, "{\"phase\":\"Succeeded\"}");
+    set_phase(p0, "{\"phase\":\"Failed\",\"exitCode\":1}");
+    json_t *s = job_status("idx-mixed");
+    json_t *t = transcript("11m-indexed-job-status-rank0-failed-after-rank1-succeeded");
+    expect_same_shape(s, json_object_get(want_body(t), "status"), "11m");
+    json_decref(s);
+    json_decref(t);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/idx-mixed?propagationPolicy=Background");
+    json_decref(names);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FAKE_KUBE_APISERVER\n", argv[0]);
+        return 2;
+    }
+    g_binary = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_decode_errors_are_400),
+        cmocka_unit_test(test_validation_errors_are_422),
+        cmocka_unit_test(test_warn_and_ignore),
+        cmocka_unit_test(test_create_conflict_not_found),
+        cmocka_unit_test(test_indexed_job_failure),
+        cmocka_unit_test(test_indexed_job_success),
+        cmocka_unit_test(test_indexed_job_mixed),
+    };
+    return cmocka_run_group_tests(tests, start_server, stop_server);
+}
