@@ -461,6 +461,16 @@ static int has_query(const char *path, const char *name)
     return 0;
 }
 
+/* Appends a header line; on failure the list is kept (and freed by the caller) and *oom set. */
+static void add_header(struct curl_slist **l, const char *line, int *oom)
+{
+    struct curl_slist *n = curl_slist_append(*l, line);
+    if (n)
+        *l = n;
+    else
+        *oom = 1;
+}
+
 /*
  * Runs one request with its retries. verb is for the counters; watch is NULL except for
  * watches. Returns as the header says.
@@ -496,13 +506,14 @@ static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const ch
         xfer x = {0};
         CURLcode cc;
         int64_t wait = -1;
+        int oom = 0;
 
+        rate_limit(c, stop);
         if (stop && atomic_load(&stop->stop)) {
             set_err(err, errlen, "watch %s: stopped", path);
             rc = TY_ESHUTDOWN;
             break;
         }
-        rate_limit(c, stop);
         rc = ty_kubeconfig_credentials(c->kc, renewed == 1, &cred, err, errlen);
         if (rc != TY_OK)
             break;
@@ -526,19 +537,28 @@ static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const ch
         }
         CURL *h = x.h;
 
-        hdrs = curl_slist_append(hdrs, "Accept: application/json");
+        add_header(&hdrs, "Accept: application/json", &oom);
         if (body)
-            hdrs = curl_slist_append(hdrs, strcmp(method, "PATCH") == 0
-                                     ? "Content-Type: application/merge-patch+json"
-                                     : "Content-Type: application/json");
+            add_header(&hdrs, strcmp(method, "PATCH") == 0
+                              ? "Content-Type: application/merge-patch+json"
+                              : "Content-Type: application/json", &oom);
         if (cred.token) {
             size_t alen = strlen(cred.token) + 32;
             if ((auth = malloc(alen)) != NULL) {
                 snprintf(auth, alen, "Authorization: Bearer %s", cred.token);
-                hdrs = curl_slist_append(hdrs, auth);
+                add_header(&hdrs, auth, &oom);
                 OPENSSL_cleanse(auth, alen);
                 free(auth);
+            } else {
+                oom = 1;
             }
+        }
+        if (oom) {
+            curl_slist_free_all(hdrs);
+            ty_kube_cred_clear(&cred);
+            handle_put(c, h);
+            rc = TY_ENOMEM;
+            break;
         }
         curl_easy_setopt(h, CURLOPT_URL, url.data);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
