@@ -970,6 +970,71 @@ static void test_threads(void **state)
     assert_int_equal(st.requests[TY_KVERB_GET][1], 40);     /* bucket of 200 */
 }
 
+/* Bodies and watch events have a byte limit; past it the call fails, nothing is retried. */
+static void test_size_limits(void **state)
+{
+    env *e = *state;
+    ty_kclient_opts o;
+    ty_kresp r = {0};
+    watch_log w = {0};
+    char err[512] = "", rv[32] = "", big[300];
+    ty_kwatch_opts wo = {"/api/v1/pods", "1", 5, on_event, &w, NULL};
+    fast_opts(&o);
+    o.max_body = 128;
+    reopen(e, &o);
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    script(&e->srv, 200, big);
+    assert_int_equal(ty_kclient_request(e->c, "GET", JOBS, NULL, &r, err, sizeof(err)),
+                     TY_ETOOLARGE);
+    assert_int_equal(r.attempts, 1);
+    assert_non_null(strstr(err, "over 128 bytes"));
+    ty_kresp_clear(&r);
+
+    script(&e->srv, 200, NULL);
+    script_event(&e->srv, "{\"type\":\"ADDED\",\"object\":{\"metadata\":"
+                          "{\"resourceVersion\":\"2\"}}}");
+    script_chunk(&e->srv, big, 1);
+    assert_int_equal(ty_kclient_watch(e->c, &wo, rv, sizeof(rv), &r, err, sizeof(err)),
+                     TY_ETOOLARGE);
+    assert_string_equal(w.types, "A");
+    assert_string_equal(rv, "2");
+    ty_kresp_clear(&r);
+}
+
+/* Credentials that cannot be had fail the call before anything is sent. */
+static void test_credentials_fail(void **state)
+{
+    env *e = *state;
+    ty_kclient_opts o;
+    ty_kresp r = {0};
+    char err[512] = "", tok[128];
+    snprintf(tok, sizeof(tok), "%s/token", e->dir);
+    FILE *f = fopen(tok, "w");
+    assert_non_null(f);
+    fputs("t0\n", f);
+    fclose(f);
+    write_kubeconfig(e, "http", "", "    tokenFile: token\n");
+    fast_opts(&o);
+    reopen(e, &o);
+    assert_int_equal(ty_kclient_request(e->c, "GET", JOBS, NULL, &r, err, sizeof(err)), TY_OK);
+    ty_kresp_clear(&r);
+    assert_string_equal(e->srv.seen[0].auth, "Bearer t0");
+    assert_int_equal(unlink(tok), 0);
+    assert_int_equal(ty_kclient_request(e->c, "GET", JOBS, NULL, &r, err, sizeof(err)),
+                     TY_EAUTH);
+    assert_non_null(strstr(err, "token file"));
+    ty_kresp_clear(&r);
+    assert_int_equal(e->srv.nseen, 1);
+
+    /* Options that make no sense are refused. */
+    ty_kclient *c = NULL;
+    o.qps = 5;
+    o.burst = 0;
+    assert_int_equal(ty_kclient_new(e->kc, &o, &c, err, sizeof(err)), TY_EINVAL);
+    assert_null(c);
+}
+
 /* The counters as Prometheus text. */
 static void test_metrics(void **state)
 {
@@ -1083,6 +1148,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_watch_retry_and_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_chunking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_size_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_credentials_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls, setup, teardown),
     };
