@@ -816,10 +816,12 @@ static ty_err load_user(ty_kubeconfig *kc, const char *dir, json_t *root, const 
     if (tfile && tfile[0]) {
         if (!(kc->tfile.path = resolve_path(dir, tfile)))
             return TY_ENOMEM;
-        rc = token_file_refresh(kc, 1, err, errlen);
+        char why[512];
+        rc = token_file_refresh(kc, 1, why, sizeof(why));
         if (rc != TY_OK) {
-            set_err(err, errlen, "kubeconfig %s: %s.tokenFile: cannot read %s", kc->source,
-                    where, kc->tfile.path);
+            /* why reads "<kubeconfig>: token file <path>: <reason>". */
+            set_err(err, errlen, "kubeconfig %s: %s.tokenFile: %s", kc->source, where,
+                    strstr(why, "token file ") ? strstr(why, "token file ") + 11 : why);
             return rc == TY_ENOMEM ? rc : TY_EIO;
         }
     } else if (tok && tok[0] && !(kc->token = strdup(tok))) {

@@ -441,6 +441,10 @@ static void test_load_errors(void **state)
         {"contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
          "clusters: [{name: c, cluster: {server: 'https://k'}}]\n",
          "dev", TY_EINVAL, "names user \"u\", which users does not hold"},
+        {"contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+         "clusters: [{name: c, cluster: {server: 'https://k'}}]\n"
+         "users: [{name: u, user: {tokenFile: no-such-token}}]\n",
+         "dev", TY_EIO, "users[\"u\"].user.tokenFile: "},
     };
     tmp *t = *state;
     char path[128];
