@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,6 +265,38 @@ static void test_exec_no_expiry_kept(void **state)
     ty_kubeconfig_free(kc);
 }
 
+static void *get_cred(void *arg)
+{
+    ty_kubeconfig *kc = arg;
+    ty_kube_cred cred = {0};
+    char err[512];
+    if (ty_kubeconfig_credentials(kc, 0, &cred, err, sizeof(err)) != TY_OK || !cred.token ||
+        strcmp(cred.token, "k8s-aws-v1.gpu-team.1") != 0)
+        return (void *)1;
+    ty_kube_cred_clear(&cred);
+    return NULL;
+}
+
+/* Threads asking at once share one run of the plugin. */
+static void test_exec_threads_share_one_run(void **state)
+{
+    tmp *t = *state;
+    char err[512] = "";
+    ty_kubeconfig *kc = NULL;
+    pthread_t th[6];
+    assert_int_equal(ty_kubeconfig_load(FIX "/exec-v1.yaml", NULL, &kc, err, sizeof(err)),
+                     TY_OK);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, get_cred, kc), 0);
+    for (int i = 0; i < 6; i++) {
+        void *ret = (void *)1;
+        pthread_join(th[i], &ret);
+        assert_null(ret);
+    }
+    assert_int_equal(exec_count(t), 1);
+    ty_kubeconfig_free(kc);
+}
+
 /* A plugin may answer with a client certificate and key instead of a token. */
 static void test_exec_client_cert(void **state)
 {
@@ -478,6 +511,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_v1_cached, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_exec_expired_renewed, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_exec_no_expiry_kept, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_exec_threads_share_one_run, setup_tmp,
+                                        teardown_tmp),
         cmocka_unit_test_setup_teardown(test_exec_client_cert, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_exec_errors, setup_tmp, teardown_tmp),
         cmocka_unit_test(test_aws_style),
