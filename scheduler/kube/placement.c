@@ -238,10 +238,16 @@ static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement 
     for (size_t i = 1; i < nt; i++)
         if (t[i].slots > most->slots)
             most = &t[i];
-    snprintf(out->reason, sizeof out->reason,
-             "%s room for %d ranks of %d %s GPUs on one node each%s; the most is %ld in %s",
-             named ? "no node set in the zone has" : "no zone has", r->g->count,
-             r->g->gpus_per_rank, gpu, on, most->slots, most->zone);
+    if (named)
+        snprintf(out->reason, sizeof out->reason,
+                 "zone %s has no room for %d ranks of %d %s GPUs on one node each%s; it has room "
+                 "for %ld",
+                 most->zone, r->g->count, r->g->gpus_per_rank, gpu, on, most->slots);
+    else
+        snprintf(out->reason, sizeof out->reason,
+                 "no zone has room for %d ranks of %d %s GPUs on one node each%s; the most is %ld "
+                 "in %s",
+                 r->g->count, r->g->gpus_per_rank, gpu, on, most->slots, most->zone);
 }
 
 ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_gang *gang,

@@ -467,6 +467,7 @@ static const char *const top_keys[] = {"namespace",
                                        "node_groups",
                                        "scale_up_timeout_seconds",
                                        "volcano",
+                                       "termination_grace_seconds",
                                        NULL};
 
 static ty_err optional_name(pctx *c, const yaml_node_t *v, const char *what, char **dst)
@@ -543,8 +544,12 @@ static ty_err top_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node_t
         return get_groups(c, v, p);
     case 13:
         return get_int(c, v, "scale_up_timeout_seconds", 1, 86400, &p->scale_up_timeout_seconds);
-    default:
+    case 14:
         return each_pair(c, v, "volcano", volcano_keys, volcano_pair, p);
+    default:
+        if (is_null(v))
+            return TY_OK;
+        return get_int(c, v, "termination_grace_seconds", 0, 3600, &p->termination_grace_seconds);
     }
 }
 
@@ -580,6 +585,7 @@ static ty_err defaults(kube_profile *p)
     p->version_major = 1;
     p->version_minor = 26;
     p->ttl_seconds_after_finished = -1;
+    p->termination_grace_seconds = -1;
     p->master_port = 29500;
     p->scale_up_timeout_seconds = 900;
     if (!(p->namespace = strdup("default")) || !(p->data_dir = strdup("/data")) ||

@@ -27,6 +27,8 @@
  *   scale_up_timeout_seconds   how long an attempt placed on a growing group may wait for its
  *                              nodes before it is withdrawn and placed elsewhere; 900
  *   volcano: {enabled, queue}  false, "default"
+ *   termination_grace_seconds  how long a rank has from SIGTERM (its checkpoint) to SIGKILL;
+ *                              unset: Kubernetes' 30
  *
  * A node group's gpu_type, capacity and zone must name a declared GPU type, capacity type and
  * (when zones are listed) zone. Threads: a loaded profile is only read; share it freely.
@@ -89,6 +91,7 @@ typedef struct kube_profile {
     long long scale_up_timeout_seconds;
     int volcano; /* 1: render Volcano Jobs */
     char *volcano_queue;
+    long long termination_grace_seconds; /* -1: Kubernetes' default */
 } kube_profile;
 
 /*

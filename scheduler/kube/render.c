@@ -293,6 +293,11 @@ static json_t *pod_spec(const kube_profile *p, const kube_render_in *in, const n
         if (t > 0)
             set(pod, "activeDeadlineSeconds", json_integer(t), &bad);
     }
+    /* No Service variables: the server's own Service "trainyard" would put TRAINYARD_PORT and
+     * friends beside the contract's TRAINYARD_ variables. */
+    set(pod, "enableServiceLinks", json_false(), &bad);
+    if (p->termination_grace_seconds >= 0)
+        set(pod, "terminationGracePeriodSeconds", json_integer(p->termination_grace_seconds), &bad);
     if (p->service_account)
         set(pod, "serviceAccountName", json_string(p->service_account), &bad);
     if (p->priority_class)

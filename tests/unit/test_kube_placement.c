@@ -165,6 +165,12 @@ static void test_a_ranks_gpus_share_one_node(void **state)
     assert_int_equal(p.verdict, KUBE_WAIT);
     assert_string_equal(p.reason, "no zone has room for 2 ranks of 4 NVIDIA-A100-SXM4-40GB GPUs "
                                   "on one node each on spot nodes; the most is 0 in us-west-2a");
+    kube_gang g = a100_spot(2, 4);
+    g.zone = "us-west-2a";
+    p = place(&c, g);
+    assert_string_equal(p.reason, "zone us-west-2a has no room for 2 ranks of 4 "
+                                  "NVIDIA-A100-SXM4-40GB GPUs on one node each on spot nodes; it "
+                                  "has room for 0");
     /* Three ranks of three GPUs do fit: one per node. */
     p = place(&c, a100_spot(3, 3));
     assert_int_equal(p.verdict, KUBE_PLACE);

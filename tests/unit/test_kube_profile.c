@@ -40,6 +40,7 @@ static void test_example_profile_loads(void **state)
     assert_string_equal(p->zones[1], "us-west-2b");
     assert_non_null(p->server_url);
     assert_int_equal(p->volcano, 0);
+    assert_int_equal(p->termination_grace_seconds, 90);
 
     /* Four GPU types, each with its product label and the GPU taint. */
     static const char *const types[][2] = {{"a100", "NVIDIA-A100-SXM4-40GB"},
@@ -93,6 +94,7 @@ static void test_empty_mapping_gets_defaults(void **state)
     assert_null(p->server_url);
     assert_int_equal(p->ttl_seconds_after_finished, -1);
     assert_int_equal(p->master_port, 29500);
+    assert_int_equal(p->termination_grace_seconds, -1);
     assert_int_equal(p->scale_up_timeout_seconds, 900);
     assert_string_equal(p->data_dir, "/data");
     assert_string_equal(p->volcano_queue, "default");
