@@ -651,7 +651,7 @@ static void test_rate_limit(void **state)
     ty_kclient_stats st;
     char err[512] = "";
     fast_opts(&o);
-    o.qps = 1;
+    o.qps = 0.5;    /* a token every 2 s: the fourth request finds the bucket empty */
     o.burst = 3;
     reopen(e, &o);
     for (int i = 0; i < 3; i++) {
