@@ -373,10 +373,20 @@ static void scrub(json_t *j)
         int hit = 0;
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             hit |= !strcmp(k, keys[i]);
-        if (hit && !json_is_null(v))
+        if (hit && !json_is_null(v)) {
             json_object_set_new(j, k, json_string("*"));
-        else
+        } else if (!strcmp(k, "uncountedTerminatedPods")) {
+            /* Lists of pod uids. */
+            const char *kk;
+            json_t *list;
+            json_object_foreach(v, kk, list)
+            {
+                for (size_t i = 0; i < json_array_size(list); i++)
+                    json_array_set_new(list, i, json_string("*"));
+            }
+        } else {
             scrub(v);
+        }
     }
 }
 
@@ -656,6 +666,584 @@ static void test_indexed_job_mixed(void **state)
     json_decref(names);
 }
 
+/* Creates the pods of 12a-12d from the recorded pods' specs. */
+static void create_unschedulable_pods(void)
+{
+    const char *names[] = {"12a-unschedulable-too-many-gpus", "12b-unschedulable-no-toleration",
+                           "12c-unschedulable-selector-no-match",
+                           "12d-unschedulable-zone-a100-pod-affinity"};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *t = transcript(names[i]);
+        const json_t *pod = want_body(t), *spec = json_object_get(pod, "spec");
+        json_t *body = json_pack("{s:s, s:s, s:{s:O, s:O}, s:{s:O, s:O}}", "apiVersion", "v1",
+                                 "kind", "Pod", "metadata", "name",
+                                 json_object_get(json_object_get(pod, "metadata"), "name"),
+                                 "labels",
+                                 json_object_get(json_object_get(pod, "metadata"), "labels"),
+                                 "spec", "restartPolicy", json_object_get(spec, "restartPolicy"),
+                                 "containers", json_object_get(spec, "containers"));
+        json_t *bspec = json_object_get(body, "spec");
+        const char *keep[] = {"nodeSelector", "affinity"};
+        for (int k = 0; k < 2; k++)
+            if (json_object_get(spec, keep[k]))
+                json_object_set(bspec, keep[k], json_object_get(spec, keep[k]));
+        /* Admission's defaults stay out of the request. */
+        json_t *tol = json_array();
+        size_t j;
+        json_t *x;
+        json_array_foreach(json_object_get(spec, "tolerations"), j, x)
+        {
+            if (!strstr(json_string_value(json_object_get(x, "key")), "node.kubernetes.io/"))
+                json_array_append(tol, x);
+        }
+        json_object_set_new(bspec, "tolerations", tol);
+        json_array_foreach(json_object_get(bspec, "containers"), j, x)
+        {
+            json_object_del(x, "volumeMounts");
+        }
+        resp *r = call_json("POST", "/api/v1/namespaces/transcripts/pods?fieldValidation=Strict",
+                            json_deep_copy(body));
+        EXPECT_STATUS(r, 201);
+        resp_free(r);
+        json_decref(body);
+        json_decref(t);
+    }
+}
+
+/* 12a-12e: PodScheduled=False in the scheduler's words, and its events. */
+static void test_scheduler_messages(void **state)
+{
+    (void)state;
+    create_unschedulable_pods();
+    const char *names[] = {"12a-unschedulable-too-many-gpus", "12b-unschedulable-no-toleration",
+                           "12c-unschedulable-selector-no-match",
+                           "12d-unschedulable-zone-a100-pod-affinity"};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *t = transcript(names[i]);
+        json_t *pod = get_json(t_str(t, "request", "path"));
+        expect_same_shape(json_object_get(pod, "status"), json_object_get(want_body(t), "status"),
+                          names[i]);
+        json_decref(pod);
+        json_decref(t);
+    }
+    /* 12e: one FailedScheduling event per pod, as the scheduler writes it. */
+    json_t *t = transcript("12e-events-failedscheduling");
+    json_t *ev = get_json("/api/v1/namespaces/transcripts/events?fieldSelector="
+                          "reason%3DFailedScheduling");
+    const json_t *wi = json_object_get(want_body(t), "items");
+    const json_t *gi = json_object_get(ev, "items");
+    assert_int_equal(json_array_size(gi), json_array_size(wi));
+    for (size_t i = 0; i < json_array_size(wi); i++) {
+        json_t *g = json_deep_copy(json_array_get(gi, i)), *w = json_deep_copy(json_array_get(wi, i));
+        const char *gname = json_string_value(json_object_get(json_object_get(g, "metadata"),
+                                                              "name"));
+        const char *obj = json_string_value(json_object_get(json_object_get(w, "involvedObject"),
+                                                            "name"));
+        assert_int_equal(strncmp(gname, obj, strlen(obj)), 0);
+        json_object_del(g, "metadata");
+        json_object_del(w, "metadata");
+        json_object_del(g, "reportingInstance");
+        json_object_del(w, "reportingInstance");
+        expect_same_shape(g, w, "12e event");
+        json_decref(g);
+        json_decref(w);
+    }
+    json_decref(ev);
+    json_decref(t);
+}
+
+/* The scheduler retries when nodes change: a pod waiting for a toleration-free
+ * GPU node is bound once such a node is added; one without room stays. */
+static void test_scheduler_retries_on_node_change(void **state)
+{
+    (void)state;
+    resp *r = call("POST", "/api/v1/namespaces/transcripts/pods",
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"wants-h200\"},"
+                   "\"spec\":{\"restartPolicy\":\"Never\",\"nodeSelector\":"
+                   "{\"nvidia.com/gpu.product\":\"NVIDIA-H200\"},\"containers\":[{\"name\":\"m\","
+                   "\"image\":\"busybox:1.36\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":4}}}]}}");
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    json_t *pod = get_json("/api/v1/namespaces/transcripts/pods/wants-h200");
+    assert_null(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    json_decref(pod);
+    fake("/fake/nodes", "{\"metadata\":{\"name\":\"usw2a-h200-od-0\",\"labels\":{"
+                        "\"nvidia.com/gpu.product\":\"NVIDIA-H200\","
+                        "\"topology.kubernetes.io/zone\":\"us-west-2a\"}},"
+                        "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"}}}");
+    pod = get_json("/api/v1/namespaces/transcripts/pods/wants-h200");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(pod, "spec"),
+                                                          "nodeName")),
+                        "usw2a-h200-od-0");
+    json_decref(pod);
+    /* 4 of 8 GPUs are taken: a pod asking for 5 does not fit. */
+    r = call("POST", "/api/v1/namespaces/transcripts/pods",
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"wants-5-h200\"},"
+             "\"spec\":{\"restartPolicy\":\"Never\",\"nodeSelector\":"
+             "{\"nvidia.com/gpu.product\":\"NVIDIA-H200\"},\"containers\":[{\"name\":\"m\","
+             "\"image\":\"busybox:1.36\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":5}}}]}}");
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    pod = get_json("/api/v1/namespaces/transcripts/pods/wants-5-h200");
+    json_t *cond = json_array_get(json_object_get(json_object_get(pod, "status"), "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(cond, "message")),
+                        "0/15 nodes are available: 1 Insufficient nvidia.com/gpu, 11 node(s) had "
+                        "untolerated taint {nvidia.com/gpu: present}, 3 node(s) didn't match "
+                        "Pod's node affinity/selector. preemption: 0/15 nodes are available: 1 No "
+                        "preemption victims found for incoming pod, 14 Preemption is not helpful "
+                        "for scheduling..");
+    json_decref(pod);
+    delete_ok("/api/v1/namespaces/transcripts/pods/wants-h200");
+    delete_ok("/api/v1/namespaces/transcripts/pods/wants-5-h200");
+    r = call("DELETE", "/fake/nodes/usw2a-h200-od-0", NULL);
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+}
+
+/* 08, 08b-08d: list envelopes, selectors, limit and continue. */
+static void test_lists(void **state)
+{
+    (void)state;
+    /* The pods of 12 exist (test_scheduler_messages). */
+    json_t *t = transcript("08-list-pods-labelselector");
+    resp *r = replay(t);
+    EXPECT_STATUS(r, 200);
+    assert_string_equal(json_string_value(json_object_get(r->json, "kind")), "PodList");
+    assert_string_equal(json_string_value(json_object_get(r->json, "apiVersion")), "v1");
+    const json_t *items = json_object_get(r->json, "items");
+    const json_t *wi = json_object_get(want_body(t), "items");
+    assert_int_equal(json_array_size(items), json_array_size(wi));
+    for (size_t i = 0; i < json_array_size(wi); i++) {
+        const json_t *g = json_array_get(items, i), *w = json_array_get(wi, i);
+        assert_null(json_object_get(g, "kind"));
+        expect_json_equal(json_object_get(json_object_get(g, "metadata"), "name"),
+                          json_object_get(json_object_get(w, "metadata"), "name"), "08 order");
+    }
+    resp_free(r);
+    json_decref(t);
+    /* 08b: limit with a selector: continue, no remainingItemCount. */
+    r = call("GET", "/api/v1/namespaces/transcripts/pods?labelSelector=app%3Dunsched&limit=1",
+             NULL);
+    EXPECT_STATUS(r, 200);
+    const json_t *md = json_object_get(r->json, "metadata");
+    const char *cont = json_string_value(json_object_get(md, "continue"));
+    assert_non_null(cont);
+    assert_null(json_object_get(md, "remainingItemCount"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(
+                            json_object_get(r->json, "items"), 0), "metadata"), "name")),
+                        "unsched-affinity");
+    /* 08c: the last page has no continue. */
+    char path[1024];
+    snprintf(path, sizeof path,
+             "/api/v1/namespaces/transcripts/pods?labelSelector=app%%3Dunsched&limit=3&continue=%s",
+             cont);
+    resp *r2 = call("GET", path, NULL);
+    EXPECT_STATUS(r2, 200);
+    assert_int_equal(json_array_size(json_object_get(r2->json, "items")), 3);
+    assert_null(json_object_get(json_object_get(r2->json, "metadata"), "continue"));
+    resp_free(r2);
+    resp_free(r);
+    /* 08d: without a selector, remainingItemCount. */
+    r = call("GET", "/api/v1/namespaces/transcripts/pods?limit=1", NULL);
+    EXPECT_STATUS(r, 200);
+    md = json_object_get(r->json, "metadata");
+    assert_non_null(json_object_get(md, "continue"));
+    assert_true(json_integer_value(json_object_get(md, "remainingItemCount")) >= 3);
+    resp_free(r);
+    /* Every selector operator. */
+    static const struct {
+        const char *sel;
+        size_t n;
+    } cases[] = {
+        {"app%3Dunsched", 4},
+        {"app%3D%3Dunsched,transcript%3D12", 4},
+        {"app!%3Dunsched", 0},
+        {"app%20in%20(unsched,other)", 4},
+        {"app%20notin%20(unsched)", 0},
+        {"transcript", 4},
+        {"!transcript", 0},
+        {"transcript,app%3Dnone", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods?labelSelector=%s",
+                 cases[i].sel);
+        json_t *l = get_json(path);
+        size_t n = 0, k;
+        json_t *p;
+        /* Other tests' pods have other labels; count only the 12 ones. */
+        json_array_foreach(json_object_get(l, "items"), k, p)
+        {
+            const char *name = json_string_value(json_object_get(json_object_get(p, "metadata"),
+                                                                 "name"));
+            n += !strncmp(name, "unsched-", 8);
+        }
+        if (n != cases[i].n)
+            fail_msg("labelSelector=%s: %zu pods, want %zu", cases[i].sel, n, cases[i].n);
+        json_decref(l);
+    }
+}
+
+typedef struct watcher {
+    char path[1024];
+    resp *r;
+    pthread_mutex_t mu;
+    int done;
+} watcher;
+
+static void *watch_thread(void *arg)
+{
+    watcher *w = arg;
+    resp *r = call("GET", w->path, NULL);
+    pthread_mutex_lock(&w->mu);
+    w->r = r;
+    w->done = 1;
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int watcher_done(watcher *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int d = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return d;
+}
+
+/* Splits a watch body on newlines; returns the events (new). */
+static json_t *watch_events(const resp *r)
+{
+    json_t *events = json_array();
+    const char *p = r->body ? r->body : "";
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        assert_non_null(nl); /* every event ends with a newline */
+        json_t *e = json_loadb(p, (size_t)(nl - p), 0, NULL);
+        assert_non_null(e);
+        json_array_append_new(events, e);
+        p = nl + 1;
+    }
+    return events;
+}
+
+/* 09, 11i: watch framing, the Job's writes in order, bookmarks' shape. */
+static void test_watch_job(void **state)
+{
+    (void)state;
+    json_t *l = get_json("/apis/batch/v1/namespaces/transcripts/jobs");
+    watcher w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    snprintf(w.path, sizeof w.path,
+             "/apis/batch/v1/namespaces/transcripts/jobs?fieldSelector=metadata.name%%3Dwatch-idx"
+             "&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=3&watch=true",
+             json_string_value(json_object_get(json_object_get(l, "metadata"),
+                                               "resourceVersion")));
+    json_decref(l);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, watch_thread, &w), 0);
+    json_t *names = create_indexed_job("watch-idx");
+    /* Both ranks start together: one status write, as in 11i. */
+    fake("/fake/pods/transcripts/phase?labelSelector=job-name%3Dwatch-idx",
+         "{\"phase\":\"Running\"}");
+    set_phase(json_string_value(json_array_get(names, 0)), "{\"phase\":\"Failed\",\"exitCode\":3}");
+    pthread_join(th, NULL);
+    EXPECT_STATUS(w.r, 200);
+    assert_string_equal(w.r->ctype, "application/json");
+    assert_true(w.r->chunked);
+    json_t *got = watch_events(w.r);
+    json_t *t = transcript("11i-indexed-job-watch-job");
+    const json_t *want = want_body(t);
+    /* The same writes, in the same order, each a whole Job with kind. */
+    size_t nwant = json_array_size(want);
+    assert_true(json_array_size(got) >= nwant - 1);
+    size_t gi = 0;
+    for (size_t i = 0; i < nwant; i++) {
+        const json_t *we = json_array_get(want, i);
+        const char *type = json_string_value(json_object_get(we, "type"));
+        if (!strcmp(type, "BOOKMARK"))
+            break;
+        const json_t *ge = json_array_get(got, gi++);
+        assert_string_equal(json_string_value(json_object_get(ge, "type")), type);
+        const json_t *go = json_object_get(ge, "object");
+        assert_string_equal(json_string_value(json_object_get(go, "kind")), "Job");
+        expect_same_shape(json_object_get(go, "status"),
+                          json_object_get(json_object_get(we, "object"), "status"), "11i status");
+    }
+    /* Then a bookmark before the deadline: an empty Job with only its rv. */
+    const json_t *last_want = json_array_get(want, nwant - 1);
+    int saw_bookmark = 0;
+    for (; gi < json_array_size(got); gi++) {
+        const json_t *ge = json_array_get(got, gi);
+        assert_string_equal(json_string_value(json_object_get(ge, "type")), "BOOKMARK");
+        expect_same_shape(json_object_get(ge, "object"), json_object_get(last_want, "object"),
+                          "bookmark");
+        saw_bookmark = 1;
+    }
+    assert_true(saw_bookmark);
+    json_decref(got);
+    json_decref(t);
+    resp_free(w.r);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/watch-idx?propagationPolicy=Background");
+    json_decref(names);
+}
+
+/* A watch without a resourceVersion starts with the current state as ADDED;
+ * Pods' DELETED events carry the last state (09). */
+static void test_watch_pods_from_now(void **state)
+{
+    (void)state;
+    watcher w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    snprintf(w.path, sizeof w.path,
+             "/api/v1/namespaces/transcripts/pods?labelSelector=app%%3Dunsched&"
+             "timeoutSeconds=2&watch=1");
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, watch_thread, &w), 0);
+    pthread_join(th, NULL);
+    json_t *got = watch_events(w.r);
+    assert_int_equal(json_array_size(got), 4);
+    size_t i;
+    json_t *e;
+    json_array_foreach(got, i, e)
+    {
+        assert_string_equal(json_string_value(json_object_get(e, "type")), "ADDED");
+    }
+    json_decref(got);
+    resp_free(w.r);
+}
+
+/* 10, 10b, 10d: the two forms of 410 Gone. */
+static void test_expired(void **state)
+{
+    (void)state;
+    json_t *l = get_json("/api/v1/namespaces/transcripts/events?limit=1");
+    const char *cont = json_string_value(json_object_get(json_object_get(l, "metadata"),
+                                                         "continue"));
+    assert_non_null(cont);
+    char path[1024];
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/events?limit=1&continue=%s", cont);
+    /* The window forgets everything up to now. */
+    fake("/fake/compact", NULL);
+    /* 10: a watch from a too-old rv: 200 and one ERROR event, then the end. */
+    json_t *t = transcript("10-watch-too-old-resource-version");
+    resp *r = replay(t);
+    EXPECT_STATUS(r, 200);
+    json_t *got = watch_events(r);
+    assert_int_equal(json_array_size(got), 1);
+    const json_t *obj = json_object_get(json_array_get(got, 0), "object");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(got, 0), "type")),
+                        "ERROR");
+    json_t *want = json_deep_copy(json_object_get(json_array_get(want_body(t), 0), "object"));
+    json_object_set(want, "message", json_object_get(obj, "message"));
+    expect_json_equal(obj, want, "10 ERROR event");
+    assert_int_equal(strncmp(json_string_value(json_object_get(obj, "message")),
+                             "too old resource version: 1 (", 29),
+                     0);
+    json_decref(want);
+    json_decref(got);
+    resp_free(r);
+    json_decref(t);
+    /* 10b: a list at a compacted rv is a real 410. */
+    expect_same_answer("10b-list-exact-resource-version-compacted");
+    /* 10d: an expired continue token: 410 with a fresh token. */
+    t = transcript("10d-list-continue-token-expired");
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 410);
+    json_t *w2 = json_deep_copy(want_body(t));
+    json_object_set(w2, "metadata", json_object_get(r->json, "metadata"));
+    expect_json_equal(r->json, w2, "10d");
+    assert_non_null(json_object_get(json_object_get(r->json, "metadata"), "continue"));
+    json_decref(w2);
+    resp_free(r);
+    json_decref(t);
+    json_decref(l);
+}
+
+/* 13, 13b: a taint goes first; untainting removes it. */
+static void test_taint_untaint(void **state)
+{
+    (void)state;
+    fake("/fake/nodes/usw2b-a100-spot-0/taint",
+         "{\"key\":\"aws-node-termination-handler/spot-itn\",\"value\":\"true\","
+         "\"effect\":\"NoSchedule\"}");
+    json_t *node = get_json("/api/v1/nodes/usw2b-a100-spot-0");
+    json_t *t = transcript("13-node-tainted-spot-itn");
+    expect_json_equal(json_object_get(json_object_get(node, "spec"), "taints"),
+                      json_object_get(json_object_get(want_body(t), "spec"), "taints"), "13");
+    json_decref(node);
+    json_decref(t);
+    fake("/fake/nodes/usw2b-a100-spot-0/untaint",
+         "{\"key\":\"aws-node-termination-handler/spot-itn\"}");
+    node = get_json("/api/v1/nodes/usw2b-a100-spot-0");
+    t = transcript("13b-node-untainted");
+    expect_json_equal(json_object_get(json_object_get(node, "spec"), "taints"),
+                      json_object_get(json_object_get(want_body(t), "spec"), "taints"), "13b");
+    json_decref(node);
+    json_decref(t);
+}
+
+/* 14c: an unscheduled pod's log is 204; a bound pod's is the text stored. */
+static void test_pod_log(void **state)
+{
+    (void)state;
+    json_t *t = transcript("14c-pod-log-unscheduled-pod");
+    resp *r = replay(t);
+    EXPECT_STATUS(r, 204);
+    assert_int_equal(r->len, 0);
+    resp_free(r);
+    json_decref(t);
+    json_t *names = create_indexed_job("log-idx");
+    const char *p0 = json_string_value(json_array_get(names, 0));
+    char path[512];
+    snprintf(path, sizeof path, "/fake/pods/transcripts/%s/log", p0);
+    resp *w = call("PUT", path, "epoch 1\nepoch 2\nepoch 3\n");
+    EXPECT_STATUS(w, 200);
+    resp_free(w);
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s/log?tailLines=2", p0);
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 200);
+    assert_string_equal(r->ctype, "text/plain");
+    assert_string_equal(r->body, "epoch 2\nepoch 3\n");
+    resp_free(r);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/log-idx?propagationPolicy=Background");
+    json_decref(names);
+}
+
+/* Background deletion: the garbage collector removes the Job's pods and the
+ * Service it owns; Foreground answers the Job with its finalizer (07e). */
+static void test_garbage_collection(void **state)
+{
+    (void)state;
+    json_t *names = create_indexed_job("gc-idx");
+    json_t *job = get_json("/apis/batch/v1/namespaces/transcripts/jobs/gc-idx");
+    const json_t *uid = json_object_get(json_object_get(job, "metadata"), "uid");
+    json_t *svc = json_pack("{s:s, s:s, s:{s:s, s:[{s:s, s:s, s:s, s:O, s:b}]}, "
+                            "s:{s:s, s:{s:s}, s:[{s:s, s:i}]}}",
+                            "apiVersion", "v1", "kind", "Service", "metadata", "name", "gc-idx",
+                            "ownerReferences", "apiVersion", "batch/v1", "kind", "Job", "name",
+                            "gc-idx", "uid", uid, "controller", 1, "spec", "clusterIP", "None",
+                            "selector", "job-name", "gc-idx", "ports", "name", "x", "port", 29500);
+    resp *r = call_json("POST", "/api/v1/namespaces/transcripts/services?fieldValidation=Strict",
+                        svc);
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    json_decref(job);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/gc-idx?propagationPolicy=Background");
+    r = call("GET", "/api/v1/namespaces/transcripts/services/gc-idx", NULL);
+    EXPECT_STATUS(r, 404);
+    resp_free(r);
+    json_t *pods = get_json("/api/v1/namespaces/transcripts/pods?labelSelector=job-name%3Dgc-idx");
+    assert_int_equal(json_array_size(json_object_get(pods, "items")), 0);
+    json_decref(pods);
+    json_decref(names);
+
+    names = create_indexed_job("fg-idx");
+    json_t *t = transcript("07e-delete-job-foreground");
+    r = call("DELETE", "/apis/batch/v1/namespaces/transcripts/jobs/fg-idx?"
+                       "propagationPolicy=Foreground", NULL);
+    EXPECT_STATUS(r, 200);
+    expect_json_equal(json_object_get(json_object_get(r->json, "metadata"), "finalizers"),
+                      json_object_get(json_object_get(want_body(t), "metadata"), "finalizers"),
+                      "07e finalizers");
+    assert_non_null(json_object_get(json_object_get(r->json, "metadata"), "deletionTimestamp"));
+    resp_free(r);
+    json_decref(t);
+    r = call("GET", "/apis/batch/v1/namespaces/transcripts/jobs/fg-idx", NULL);
+    EXPECT_STATUS(r, 404);
+    resp_free(r);
+    json_decref(names);
+}
+
+/* Eviction: DisruptionTarget, then Failed; the Job controller counts it. */
+static void test_evict(void **state)
+{
+    (void)state;
+    json_t *names = create_indexed_job("evict-idx");
+    const char *p0 = json_string_value(json_array_get(names, 0));
+    set_phase(p0, "{\"phase\":\"Running\"}");
+    char path[512];
+    snprintf(path, sizeof path, "/fake/pods/transcripts/%s/evict", p0);
+    fake(path, NULL);
+    json_t *s = job_status("evict-idx");
+    assert_int_equal(json_integer_value(json_object_get(s, "failed")), 2);
+    json_t *c = json_array_get(json_object_get(s, "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), "BackoffLimitExceeded");
+    json_decref(s);
+    json_t *ev = get_json("/api/v1/namespaces/transcripts/events?fieldSelector="
+                          "involvedObject.name%3Devict-idx");
+    assert_true(json_array_size(json_object_get(ev, "items")) >= 3);
+    json_decref(ev);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/evict-idx?propagationPolicy=Background");
+    json_decref(names);
+}
+
+/* Injected faults: 429 with Retry-After, 500, for the next N matching requests. */
+static void test_faults(void **state)
+{
+    (void)state;
+    fake("/fake/faults", "{\"method\":\"GET\",\"path\":\"/api/v1/nodes\",\"count\":1,"
+                         "\"status\":429,\"retryAfter\":2}");
+    fake("/fake/faults", "{\"method\":\"GET\",\"path\":\"/api/v1/nodes\",\"count\":1,"
+                         "\"status\":500}");
+    resp *r = call("GET", "/api/v1/nodes", NULL);
+    EXPECT_STATUS(r, 429);
+    assert_string_equal(r->retry_after, "2");
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "TooManyRequests");
+    resp_free(r);
+    r = call("GET", "/api/v1/nodes", NULL);
+    EXPECT_STATUS(r, 500);
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "InternalError");
+    resp_free(r);
+    r = call("GET", "/api/v1/nodes", NULL);
+    EXPECT_STATUS(r, 200);
+    assert_int_equal(json_array_size(json_object_get(r->json, "items")), 14);
+    resp_free(r);
+}
+
+/* Dropping watches ends every open watch long before its timeout. */
+static void test_drop_watches(void **state)
+{
+    (void)state;
+    watcher w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    snprintf(w.path, sizeof w.path, "/api/v1/nodes?watch=true&timeoutSeconds=120");
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, watch_thread, &w), 0);
+    /* The watch may not have started at the first drop: drop until it ends. */
+    while (!watcher_done(&w)) {
+        fake("/fake/watches/drop", NULL);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    pthread_join(th, NULL);
+    EXPECT_STATUS(w.r, 200);
+    /* It had delivered the nodes as ADDED before it ended. */
+    json_t *got = watch_events(w.r);
+    assert_true(json_array_size(got) <= 14);
+    json_decref(got);
+    resp_free(w.r);
+}
+
+/* Volcano jobs are validated by their CRD's schema. */
+static void test_volcano_job(void **state)
+{
+    (void)state;
+    const char *path = "/apis/batch.volcano.sh/v1alpha1/namespaces/transcripts/jobs?"
+                       "fieldValidation=Strict";
+    resp *r = call("POST", path,
+                   "{\"apiVersion\":\"batch.volcano.sh/v1alpha1\",\"kind\":\"Job\","
+                   "\"metadata\":{\"name\":\"vc-1\"},\"spec\":{\"minAvailable\":2,"
+                   "\"schedulerName\":\"volcano\",\"queue\":\"default\",\"tasks\":[{\"name\":"
+                   "\"worker\",\"replicas\":2,\"template\":{\"spec\":{\"restartPolicy\":"
+                   "\"Never\",\"containers\":[{\"name\":\"m\",\"image\":\"busybox:1.36\"}]}}}]}}");
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    r = call("POST", path,
+             "{\"apiVersion\":\"batch.volcano.sh/v1alpha1\",\"kind\":\"Job\","
+             "\"metadata\":{\"name\":\"vc-2\"},\"spec\":{\"minAvailable\":2,\"bogus\":1}}");
+    EXPECT_STATUS(r, 400);
+    assert_non_null(strstr(json_string_value(json_object_get(r->json, "message")),
+                           "unknown field \"spec.bogus\""));
+    resp_free(r);
+    delete_ok("/apis/batch.volcano.sh/v1alpha1/namespaces/transcripts/jobs/vc-1");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -672,6 +1260,19 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_indexed_job_failure),
         cmocka_unit_test(test_indexed_job_success),
         cmocka_unit_test(test_indexed_job_mixed),
+        cmocka_unit_test(test_scheduler_messages),
+        cmocka_unit_test(test_scheduler_retries_on_node_change),
+        cmocka_unit_test(test_lists),
+        cmocka_unit_test(test_watch_job),
+        cmocka_unit_test(test_watch_pods_from_now),
+        cmocka_unit_test(test_taint_untaint),
+        cmocka_unit_test(test_pod_log),
+        cmocka_unit_test(test_garbage_collection),
+        cmocka_unit_test(test_evict),
+        cmocka_unit_test(test_faults),
+        cmocka_unit_test(test_drop_watches),
+        cmocka_unit_test(test_volcano_job),
+        cmocka_unit_test(test_expired),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);
 }

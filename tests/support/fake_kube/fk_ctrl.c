@@ -463,7 +463,9 @@ static int sync_job(fk_store *st, const json_t *job0)
     const char *ns = fk_str(job0, "metadata.namespace"), *jname = fk_str(job0, "metadata.name");
     const char *uid = fk_str(job0, "metadata.uid");
     int writes = 0;
-    if (json_is_true(fk_path((json_t *)job0, "spec.suspend", 0)) || is_deleting(job0))
+    if (is_deleting(job0))
+        return release_pods(st, job0);
+    if (json_is_true(fk_path((json_t *)job0, "spec.suspend", 0)))
         return 0;
     int finished = cond_true(job0, "Complete") || cond_true(job0, "Failed");
     if (finished)
@@ -718,6 +720,18 @@ static int gc(fk_store *st)
                                       "foregroundDeletion");
             int orphan = alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0),
                                           "orphan");
+            if (deps[d] == FK_PODS && !alive &&
+                has_str(fk_path(o, "metadata.finalizers", 0), TRACKING)) {
+                /* The Job controller lets go of the pods of a Job that is gone
+                 * before the collector deletes them (09). */
+                json_t *c = json_deep_copy(o);
+                drop_str(fk_path(c, "metadata.finalizers", 0), TRACKING);
+                if (json_array_size(fk_path(c, "metadata.finalizers", 0)) == 0)
+                    json_object_del(fk_path(c, "metadata", 0), "finalizers");
+                fk_update(st, deps[d], c);
+                writes++;
+                continue;
+            }
             if (orphan) {
                 json_t *c = json_deep_copy(o);
                 json_object_del(fk_path(c, "metadata", 0), "ownerReferences");

@@ -981,6 +981,29 @@ static enum MHD_Result do_fake(struct MHD_Connection *c, const char *method, con
                                 (int)json_integer_value(json_object_get(body, "exitCode")),
                                 fk_str(body, "reason"));
         err = code == 404 ? "no such pod" : code == 409 ? "the pod is not bound" : "bad phase";
+    } else if (n == 4 && !strcmp(seg[1], "pods") && !strcmp(seg[3], "phase")) {
+        /* Every pod of a namespace matching labelSelector at once, as a Job
+         * controller that batches its syncs sees them. */
+        fk_sel *sel = NULL;
+        char serr[256];
+        if (fk_sel_parse(arg(c, "labelSelector"), &sel, serr, sizeof serr) != 0) {
+            code = 400;
+            err = "bad labelSelector";
+        } else {
+            json_t *pods = fk_list(&g_st, FK_PODS, seg[2]);
+            size_t i;
+            json_t *p;
+            json_array_foreach(pods, i, p)
+            {
+                if (fk_sel_matches(sel, fk_path(p, "metadata.labels", 0)))
+                    fk_pod_set_phase(&g_st, seg[2], fk_str(p, "metadata.name"),
+                                     fk_str(body, "phase"),
+                                     (int)json_integer_value(json_object_get(body, "exitCode")),
+                                     fk_str(body, "reason"));
+            }
+            json_decref(pods);
+        }
+        fk_sel_free(sel);
     } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "evict")) {
         code = fk_pod_evict(&g_st, seg[2], seg[3]);
         err = "no such pod";

@@ -231,7 +231,9 @@ void fk_compact(fk_store *st)
         json_decref(st->ring[(st->ring_head + i) % st->ring_cap].obj);
     st->ring_len = 0;
     st->ring_head = 0;
-    st->window_rv = st->rv;
+    /* Compaction takes a revision of its own: nothing up to and including
+     * the last write can be listed or watched from any more. */
+    st->window_rv = ++st->rv;
 }
 
 void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type,
