@@ -1,7 +1,10 @@
 # The pure modules of the Kubernetes backend (scheduler/kube: profile, render, placement).
-ty_unit_test(test_kube_profile ${CMAKE_CURRENT_LIST_DIR}/test_kube_profile.c ty_kube_render)
+# The example profile is checked against the eksctl cluster it describes.
+ty_unit_test(test_kube_profile ${CMAKE_CURRENT_LIST_DIR}/test_kube_profile.c ty_kube_render
+             ty_test_support)
 target_compile_definitions(test_kube_profile PRIVATE
-  TY_EXAMPLE_PROFILE="${PROJECT_SOURCE_DIR}/deploy/cluster-profile.example.yaml")
+  TY_EXAMPLE_PROFILE="${PROJECT_SOURCE_DIR}/deploy/cluster-profile.example.yaml"
+  TY_EKSCTL_CONFIG="${PROJECT_SOURCE_DIR}/deploy/eksctl/cluster.yaml")
 # Rendering is golden-tested; every object is validated against the v1.26 schemas and the
 # Volcano CRD. spec_job() (ty_api) normalizes the input specs as submission does.
 ty_unit_test(test_kube_render ${CMAKE_CURRENT_LIST_DIR}/test_kube_render.c ty_kube_render

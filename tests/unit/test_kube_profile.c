@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "scheduler/kube/profile.h"
+#include "tests/support/oas.h"
 
 static kube_profile *parse_ok(const char *text)
 {
@@ -80,6 +81,83 @@ static void test_example_profile_loads(void **state)
             assert_int_equal(g->gpus_per_node, 4);
     }
     assert_true(found);
+    kube_profile_free(p);
+}
+
+/* ---- the example profile describes the cluster deploy/eksctl/cluster.yaml builds ---- */
+
+static const char *tag(const json_t *ng, const char *kind, const char *key)
+{
+    char name[256];
+    snprintf(name, sizeof name, "k8s.io/cluster-autoscaler/node-template/%s/%s", kind, key);
+    return json_string_value(json_object_get(json_object_get(ng, "tags"), name));
+}
+
+static void test_example_profile_matches_the_eksctl_cluster(void **state)
+{
+    (void)state;
+    kube_profile *p = NULL;
+    json_t *cfg = NULL;
+    char msg[256] = "";
+    assert_int_equal(kube_profile_load(TY_EXAMPLE_PROFILE, &p, msg, sizeof msg), TY_OK);
+    if (oas_yaml_load_file(TY_EKSCTL_CONFIG, &cfg, msg, sizeof msg))
+        fail_msg("%s", msg);
+    const json_t *zones = json_object_get(cfg, "availabilityZones");
+    assert_int_equal(json_array_size(zones), p->nzones);
+    for (size_t i = 0; i < p->nzones; i++)
+        assert_string_equal(json_string_value(json_array_get(zones, i)), p->zones[i]);
+
+    size_t gpu_groups = 0, i;
+    const json_t *ng;
+    json_array_foreach(json_object_get(cfg, "managedNodeGroups"), i, ng)
+    {
+        const char *name = json_string_value(json_object_get(ng, "name"));
+        if (!tag(ng, "resources", "nvidia.com/gpu"))
+            continue; /* the CPU groups that run the server are not placement's business */
+        gpu_groups++;
+        const kube_node_group *g = NULL;
+        for (size_t k = 0; k < p->ngroups; k++)
+            if (!strcmp(p->groups[k].name, name))
+                g = &p->groups[k];
+        if (!g)
+            fail_msg("eksctl's node group %s is not in the profile", name);
+        assert_string_equal(
+            json_string_value(json_array_get(json_object_get(ng, "availabilityZones"), 0)),
+            g->zone);
+        assert_int_equal(json_integer_value(json_object_get(ng, "maxSize")), g->max_size);
+        assert_string_equal(g->capacity,
+                            json_is_true(json_object_get(ng, "spot")) ? "spot" : "on-demand");
+        assert_int_equal(strtol(tag(ng, "resources", "nvidia.com/gpu"), NULL, 10),
+                         g->gpus_per_node);
+        /* Every label the profile selects on is one the group's nodes will carry, and every
+         * taint they carry is one the profile tolerates. */
+        const kube_node_class *classes[] = {kube_profile_gpu_type(p, g->gpu_type),
+                                            kube_profile_capacity(p, g->capacity)};
+        for (size_t c = 0; c < 2; c++)
+            for (size_t l = 0; l < classes[c]->nlabels; l++) {
+                const char *want = tag(ng, "label", classes[c]->labels[l].key);
+                if (!want || strcmp(want, classes[c]->labels[l].value))
+                    fail_msg("group %s: nodes labelled %s=%s, the profile wants %s", name,
+                             classes[c]->labels[l].key, want ? want : "(none)",
+                             classes[c]->labels[l].value);
+            }
+        const json_t *t;
+        size_t ti;
+        json_array_foreach(json_object_get(ng, "taints"), ti, t)
+        {
+            int tolerated = 0;
+            for (size_t c = 0; c < 2; c++)
+                for (size_t k = 0; k < classes[c]->ntaints; k++)
+                    tolerated |= !strcmp(classes[c]->taints[k].key,
+                                         json_string_value(json_object_get(t, "key"))) &&
+                                 !strcmp(classes[c]->taints[k].effect,
+                                         json_string_value(json_object_get(t, "effect")));
+            if (!tolerated)
+                fail_msg("group %s: a taint the profile does not tolerate", name);
+        }
+    }
+    assert_int_equal(gpu_groups, p->ngroups);
+    json_decref(cfg);
     kube_profile_free(p);
 }
 
@@ -198,6 +276,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_example_profile_loads),
+        cmocka_unit_test(test_example_profile_matches_the_eksctl_cluster),
         cmocka_unit_test(test_empty_mapping_gets_defaults),
         cmocka_unit_test(test_json_profile),
         cmocka_unit_test(test_bad_profiles_name_line_and_reason),
