@@ -17,6 +17,7 @@
 
 #include "scheduler/kube/placement.h"
 #include "scheduler/kube/profile.h"
+#include "scheduler/kube/render.h"
 
 static kube_profile *prof;
 
@@ -310,6 +311,85 @@ static void test_any_capacity_may_grow_both_kinds_of_group(void **state)
     assert_string_equal(p.reason, "waiting for 5 nodes of groups p4d-spot-2a, p4d-od-2a");
 }
 
+/* ---- placement and rendering agree ---- */
+
+/* Whether the pod render.c makes for gang may run on node n, in zone: its nodeSelector,
+ * nodeAffinity and tolerations, judged as the Kubernetes scheduler would. */
+static int pod_fits_node(const kube_gang *g, const char *zone, const kube_node *n)
+{
+    json_t *spec = json_pack(
+        "{s:s, s:s, s:[s], s:[], s:{}, s:{s:i, s:i}, s:{s:s, s:s, s:o}, s:{s:s, s:s}, s:[],"
+        " s:n, s:i}",
+        "name", "x", "image", "img", "command", "x", "args", "env", "workers", "count", g->count,
+        "min", g->count, "resources", "cpu", "1", "memory", "1Gi", "gpu",
+        g->gpus_per_rank ? json_pack("{s:s, s:i}", "type", g->gpu_type, "count", g->gpus_per_rank)
+                         : json_null(),
+        "placement", "zone", "auto", "capacity", g->capacity ? g->capacity : "any", "volumes",
+        "timeout_seconds", "ttl_seconds_after_finished", 60);
+    kube_render_in in = {spec, "abc", 1, zone};
+    json_t *job = NULL;
+    char msg[256] = "";
+    if (kube_render_job(prof, &in, &job, msg, sizeof msg))
+        fail_msg("render: %s", msg);
+    const json_t *pod =
+        json_object_get(json_object_get(json_object_get(job, "spec"), "template"), "spec");
+    int ok = 1;
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)json_object_get(pod, "nodeSelector"), k, v)
+    {
+        int has = 0;
+        for (size_t i = 0; i < n->nlabels; i++)
+            has |=
+                !strcmp(n->labels[i].key, k) && !strcmp(n->labels[i].value, json_string_value(v));
+        ok &= has;
+    }
+    for (size_t i = 0; i < n->ntaints; i++) {
+        if (!strcmp(n->taints[i].effect, "PreferNoSchedule"))
+            continue;
+        int tol = 0;
+        size_t j;
+        json_array_foreach(json_object_get(pod, "tolerations"), j, v)
+        {
+            tol |= !strcmp(json_string_value(json_object_get(v, "key")), n->taints[i].key) &&
+                   !strcmp(json_string_value(json_object_get(v, "value")), n->taints[i].value) &&
+                   !strcmp(json_string_value(json_object_get(v, "effect")), n->taints[i].effect);
+        }
+        ok &= tol;
+    }
+    ok &= !strcmp(n->zone, zone);
+    json_decref(job);
+    json_decref(spec);
+    return ok;
+}
+
+static void test_a_node_placement_counts_takes_the_rendered_pod(void **state)
+{
+    (void)state;
+    static const kube_gang gangs[] = {
+        {.count = 1, .gpus_per_rank = 8, .gpu_type = "a100", .capacity = "spot"},
+        {.count = 1, .gpus_per_rank = 1, .gpu_type = "a100", .capacity = "on-demand"},
+        {.count = 1, .gpus_per_rank = 2, .gpu_type = "h100", .capacity = "any"},
+        {.count = 1, .gpus_per_rank = 0, .capacity = "on-demand"},
+    };
+    for (size_t gi = 0; gi < sizeof gangs / sizeof gangs[0]; gi++) {
+        /* One node of each kind, in its own zone so the decision names the one counted. */
+        static const char *const zones[] = {"us-west-2a", "us-west-2b", "us-west-2c"};
+        for (int kind = 0; kind < 6; kind++) {
+            cluster c = {0};
+            all_groups_full(&c);
+            const char *zone = zones[kind % 3];
+            const char *product = kind < 2 ? A100 : kind < 4 ? H100 : NULL;
+            kube_node *n = node(&c, zone, product, kind % 2 == 0, product ? 8 : 0, 0);
+            kube_placement p = place(&c, gangs[gi]);
+            int counted = p.verdict == KUBE_PLACE;
+            if (counted != pod_fits_node(&gangs[gi], zone, n))
+                fail_msg("gang %zu, node kind %d: placement says %d, the pod disagrees", gi, kind,
+                         counted);
+        }
+    }
+}
+
 /* ---- asks the cluster cannot answer ---- */
 
 static void test_bad_requests_are_errors(void **state)
@@ -359,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_ranks_without_gpus),
         cmocka_unit_test(test_groups_that_can_grow),
         cmocka_unit_test(test_any_capacity_may_grow_both_kinds_of_group),
+        cmocka_unit_test(test_a_node_placement_counts_takes_the_rendered_pod),
         cmocka_unit_test(test_bad_requests_are_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
