@@ -39,6 +39,7 @@ typedef struct engine_config {
     optim_config optim;
     int timeout_ms;             /* bound on waiting for peers (GPU collectives) */
     int local_rank;             /* picks the GPU */
+    int local_world;            /* ranks on this machine: NCCL needs a GPU for each */
     int threads;                /* CPU: BLAS threads (0 leaves the library's choice) */
 } engine_config;
 
@@ -47,7 +48,8 @@ ty_err engine_create_cpu(const engine_config *cfg, engine **out, char *err, size
 
 /*
  * GPU engine (cuBLAS, CUDA kernels, NCCL). TY_ENOTFOUND when this build has no CUDA or no
- * device is present; TY_EIO when CUDA/NCCL initialisation fails. With a world size above 1
+ * device is present; TY_EINVAL when more ranks run on this machine (local_world) than it
+ * has devices, which NCCL cannot serve; TY_EIO when CUDA/NCCL initialisation fails. With a world size above 1
  * this is a collective call (it exchanges the ncclUniqueId over cfg->comm).
  */
 ty_err engine_create_cuda(const engine_config *cfg, engine **out, char *err, size_t errlen);

@@ -121,6 +121,15 @@ ty_err engine_create_cuda(const engine_config *cfg, engine **out, char *err, siz
         rt_errf(err, errlen, "--device cuda: no CUDA device is present");
         return TY_ENOTFOUND;
     }
+    /* NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected") and its
+     * topology search could not serve them: say so before anyone waits on a collective. */
+    if (world > 1 && cfg->local_world > devices) {
+        rt_errf(err, errlen,
+                "--device cuda: %d ranks on this machine but %d CUDA device%s: NCCL needs a "
+                "GPU of its own for every rank",
+                cfg->local_world, devices, devices == 1 ? "" : "s");
+        return TY_EINVAL;
+    }
     c = calloc(1, sizeof *c);
     offs = calloc(s->n_buckets * (size_t)world, sizeof *offs);
     cnts = calloc(s->n_buckets * (size_t)world, sizeof *cnts);

@@ -210,6 +210,7 @@ static ty_err make_engine(trainer *t, char *err, size_t errlen)
         .optim = c->optim,
         .timeout_ms = c->timeout_s * 1000,
         .local_rank = c->local_rank,
+        .local_world = c->local_world,
         .threads = c->threads,
     };
     ty_err rc = c->device == DEVICE_CUDA ? engine_create_cuda(&ec, &t->eng, err, errlen)
