@@ -69,6 +69,9 @@ def worker(rank, args, port):
     dist.init_process_group("gloo" if args.device == "cpu" else "nccl", rank=rank,
                             world_size=args.nproc)
     device = torch.device(args.device if args.device == "cpu" else f"cuda:{rank}")
+    # float32 products, as trainyard-worker computes them (PyTorch's default, said aloud).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
     images = read_idx(find(args.data, "train", "images", 3))
     labels = read_idx(find(args.data, "train", "labels", 1)).long()
