@@ -328,3 +328,23 @@ done:
     free(t);
     return TY_OK;
 }
+
+ty_err kube_gang_from_spec(const json_t *spec, kube_gang *out)
+{
+    const json_t *count = json_object_get(json_object_get(spec, "workers"), "count");
+    const json_t *gpu = json_object_get(json_object_get(spec, "resources"), "gpu");
+    const json_t *pl = json_object_get(spec, "placement");
+    if (!out || !json_is_integer(count) || json_integer_value(count) < 1 ||
+        json_integer_value(count) > 1000000)
+        return TY_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->count = (int)json_integer_value(count);
+    if (json_is_object(gpu) && json_integer_value(json_object_get(gpu, "count")) > 0) {
+        json_int_t n = json_integer_value(json_object_get(gpu, "count"));
+        out->gpus_per_rank = n > 1024 ? 1024 : (int)n;
+        out->gpu_type = json_string_value(json_object_get(gpu, "type"));
+    }
+    out->capacity = json_string_value(json_object_get(pl, "capacity"));
+    out->zone = json_string_value(json_object_get(pl, "zone"));
+    return TY_OK;
+}

@@ -23,6 +23,7 @@
 #ifndef TY_KUBE_PLACEMENT_H
 #define TY_KUBE_PLACEMENT_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "common/ty_error.h"
@@ -86,5 +87,12 @@ typedef struct kube_placement {
  */
 ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_gang *gang,
                   kube_placement *out, char *msg, size_t msglen);
+
+/*
+ * The gang a normalized job spec (api/spec.c) asks for: workers.count, resources.gpu and
+ * placement; out's strings are borrowed from spec, avoid is left empty. TY_EINVAL when spec has
+ * no workers.count.
+ */
+ty_err kube_gang_from_spec(const json_t *spec, kube_gang *out);
 
 #endif

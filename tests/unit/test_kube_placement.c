@@ -390,6 +390,30 @@ static void test_a_node_placement_counts_takes_the_rendered_pod(void **state)
     }
 }
 
+static void test_the_gang_of_a_spec(void **state)
+{
+    (void)state;
+    json_t *spec =
+        json_pack("{s:{s:i, s:i}, s:{s:s, s:s, s:{s:s, s:i}}, s:{s:s, s:s}}", "workers", "count", 4,
+                  "min", 4, "resources", "cpu", "8", "memory", "32Gi", "gpu", "type", "a100",
+                  "count", 2, "placement", "zone", "us-west-2b", "capacity", "spot");
+    kube_gang g;
+    assert_int_equal(kube_gang_from_spec(spec, &g), TY_OK);
+    assert_int_equal(g.count, 4);
+    assert_int_equal(g.gpus_per_rank, 2);
+    assert_string_equal(g.gpu_type, "a100");
+    assert_string_equal(g.capacity, "spot");
+    assert_string_equal(g.zone, "us-west-2b");
+    assert_int_equal(g.navoid, 0);
+    json_object_set_new(json_object_get(spec, "resources"), "gpu", json_null());
+    assert_int_equal(kube_gang_from_spec(spec, &g), TY_OK);
+    assert_int_equal(g.gpus_per_rank, 0);
+    assert_null(g.gpu_type);
+    json_object_del(spec, "workers");
+    assert_int_equal(kube_gang_from_spec(spec, &g), TY_EINVAL);
+    json_decref(spec);
+}
+
 /* ---- asks the cluster cannot answer ---- */
 
 static void test_bad_requests_are_errors(void **state)
@@ -440,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_groups_that_can_grow),
         cmocka_unit_test(test_any_capacity_may_grow_both_kinds_of_group),
         cmocka_unit_test(test_a_node_placement_counts_takes_the_rendered_pod),
+        cmocka_unit_test(test_the_gang_of_a_spec),
         cmocka_unit_test(test_bad_requests_are_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
