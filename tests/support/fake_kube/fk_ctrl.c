@@ -435,16 +435,15 @@ static int write_status(fk_store *st, const json_t *job, json_t *status)
 
 /* A finished Job's status no longer changes (11j); its pods only lose the
  * tracking finalizer. */
-static int release_pods(fk_store *st, const json_t *job)
+static int release_pods(fk_store *st, const json_t *job, json_t *by_owner)
 {
     int writes = 0;
-    json_t *pods = fk_list(st, FK_PODS, fk_str(job, "metadata.namespace"));
+    json_t *pods = json_object_get(by_owner, fk_str(job, "metadata.uid"));
     size_t i;
     json_t *p;
     json_array_foreach(pods, i, p)
     {
-        if (strcmp(owner_uid(p), fk_str(job, "metadata.uid")) ||
-            !has_str(fk_path(p, "metadata.finalizers", 0), TRACKING))
+        if (!has_str(fk_path(p, "metadata.finalizers", 0), TRACKING))
             continue;
         json_t *c = json_deep_copy(p);
         drop_str(fk_path(c, "metadata.finalizers", 0), TRACKING);
@@ -453,23 +452,22 @@ static int release_pods(fk_store *st, const json_t *job)
         fk_update(st, FK_PODS, c);
         writes++;
     }
-    json_decref(pods);
     return writes;
 }
 
 /* One pass of the Job controller over one Job; returns the writes made. */
-static int sync_job(fk_store *st, const json_t *job0)
+static int sync_job(fk_store *st, const json_t *job0, json_t *by_owner)
 {
     const char *ns = fk_str(job0, "metadata.namespace"), *jname = fk_str(job0, "metadata.name");
     const char *uid = fk_str(job0, "metadata.uid");
     int writes = 0;
     if (is_deleting(job0))
-        return release_pods(st, job0);
+        return release_pods(st, job0, by_owner);
     if (json_is_true(fk_path((json_t *)job0, "spec.suspend", 0)))
         return 0;
     int finished = cond_true(job0, "Complete") || cond_true(job0, "Failed");
     if (finished)
-        return release_pods(st, job0);
+        return release_pods(st, job0, by_owner);
     long completions = (long)int_at(job0, "spec.completions", -1);
     long parallelism = (long)int_at(job0, "spec.parallelism", 1);
     long backoff = (long)int_at(job0, "spec.backoffLimit", 6);
@@ -489,16 +487,11 @@ static int sync_job(fk_store *st, const json_t *job0)
     if (!conds)
         conds = json_array();
 
-    json_t *pods = fk_list(st, FK_PODS, ns);
-    json_t *mine = json_array();
+    json_t *mine = json_copy(json_object_get(by_owner, uid));
+    if (!mine)
+        mine = json_array();
     size_t i;
     json_t *p;
-    json_array_foreach(pods, i, p)
-    {
-        if (strcmp(owner_uid(p), uid) == 0)
-            json_array_append(mine, p);
-    }
-    json_decref(pods);
 
     /* Failure: the backoff limit, or the deadline. */
     long new_failed = 0;
@@ -680,28 +673,28 @@ out:
 
 /* ---- garbage collector and the kubelet stand-in ----------------------- */
 
-static int uid_alive(fk_store *st, const char *uid, const json_t **owner, int *res_out)
+/* Owners (Jobs, Volcano jobs) by uid; the values are borrowed from the store
+ * and stay valid while the pass that built the map runs. */
+static json_t *owners_by_uid(fk_store *st)
 {
+    json_t *m = json_object();
     const int kinds[] = {FK_JOBS, FK_VCJOBS};
     for (int k = 0; k < 2; k++) {
         const char *key;
         json_t *o;
         json_object_foreach(st->objs[kinds[k]], key, o)
         {
-            if (strcmp(fk_str(o, "metadata.uid"), uid) == 0) {
-                *owner = o;
-                *res_out = kinds[k];
-                return 1;
-            }
+            json_object_set(m, fk_str(o, "metadata.uid"), o);
         }
     }
-    return 0;
+    return m;
 }
 
 static int gc(fk_store *st)
 {
     int writes = 0;
     const int deps[] = {FK_PODS, FK_SERVICES, FK_JOBS};
+    json_t *owners = owners_by_uid(st);
     for (int d = 0; d < 3; d++) {
         json_t *all = fk_list(st, deps[d], NULL);
         size_t i;
@@ -713,9 +706,8 @@ static int gc(fk_store *st)
             if (json_array_size(refs) == 0)
                 goto kubelet;
             const char *uid = owner_uid(o);
-            const json_t *owner = NULL;
-            int ores = 0;
-            int alive = uid_alive(st, uid, &owner, &ores);
+            const json_t *owner = json_object_get(owners, uid);
+            int alive = owner != NULL;
             int fg = alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0),
                                       "foregroundDeletion");
             int orphan = alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0),
@@ -760,10 +752,11 @@ static int gc(fk_store *st)
         }
         json_decref(all);
     }
+    json_decref(owners);
     /* Owners held by orphan or foregroundDeletion go once their dependents have. */
-    const int owners[] = {FK_JOBS, FK_VCJOBS};
+    const int owner_kinds[] = {FK_JOBS, FK_VCJOBS};
     for (int k = 0; k < 2; k++) {
-        json_t *all = fk_list(st, owners[k], NULL);
+        json_t *all = fk_list(st, owner_kinds[k], NULL);
         size_t i;
         json_t *o;
         json_array_foreach(all, i, o)
@@ -783,7 +776,7 @@ static int gc(fk_store *st)
                 }
             }
             if (!left) {
-                fk_remove(st, owners[k], fk_str(o, "metadata.namespace"),
+                fk_remove(st, owner_kinds[k], fk_str(o, "metadata.namespace"),
                           fk_str(o, "metadata.name"));
                 writes++;
             }
@@ -823,6 +816,23 @@ void fk_reconcile(fk_store *st)
 {
     for (int round = 0; round < 50; round++) {
         int writes = gc(st);
+        /* Pods by their controller's uid, in creation order: one pass over
+         * the pods instead of one per Job. */
+        json_t *by_owner = json_object();
+        const char *key;
+        json_t *p;
+        json_object_foreach(st->objs[FK_PODS], key, p)
+        {
+            const char *uid = owner_uid(p);
+            if (!*uid)
+                continue;
+            json_t *list = json_object_get(by_owner, uid);
+            if (!list) {
+                list = json_array();
+                json_object_set_new(by_owner, uid, list);
+            }
+            json_array_append(list, p);
+        }
         json_t *jobs = fk_list(st, FK_JOBS, NULL);
         size_t i;
         json_t *j;
@@ -831,9 +841,10 @@ void fk_reconcile(fk_store *st)
             json_t *cur = fk_get(st, FK_JOBS, fk_str(j, "metadata.namespace"),
                                  fk_str(j, "metadata.name"));
             if (cur)
-                writes += sync_job(st, cur);
+                writes += sync_job(st, cur, by_owner);
         }
         json_decref(jobs);
+        json_decref(by_owner);
         writes += fk_schedule(st);
         if (!writes)
             return;

@@ -131,54 +131,75 @@ static int pod_active(const json_t *p)
     return strcmp(ph, "Succeeded") && strcmp(ph, "Failed");
 }
 
-/* Required pod affinity: every term needs a matching pod on a node with the
- * candidate's topology value; a pod that would match its own term passes
- * when no pod matches anywhere (the first pod of a group). */
-static int pod_affinity_ok(fk_store *st, const json_t *pod, const json_t *node, json_t *pods)
+/* Required pod affinity, prepared once per pod: for every term, the
+ * topology values of the nodes where a matching pod runs. A pod that would
+ * match its own term passes when no pod matches anywhere (the first pod of a
+ * group). */
+typedef struct affinity {
+    json_t *terms;  /* array of {key, values: {value: true}, open: bool} */
+} affinity;
+
+static void affinity_prepare(fk_store *st, const json_t *pod, json_t *pods, affinity *a)
 {
     const json_t *terms = fk_path((json_t *)pod,
                                   "spec.affinity.podAffinity."
                                   "requiredDuringSchedulingIgnoredDuringExecution",
                                   0);
+    a->terms = json_array();
     size_t i;
     json_t *t;
     json_array_foreach(terms, i, t)
     {
         const char *key = fk_str(t, "topologyKey");
-        const char *want = json_string_value(
-            json_object_get(fk_path((json_t *)node, "metadata.labels", 0), key));
         fk_sel *sel = NULL;
-        if (fk_sel_from_json(json_object_get(t, "labelSelector"), &sel) != 0)
-            return 0;
-        const json_t *nss = json_object_get(t, "namespaces");
-        int any = 0, here = 0;
-        size_t j;
-        json_t *p;
-        json_array_foreach(pods, j, p)
-        {
-            const char *pns = fk_str(p, "metadata.namespace");
-            int ns_ok = json_array_size(nss) == 0
-                            ? !strcmp(pns, fk_str(pod, "metadata.namespace"))
-                            : 0;
-            size_t k;
-            json_t *n;
-            json_array_foreach(nss, k, n)
+        json_t *values = json_object();
+        int any = 0;
+        if (fk_sel_from_json(json_object_get(t, "labelSelector"), &sel) == 0) {
+            const json_t *nss = json_object_get(t, "namespaces");
+            size_t j;
+            json_t *p;
+            json_array_foreach(pods, j, p)
             {
-                ns_ok |= json_is_string(n) && !strcmp(json_string_value(n), pns);
+                const char *pns = fk_str(p, "metadata.namespace");
+                int ns_ok = json_array_size(nss) == 0
+                                ? !strcmp(pns, fk_str(pod, "metadata.namespace"))
+                                : 0;
+                size_t k;
+                json_t *n;
+                json_array_foreach(nss, k, n)
+                {
+                    ns_ok |= json_is_string(n) && !strcmp(json_string_value(n), pns);
+                }
+                if (!ns_ok || !pod_active(p) || !*fk_str(p, "spec.nodeName") ||
+                    !fk_sel_matches(sel, fk_path(p, "metadata.labels", 0)))
+                    continue;
+                any = 1;
+                const json_t *pn = fk_get(st, FK_NODES, "", fk_str(p, "spec.nodeName"));
+                const char *v = json_string_value(
+                    json_object_get(fk_path((json_t *)pn, "metadata.labels", 0), key));
+                if (v)
+                    json_object_set_new(values, v, json_true());
             }
-            if (!ns_ok || !pod_active(p) || !*fk_str(p, "spec.nodeName") ||
-                !fk_sel_matches(sel, fk_path(p, "metadata.labels", 0)))
-                continue;
-            any = 1;
-            const json_t *pn = fk_get(st, FK_NODES, "", fk_str(p, "spec.nodeName"));
-            const char *v = json_string_value(
-                json_object_get(fk_path((json_t *)pn, "metadata.labels", 0), key));
-            if (want && v && !strcmp(v, want))
-                here = 1;
         }
-        int self = fk_sel_matches(sel, fk_path((json_t *)pod, "metadata.labels", 0));
+        int self = sel && fk_sel_matches(sel, fk_path((json_t *)pod, "metadata.labels", 0));
         fk_sel_free(sel);
-        if (!here && !(!any && self && want))
+        json_array_append_new(a->terms, json_pack("{s:s, s:o, s:b}", "key", key, "values", values,
+                                                  "open", !any && self));
+    }
+}
+
+static int pod_affinity_ok(const affinity *a, const json_t *node)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(a->terms, i, t)
+    {
+        const char *want = json_string_value(json_object_get(
+            fk_path((json_t *)node, "metadata.labels", 0), fk_str(t, "key")));
+        if (!want)
+            return 0;
+        if (!json_object_get(json_object_get(t, "values"), want) &&
+            !json_is_true(json_object_get(t, "open")))
             return 0;
     }
     return 1;
@@ -225,8 +246,11 @@ static void join_sorted(char parts[][320], int n, char *out, size_t len)
     }
 }
 
-static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *pods)
+static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *pods,
+                        json_t *used)
 {
+    affinity aff;
+    affinity_prepare(st, pod, pods, &aff);
     reason_count rc[32];
     int nrc = 0;
     const json_t *best = NULL;
@@ -262,18 +286,13 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
             count(rc, &nrc, "node(s) didn't match Pod's node affinity/selector", 0);
             continue;
         }
-        long free_gpu = quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU));
-        json_t *p;
-        json_array_foreach(pods, j, p)
-        {
-            if (pod_active(p) && !strcmp(fk_str(p, "spec.nodeName"), fk_str(node, "metadata.name")))
-                free_gpu -= fk_pod_gpus(p);
-        }
+        long free_gpu = quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU)) -
+                        (long)json_integer_value(json_object_get(used, fk_str(node, "metadata.name")));
         if (want > 0 && free_gpu < want) {
             count(rc, &nrc, "Insufficient " GPU, 1);
             continue;
         }
-        if (!pod_affinity_ok(st, pod, node, pods)) {
+        if (!pod_affinity_ok(&aff, node)) {
             count(rc, &nrc, "node(s) didn't match pod affinity rules", 0);
             continue;
         }
@@ -283,6 +302,7 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
             best_free = free_gpu;
         }
     }
+    json_decref(aff.terms);
     const char *ns = fk_str(pod, "metadata.namespace"), *name = fk_str(pod, "metadata.name");
     char now[64];
     fk_now(now, sizeof now, 0);
@@ -302,6 +322,9 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
                                                "status", "True", "lastProbeTime",
                                                "lastTransitionTime", now));
         json_object_set_new(fk_path(p, "status", 1), "conditions", conds);
+        const char *bn = fk_str(best, "metadata.name");
+        json_object_set_new(used, bn,
+                            json_integer(json_integer_value(json_object_get(used, bn)) + want));
         json_t *bound = fk_update(st, FK_PODS, p);
         char msg[1200];
         snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", ns, name,
@@ -363,8 +386,18 @@ int fk_schedule(fk_store *st)
     int writes = 0;
     json_t *nodes = fk_list(st, FK_NODES, NULL);
     json_t *pods = fk_list(st, FK_PODS, NULL);
+    /* GPUs requested by the active pods bound to each node. */
+    json_t *used = json_object();
     size_t i;
     json_t *pod;
+    json_array_foreach(pods, i, pod)
+    {
+        const char *node = fk_str(pod, "spec.nodeName");
+        if (*node && pod_active(pod))
+            json_object_set_new(used, node,
+                                json_integer(json_integer_value(json_object_get(used, node)) +
+                                             fk_pod_gpus(pod)));
+    }
     json_array_foreach(pods, i, pod)
     {
         if (*fk_str(pod, "spec.nodeName") || !pod_active(pod) ||
@@ -373,16 +406,16 @@ int fk_schedule(fk_store *st)
             continue;
         json_t *cur = fk_get(st, FK_PODS, fk_str(pod, "metadata.namespace"),
                              fk_str(pod, "metadata.name"));
-        if (!cur)
-            continue;
-        int w = schedule_pod(st, cur, nodes, pods);
-        writes += w;
-        if (w) {
-            /* Later pods see this one bound. */
-            json_decref(pods);
-            pods = fk_list(st, FK_PODS, NULL);
+        if (cur && schedule_pod(st, cur, nodes, pods, used)) {
+            writes++;
+            /* Later pods see this one as it is now (bound: pod affinity). */
+            json_t *now = fk_get(st, FK_PODS, fk_str(pod, "metadata.namespace"),
+                                 fk_str(pod, "metadata.name"));
+            if (now)
+                json_array_set(pods, i, now);
         }
     }
+    json_decref(used);
     json_decref(pods);
     json_decref(nodes);
     return writes;
