@@ -1244,6 +1244,199 @@ static void test_volcano_job(void **state)
     delete_ok("/apis/batch.volcano.sh/v1alpha1/namespaces/transcripts/jobs/vc-1");
 }
 
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static const char *zone_of_pod(const char *pod, char *buf, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s", pod);
+    json_t *p = get_json(path);
+    const char *node = json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName"));
+    assert_non_null(node);
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", node);
+    json_t *n = get_json(path);
+    snprintf(buf, len, "%s",
+             json_string_value(json_object_get(json_object_get(json_object_get(n, "metadata"),
+                                                               "labels"),
+                                               "topology.kubernetes.io/zone")));
+    json_decref(n);
+    json_decref(p);
+    return buf;
+}
+
+/* A gang's podAffinity on the zone: the first pod goes anywhere that fits,
+ * the others follow it into its zone. */
+static void test_gang_pod_affinity(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "gang-%d", i);
+        json_t *pod = json_pack(
+            "{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:s, s:{s:s}, s:[{s:s, s:s, s:s, s:s}], "
+            "s:{s:{s:[{s:{s:{s:s}}, s:s}]}}, s:[{s:s, s:s, s:{s:{s:i}}}]}}",
+            "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "labels", "gang", "g1",
+            "spec", "restartPolicy", "Never", "nodeSelector", "nvidia.com/gpu.product",
+            "NVIDIA-A100-SXM4-40GB", "tolerations", "key", "nvidia.com/gpu", "operator", "Equal",
+            "value", "present", "effect", "NoSchedule", "affinity", "podAffinity",
+            "requiredDuringSchedulingIgnoredDuringExecution", "labelSelector", "matchLabels",
+            "gang", "g1", "topologyKey", "topology.kubernetes.io/zone", "containers", "name", "m",
+            "image", "busybox:1.36", "resources", "limits", "nvidia.com/gpu", 8);
+        resp *r = call_json("POST", "/api/v1/namespaces/transcripts/pods?fieldValidation=Strict",
+                            pod);
+        EXPECT_STATUS(r, 201);
+        resp_free(r);
+    }
+    char z0[64], z1[64];
+    assert_string_equal(zone_of_pod("gang-0", z0, sizeof z0), zone_of_pod("gang-1", z1, sizeof z1));
+    delete_ok("/api/v1/namespaces/transcripts/pods/gang-0");
+    delete_ok("/api/v1/namespaces/transcripts/pods/gang-1");
+}
+
+/* The autoscaler stand-in adds a group's nodes only for pending pods, up to
+ * its maximum, and says so in a TriggeredScaleUp event. */
+static void test_autoscaler(void **state)
+{
+    (void)state;
+    fake("/fake/nodegroups",
+         "{\"name\":\"h100-spot-usw2c\",\"max\":2,\"node\":{\"metadata\":{\"labels\":{"
+         "\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3-TEST\","
+         "\"topology.kubernetes.io/zone\":\"us-west-2c\"}},\"spec\":{\"taints\":[{\"key\":"
+         "\"nvidia.com/gpu\",\"value\":\"present\",\"effect\":\"NoSchedule\"}]},"
+         "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"192\"}}}}");
+    json_t *t = transcript("11b-indexed-job-create");
+    json_t *job = json_deep_copy(json_object_get(json_object_get(t, "request"), "body"));
+    json_decref(t);
+    json_object_set_new(json_object_get(job, "metadata"), "name", json_string("scale-idx"));
+    json_t *tspec = json_object_get(json_object_get(json_object_get(job, "spec"), "template"),
+                                    "spec");
+    json_object_set_new(json_object_get(tspec, "nodeSelector"), "nvidia.com/gpu.product",
+                        json_string("NVIDIA-H100-80GB-HBM3-TEST"));
+    json_object_set_new(json_object_get(json_object_get(json_array_get(
+                                            json_object_get(tspec, "containers"), 0),
+                                                        "resources"),
+                                        "limits"),
+                        "nvidia.com/gpu", json_integer(8));
+    resp *r = call_json("POST", "/apis/batch/v1/namespaces/transcripts/jobs", job);
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    json_t *pods = get_json("/api/v1/namespaces/transcripts/pods?labelSelector=job-name%3Dscale-idx");
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(pods, "items"), i, p)
+    {
+        const char *node = json_string_value(json_object_get(json_object_get(p, "spec"),
+                                                             "nodeName"));
+        assert_non_null(node);
+        assert_int_equal(strncmp(node, "h100-spot-usw2c-", 16), 0);
+    }
+    assert_int_equal(json_array_size(json_object_get(pods, "items")), 2);
+    json_decref(pods);
+    json_t *ev = get_json("/api/v1/namespaces/transcripts/events?fieldSelector="
+                          "reason%3DTriggeredScaleUp");
+    assert_int_equal(json_array_size(json_object_get(ev, "items")), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(
+                            json_object_get(ev, "items"), 0), "message")),
+                        "pod triggered scale-up: [{h100-spot-usw2c 0->1 (max: 2)}]");
+    json_decref(ev);
+    /* The group is at its maximum: one more pod waits. */
+    r = call("POST", "/api/v1/namespaces/transcripts/pods",
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"scale-more\"},"
+             "\"spec\":{\"restartPolicy\":\"Never\",\"nodeSelector\":{\"nvidia.com/gpu.product\":"
+             "\"NVIDIA-H100-80GB-HBM3-TEST\"},\"tolerations\":[{\"operator\":\"Exists\"}],"
+             "\"containers\":[{\"name\":\"m\",\"image\":\"busybox:1.36\",\"resources\":{"
+             "\"limits\":{\"nvidia.com/gpu\":1}}}]}}");
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    json_t *pod = get_json("/api/v1/namespaces/transcripts/pods/scale-more");
+    assert_null(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    json_decref(pod);
+    delete_ok("/api/v1/namespaces/transcripts/pods/scale-more");
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/scale-idx?propagationPolicy=Background");
+    delete_ok("/api/v1/nodes/h100-spot-usw2c-0");
+    delete_ok("/api/v1/nodes/h100-spot-usw2c-1");
+    r = call("DELETE", "/fake/nodegroups/h100-spot-usw2c", NULL);
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+}
+
+/* activeDeadlineSeconds: Failed with DeadlineExceeded, the pods deleted. */
+static void test_deadline(void **state)
+{
+    (void)state;
+    json_t *t = transcript("11b-indexed-job-create");
+    json_t *job = json_deep_copy(json_object_get(json_object_get(t, "request"), "body"));
+    json_decref(t);
+    json_object_set_new(json_object_get(job, "metadata"), "name", json_string("late-idx"));
+    json_object_set_new(json_object_get(job, "spec"), "activeDeadlineSeconds", json_integer(1));
+    resp *r = call_json("POST", "/apis/batch/v1/namespaces/transcripts/jobs", job);
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    json_t *c = NULL;
+    for (int i = 0; i < 100 && !c; i++) {
+        json_t *s = job_status("late-idx");
+        json_t *c0 = json_array_get(json_object_get(s, "conditions"), 0);
+        if (c0)
+            c = json_incref(c0);
+        json_decref(s);
+        if (!c)
+            sleep_ms(100);
+    }
+    assert_non_null(c);
+    assert_string_equal(json_string_value(json_object_get(c, "type")), "Failed");
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), "DeadlineExceeded");
+    assert_string_equal(json_string_value(json_object_get(c, "message")),
+                        "Job was active longer than specified deadline");
+    json_decref(c);
+    json_t *pods = get_json("/api/v1/namespaces/transcripts/pods?labelSelector=job-name%3Dlate-idx");
+    assert_int_equal(json_array_size(json_object_get(pods, "items")), 0);
+    json_decref(pods);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/late-idx?propagationPolicy=Background");
+}
+
+/* PUT keeps the status, the status subresource keeps the spec; a stale
+ * resourceVersion is a 409 Conflict; a merge patch of status works for tests. */
+static void test_update_and_patch(void **state)
+{
+    (void)state;
+    json_t *names = create_indexed_job("upd-idx");
+    json_t *job = get_json("/apis/batch/v1/namespaces/transcripts/jobs/upd-idx");
+    json_t *stale = json_deep_copy(job);
+    json_object_set_new(json_object_get(job, "metadata"), "labels",
+                        json_pack("{s:s}", "app", "changed"));
+    resp *r = call_json("PUT", "/apis/batch/v1/namespaces/transcripts/jobs/upd-idx?"
+                               "fieldValidation=Strict",
+                        job);
+    EXPECT_STATUS(r, 200);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(r->json, "status"),
+                                                        "active")),
+                     2);
+    resp_free(r);
+    r = call_json("PUT", "/apis/batch/v1/namespaces/transcripts/jobs/upd-idx", stale);
+    EXPECT_STATUS(r, 409);
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "Conflict");
+    resp_free(r);
+    r = call("PATCH", "/api/v1/namespaces/transcripts/pods/nope/status", "{}");
+    EXPECT_STATUS(r, 404);
+    resp_free(r);
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s/status",
+             json_string_value(json_array_get(names, 0)));
+    r = call("PATCH", path, "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
+                            "\"Ready\",\"status\":\"True\"}]}}");
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+    json_t *s = job_status("upd-idx");
+    assert_int_equal(json_integer_value(json_object_get(s, "ready")), 1);
+    json_decref(s);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/upd-idx?propagationPolicy=Background");
+    json_decref(names);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1272,6 +1465,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_drop_watches),
         cmocka_unit_test(test_volcano_job),
+        cmocka_unit_test(test_gang_pod_affinity),
+        cmocka_unit_test(test_autoscaler),
+        cmocka_unit_test(test_deadline),
+        cmocka_unit_test(test_update_and_patch),
         cmocka_unit_test(test_expired),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);

@@ -58,6 +58,7 @@ typedef struct fk_store {
     unsigned long seq;          /* for names and uids */
     const json_t *swagger;      /* the Kubernetes definitions (borrowed from main) */
     const json_t *vc_schema;    /* the Volcano Job CRD's openAPIV3Schema */
+    json_t *groups;             /* node groups of the autoscaler stand-in (fk_autoscale) */
 } fk_store;
 
 /* fk_store.c ------------------------------------------------------------ */
@@ -146,6 +147,8 @@ int fk_pod_evict(fk_store *st, const char *ns, const char *name);
 /* fk_sched.c ------------------------------------------------------------ */
 /* Tries every pending pod once; returns the number of objects written. */
 int fk_schedule(fk_store *st);
+/* Adds nodes from st->groups for Unschedulable pods; returns the writes. */
+int fk_autoscale(fk_store *st);
 /* The GPUs (nvidia.com/gpu) a pod requests. */
 long fk_pod_gpus(const json_t *pod);
 

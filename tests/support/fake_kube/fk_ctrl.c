@@ -846,6 +846,7 @@ void fk_reconcile(fk_store *st)
         json_decref(jobs);
         json_decref(by_owner);
         writes += fk_schedule(st);
+        writes += fk_autoscale(st);
         if (!writes)
             return;
     }

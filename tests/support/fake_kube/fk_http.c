@@ -1011,6 +1011,21 @@ static enum MHD_Result do_fake(struct MHD_Connection *c, const char *method, con
         char key[600];
         snprintf(key, sizeof key, "%s/%s", seg[2], seg[3]);
         json_object_set_new(g_st.logs, key, json_stringn(b->data ? b->data : "", b->len));
+    } else if (n == 2 && !strcmp(seg[1], "nodegroups") && !strcmp(method, "POST")) {
+        const char *gname = fk_str(body, "name");
+        if (!*gname || !json_is_object(json_object_get(body, "node"))) {
+            code = 400;
+            err = "a node group needs a name and a node template";
+        } else {
+            json_t *g = json_pack("{s:I, s:i, s:I, s:O}", "max",
+                                  json_integer_value(json_object_get(body, "max")), "count", 0,
+                                  "delaySeconds",
+                                  json_integer_value(json_object_get(body, "delaySeconds")),
+                                  "node", json_object_get(body, "node"));
+            json_object_set_new(g_st.groups, gname, g);
+        }
+    } else if (n == 3 && !strcmp(seg[1], "nodegroups") && !strcmp(method, "DELETE")) {
+        json_object_del(g_st.groups, seg[2]);
     } else if (n == 2 && !strcmp(seg[1], "faults") && !strcmp(method, "POST")) {
         if (g_nfaults == (int)(sizeof g_faults / sizeof g_faults[0])) {
             code = 400;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GPU "nvidia.com/gpu"
 
@@ -246,6 +247,44 @@ static void join_sorted(char parts[][320], int n, char *out, size_t len)
     }
 }
 
+/* Runs the filters for pod on node with free_gpu GPUs left; 0 when the node
+ * fits, else 1 with the reason as the message counts it. */
+static int filter(const json_t *pod, const json_t *node, long free_gpu, const affinity *aff,
+                  char *text, size_t len, int *resolvable)
+{
+    *resolvable = 0;
+    if (json_is_true(fk_path((json_t *)node, "spec.unschedulable", 0))) {
+        snprintf(text, len, "node(s) were unschedulable");
+        return 1;
+    }
+    size_t j;
+    json_t *t;
+    json_array_foreach(fk_path((json_t *)node, "spec.taints", 0), j, t)
+    {
+        const char *eff = fk_str(t, "effect");
+        if ((!strcmp(eff, "NoSchedule") || !strcmp(eff, "NoExecute")) && !tolerates(pod, t)) {
+            snprintf(text, len, "node(s) had untolerated taint {%s: %s}", fk_str(t, "key"),
+                     fk_str(t, "value"));
+            return 1;
+        }
+    }
+    if (!node_affinity_ok(pod, node)) {
+        snprintf(text, len, "node(s) didn't match Pod's node affinity/selector");
+        return 1;
+    }
+    long want = fk_pod_gpus(pod);
+    if (want > 0 && free_gpu < want) {
+        snprintf(text, len, "Insufficient " GPU);
+        *resolvable = 1;
+        return 1;
+    }
+    if (!pod_affinity_ok(aff, node)) {
+        snprintf(text, len, "node(s) didn't match pod affinity rules");
+        return 1;
+    }
+    return 0;
+}
+
 static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *pods,
                         json_t *used)
 {
@@ -260,40 +299,12 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
     json_t *node;
     json_array_foreach(nodes, i, node)
     {
-        if (json_is_true(fk_path(node, "spec.unschedulable", 0))) {
-            count(rc, &nrc, "node(s) were unschedulable", 0);
-            continue;
-        }
-        const json_t *bad = NULL;
-        size_t j;
-        json_t *t;
-        json_array_foreach(fk_path(node, "spec.taints", 0), j, t)
-        {
-            const char *eff = fk_str(t, "effect");
-            if ((!strcmp(eff, "NoSchedule") || !strcmp(eff, "NoExecute")) && !tolerates(pod, t)) {
-                bad = t;
-                break;
-            }
-        }
-        if (bad) {
-            char text[300];
-            snprintf(text, sizeof text, "node(s) had untolerated taint {%s: %s}",
-                     fk_str(bad, "key"), fk_str(bad, "value"));
-            count(rc, &nrc, text, 0);
-            continue;
-        }
-        if (!node_affinity_ok(pod, node)) {
-            count(rc, &nrc, "node(s) didn't match Pod's node affinity/selector", 0);
-            continue;
-        }
+        char text[300];
+        int resolvable = 0;
         long free_gpu = quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU)) -
                         (long)json_integer_value(json_object_get(used, fk_str(node, "metadata.name")));
-        if (want > 0 && free_gpu < want) {
-            count(rc, &nrc, "Insufficient " GPU, 1);
-            continue;
-        }
-        if (!pod_affinity_ok(&aff, node)) {
-            count(rc, &nrc, "node(s) didn't match pod affinity rules", 0);
+        if (filter(pod, node, free_gpu, &aff, text, sizeof text, &resolvable)) {
+            count(rc, &nrc, text, resolvable);
             continue;
         }
         /* Spread, as the default LeastAllocated score does; ties by name. */
@@ -418,5 +429,95 @@ int fk_schedule(fk_store *st)
     json_decref(used);
     json_decref(pods);
     json_decref(nodes);
+    return writes;
+}
+
+/* ---- the autoscaler stand-in ----------------------------------------- */
+
+/*
+ * Node groups (st->groups, name -> {max, count, delaySeconds, node}) grow as
+ * cluster-autoscaler and Karpenter do: only for pods that exist and are
+ * Unschedulable, by one node from the group's template per pod that the
+ * template would fit and the nodes added in this pass cannot hold, up to max,
+ * once the pod has waited delaySeconds. Each scale-up is a TriggeredScaleUp
+ * event on the pod.
+ */
+int fk_autoscale(fk_store *st)
+{
+    if (json_object_size(st->groups) == 0)
+        return 0;
+    int writes = 0;
+    json_t *pods = fk_list(st, FK_PODS, NULL);
+    json_t *planned = json_object(); /* group -> GPUs free on the nodes added now */
+    time_t now = time(NULL);
+    size_t i;
+    json_t *pod;
+    json_array_foreach(pods, i, pod)
+    {
+        const json_t *cond = NULL;
+        size_t k;
+        json_t *c;
+        json_array_foreach(fk_path(pod, "status.conditions", 0), k, c)
+        {
+            if (!strcmp(fk_str(c, "type"), "PodScheduled") &&
+                !strcmp(fk_str(c, "reason"), "Unschedulable"))
+                cond = c;
+        }
+        if (!cond || *fk_str(pod, "spec.nodeName") || *fk_str(pod, "metadata.deletionTimestamp"))
+            continue;
+        struct tm tm = {0};
+        time_t since = now;
+        if (sscanf(fk_str(cond, "lastTransitionTime"), "%d-%d-%dT%d:%d:%d", &tm.tm_year,
+                   &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6) {
+            tm.tm_year -= 1900;
+            tm.tm_mon -= 1;
+            since = timegm(&tm);
+        }
+        affinity aff;
+        affinity_prepare(st, pod, pods, &aff);
+        long want = fk_pod_gpus(pod);
+        const char *gname;
+        json_t *g;
+        json_object_foreach(st->groups, gname, g)
+        {
+            const json_t *tmpl = json_object_get(g, "node");
+            long alloc = quantity_int(json_object_get(fk_path((json_t *)tmpl,
+                                                              "status.allocatable", 0), GPU));
+            char text[300];
+            int resolvable;
+            if (filter(pod, tmpl, alloc, &aff, text, sizeof text, &resolvable))
+                continue;
+            long spare = (long)json_integer_value(json_object_get(planned, gname));
+            if (want <= spare) {
+                json_object_set_new(planned, gname, json_integer(spare - want));
+                break;
+            }
+            long n = (long)json_integer_value(json_object_get(g, "count"));
+            long max = (long)json_integer_value(json_object_get(g, "max"));
+            long delay = (long)json_integer_value(json_object_get(g, "delaySeconds"));
+            if (n >= max || now - since < delay)
+                continue;
+            json_t *node = json_deep_copy(tmpl);
+            char name[300], msg[600];
+            snprintf(name, sizeof name, "%s-%ld", gname, n);
+            json_object_set_new(fk_path(node, "metadata", 1), "name", json_string(name));
+            json_object_set_new(fk_path(node, "metadata.labels", 1), "kubernetes.io/hostname",
+                                json_string(name));
+            json_object_set_new(node, "kind", json_string("Node"));
+            json_object_set_new(node, "apiVersion", json_string("v1"));
+            fk_create(st, FK_NODES, node);
+            json_object_set_new(g, "count", json_integer(n + 1));
+            json_object_set_new(planned, gname, json_integer(alloc - want));
+            snprintf(msg, sizeof msg, "pod triggered scale-up: [{%s %ld->%ld (max: %ld)}]", gname,
+                     n, n + 1, max);
+            fk_event_record(st, FK_PODS, pod, "Normal", "TriggeredScaleUp", msg,
+                            "cluster-autoscaler");
+            writes++;
+            break;
+        }
+        json_decref(aff.terms);
+    }
+    json_decref(planned);
+    json_decref(pods);
     return writes;
 }

@@ -35,6 +35,7 @@ int fk_store_init(fk_store *st, size_t window)
     for (int i = 0; i < FK_NRES; i++)
         st->objs[i] = json_object();
     st->logs = json_object();
+    st->groups = json_object();
     st->ring_cap = window ? window : 1;
     st->ring = calloc(st->ring_cap, sizeof *st->ring);
     st->seq = (unsigned long)time(NULL);
@@ -46,6 +47,7 @@ void fk_store_fini(fk_store *st)
     for (int i = 0; i < FK_NRES; i++)
         json_decref(st->objs[i]);
     json_decref(st->logs);
+    json_decref(st->groups);
     for (size_t i = 0; i < st->ring_len; i++)
         json_decref(st->ring[(st->ring_head + i) % st->ring_cap].obj);
     free(st->ring);

@@ -272,6 +272,29 @@ static void walk_value(walk *w, const json_t *schema, json_t *v, const char *pat
     }
 }
 
+static void drop_nulls(json_t *v)
+{
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+        {
+            drop_nulls(x);
+        }
+        return;
+    }
+    const char *k;
+    json_t *x;
+    void *tmp;
+    json_object_foreach_safe(v, tmp, k, x)
+    {
+        if (json_is_null(x))
+            json_object_del(v, k);
+        else
+            drop_nulls(x);
+    }
+}
+
 static const json_t *schema_of(fk_store *st, int res, char *ref, size_t len)
 {
     if (fk_resources[res].def) {
@@ -363,9 +386,14 @@ int fk_decode(fk_store *st, int res, const char *body, size_t len, enum fk_field
         }
     }
     json_decref(w.unknown);
-    /* What the schema says beyond types (required members, enums, CRD limits). */
+    /* What the schema says beyond types (required members, enums, CRD limits).
+     * A JSON null decodes to Go's zero value, whatever the field's type. */
     char err[1024];
-    if (oas_validate(root, schema, obj, 0, err, sizeof err) != 0) {
+    json_t *plain = json_deep_copy(obj);
+    drop_nulls(plain);
+    int bad = oas_validate(root, schema, plain, 0, err, sizeof err) != 0;
+    json_decref(plain);
+    if (bad) {
         char msg[1400];
         const char *name = fk_str(obj, "metadata.name");
         snprintf(msg, sizeof msg, "%s%s%s \"%s\" is invalid: %s", r->kind, *r->group ? "." : "",
