@@ -111,6 +111,15 @@ static enum MHD_Result send_status(struct MHD_Connection *c, json_t *status, jso
     return send_json(c, code ? code : 500, status, warnings);
 }
 
+/* Sends status (stolen) with the Warning headers in warnings (stolen). */
+static enum MHD_Result send_status_warned(struct MHD_Connection *c, json_t *status,
+                                          json_t *warnings)
+{
+    enum MHD_Result r = send_status(c, status, warnings);
+    json_decref(warnings);
+    return r;
+}
+
 static enum MHD_Result not_found_resource(struct MHD_Connection *c)
 {
     return send_status(c, fk_status(404, "NotFound",
@@ -301,10 +310,11 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
     fk_sel *sel = NULL;
     if (fk_sel_parse(ls, &sel, err, sizeof err) != 0)
         return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
-    json_t dummy_obj;
-    (void)dummy_obj;
     int ok;
-    if (fs && *fs && fk_fsel_matches(fs, json_object(), &ok) != 0) {
+    json_t *empty = json_object();
+    int bad_field = fs && *fs && fk_fsel_matches(fs, empty, &ok) != 0;
+    json_decref(empty);
+    if (bad_field) {
         fk_sel_free(sel);
         char msg[600];
         snprintf(msg, sizeof msg, "field label not supported: %s", fs);
@@ -622,7 +632,7 @@ static enum MHD_Result do_create(struct MHD_Connection *c, const route *rt, cons
     int code = fk_decode(&g_st, rt->res, b->data ? b->data : "", b->len, field_validation(c),
                          &obj, &warnings, &status);
     if (code)
-        return send_status(c, status, warnings);
+        return send_status_warned(c, status, warnings);
     const char *dry = arg(c, "dryRun");
     pthread_mutex_lock(&g_st.mu);
     if (fk_resources[rt->res].namespaced)
@@ -719,12 +729,12 @@ static enum MHD_Result do_update(struct MHD_Connection *c, const route *rt, cons
                              field_validation(c), &obj, &warnings, &status);
         free(text);
         if (code)
-            return send_status(c, status, warnings);
+            return send_status_warned(c, status, warnings);
     } else {
         int code = fk_decode(&g_st, rt->res, b->data ? b->data : "", b->len, field_validation(c),
                              &obj, &warnings, &status);
         if (code)
-            return send_status(c, status, warnings);
+            return send_status_warned(c, status, warnings);
     }
     pthread_mutex_lock(&g_st.mu);
     json_t *cur = fk_get(&g_st, rt->res, rt->ns, rt->name);
