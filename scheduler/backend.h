@@ -1,64 +1,158 @@
 /*
  * backend.h - the seam between the reconcile loop and what runs a job's ranks.
  *
- * The reconcile loop (sched.c) decides; a backend executes. Nothing above
- * this interface knows whether ranks are local processes (local.c) or the
- * pods of a Kubernetes Job. The life of a job on a backend:
+ * The reconcile loop (sched.c) decides; a backend executes and reports.
+ * Nothing above this interface knows whether ranks are local processes
+ * (local.c) or the pods of a Kubernetes Job. The life of a job on a backend:
  *
- *   reserve   hold the capacity the whole gang needs (slots, GPUs), or say
- *             "not now" (TY_EAGAIN: wait) or "never" (TY_EINVAL: fail the job)
- *   launch    start every rank of attempt n; repeated on the same reservation
- *             for each restart, once every rank of the previous attempt ended
- *   observe   rank exits, delivered through a pollable descriptor
- *   signal    ask the gang to stop (SIGTERM) or kill it (SIGKILL)
- *   release   give the capacity back once no rank runs
+ *   reserve   book the capacity the whole gang needs in the backend's own
+ *             view of it (slots, GPUs, a zone with room), or say "not now"
+ *             (TY_EAGAIN: wait, with a reason) or "never" (TY_EINVAL: fail)
+ *   launch    start every rank of attempt n on a reservation; returns at once,
+ *             what happens next arrives as events (placed, pending, running,
+ *             or launch failed); repeated on the same reservation for each
+ *             restart, once every rank of the previous attempt has ended
+ *   observe   the events of every attempt, through a pollable descriptor
+ *   stop      ask the gang to stop (graceful) or kill it (hard); returns at
+ *             once, the ranks' ends arrive as events
+ *   release   give the capacity back once no rank of the reservation runs
  *   recover   after a server restart: find what a previous server process
- *             started for a job and make sure none of it runs any more
+ *             started for a job and either adopt it (it keeps running, its
+ *             events follow) or stop it
  *
- * Threads: every function except the log_* ones is called from the
+ * Classification is the backend's, cost is the loop's. A backend says what
+ * happened to a rank in the terms of the interface: it exited on its own
+ * (EXITED, with exit code, signal and what else it knows, e.g. "OOMKilled"),
+ * or it was taken away by something outside the application (DISRUPTED:
+ * evicted, preempted, node lost, stop requested). The loop decides what that
+ * costs: an application failure spends restart.max, a disruption does not.
+ *
+ * Never blocking. Every function except recover() returns without waiting
+ * for the outside world: no HTTP request, no wait for a process. A backend
+ * that talks to a remote API does so on its own threads and hands the results
+ * to observe(); its reserve() answers from the inventory it keeps (watches),
+ * not from a request.
+ *
+ * Threads: every function except log_* and capacity is called from the
  * scheduler's thread only. log_open/log_read/log_close may be called from any
  * thread at any time (they serve GET /v1/jobs/{id}/logs).
  */
 #ifndef TY_SCHEDULER_BACKEND_H
 #define TY_SCHEDULER_BACKEND_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/ty_error.h"
 
-/* What a backend needs to run one attempt of a job; all borrowed. */
+#define BACKEND_NAME_MAX 254   /* a pod or node name: a DNS subdomain, 253 bytes, and NUL */
+#define BACKEND_DETAIL_MAX 256
+
+/* One volume of the spec (volumes[]): a claim mounted into every rank. */
+typedef struct backend_volume {
+    const char *claim;          /* a PersistentVolumeClaim name */
+    const char *mount;          /* absolute path inside the rank */
+    int read_only;
+} backend_volume;
+
+/*
+ * What a backend needs to run one attempt of a job, typed so that no backend
+ * reads the spec JSON; all borrowed, valid for the duration of the call.
+ * Resources are per rank.
+ */
 typedef struct backend_job {
-    const char *id;             /* the job id */
+    const char *id;             /* the job id (26 characters) */
     int attempt;                /* 1, 2, ... (TRAINYARD_ATTEMPT) */
     int world_size;             /* workers.count: ranks in the gang */
-    int gpus_per_rank;          /* resources.gpu.count, 0 for none */
-    const char *gpu_type;       /* resources.gpu.type or NULL */
     const char *const *argv;    /* command then args, NULL-terminated, argv[0] non-empty */
     const char *const *env;     /* the job's env as "NAME=value", NULL-terminated */
-    const json_t *spec;         /* the whole normalized spec, for what the fields above lack */
+    const char *image;          /* the container image, or NULL (the local backend runs the
+                                   command on the host and ignores it) */
+    const char *cpu;            /* resources.cpu as written ("1", "500m"), for rendering */
+    const char *memory;         /* resources.memory as written ("2Gi") */
+    double cpu_cores;           /* the same, parsed: 0.5 */
+    double memory_bytes;        /* 2147483648 */
+    int gpus_per_rank;          /* resources.gpu.count, 0 for none */
+    const char *gpu_type;       /* resources.gpu.type, or NULL for any */
+    const char *zone;           /* placement.zone: "auto" or a zone name */
+    const char *capacity;       /* placement.capacity: "on-demand" or "spot" */
+    const backend_volume *volumes;
+    size_t nvolumes;
+    int64_t timeout_s;          /* timeout_seconds, 0 for none. The loop enforces it; a backend
+                                   may pass it on as well (activeDeadlineSeconds) */
 } backend_job;
 
-/* A rank as a backend started it. */
+/* Where a rank runs, as far as the backend knows; "" / 0 for what it does not know. */
 typedef struct backend_rank {
     int pid;                    /* the local backend's process id; 0 elsewhere */
-    int64_t started_ms;
+    char pod[BACKEND_NAME_MAX];  /* the pod's name (Kubernetes) */
+    char node[BACKEND_NAME_MAX]; /* the node it was placed on (Kubernetes) */
+    int64_t started_ms;         /* when it started running; 0 before */
 } backend_rank;
 
 /* A reservation (and the attempt running on it); owned by the backend. */
 typedef struct backend_attempt backend_attempt;
 
-/* A rank that ended. */
+typedef enum backend_event_kind {
+    /* Rank `rank` (or every rank: -1) has a place, not yet running: where.node (and pod). */
+    BACKEND_EV_PLACED = 1,
+    /* The attempt (rank -1) or one rank waits for something outside the backend's control;
+     * detail says what, in words a person can act on ("0/12 nodes are available: 4
+     * Insufficient nvidia.com/gpu", "image pull: not found"). Repeated when the reason changes. */
+    BACKEND_EV_PENDING,
+    /* Rank `rank` runs; `where` says where (pid, pod, node, started_ms). */
+    BACKEND_EV_RUNNING,
+    /* Rank `rank` ended on its own: exit_code >= 0, or signal > 0 (exit_code -1); detail is
+     * what the backend knows beyond the status ("OOMKilled", "out of memory: ..."), or "". */
+    BACKEND_EV_EXITED,
+    /* Rank `rank` (or every rank: -1) was taken away or is about to be, for a reason outside
+     * the application (see `disruption`); `ended` says whether it has ended (then exit_code
+     * and signal as for EXITED, when known) or still runs (a notice: the loop stops the gang). */
+    BACKEND_EV_DISRUPTED,
+    /* The attempt could not be started (detail says why). Nothing of it runs any more and no
+     * other event of this attempt follows; the reservation is still held. */
+    BACKEND_EV_LAUNCH_FAILED,
+    /* A stop() could not be delivered (detail says why); ranks may still run. The loop asks
+     * again (hard) after its grace period. */
+    BACKEND_EV_STOP_FAILED,
+    /* Capacity grew outside the loop's doing (a node joined, another tenant's pods ended):
+     * a job waiting for reserve() is reconsidered. attempt is NULL. Capacity given back by
+     * release() needs no event. */
+    BACKEND_EV_CAPACITY,
+} backend_event_kind;
+
+typedef enum backend_disruption {
+    BACKEND_DISRUPT_STOP_REQUESTED = 1, /* ended after stop() was asked */
+    BACKEND_DISRUPT_EVICTED,            /* evicted (node pressure, API eviction) */
+    BACKEND_DISRUPT_PREEMPTED,          /* preempted by a pod of higher priority */
+    BACKEND_DISRUPT_NODE_LOST,          /* its node disappeared or stopped answering */
+    BACKEND_DISRUPT_RECLAIMED,          /* spot capacity reclaimed, or a notice of it */
+    BACKEND_DISRUPT_RESUMABLE,          /* the rank exited 75 ("stopped, resumable") because
+                                           its environment asked it to */
+} backend_disruption;
+
 typedef struct backend_event {
-    backend_attempt *attempt;
-    int rank;
-    int exit_code;              /* >= 0 when it exited, -1 when killed */
+    backend_event_kind kind;
+    backend_attempt *attempt;   /* NULL only for BACKEND_EV_CAPACITY */
+    int rank;                   /* 0..world_size-1, or -1 for the whole attempt */
+    backend_rank where;         /* PLACED, RUNNING: where the rank is */
+    int exit_code;              /* EXITED, DISRUPTED with ended: >= 0 when it exited, else -1 */
     int signal;                 /* > 0 when killed by a signal, else 0 */
-    int64_t time_ms;
-    char detail[160];           /* why the rank ended when the backend knows more than the
-                                   status ("out of memory: ..."), else "" */
+    backend_disruption disruption; /* DISRUPTED: why */
+    int ended;                  /* DISRUPTED: 1 when the rank has ended, 0 for a notice */
+    int64_t time_ms;            /* when it happened, wall clock */
+    char detail[BACKEND_DETAIL_MAX]; /* words for a person, see each kind; "" when none */
 } backend_event;
+
+/* What recover() found of a job. */
+typedef struct backend_recovery {
+    /* Non-NULL: the attempt job->attempt still exists and was adopted, as a reservation
+     * with that attempt launched on it. It carries on: observe() delivers the state of
+     * each of its ranks (RUNNING for those that run, EXITED or DISRUPTED for those that
+     * ended while no server watched), then everything as for a launch. */
+    backend_attempt *adopted;
+    int found;                  /* processes or pods found (adopted or stopped) */
+} backend_recovery;
 
 /* A reader of one rank's log. */
 typedef struct backend_log backend_log;
@@ -68,38 +162,57 @@ typedef struct backend backend;
 typedef struct backend_ops {
     const char *name;           /* "local", "kubernetes" */
     /*
-     * Holds the capacity the gang of `job` needs. TY_OK: *out holds it
-     * (nothing runs yet). TY_EAGAIN: not enough is free now. TY_EINVAL: the
-     * job can never run here; why says so ("needs 5 slots, this machine has
-     * 4"). Other errors: why says what failed.
+     * Books the capacity the gang of `job` needs, from what the backend knows
+     * now (never a request to the outside). TY_OK: *out holds it (nothing
+     * runs yet) and keeps it across every attempt until release(). TY_EAGAIN:
+     * not enough is free now; why says what is missing ("needs 4 slots, 2 of 8
+     * free"); a BACKEND_EV_CAPACITY or a release() is the time to ask again.
+     * TY_EINVAL: the job can never run here; why says so ("needs 5 slots, this
+     * machine has 4"). Other errors: why says what failed.
      */
     ty_err (*reserve)(backend *b, const backend_job *job, backend_attempt **out, char *why,
                       size_t whylen);
     /*
      * Starts every rank of job->attempt on a reservation whose previous ranks
-     * (if any) have all ended. On TY_OK ranks[0..world_size) are filled and
-     * one event per rank will follow when it ends. On failure no rank of
-     * this attempt runs any more (what started was killed and reaped) and why
-     * says what failed.
+     * (if any) have all ended. Returns at once. Events follow: PLACED and
+     * PENDING while the ranks wait, RUNNING for each rank that runs, then one
+     * EXITED or DISRUPTED (ended) per rank; or a single LAUNCH_FAILED when
+     * the attempt cannot be started, after which nothing of it runs (a gang
+     * missing a rank would only hang in its rendezvous).
      */
-    ty_err (*launch)(backend *b, backend_attempt *a, const backend_job *job, backend_rank *ranks,
-                     char *why, size_t whylen);
-    /* A descriptor that polls readable while observe() has events. */
+    void (*launch)(backend *b, backend_attempt *a, const backend_job *job);
+    /* A descriptor that polls readable while observe() has events, or -1 when the backend
+     * has no descriptor (the loop then polls observe() every round). */
     int (*event_fd)(backend *b);
     /* Copies up to max pending events into ev and returns their number; never blocks. */
     size_t (*observe)(backend *b, backend_event *ev, size_t max);
-    /* hard = 0: asks every running rank of the attempt to stop (SIGTERM to the
-     * whole process group); hard = 1: kills them (SIGKILL). */
-    void (*signal)(backend *b, backend_attempt *a, int hard);
-    /* Frees the reservation. Only once every launched rank has ended. */
+    /*
+     * hard = 0: asks every rank of the attempt to stop (SIGTERM; a pod deleted with
+     * its grace period), so that workers can checkpoint; hard = 1: ends them now
+     * (SIGKILL; grace period 0). Returns at once; each rank's end is an event
+     * (DISRUPTED, STOP_REQUESTED, or EXITED when it ended before the request); a
+     * request that failed is a STOP_FAILED event. Harmless when nothing runs.
+     */
+    void (*stop)(backend *b, backend_attempt *a, int hard);
+    /* Frees the reservation. Only once no rank of it runs (every launched rank's end
+     * was observed, or its launch failed). */
     void (*release)(backend *b, backend_attempt *a);
     /*
-     * For a job a previous server process may have run: finds whatever of it
-     * still runs on this backend, stops it (SIGTERM, then SIGKILL after
-     * grace_ms) and returns once none of it runs, with *found set to the
-     * number of processes (or pods) that were found. Blocks.
+     * For a job a previous server process may have run, with job->attempt the
+     * attempt the store last recorded: finds what of it still exists on this
+     * backend. When may_adopt is 1 (the store says that attempt runs), a
+     * backend that can carry on an attempt it did not start adopts it
+     * (out->adopted; a Kubernetes backend must, so that a server restart never
+     * restarts a running training job). Anything it does not adopt (all of it
+     * when may_adopt is 0, and older attempts) it stops, and returns once none
+     * of that runs. Called only at start, before
+     * the first round, and allowed to block for that: a remote backend answers
+     * from the objects it listed when it started; the local backend cannot
+     * adopt (its ranks' pipes died with the previous process) and stops what it
+     * finds, SIGTERM then SIGKILL after grace_ms.
      */
-    ty_err (*recover)(backend *b, const char *job_id, int grace_ms, int *found);
+    ty_err (*recover)(backend *b, const backend_job *job, int may_adopt, int grace_ms,
+                      backend_recovery *out, char *why, size_t whylen);
     /*
      * Opens the log of one rank of one attempt: from its beginning when
      * tail_lines < 0, else from the start of its last tail_lines lines (all of

@@ -12,11 +12,19 @@
  * the zombie pins the pgid, so the SIGKILL cannot reach an unrelated group that reused
  * the number.
  *
- * Exits: each rank has a pidfd in one epoll set, the descriptor of event_fd(); an
- * exited rank keeps its pidfd readable until observe() reaps it and closes the pidfd,
- * so the epoll set polls readable exactly while events are pending. Kernels without
- * pidfd_open (before 5.3) get a timerfd instead that ticks every LOCAL_TICK_MS while a
- * rank runs, and observe() polls every rank with waitid(WNOHANG).
+ * Events: launch() and stop() act at once (posix_spawn and kill are quick) but report
+ * like a remote backend would: what they have to say (a rank runs, the launch failed, a
+ * stop could not be delivered) waits in a queue that observe() drains first. Exits: each
+ * rank has a pidfd in one epoll set, the descriptor of event_fd(), beside an eventfd that
+ * is readable while the queue holds events; an exited rank keeps its pidfd readable until
+ * observe() reaps it and closes the pidfd, so the epoll set polls readable exactly while
+ * events are pending. Kernels without pidfd_open (before 5.3) get a timerfd instead that
+ * ticks every LOCAL_TICK_MS while a rank runs or the queue holds events, and observe()
+ * polls every rank with waitid(WNOHANG).
+ *
+ * Classification: a rank that ends after stop() was asked for its attempt is DISRUPTED
+ * (stop requested), whatever its status; any other end is EXITED. Nothing here is ever
+ * evicted or preempted, and recover() never adopts (see local.h).
  *
  * Environment: the allowlisted variables of the server are copied once, when the
  * backend is made (getenv() is not safe against a concurrent setenv() later on); every
@@ -42,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -52,7 +61,6 @@
 
 #include "common/ty_log.h"
 #include "common/ty_net.h"
-#include "common/ty_quantity.h"
 #include "common/ty_time.h"
 #include "scheduler/ranklog.h"
 #include "scheduler/local_int.h"
@@ -84,6 +92,7 @@ struct backend_attempt {
     int gpus_per_rank;
     int *gpus;                    /* world_size * gpus_per_rank indices, rank-major */
     int attempt;                  /* the attempt launched last, 0 before the first */
+    int stop_asked;               /* stop() was called since that launch */
     pid_t pgid;                   /* unsandboxed: rank 0's pid while a rank is unreaped */
     int running;                  /* ranks spawned and not reaped yet */
     local_rank *ranks;            /* world_size, allocated with the reservation */
@@ -100,8 +109,11 @@ typedef struct local_backend {
     int gpus;
     atomic_int slots_used;        /* read by metrics from other threads */
     unsigned char *gpu_busy;      /* gpus entries (at least one allocated) */
-    int use_pidfd;                /* 1: evfd is an epoll set of pidfds; 0: a timerfd */
+    int use_pidfd;                /* 1: evfd is an epoll set of pidfds and qfd; 0: a timerfd */
     int evfd;
+    int qfd;                      /* with pidfds: an eventfd, readable while q holds events */
+    backend_event *q;             /* events of launch() and stop() not yet observed */
+    size_t qhead, qn, qcap;       /* q[qhead..qhead+qn) */
     int timer_armed;
     int running;                  /* unreaped ranks of every attempt */
     backend_attempt *attempts;    /* every reservation not released */
@@ -384,16 +396,81 @@ static ty_err resolve_command(const char *name, const char *path, char **out)
 /* Without pidfds a timer makes event_fd() readable every tick while a rank runs. */
 static void timer_update(local_backend *lb)
 {
-    if (lb->use_pidfd || lb->timer_armed == (lb->running > 0))
+    int want = lb->running > 0 || lb->qn > 0;
+    if (lb->use_pidfd || lb->timer_armed == want)
         return;
     struct itimerspec its;
     memset(&its, 0, sizeof its);
-    if (lb->running > 0) {
+    if (want) {
         its.it_value.tv_nsec = LOCAL_TICK_MS * 1000000L;
         its.it_interval = its.it_value;
     }
     if (timerfd_settime(lb->evfd, 0, &its, NULL) == 0)
-        lb->timer_armed = lb->running > 0;
+        lb->timer_armed = want;
+}
+
+/* Queues an event for observe(); one that cannot be queued (out of memory) is logged. */
+static backend_event *queue_event(local_backend *lb, backend_event_kind kind,
+                                  backend_attempt *a, int rank)
+{
+    if (lb->qhead + lb->qn == lb->qcap) {
+        if (lb->qhead > 0) {
+            memmove(lb->q, lb->q + lb->qhead, lb->qn * sizeof *lb->q);
+            lb->qhead = 0;
+        } else {
+            size_t cap = lb->qcap ? lb->qcap * 2 : 16;
+            backend_event *q = realloc(lb->q, cap * sizeof *q);
+            if (!q) {
+                TY_LOG(TY_LOG_ERROR, "local: out of memory, an event is lost", "{s:i}",
+                       "kind", (int)kind);
+                return NULL;
+            }
+            lb->q = q;
+            lb->qcap = cap;
+        }
+    }
+    backend_event *ev = &lb->q[lb->qhead + lb->qn++];
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    ev->attempt = a;
+    ev->rank = rank;
+    ev->exit_code = -1;
+    ev->time_ms = ty_time_now_ms();
+    if (lb->use_pidfd) {
+        uint64_t one = 1;
+        ssize_t n = write(lb->qfd, &one, sizeof one);
+        (void)n; /* a full counter is readable all the same */
+    } else {
+        timer_update(lb);
+    }
+    return ev;
+}
+
+/* Copies up to max queued events into ev; the eventfd is reset once the queue is empty. */
+static size_t queue_drain(local_backend *lb, backend_event *ev, size_t max)
+{
+    size_t n = lb->qn < max ? lb->qn : max;
+    memcpy(ev, lb->q + lb->qhead, n * sizeof *ev);
+    lb->qhead += n;
+    lb->qn -= n;
+    if (lb->qn == 0) {
+        lb->qhead = 0;
+        uint64_t v;
+        if (lb->use_pidfd && read(lb->qfd, &v, sizeof v) < 0) {
+            /* EAGAIN: it was not set */
+        }
+    }
+    return n;
+}
+
+/* Drops the queued events of a (released): they must not name freed memory. */
+static void queue_forget(local_backend *lb, const backend_attempt *a)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < lb->qn; i++)
+        if (lb->q[lb->qhead + i].attempt != a)
+            lb->q[lb->qhead + k++] = lb->q[lb->qhead + i];
+    lb->qn = k;
 }
 
 /* Bookkeeping once a rank was reaped; detail (may be NULL) gets what its sandbox
@@ -462,19 +539,6 @@ static ty_err rank_started(local_backend *lb, backend_attempt *a, int r, pid_t p
     return TY_OK;
 }
 
-/* resources.cpu (cores) and resources.memory (bytes) of the spec; 0 when absent. */
-static void job_resources(const backend_job *job, double *cpu, double *mem)
-{
-    json_t *res = json_object_get(job->spec, "resources");
-    const char *c = json_string_value(json_object_get(res, "cpu"));
-    const char *m = json_string_value(json_object_get(res, "memory"));
-    *cpu = *mem = 0;
-    if (c && ty_quantity_parse(c, strlen(c), cpu) != TY_OK)
-        *cpu = 0;
-    if (m && ty_quantity_parse(m, strlen(m), mem) != TY_OK)
-        *mem = 0;
-}
-
 /* Starts rank r of a in its sandbox, output to logfd. */
 static ty_err spawn_sandboxed(local_backend *lb, backend_attempt *a, int r, const char *exe,
                               const backend_job *job, char *const envp[], const char *jobdir,
@@ -487,7 +551,8 @@ static ty_err spawn_sandboxed(local_backend *lb, backend_attempt *a, int r, cons
                        .job_dir = jobdir,
                        .gpus = a->gpus + r * a->gpus_per_rank,
                        .ngpus = a->gpus_per_rank};
-    job_resources(job, &sr.cpu, &sr.memory);
+    sr.cpu = job->cpu_cores;
+    sr.memory = job->memory_bytes;
     ty_err rc = sandbox_spawn(lb->sb, &sr, exe, (char *const *)job->argv, envp, logfd, &lr->sp,
                               why, whylen);
     if (rc != TY_OK)
@@ -627,9 +692,16 @@ static int rank_collect(local_backend *lb, local_rank *lr, backend_event *ev)
         ranklog_pump_flush(lb->pump, logpath, &still_open);
 
     memset(ev, 0, sizeof *ev);
+    ev->kind = BACKEND_EV_EXITED;
     ev->attempt = a;
     ev->rank = lr->rank;
     ev->time_ms = ty_time_now_ms();
+    if (a->stop_asked) {
+        /* Ended after it was asked to: whatever its status, not the application's doing. */
+        ev->kind = BACKEND_EV_DISRUPTED;
+        ev->disruption = BACKEND_DISRUPT_STOP_REQUESTED;
+        ev->ended = 1;
+    }
     if (lost) {
         TY_LOG(TY_LOG_WARN, "local: exit status of a rank lost", "{s:s,s:i}", "job_id", a->id,
                "rank", lr->rank);
@@ -722,10 +794,11 @@ static ty_err local_reserve(backend *b, const backend_job *job, backend_attempt 
     return TY_OK;
 }
 
-static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *job,
-                           backend_rank *ranks, char *why, size_t whylen)
+/* Starts every rank of job->attempt (see backend.h's launch); on failure nothing of the
+ * attempt runs any more and why says what failed. */
+static ty_err launch_ranks(local_backend *lb, backend_attempt *a, const backend_job *job,
+                           char *why, size_t whylen)
 {
-    local_backend *lb = (local_backend *)b;
     char jobdir[PATH_MAX];
     env_vec env = {0};
     char *exe = NULL;
@@ -792,6 +865,7 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
     }
 
     a->attempt = job->attempt;
+    a->stop_asked = 0;
     for (int r = 0; r < a->world_size; r++) {
         if (env_rank(a, r, &env) != TY_OK) {
             local_why(why, whylen, "cannot build the environment of rank %d", r);
@@ -801,8 +875,6 @@ static ty_err local_launch(backend *b, backend_attempt *a, const backend_job *jo
         rc = spawn_rank(lb, a, r, exe, job, env.v, jobdir, why, whylen);
         if (rc != TY_OK)
             break;
-        ranks[r].pid = a->ranks[r].pid;
-        ranks[r].started_ms = ty_time_now_ms();
     }
     /* All or nothing: a gang missing a rank would only hang in its rendezvous. */
     if (rc != TY_OK)
@@ -814,6 +886,29 @@ out:
     return rc;
 }
 
+static void local_launch(backend *b, backend_attempt *a, const backend_job *job)
+{
+    local_backend *lb = (local_backend *)b;
+    char why[BACKEND_DETAIL_MAX] = "";
+    ty_err rc = launch_ranks(lb, a, job, why, sizeof why);
+    if (rc != TY_OK) {
+        if (!why[0])
+            local_why(why, sizeof why, "%s", ty_strerror(rc));
+        backend_event *ev = queue_event(lb, BACKEND_EV_LAUNCH_FAILED, a, -1);
+        if (ev)
+            snprintf(ev->detail, sizeof ev->detail, "%s", why);
+        return;
+    }
+    /* Spawned is running here: there is nothing to wait for between the two. */
+    for (int r = 0; r < a->world_size; r++) {
+        backend_event *ev = queue_event(lb, BACKEND_EV_RUNNING, a, r);
+        if (ev) {
+            ev->where.pid = a->ranks[r].pid;
+            ev->where.started_ms = ev->time_ms;
+        }
+    }
+}
+
 static int local_event_fd(backend *b)
 {
     return ((local_backend *)b)->evfd;
@@ -822,7 +917,7 @@ static int local_event_fd(backend *b)
 static size_t local_observe(backend *b, backend_event *ev, size_t max)
 {
     local_backend *lb = (local_backend *)b;
-    size_t n = 0;
+    size_t n = queue_drain(lb, ev, max);
 
     if (lb->use_pidfd) {
         struct epoll_event evs[LOCAL_EPOLL_BATCH];
@@ -832,7 +927,8 @@ static size_t local_observe(backend *b, backend_event *ev, size_t max)
             if (k <= 0)
                 break;
             for (int i = 0; i < k; i++)
-                n += (size_t)rank_collect(lb, evs[i].data.ptr, &ev[n]);
+                if (evs[i].data.ptr != lb) /* lb: the queue's eventfd, drained above */
+                    n += (size_t)rank_collect(lb, evs[i].data.ptr, &ev[n]);
             if (k < want)
                 break;
         }
@@ -851,23 +947,37 @@ static size_t local_observe(backend *b, backend_event *ev, size_t max)
     return n;
 }
 
-static void local_signal(backend *b, backend_attempt *a, int hard)
+/* Says that a stop of a could not be delivered. */
+static void stop_failed(local_backend *lb, backend_attempt *a, const char *what, int err)
+{
+    TY_LOG(TY_LOG_WARN, "local: cannot stop an attempt", "{s:s,s:s,s:s}", "job_id", a->id,
+           "call", what, "error", strerror(err));
+    backend_event *ev = queue_event(lb, BACKEND_EV_STOP_FAILED, a, -1);
+    if (ev)
+        snprintf(ev->detail, sizeof ev->detail, "%s: %s", what, strerror(err));
+}
+
+static void local_stop(backend *b, backend_attempt *a, int hard)
 {
     local_backend *lb = (local_backend *)b;
+    int sig = hard ? SIGKILL : SIGTERM;
+    if (a->running == 0)
+        return;
+    a->stop_asked = 1;
     if (lb->sb) {
-        int sig = hard ? SIGKILL : SIGTERM;
         for (int r = 0; r < a->world_size; r++)
-            if (a->ranks[r].pid > 0 && sandbox_signal(&a->ranks[r].sp, sig) != 0 && errno != ESRCH)
-                TY_LOG(TY_LOG_WARN, "local: cannot signal a rank's sandbox", "{s:s,s:i,s:s}",
-                       "job_id", a->id, "rank", r, "error", strerror(errno));
+            if (a->ranks[r].pid > 0 && sandbox_signal(&a->ranks[r].sp, sig) != 0 &&
+                errno != ESRCH) {
+                stop_failed(lb, a, "signal to a rank's sandbox", errno);
+                return;
+            }
         return;
     }
     /* Only while a rank is unreaped: it pins the group id (see the top of the file). */
-    if (a->running == 0 || a->pgid <= 0)
+    if (a->pgid <= 0)
         return;
-    if (killpg(a->pgid, hard ? SIGKILL : SIGTERM) != 0 && errno != ESRCH)
-        TY_LOG(TY_LOG_WARN, "local: killpg failed", "{s:s,s:i,s:s}", "job_id", a->id, "pgid",
-               (int)a->pgid, "error", strerror(errno));
+    if (killpg(a->pgid, sig) != 0 && errno != ESRCH)
+        stop_failed(lb, a, "killpg", errno);
 }
 
 static void attempt_free(local_backend *lb, backend_attempt *a)
@@ -897,6 +1007,7 @@ static void local_release(backend *b, backend_attempt *a)
             break;
         }
     }
+    queue_forget(lb, a);
     attempt_free(lb, a);
 }
 
@@ -1070,9 +1181,8 @@ static int any_alive(const found_set *fs)
  * the process and its group. Once all found processes are gone /proc is scanned again:
  * one of them may have started another while it was being stopped.
  */
-static ty_err local_recover(backend *b, const char *job_id, int grace_ms, int *found)
+static ty_err stop_leftovers(local_backend *lb, const char *job_id, int grace_ms, int *found)
 {
-    local_backend *lb = (local_backend *)b;
     char entry[64];
     found_set fs = {0};
     int nfound = 0, sig = SIGTERM;
@@ -1120,6 +1230,23 @@ static ty_err local_recover(backend *b, const char *job_id, int grace_ms, int *f
         TY_LOG(TY_LOG_INFO, "local: stopped processes of a previous server", "{s:s,s:i,s:b}",
                "job_id", job_id, "found", nfound, "killed", sig == SIGKILL);
     *found = nfound;
+    return rc;
+}
+
+/* Never adopts: a rank's output went through a pipe of the previous process, and its
+ * exit status can only be read by its parent, so an attempt cannot be carried on. */
+static ty_err local_recover(backend *b, const backend_job *job, int may_adopt, int grace_ms,
+                            backend_recovery *out, char *why, size_t whylen)
+{
+    (void)may_adopt;
+    *out = (backend_recovery){0};
+    if (!job || !is_job_id(job->id)) {
+        local_why(why, whylen, "invalid job id");
+        return TY_EINVAL;
+    }
+    ty_err rc = stop_leftovers((local_backend *)b, job->id, grace_ms, &out->found);
+    if (rc != TY_OK)
+        local_why(why, whylen, "processes of the job could not be stopped: %s", ty_strerror(rc));
     return rc;
 }
 
@@ -1188,6 +1315,9 @@ static void local_free(backend *b)
     }
     if (lb->evfd >= 0)
         close(lb->evfd);
+    if (lb->qfd >= 0)
+        close(lb->qfd);
+    free(lb->q);
     ranklog_pump_free(lb->pump);
     sandbox_free(lb->sb);
     if (lb->server_env)
@@ -1321,6 +1451,7 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
         goto fail;
     lb->base.ops = &local_ops;
     lb->evfd = -1;
+    lb->qfd = -1;
     if (opt->slots > 0) {
         lb->slots = opt->slots;
     } else {
@@ -1384,6 +1515,15 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
         rc = TY_EIO;
         goto fail;
     }
+    if (lb->use_pidfd) {
+        struct epoll_event qev = {.events = EPOLLIN, .data.ptr = lb};
+        if ((lb->qfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
+            epoll_ctl(lb->evfd, EPOLL_CTL_ADD, lb->qfd, &qev) != 0) {
+            local_why(err, errlen, "local backend: eventfd: %s", strerror(errno));
+            rc = TY_EIO;
+            goto fail;
+        }
+    }
     *out = &lb->base;
     return TY_OK;
 
@@ -1421,7 +1561,7 @@ static const backend_ops local_ops = {
     .launch = local_launch,
     .event_fd = local_event_fd,
     .observe = local_observe,
-    .signal = local_signal,
+    .stop = local_stop,
     .release = local_release,
     .recover = local_recover,
     .log_open = local_log_open,

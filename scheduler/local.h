@@ -30,11 +30,19 @@
  *   TRAINYARD_CHECKPOINT_DIR data_dir/jobs/<id>/checkpoints (kept across attempts)
  *   CUDA_VISIBLE_DEVICES     the rank's GPUs ("0,1"), "" for a rank without GPUs
  *
- * Rank exits are observed through a pidfd per rank in one epoll set
- * (event_fd; without pidfd_open, before Linux 5.3, a timerfd that ticks every
- * 20 ms while a rank runs, and observe() polls waitid). recover() ends what
- * is left in the job's cgroups (sandboxed), or finds the job's processes by the
- * TRAINYARD_JOB_ID in their environment (/proc/<pid>/environ; unsandboxed).
+ * Events (backend.h): launch() spawns every rank before it returns and queues
+ * one RUNNING event per rank (with its pid), or a LAUNCH_FAILED after killing
+ * what had started; there is no PLACED or PENDING (a reserved gang starts at
+ * once) and no CAPACITY (only release() frees capacity). A rank that ends
+ * after stop() is DISRUPTED (stop requested), any other end EXITED. Rank exits
+ * are observed through a pidfd per rank in one epoll set (event_fd; without
+ * pidfd_open, before Linux 5.3, a timerfd that ticks every 20 ms while a rank
+ * runs, and observe() polls waitid).
+ *
+ * recover() never adopts: a rank's log pipe and its exit status belonged to
+ * the previous server process. It stops what is left instead: in the job's
+ * cgroups (sandboxed), or the processes with the job's TRAINYARD_JOB_ID in
+ * their environment (/proc/<pid>/environ; unsandboxed), SIGTERM then SIGKILL.
  */
 #ifndef TY_SCHEDULER_LOCAL_H
 #define TY_SCHEDULER_LOCAL_H

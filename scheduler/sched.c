@@ -2,18 +2,29 @@
  * sched.c - the reconcile loop (see sched.h for what it guarantees).
  *
  * The scheduler thread owns every `sjob` (one per job it holds: ADMITTED
- * through CANCELLING) and runs rounds:
+ * through CANCELLING) and runs rounds in four phases:
  *
- *   read   the change feed (submissions, cancels) and the backend's rank exits
- *   decide timers (SIGKILL after the grace period, backoff, timeouts), what each
- *          job's state must become, and which PENDING jobs to admit
- *   write  every decision of the round with one store_jobs_update(): one commit
- *   act    after the commit: launch, release, forget finished jobs
+ *   observe the change feed (submissions, cancels) and the backend's events
+ *           (ranks placed, pending, running, exited, disrupted; launches and
+ *           stops that failed; capacity that grew)
+ *   decide  timers (the hard stop after the grace period, backoff, timeouts),
+ *           what each job's state must become, and which PENDING jobs to
+ *           admit. Deciding only records: changes for the store, and on each
+ *           job the backend calls it wants (launch, stop). The one backend call
+ *           it makes is reserve(), a booking in the backend's own memory that
+ *           admission needs to know what fits; a booking whose change does not
+ *           commit is kept for the retry or released when the job is forgotten
+ *   commit  every decision of the round with one store_jobs_update()
+ *   act     after the commit, for the jobs whose changes committed (or that
+ *           had none): launch, stop, release and forget
  *
  * A decision is a `change`: one job's update for the store plus the action
  * to take once it committed. If the store refuses an update because the job
  * moved (TY_ECONFLICT: a client cancelled it meanwhile), the job is read
- * again and the next round decides afresh; nothing was launched for it.
+ * again and the next round decides afresh; nothing was launched for it. If
+ * the store fails (busy, I/O), nothing of the round is acted on for the jobs
+ * it touched: their changes are tried again next round, after a pause, and
+ * their wanted backend calls wait with them.
  *
  * The attempt record (the JSON the API shows as current_attempt and lists
  * under /attempts) is rebuilt from the sjob whenever a rank or the attempt
@@ -41,6 +52,7 @@
 #include "common/ty_buf.h"
 #include "common/ty_json.h"
 #include "common/ty_log.h"
+#include "common/ty_quantity.h"
 #include "common/ty_time.h"
 
 #define DEFAULT_GRACE_MS 10000
@@ -49,7 +61,7 @@
 #define PENDING_PAGE 64            /* its later pages */
 #define QUEUES_PAGE 256            /* queue names read at once */
 #define CHANGES_PAGE 4096
-#define EVENTS_PAGE 256
+#define EVENTS_PAGE 64             /* backend events read at once (on the stack) */
 #define FOLLOW_POLL_MS 100
 
 /* ---- jobs as the scheduler holds them ------------------------------------ */
@@ -58,13 +70,14 @@ typedef enum rank_state {
     RANK_PENDING,
     RANK_RUNNING,
     RANK_SUCCEEDED,
-    RANK_FAILED,  /* exited non-zero on its own */
-    RANK_KILLED,  /* killed by a signal nobody here sent */
-    RANK_STOPPED, /* ended after the server asked the gang to stop */
+    RANK_FAILED,    /* exited non-zero on its own */
+    RANK_KILLED,    /* killed by a signal nobody here sent */
+    RANK_STOPPED,   /* ended after the server asked the gang to stop */
+    RANK_DISRUPTED, /* taken away by its environment (evicted, preempted, node lost) */
 } rank_state;
 
-static const char *const rank_state_names[] = {"pending", "running", "succeeded",
-                                               "failed",  "killed",  "stopped"};
+static const char *const rank_state_names[] = {"pending", "running", "succeeded", "failed",
+                                               "killed",  "stopped", "disrupted"};
 
 typedef enum attempt_state {
     ATT_STARTING,
@@ -86,13 +99,24 @@ typedef enum end_cause {
     END_TIMEOUT,  /* timeout_seconds: fail */
     END_CANCEL,   /* a client cancelled: CANCELLED */
     END_SHUTDOWN, /* the server stops: RESTARTING, resumed by the next start */
+    END_DISRUPTED, /* the backend took a rank away: RESTARTING without spending restart.max */
+    END_LAUNCH,   /* the attempt could not be started: FAILED (LaunchFailed) */
 } end_cause;
+
+/* A backend call a job wants, made in the act phase. */
+typedef enum want_stop {
+    STOP_NONE,
+    STOP_SOFT, /* ask the gang to stop (SIGTERM, pods deleted with their grace period) */
+    STOP_HARD, /* end it now */
+} want_stop;
 
 typedef struct srank {
     rank_state state;
-    int pid;
-    int exit_code; /* -1: none */
-    int signal;    /* 0: none */
+    int pid;         /* 0: none */
+    char *pod;       /* owned; NULL: none */
+    char *node;      /* owned; NULL: none */
+    int exit_code;   /* -1: none */
+    int signal;      /* 0: none */
     int64_t started_ms, ended_ms;
 } srank;
 
@@ -103,32 +127,37 @@ typedef struct sjob {
     job_state state; /* as last committed */
     int attempt;     /* the store's attempt number */
     int restarts;
-    /* From the spec. */
+    /* From the spec: what backend_job shows a backend, parsed once. */
     json_t *spec;
     char **argv;     /* borrowed strings of spec, NULL-terminated */
     char **env;      /* owned "NAME=value" strings, NULL-terminated */
     int world, gpus_per_rank, restart_max, backoff_s;
-    const char *gpu_type;
+    const char *gpu_type, *image, *cpu, *memory, *zone, *capacity; /* borrowed from spec */
+    double cpu_cores, memory_bytes;
+    backend_volume *volumes; /* owned array of borrowed strings */
+    size_t nvolumes;
     int64_t timeout_s; /* 0: none */
     /* The backend's reservation and the current attempt. */
     backend_attempt *res;
     srank *ranks;      /* world entries; protected by mu for readers */
-    int launched;      /* the current attempt's ranks were started */
-    int alive;         /* launched ranks not yet ended */
+    int launched;      /* the current attempt was launched (or adopted) and has not ended */
+    int alive;         /* launched ranks whose end was not observed yet */
+    want_stop want_stop; /* a stop to ask for in the act phase */
     attempt_state astate;
     int64_t a_started_ms, a_ended_ms;
     const char *a_reason;
-    char a_message[256];
+    char a_message[320];
     int have_record;   /* an attempt record exists for `attempt` */
     int dirty;         /* the record changed since it was written */
     /* Stopping and timers. */
     end_cause cause;
-    char cause_msg[192];
-    int stop_asked, kill_sent;
+    char cause_msg[BACKEND_DETAIL_MAX + 96];
+    int stop_asked, kill_sent; /* decided (the act phase makes the call) */
     int64_t kill_at_ms;    /* SIGKILL when the gang is still there; 0: none */
     int64_t restart_at_ms; /* RESTARTING: launch the next attempt then */
     int64_t first_start_ms;
-    int need_running;      /* launched: write STARTING -> RUNNING */
+    int need_running;      /* every rank runs: write STARTING -> RUNNING */
+    char waiting[BACKEND_DETAIL_MAX]; /* the backend's last PENDING reason, "" when none */
     int recheck;           /* the store refused an update: read the job again */
     int retry;             /* the store failed: this round's changes are tried again */
 } sjob;
@@ -234,10 +263,23 @@ static sjob *job_by_res(sched *s, const backend_attempt *a)
     return NULL;
 }
 
+/* Frees what the ranks own and makes them all pending again. */
+static void ranks_reset(sjob *j)
+{
+    for (int r = 0; r < j->world; r++) {
+        free(j->ranks[r].pod);
+        free(j->ranks[r].node);
+        j->ranks[r] = (srank){.exit_code = -1};
+    }
+}
+
 static void job_free(sjob *j)
 {
     if (!j)
         return;
+    if (j->ranks)
+        ranks_reset(j);
+    free(j->volumes);
     if (j->env)
         for (char **e = j->env; *e; e++)
             free(*e);
@@ -283,8 +325,30 @@ static ty_err job_new(const store_job *row, sjob **out)
     j->restart_max = (int)json_integer_value(json_object_get(restart, "max"));
     j->backoff_s = (int)json_integer_value(json_object_get(restart, "backoff_seconds"));
     j->timeout_s = json_integer_value(json_object_get(j->spec, "timeout_seconds"));
+    const json_t *place = json_object_get(j->spec, "placement");
+    j->image = json_string_value(json_object_get(j->spec, "image"));
+    j->cpu = json_string_value(json_object_get(res, "cpu"));
+    j->memory = json_string_value(json_object_get(res, "memory"));
+    j->zone = json_string_value(json_object_get(place, "zone"));
+    j->capacity = json_string_value(json_object_get(place, "capacity"));
+    if ((j->cpu && ty_quantity_parse(j->cpu, strlen(j->cpu), &j->cpu_cores) != TY_OK) ||
+        (j->memory && ty_quantity_parse(j->memory, strlen(j->memory), &j->memory_bytes) != TY_OK))
+        goto fail;
+    const json_t *vols = json_object_get(j->spec, "volumes");
 
     e = TY_ENOMEM;
+    if ((j->nvolumes = json_array_size(vols)) > 0) {
+        if (!(j->volumes = calloc(j->nvolumes, sizeof *j->volumes)))
+            goto fail;
+        for (size_t i = 0; i < j->nvolumes; i++) {
+            const json_t *vol = json_array_get(vols, i);
+            j->volumes[i] = (backend_volume){
+                .claim = json_string_value(json_object_get(vol, "claim")),
+                .mount = json_string_value(json_object_get(vol, "mount")),
+                .read_only = json_is_true(json_object_get(vol, "read_only")),
+            };
+        }
+    }
     if (!(j->argv = calloc(nargv + 1, sizeof *j->argv)) ||
         !(j->env = calloc(json_object_size(env) + 1, sizeof *j->env)) ||
         !(j->ranks = calloc((size_t)j->world, sizeof *j->ranks)))
@@ -302,8 +366,7 @@ static ty_err job_new(const store_job *row, sjob **out)
             goto fail;
         snprintf(j->env[n++], len, "%s=%s", k, json_string_value(v));
     }
-    for (int r = 0; r < j->world; r++)
-        j->ranks[r] = (srank){.exit_code = -1};
+    ranks_reset(j);
     *out = j;
     return TY_OK;
 fail:
@@ -317,11 +380,20 @@ static void job_backend_view(const sjob *j, int attempt, backend_job *bj)
         .id = j->id,
         .attempt = attempt,
         .world_size = j->world,
-        .gpus_per_rank = j->gpus_per_rank,
-        .gpu_type = j->gpu_type,
         .argv = (const char *const *)j->argv,
         .env = (const char *const *)j->env,
-        .spec = j->spec,
+        .image = j->image,
+        .cpu = j->cpu,
+        .memory = j->memory,
+        .cpu_cores = j->cpu_cores,
+        .memory_bytes = j->memory_bytes,
+        .gpus_per_rank = j->gpus_per_rank,
+        .gpu_type = j->gpu_type,
+        .zone = j->zone,
+        .capacity = j->capacity,
+        .volumes = j->volumes,
+        .nvolumes = j->nvolumes,
+        .timeout_s = j->timeout_s,
     };
 }
 
@@ -378,13 +450,19 @@ static char *record_text(const sjob *j, int attempt)
     for (int r = 0; ranks && r < j->world; r++) {
         const srank *k = &j->ranks[r];
         int ended = k->state >= RANK_SUCCEEDED;
-        json_array_append_new(
-            ranks, json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:o}", "rank", r, "state",
-                             rank_state_names[k->state], "pid", int_or_null(k->pid, k->pid > 0),
-                             "exit_code", int_or_null(k->exit_code, ended && k->exit_code >= 0),
-                             "signal", int_or_null(k->signal, ended && k->signal > 0),
-                             "started_at", time_or_null(k->started_ms), "ended_at",
-                             time_or_null(k->ended_ms)));
+        json_t *o = json_pack("{s:i, s:s, s:o, s:o, s:o, s:o}", "rank", r, "state",
+                              rank_state_names[k->state], "exit_code",
+                              int_or_null(k->exit_code, ended && k->exit_code >= 0), "signal",
+                              int_or_null(k->signal, ended && k->signal > 0), "started_at",
+                              time_or_null(k->started_ms), "ended_at", time_or_null(k->ended_ms));
+        /* Where it runs, as far as the backend said: a pid here, a pod and a node there. */
+        if (o && k->pid > 0)
+            json_object_set_new(o, "pid", json_integer(k->pid));
+        if (o && k->pod)
+            json_object_set_new(o, "pod", json_string(k->pod));
+        if (o && k->node)
+            json_object_set_new(o, "node", json_string(k->node));
+        json_array_append_new(ranks, o);
     }
     json_t *rec = json_pack("{s:i, s:s, s:o, s:o, s:o, s:s, s:o}", "attempt", attempt, "state",
                             attempt_state_names[j->astate], "started_at",
@@ -430,6 +508,10 @@ static void record_load(sjob *j, const char *text)
             if (strcmp(state, rank_state_names[n]) == 0)
                 k->state = (rank_state)n;
         k->pid = (int)json_integer_value(json_object_get(rk, "pid"));
+        const char *pod = json_string_value(json_object_get(rk, "pod"));
+        const char *node = json_string_value(json_object_get(rk, "node"));
+        k->pod = pod ? strdup(pod) : NULL; /* out of memory: shown as unknown */
+        k->node = node ? strdup(node) : NULL;
         const json_t *code = json_object_get(rk, "exit_code");
         k->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
         k->signal = (int)json_integer_value(json_object_get(rk, "signal"));
@@ -467,8 +549,7 @@ static void record_end(sched *s, sjob *j, attempt_state as, const char *reason, 
 static void record_begin(sched *s, sjob *j, int64_t now)
 {
     pthread_mutex_lock(&s->mu);
-    for (int r = 0; r < j->world; r++)
-        j->ranks[r] = (srank){.exit_code = -1};
+    ranks_reset(j);
     pthread_mutex_unlock(&s->mu);
     j->astate = ATT_STARTING;
     j->a_started_ms = now;
@@ -479,7 +560,9 @@ static void record_begin(sched *s, sjob *j, int64_t now)
     j->cause = END_NONE;
     j->cause_msg[0] = '\0';
     j->stop_asked = j->kill_sent = 0;
+    j->want_stop = STOP_NONE;
     j->kill_at_ms = 0;
+    j->waiting[0] = '\0';
     j->have_record = 1;
     j->dirty = 1;
     if (!j->first_start_ms)
@@ -590,8 +673,28 @@ static void describe_end(const srank *k, int rank, char *buf, size_t len)
         snprintf(buf, len, "rank %d exited with code %d", rank, k->exit_code);
 }
 
-/* Asks the gang to stop for `cause`. The first cause decides what the end means, except
- * that a cancel overrides a failure or a timeout in progress. */
+static const char *disruption_name(backend_disruption d)
+{
+    switch (d) {
+    case BACKEND_DISRUPT_STOP_REQUESTED:
+        return "stopped as asked";
+    case BACKEND_DISRUPT_EVICTED:
+        return "evicted";
+    case BACKEND_DISRUPT_PREEMPTED:
+        return "preempted";
+    case BACKEND_DISRUPT_NODE_LOST:
+        return "node lost";
+    case BACKEND_DISRUPT_RECLAIMED:
+        return "capacity reclaimed";
+    case BACKEND_DISRUPT_RESUMABLE:
+        return "stopped, resumable";
+    }
+    return "disrupted";
+}
+
+/* Decides that the gang stops for `cause`. The first cause decides what the end means,
+ * except that a cancel overrides any other cause in progress. The stop itself is asked
+ * for in the act phase. */
 static void stop_gang(sched *s, sjob *j, end_cause cause, const char *msg, int64_t now)
 {
     if (j->cause == END_NONE || (cause == END_CANCEL && j->cause != END_CANCEL)) {
@@ -602,7 +705,8 @@ static void stop_gang(sched *s, sjob *j, end_cause cause, const char *msg, int64
     if (j->alive > 0 && !j->stop_asked) {
         j->stop_asked = 1;
         j->kill_at_ms = now + s->grace_ms;
-        s->be->ops->signal(s->be, j->res, 0);
+        if (j->want_stop < STOP_SOFT)
+            j->want_stop = STOP_SOFT;
         if (j->astate == ATT_RUNNING || j->astate == ATT_STARTING) {
             j->astate = ATT_STOPPING;
             j->dirty = 1;
@@ -610,31 +714,53 @@ static void stop_gang(sched *s, sjob *j, end_cause cause, const char *msg, int64
     }
 }
 
-/* One rank ended. */
-static void on_exit_event(sched *s, const backend_event *ev)
+/* Replaces an owned string with a copy of v ("" = none); out of memory leaves it unknown. */
+static void set_name(char **dst, const char *v)
 {
-    sjob *j = job_by_res(s, ev->attempt);
-    if (!j || ev->rank < 0 || ev->rank >= j->world)
-        return;
+    free(*dst);
+    *dst = v && v[0] ? strdup(v) : NULL;
+}
+
+/* Every rank of a launched attempt has been seen running (or has already ended). */
+static int all_started(const sjob *j)
+{
+    for (int r = 0; r < j->world; r++)
+        if (j->ranks[r].state == RANK_PENDING)
+            return 0;
+    return 1;
+}
+
+/* Rank `rank` of j ended: its state from what the backend says and what we asked. */
+static void rank_ended(sched *s, sjob *j, const backend_event *ev)
+{
     srank *k = &j->ranks[ev->rank];
-    if (k->state != RANK_RUNNING)
-        return;
+    if (k->state != RANK_RUNNING && k->state != RANK_PENDING)
+        return; /* ended already */
+    int disrupted = ev->kind == BACKEND_EV_DISRUPTED &&
+                    ev->disruption != BACKEND_DISRUPT_STOP_REQUESTED;
     pthread_mutex_lock(&s->mu);
+    if (k->state == RANK_RUNNING)
+        s->running_ranks--;
     k->exit_code = ev->exit_code;
     k->signal = ev->signal;
     k->ended_ms = ev->time_ms;
-    if (ev->exit_code == 0 && ev->signal == 0)
-        k->state = RANK_SUCCEEDED;
-    else if (j->stop_asked)
+    if (j->stop_asked)
         k->state = RANK_STOPPED; /* what we asked for, whatever the code (75 included) */
+    else if (disrupted)
+        k->state = RANK_DISRUPTED;
+    else if (ev->exit_code == 0 && ev->signal == 0)
+        k->state = RANK_SUCCEEDED;
     else
         k->state = ev->signal > 0 ? RANK_KILLED : RANK_FAILED;
-    s->running_ranks--;
     pthread_mutex_unlock(&s->mu);
     j->alive--;
     j->dirty = 1;
-    if (k->state == RANK_FAILED || k->state == RANK_KILLED) {
-        char msg[256];
+    char msg[BACKEND_DETAIL_MAX + 96];
+    if (k->state == RANK_DISRUPTED) {
+        snprintf(msg, sizeof msg, "rank %d %s%s%s", ev->rank, disruption_name(ev->disruption),
+                 ev->detail[0] ? ": " : "", ev->detail);
+        stop_gang(s, j, END_DISRUPTED, msg, ev->time_ms);
+    } else if (k->state == RANK_FAILED || k->state == RANK_KILLED) {
         describe_end(k, ev->rank, msg, sizeof msg);
         if (ev->detail[0]) { /* what the backend knows beyond the status */
             size_t n = strlen(msg);
@@ -646,19 +772,126 @@ static void on_exit_event(sched *s, const backend_event *ev)
     }
 }
 
+/* One event of the backend, turned into what the loop knows of the job (observe phase). */
+static void on_event(sched *s, const backend_event *ev)
+{
+    if (ev->kind == BACKEND_EV_CAPACITY) {
+        s->admit_wanted = 1; /* a waiting job may fit now */
+        return;
+    }
+    sjob *j = job_by_res(s, ev->attempt);
+    if (!j || !j->launched || ev->rank < -1 || ev->rank >= j->world)
+        return; /* an attempt that ended already, or a bug of the backend */
+    int lo = ev->rank < 0 ? 0 : ev->rank, hi = ev->rank < 0 ? j->world : ev->rank + 1;
+    switch (ev->kind) {
+    case BACKEND_EV_PLACED:
+        pthread_mutex_lock(&s->mu);
+        for (int r = lo; r < hi; r++) {
+            set_name(&j->ranks[r].node, ev->where.node);
+            if (ev->where.pod[0])
+                set_name(&j->ranks[r].pod, ev->where.pod);
+        }
+        pthread_mutex_unlock(&s->mu);
+        j->dirty = 1;
+        break;
+    case BACKEND_EV_PENDING:
+        /* The attempt's message says why it waits, for as long as it waits. */
+        if (strcmp(j->waiting, ev->detail) != 0 && j->astate == ATT_STARTING) {
+            snprintf(j->waiting, sizeof j->waiting, "%s", ev->detail);
+            if (ev->rank >= 0)
+                snprintf(j->a_message, sizeof j->a_message, "waiting: rank %d: %s", ev->rank,
+                         ev->detail);
+            else
+                snprintf(j->a_message, sizeof j->a_message, "waiting: %s", ev->detail);
+            j->dirty = 1;
+        }
+        break;
+    case BACKEND_EV_RUNNING:
+        if (ev->rank < 0)
+            break;
+        if (j->ranks[ev->rank].state == RANK_PENDING) {
+            srank *k = &j->ranks[ev->rank];
+            pthread_mutex_lock(&s->mu);
+            k->state = RANK_RUNNING;
+            k->pid = ev->where.pid;
+            if (ev->where.pod[0])
+                set_name(&k->pod, ev->where.pod);
+            if (ev->where.node[0])
+                set_name(&k->node, ev->where.node);
+            k->started_ms = ev->where.started_ms ? ev->where.started_ms : ev->time_ms;
+            s->running_ranks++;
+            pthread_mutex_unlock(&s->mu);
+            j->dirty = 1;
+        }
+        if (all_started(j) && j->astate == ATT_STARTING) {
+            j->astate = ATT_RUNNING;
+            j->a_message[0] = '\0';
+            j->waiting[0] = '\0';
+            j->need_running = 1;
+        }
+        break;
+    case BACKEND_EV_EXITED:
+    case BACKEND_EV_DISRUPTED:
+        if (ev->kind == BACKEND_EV_DISRUPTED && !ev->ended) {
+            /* A notice: the rank still runs; the gang is stopped so it can checkpoint. */
+            char msg[BACKEND_DETAIL_MAX + 96];
+            snprintf(msg, sizeof msg, "rank %d %s%s%s", ev->rank < 0 ? 0 : ev->rank,
+                     disruption_name(ev->disruption), ev->detail[0] ? ": " : "", ev->detail);
+            stop_gang(s, j, END_DISRUPTED, msg, ev->time_ms);
+            break;
+        }
+        for (int r = lo; r < hi; r++) {
+            backend_event one = *ev;
+            one.rank = r;
+            rank_ended(s, j, &one);
+        }
+        break;
+    case BACKEND_EV_LAUNCH_FAILED:
+        /* Nothing of the attempt runs and nothing more will be said of it. */
+        TY_LOG(TY_LOG_WARN, "scheduler: launch failed", "{s:s, s:i, s:s}", "job_id", j->id,
+               "attempt", j->attempt, "error", ev->detail);
+        pthread_mutex_lock(&s->mu);
+        for (int r = 0; r < j->world; r++)
+            if (j->ranks[r].state == RANK_RUNNING)
+                s->running_ranks--;
+        pthread_mutex_unlock(&s->mu);
+        if (j->cause != END_CANCEL) {
+            j->cause = END_LAUNCH;
+            snprintf(j->cause_msg, sizeof j->cause_msg, "%s",
+                     ev->detail[0] ? ev->detail : "the backend could not start the attempt");
+        }
+        j->alive = 0;
+        j->want_stop = STOP_NONE;
+        break;
+    case BACKEND_EV_STOP_FAILED:
+        TY_LOG(TY_LOG_WARN, "scheduler: a stop could not be delivered", "{s:s, s:i, s:s}",
+               "job_id", j->id, "attempt", j->attempt, "error", ev->detail);
+        if (j->alive > 0 && j->stop_asked) {
+            /* Ask again, hard, after another grace period. */
+            j->kill_sent = 0;
+            j->kill_at_ms = ev->time_ms + s->grace_ms;
+        }
+        break;
+    case BACKEND_EV_CAPACITY:
+        break;
+    }
+}
+
 /* What a job whose gang is all gone becomes; returns 1 when it decided something. */
 static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
 {
     if (!j->launched || j->alive > 0)
         return 0;
-    j->launched = 0;
     j->kill_at_ms = 0;
+    j->want_stop = STOP_NONE;
+    int decided = 1;
     switch (j->cause) {
     case END_NONE:
         record_end(s, j, ATT_SUCCEEDED, "Succeeded", "", now);
-        set_act(push(r, j, JOB_SUCCEEDED, "Succeeded", "all %d rank%s exited with code 0", j->world,
-             j->world == 1 ? "" : "s"), ACT_FORGET);
-        return 1;
+        set_act(push(r, j, JOB_SUCCEEDED, "Succeeded", "all %d rank%s exited with code 0",
+                     j->world, j->world == 1 ? "" : "s"),
+                ACT_FORGET);
+        break;
     case END_FAILED:
         record_end(s, j, ATT_FAILED, "RankFailed", j->cause_msg, now);
         if (j->restarts < j->restart_max) {
@@ -675,15 +908,31 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
                     ACT_FORGET);
         }
         j->cause = END_NONE; /* the next attempt starts clean; a timeout may still come */
-        return 1;
+        break;
+    case END_DISRUPTED:
+        /* Not the application's failure: bounded by the timeout only. */
+        record_end(s, j, ATT_STOPPED, "Disrupted", j->cause_msg, now);
+        j->restart_at_ms = now;
+        push(r, j, JOB_RESTARTING, "Disrupted",
+             "%s; restarting (does not count against restart.max)", j->cause_msg);
+        pthread_mutex_lock(&s->mu);
+        s->restarts_total++;
+        pthread_mutex_unlock(&s->mu);
+        j->cause = END_NONE;
+        break;
+    case END_LAUNCH:
+        j->launched = 0; /* its ranks never ran: they stay pending in the record */
+        record_end(s, j, ATT_FAILED, "LaunchFailed", j->cause_msg, now);
+        set_act(push(r, j, JOB_FAILED, "LaunchFailed", "%s", j->cause_msg), ACT_FORGET);
+        break;
     case END_TIMEOUT:
         record_end(s, j, ATT_FAILED, "Timeout", j->cause_msg, now);
         set_act(push(r, j, JOB_FAILED, "Timeout", "%s", j->cause_msg), ACT_FORGET);
-        return 1;
+        break;
     case END_CANCEL:
         record_end(s, j, ATT_CANCELLED, "Cancelled", "every rank stopped", now);
         set_act(push(r, j, JOB_CANCELLED, "Cancelled", "every rank stopped"), ACT_FORGET);
-        return 1;
+        break;
     case END_SHUTDOWN:
         record_end(s, j, ATT_STOPPED, "ServerShutdown", j->cause_msg, now);
         j->restart_at_ms = now;
@@ -692,12 +941,13 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
              "next start",
              j->attempt);
         j->cause = END_NONE;
-        return 1;
+        break;
     }
-    return 0;
+    j->launched = 0;
+    return decided;
 }
 
-/* The decisions for one job the scheduler holds. */
+/* The decisions for one job the scheduler holds: changes and wanted calls, no call. */
 static void decide_job(sched *s, round *r, sjob *j, int64_t now)
 {
     int stopping = atomic_load(&s->stopping);
@@ -713,15 +963,14 @@ static void decide_job(sched *s, round *r, sjob *j, int64_t now)
         stop_gang(s, j, END_SHUTDOWN, "the server shut down", now);
     if (j->alive > 0 && j->kill_at_ms && now >= j->kill_at_ms && !j->kill_sent) {
         j->kill_sent = 1;
-        s->be->ops->signal(s->be, j->res, 1);
+        j->want_stop = STOP_HARD;
     }
     if (j->need_running) {
         j->need_running = 0;
-        if (j->astate == ATT_STARTING)
-            j->astate = ATT_RUNNING;
         j->dirty = 1;
-        push(r, j, JOB_RUNNING, "Running", "%s%d rank%s running", j->world > 1 ? "all " : "",
-             j->world, j->world == 1 ? "" : "s");
+        if (j->state == JOB_STARTING)
+            push(r, j, JOB_RUNNING, "Running", "%s%d rank%s running", j->world > 1 ? "all " : "",
+                 j->world, j->world == 1 ? "" : "s");
     }
     if (decide_gang_end(s, r, j, now))
         return;
@@ -745,7 +994,7 @@ static void decide_job(sched *s, round *r, sjob *j, int64_t now)
                 return;
             }
             if (e != TY_OK)
-                return; /* no capacity now: a release wakes us */
+                return; /* no capacity now: a release or a CAPACITY event wakes us */
         }
         record_begin(s, j, now);
         change *c = push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s", j->attempt + 1,
@@ -940,37 +1189,17 @@ out:
 
 /* ---- acting after the commit ---------------------------------------------- */
 
-static void launch(sched *s, sjob *j, round *next, int64_t now)
+/* Launches j's current attempt (its STARTING committed); the backend answers with events. */
+static void launch(sched *s, sjob *j)
 {
     backend_job bj;
     job_backend_view(j, j->attempt, &bj);
-    backend_rank *br = calloc((size_t)j->world, sizeof *br);
-    char why[256] = "";
-    ty_err e = br ? s->be->ops->launch(s->be, j->res, &bj, br, why, sizeof why) : TY_ENOMEM;
-    if (e != TY_OK) {
-        if (!why[0])
-            snprintf(why, sizeof why, "%s", ty_strerror(e));
-        TY_LOG(TY_LOG_WARN, "scheduler: launch failed", "{s:s, s:i, s:s}", "job_id", j->id,
-               "attempt", j->attempt, "error", why);
-        record_end(s, j, ATT_FAILED, "LaunchFailed", why, now);
-        set_act(push(next, j, JOB_FAILED, "LaunchFailed", "%s", why), ACT_FORGET);
-        free(br);
-        return;
-    }
-    pthread_mutex_lock(&s->mu);
-    for (int r = 0; r < j->world; r++)
-        j->ranks[r] = (srank){.state = RANK_RUNNING,
-                              .pid = br[r].pid,
-                              .exit_code = -1,
-                              .started_ms = br[r].started_ms};
-    s->running_ranks += (uint64_t)j->world;
-    s->launches++;
-    pthread_mutex_unlock(&s->mu);
-    free(br);
     j->launched = 1;
     j->alive = j->world;
-    j->need_running = 1;
-    j->dirty = 1;
+    pthread_mutex_lock(&s->mu);
+    s->launches++;
+    pthread_mutex_unlock(&s->mu);
+    s->be->ops->launch(s->be, j->res, &bj);
 }
 
 /* Reads a job the store refused to move, so the next round decides from its real state. */
@@ -985,17 +1214,81 @@ static void recheck(sched *s, sjob *j)
     store_jobs_free(row, row ? 1 : 0);
 }
 
-/* Commits the round's changes, then acts on those that committed. */
-static void commit(sched *s, round *r, round *next, int64_t now)
+/* The act phase: the backend calls of every job whose decisions hold (committed, or none
+ * to commit), then what each committed change asked for. */
+static void act_phase(sched *s, round *r)
 {
-    if (r->n == 0)
+    for (sjob *j = s->jobs; j; j = j->next) {
+        if (j->retry || j->recheck || j->want_stop == STOP_NONE)
+            continue;
+        if (j->alive > 0 && j->res)
+            s->be->ops->stop(s->be, j->res, j->want_stop == STOP_HARD);
+        j->want_stop = STOP_NONE;
+    }
+    /* Once per job, on its last change's outcome. */
+    for (size_t i = 0; i < r->n; i++) {
+        change *c = &r->c[i];
+        sjob *j = c->job;
+        int last = 1;
+        for (size_t k = i + 1; k < r->n && last; k++)
+            last = r->c[k].job != j;
+        if (!last)
+            continue;
+        if (j->retry) {
+            j->retry = 0; /* j->state is where the store still has it (set in commit) */
+            continue;
+        }
+        if (j->recheck) {
+            j->recheck = 0;
+            recheck(s, j);
+            j->dirty = 1;
+            if (c->act == ACT_DISCARD || c->act == ACT_LAUNCH) {
+                if (!j->launched && j->state != JOB_CANCELLING && j->state != JOB_RESTARTING)
+                    job_forget(s, j); /* e.g. cancelled while PENDING: never ran */
+            } else if (job_state_is_terminal(j->state) && j->alive == 0) {
+                job_forget(s, j);
+            }
+            continue;
+        }
+        switch (c->act) {
+        case ACT_LAUNCH:
+            if (j->state == JOB_STARTING)
+                launch(s, j);
+            break;
+        case ACT_FORGET:
+            if (job_state_is_terminal(j->state))
+                job_forget(s, j);
+            break;
+        case ACT_DISCARD:
+            job_forget(s, j);
+            break;
+        case ACT_NONE:
+            break;
+        }
+    }
+}
+
+/* Commits the round's changes; those the store failed are carried to `next`. Then acts. */
+static void commit(sched *s, round *r, round *next)
+{
+    store_update *u = r->n ? malloc(r->n * sizeof *u) : NULL;
+    if (r->n && !u) {
+        /* Nothing can be written: the round is tried again, nothing is acted on. */
+        for (size_t i = 0; i < r->n; i++) {
+            change *c = &r->c[i];
+            c->job->state = c->u.from;
+            change *again = push(next, c->job, c->u.to, c->u.reason, "%s", c->msg);
+            if (again) {
+                again->u.from = c->u.from;
+                again->act = c->act;
+            }
+        }
+        s->commit_failed = 1;
         return;
-    store_update *u = malloc(r->n * sizeof *u);
-    if (!u)
-        return;
+    }
     for (size_t i = 0; i < r->n; i++)
         u[i] = r->c[i].u;
-    ty_err e = store_jobs_update(s->st, u, r->n);
+    ty_err e = r->n ? store_jobs_update(s->st, u, r->n) : TY_OK;
     s->commit_failed = 0;
     for (size_t i = 0; i < r->n; i++) {
         change *c = &r->c[i];
@@ -1018,50 +1311,12 @@ static void commit(sched *s, round *r, round *next, int64_t now)
                 again->u.from = c->u.from;
                 again->act = c->act;
             }
+            j->dirty = 1; /* the record goes with the retry */
             s->commit_failed = 1;
         }
     }
-    /* Act once per job, on its last change's outcome. */
-    for (size_t i = 0; i < r->n; i++) {
-        change *c = &r->c[i];
-        sjob *j = c->job;
-        int last = 1;
-        for (size_t k = i + 1; k < r->n && last; k++)
-            last = r->c[k].job != j;
-        if (!last)
-            continue;
-        if (j->retry) {
-            j->retry = 0; /* j->state is where the store still has it (set above) */
-            continue;
-        }
-        if (j->recheck) {
-            j->recheck = 0;
-            recheck(s, j);
-            j->dirty = 1;
-            if (c->act == ACT_DISCARD || c->act == ACT_LAUNCH) {
-                if (!j->launched && j->state != JOB_CANCELLING && j->state != JOB_RESTARTING)
-                    job_forget(s, j); /* e.g. cancelled while PENDING: never ran */
-            } else if (job_state_is_terminal(j->state) && j->alive == 0) {
-                job_forget(s, j);
-            }
-            continue;
-        }
-        switch (c->act) {
-        case ACT_LAUNCH:
-            launch(s, j, next, now);
-            break;
-        case ACT_FORGET:
-            if (job_state_is_terminal(j->state))
-                job_forget(s, j);
-            break;
-        case ACT_DISCARD:
-            job_forget(s, j);
-            break;
-        case ACT_NONE:
-            break;
-        }
-    }
     free(u);
+    act_phase(s, r);
 }
 
 /* ---- the loop --------------------------------------------------------------- */
@@ -1119,11 +1374,11 @@ static void run_round(sched *s, round *r, round *next)
     read_feed(s);
     while ((n = s->be->ops->observe(s->be, ev, EVENTS_PAGE)) > 0) {
         for (size_t i = 0; i < n; i++)
-            on_exit_event(s, &ev[i]);
+            on_event(s, &ev[i]);
         if (n < EVENTS_PAGE)
             break;
     }
-    /* Changes left over from the last round's launches (a launch that failed) go first. */
+    /* Changes the store failed to write last round go first, as they were decided. */
     for (size_t i = 0; i < next->n; i++) {
         change *c = push(r, next->c[i].job, next->c[i].u.to, next->c[i].u.reason, "%s",
                          next->c[i].msg);
@@ -1141,7 +1396,7 @@ static void run_round(sched *s, round *r, round *next)
         admit(s, r, now);
     for (sjob *j = s->jobs; j; j = j->next)
         attach_record(r, j);
-    commit(s, r, next, now);
+    commit(s, r, next);
     round_clear(r);
     pthread_mutex_lock(&s->mu);
     s->rounds++;
@@ -1168,8 +1423,60 @@ static int64_t first_start(sched *s, const sjob *j)
 }
 
 /*
- * Takes over the jobs a previous server process held: whatever of them still
- * runs is stopped; the attempt restarts (ServerRestarted) or the cancel ends.
+ * Takes over j, which a previous server process held in a state where its gang may run:
+ * the backend adopts the attempt (it carries on; 1 returned) or stops what is left of it.
+ */
+static int recover_job(sched *s, sjob *j, int *found)
+{
+    backend_job bj;
+    backend_recovery rec = {0};
+    char why[256] = "";
+    job_backend_view(j, j->attempt, &bj);
+    /* A restarting job's last attempt should have ended: what is left of it is stopped. */
+    int may_adopt = j->state != JOB_RESTARTING;
+    ty_err e = s->be->ops->recover(s->be, &bj, may_adopt, s->grace_ms, &rec, why, sizeof why);
+    *found = rec.found;
+    if (e != TY_OK) {
+        TY_LOG(TY_LOG_ERROR, "scheduler: what a job left could not be recovered", "{s:s, s:s}",
+               "job_id", j->id, "error", why[0] ? why : ty_strerror(e));
+        return 0;
+    }
+    if (!rec.adopted)
+        return 0;
+    /* The attempt goes on (a cancel is then carried out by the first round): its ranks'
+     * events follow, running or how they ended. */
+    j->res = rec.adopted;
+    j->launched = 1;
+    j->alive = 0;
+    pthread_mutex_lock(&s->mu);
+    for (int r = 0; r < j->world; r++) {
+        if (j->ranks[r].state <= RANK_RUNNING)
+            j->alive++;
+        if (j->ranks[r].state == RANK_RUNNING)
+            s->running_ranks++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!j->have_record)
+        record_begin(s, j, ty_time_now_ms());
+    j->launched = 1;
+    if (j->alive == 0) {
+        /* The record says every rank ended, the backend that the attempt exists: wait for
+         * what it says of each rank. */
+        pthread_mutex_lock(&s->mu);
+        for (int r = 0; r < j->world; r++)
+            j->ranks[r].state = RANK_PENDING;
+        pthread_mutex_unlock(&s->mu);
+        j->alive = j->world;
+    }
+    if (j->state == JOB_STARTING)
+        j->astate = ATT_STARTING;
+    return 1;
+}
+
+/*
+ * Takes over the jobs a previous server process held: the attempt that still runs is
+ * adopted when the backend can; otherwise what is left is stopped and the attempt
+ * restarts (ServerRestarted) or the cancel ends.
  */
 static void recover(sched *s, round *r)
 {
@@ -1191,11 +1498,9 @@ static void recover(sched *s, round *r)
             record_load(j, rows[i].attempt_json);
             if (j->timeout_s > 0)
                 j->first_start_ms = first_start(s, j);
-            int found = 0;
-            if (j->state != JOB_ADMITTED &&
-                s->be->ops->recover(s->be, j->id, s->grace_ms, &found) != TY_OK)
-                TY_LOG(TY_LOG_ERROR, "scheduler: processes of a job could not be stopped",
-                       "{s:s}", "job_id", j->id);
+            int found = 0, adopted = 0;
+            if (j->state != JOB_ADMITTED)
+                adopted = recover_job(s, j, &found);
             job_link(s, j);
             now = ty_time_now_ms();
             switch (j->state) {
@@ -1207,6 +1512,8 @@ static void recover(sched *s, round *r)
                 break;
             case JOB_STARTING:
             case JOB_RUNNING:
+                if (adopted)
+                    break; /* it carries on */
                 if (j->have_record)
                     record_end(s, j, ATT_STOPPED, "ServerRestarted",
                                "the server restarted while this attempt ran", now);
@@ -1222,9 +1529,9 @@ static void recover(sched *s, round *r)
             default: /* CANCELLING: decided by the first round */
                 break;
             }
-            TY_LOG(TY_LOG_INFO, "scheduler: recovered a job", "{s:s, s:s, s:i, s:i}", "job_id",
-                   j->id, "state", job_state_name(rows[i].state), "attempt", j->attempt,
-                   "processes_stopped", found);
+            TY_LOG(TY_LOG_INFO, "scheduler: recovered a job", "{s:s, s:s, s:i, s:i, s:b}",
+                   "job_id", j->id, "state", job_state_name(rows[i].state), "attempt",
+                   j->attempt, "found", found, "adopted", adopted);
         }
         store_jobs_free(rows, n);
         before = next;
@@ -1239,7 +1546,7 @@ static void *sched_main(void *arg)
     recover(s, &r);
     for (sjob *j = s->jobs; j; j = j->next)
         attach_record(&r, j);
-    commit(s, &r, &next, ty_time_now_ms());
+    commit(s, &r, &next);
     round_clear(&r);
 
     struct pollfd pfd[2] = {{.fd = s->wake_fd, .events = POLLIN},

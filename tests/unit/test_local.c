@@ -74,8 +74,48 @@ static backend *new_backend(int slots, int gpus, const char *const *bin_dirs)
 static backend_job mkjob(const char *id, int attempt, int ws, int gpr, const char *const *argv,
                          const char *const *env)
 {
-    backend_job j = {id, attempt, ws, gpr, NULL, argv, env, NULL};
+    backend_job j = {.id = id,
+                     .attempt = attempt,
+                     .world_size = ws,
+                     .gpus_per_rank = gpr,
+                     .argv = argv,
+                     .env = env};
     return j;
+}
+
+/*
+ * Launches and waits for what the launch says: a RUNNING event per rank (TY_OK, ranks
+ * filled from them, in any order) or a LAUNCH_FAILED (TY_EINVAL, why is its detail).
+ * Only the launch's events are read: the queue that holds them is drained before exits.
+ */
+static ty_err launch_sync(backend *b, backend_attempt *a, const backend_job *j,
+                          backend_rank *ranks, char *why, size_t whylen)
+{
+    b->ops->launch(b, a, j);
+    int running = 0;
+    uint64_t end = ty_time_mono_ns() + (uint64_t)WAIT_MS * 1000000u;
+    while (running < j->world_size && ty_time_mono_ns() < end) {
+        struct pollfd p = {.fd = b->ops->event_fd(b), .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        backend_event ev;
+        while (running < j->world_size && b->ops->observe(b, &ev, 1) == 1) {
+            assert_ptr_equal(ev.attempt, a);
+            if (ev.kind == BACKEND_EV_LAUNCH_FAILED) {
+                assert_int_equal(ev.rank, -1);
+                snprintf(why, whylen, "%s", ev.detail);
+                return TY_EINVAL;
+            }
+            assert_int_equal(ev.kind, BACKEND_EV_RUNNING);
+            assert_true(ev.rank >= 0 && ev.rank < j->world_size);
+            assert_true(ev.where.pid > 0);
+            assert_string_equal(ev.where.pod, ""); /* processes here, not pods */
+            ranks[ev.rank] = ev.where;
+            running++;
+        }
+    }
+    assert_int_equal(running, j->world_size);
+    return TY_OK;
 }
 
 /* Reserves and launches; the reservation is returned. */
@@ -84,10 +124,23 @@ static backend_attempt *start(backend *b, const backend_job *j, backend_rank *ra
     backend_attempt *a = NULL;
     char why[256] = "";
     assert_int_equal(b->ops->reserve(b, j, &a, why, sizeof why), TY_OK);
-    ty_err rc = b->ops->launch(b, a, j, ranks, why, sizeof why);
+    ty_err rc = launch_sync(b, a, j, ranks, why, sizeof why);
     if (rc != TY_OK)
         fail_msg("launch: %s", why);
     return a;
+}
+
+/* recover() for a job id (never adopted here: local.h). */
+static ty_err recover_id(backend *b, const char *id, int grace_ms, int *found)
+{
+    const char *argv[] = {"true", NULL};
+    backend_job j = mkjob(id, 1, 1, 0, argv, NULL);
+    backend_recovery rec = {.found = -1};
+    char why[256] = "";
+    ty_err rc = b->ops->recover(b, &j, 1, grace_ms, &rec, why, sizeof why);
+    assert_null(rec.adopted);
+    *found = rec.found;
+    return rc;
 }
 
 /* Waits (poll on event_fd, then observe) until want events came or WAIT_MS passed. */
@@ -333,9 +386,11 @@ static void test_exit_codes_and_signals(void **state)
     assert_int_equal(wait_events(b, ev, 3), 3);
 
     const backend_event *e = event_of(ev, 3, 0);
+    assert_int_equal(e->kind, BACKEND_EV_EXITED);
     assert_int_equal(e->exit_code, 0);
     assert_int_equal(e->signal, 0);
     e = event_of(ev, 3, 1);
+    assert_int_equal(e->kind, BACKEND_EV_EXITED); /* its own doing, not a disruption */
     assert_int_equal(e->exit_code, 3);
     assert_int_equal(e->signal, 0);
     e = event_of(ev, 3, 2);
@@ -375,18 +430,22 @@ static void test_sigterm_stops_gang(void **state)
 
     /* A second attempt cannot start while this one runs. */
     backend_job j2 = mkjob(id, 2, 2, 0, argv, NULL);
-    assert_int_equal(b->ops->launch(b, a, &j2, ranks, why, sizeof why), TY_EINVAL);
+    assert_int_equal(launch_sync(b, a, &j2, ranks, why, sizeof why), TY_EINVAL);
 
-    b->ops->signal(b, a, 0);
+    b->ops->stop(b, a, 0);
     backend_event ev[2];
     assert_int_equal(wait_events(b, ev, 2), 2);
     for (int r = 0; r < 2; r++) {
+        /* Ended as asked: a disruption, not the application's failure. */
+        assert_int_equal(event_of(ev, 2, r)->kind, BACKEND_EV_DISRUPTED);
+        assert_int_equal(event_of(ev, 2, r)->disruption, BACKEND_DISRUPT_STOP_REQUESTED);
+        assert_int_equal(event_of(ev, 2, r)->ended, 1);
         assert_int_equal(event_of(ev, 2, r)->exit_code, -1);
         assert_int_equal(event_of(ev, 2, r)->signal, SIGTERM);
     }
     assert_int_equal(wait_procs(id, 0), 0);
     /* After the last exit the group is gone: signalling again is harmless. */
-    b->ops->signal(b, a, 1);
+    b->ops->stop(b, a, 1);
     b->ops->release(b, a);
     b->ops->free(b);
 }
@@ -403,7 +462,7 @@ static void test_sigterm_reaches_grandchildren(void **state)
     backend_attempt *a = start(b, &j, ranks);
     assert_int_equal(wait_procs(id, 4), 4); /* two shells, two sleeps */
 
-    b->ops->signal(b, a, 0);
+    b->ops->stop(b, a, 0);
     backend_event ev[2];
     assert_int_equal(wait_events(b, ev, 2), 2);
     assert_int_equal(wait_procs(id, 0), 0);
@@ -581,13 +640,13 @@ static void test_command_not_found(void **state)
     backend_attempt *a = NULL;
     backend_rank ranks[2];
     assert_int_equal(b->ops->reserve(b, &j, &a, why, sizeof why), TY_OK);
-    assert_int_not_equal(b->ops->launch(b, a, &j, ranks, why, sizeof why), TY_OK);
+    assert_int_not_equal(launch_sync(b, a, &j, ranks, why, sizeof why), TY_OK);
     assert_non_null(strstr(why, "ty-no-such-command"));
 
     /* A path that does not exist fails the same way, with nothing left running. */
     const char *argv2[] = {"/nonexistent/ty-cmd", NULL};
     backend_job j2 = mkjob(id, 2, 2, 0, argv2, NULL);
-    assert_int_not_equal(b->ops->launch(b, a, &j2, ranks, why, sizeof why), TY_OK);
+    assert_int_not_equal(launch_sync(b, a, &j2, ranks, why, sizeof why), TY_OK);
     assert_non_null(strstr(why, "ty-cmd"));
     backend_event ev[1];
     assert_int_equal(b->ops->observe(b, ev, 1), 0);
@@ -645,7 +704,7 @@ static void test_relaunch_on_same_reservation(void **state)
 
     char why[256] = "";
     j.attempt = 2;
-    assert_int_equal(b->ops->launch(b, a, &j, ranks, why, sizeof why), TY_OK);
+    assert_int_equal(launch_sync(b, a, &j, ranks, why, sizeof why), TY_OK);
     assert_int_equal(wait_events(b, ev, 2), 2);
     assert_ptr_equal(ev[0].attempt, a);
     assert_int_equal(local_backend_slots_used(b), 2);
@@ -713,7 +772,7 @@ static void test_recover(void **state)
     assert_int_equal(wait_procs(id, 1), 1);
 
     int found = -1;
-    assert_int_equal(b->ops->recover(b, id, 5000, &found), TY_OK);
+    assert_int_equal(recover_id(b, id, 5000, &found), TY_OK);
     assert_int_equal(found, 1);
     assert_int_equal(count_job_procs(id), 0);
     int status = 0;
@@ -725,9 +784,9 @@ static void test_recover(void **state)
     char other[27];
     make_id(other, "recnone");
     found = -1;
-    assert_int_equal(b->ops->recover(b, other, 100, &found), TY_OK);
+    assert_int_equal(recover_id(b, other, 100, &found), TY_OK);
     assert_int_equal(found, 0);
-    assert_int_equal(b->ops->recover(b, "../x", 100, &found), TY_EINVAL);
+    assert_int_equal(recover_id(b, "../x", 100, &found), TY_EINVAL);
     b->ops->free(b);
 }
 
@@ -744,7 +803,7 @@ static void test_recover_escalates_to_sigkill(void **state)
     assert_int_equal(wait_procs(id, 2), 2);
 
     int found = -1;
-    assert_int_equal(b->ops->recover(b, id, 100, &found), TY_OK);
+    assert_int_equal(recover_id(b, id, 100, &found), TY_OK);
     assert_int_equal(found, 2);
     assert_int_equal(count_job_procs(id), 0);
     int status = 0;
