@@ -362,6 +362,32 @@ static void maybe_purge(store *s)
     store_conn_exec(&s->writer, SQL_RELEASE);
 }
 
+void store_fail_writes(store *s, int nth, int count, ty_err err)
+{
+    pthread_mutex_lock(&s->smu);
+    s->fail_skip = nth > 0 ? nth - 1 : 0;
+    s->fail_count = nth > 0 && count > 0 ? count : 0;
+    s->fail_err = err != TY_OK ? err : TY_EIO;
+    pthread_mutex_unlock(&s->smu);
+}
+
+/* The error an armed store_fail_writes() gives the transaction about to commit, else TY_OK. */
+static ty_err injected_fault(store *s)
+{
+    ty_err e = TY_OK;
+    pthread_mutex_lock(&s->smu);
+    if (s->fail_count > 0) {
+        if (s->fail_skip > 0) {
+            s->fail_skip--;
+        } else {
+            s->fail_count--;
+            e = s->fail_err;
+        }
+    }
+    pthread_mutex_unlock(&s->smu);
+    return e;
+}
+
 /* Calls the change hook, if any; writer thread, after a commit. */
 static void call_change_hook(store *s)
 {
@@ -424,7 +450,9 @@ static void run_group(store *s, store_op *group, size_t nops)
         }
     }
     if (tx_first) {
-        if ((e = store_conn_exec(&s->writer, SQL_COMMIT)) == TY_OK) {
+        if ((e = injected_fault(s)) == TY_OK)
+            e = store_conn_exec(&s->writer, SQL_COMMIT);
+        if (e == TY_OK) {
             committed = 1;
         } else {
             TY_LOG(TY_LOG_ERROR, "store: commit failed", "{s:s,s:s}", "error", ty_strerror(e),

@@ -237,6 +237,15 @@ ty_err store_changes_head(store *s, int64_t *seq);
  */
 void store_set_change_hook(store *s, void (*fn)(void *ud), void *ud);
 
+/*
+ * Fault injection, for tests; compiled in always, armed only by a test. The
+ * write transactions numbered nth to nth + count - 1 from now (nth 1: the
+ * next one) fail at their commit with err, as SQLITE_BUSY (TY_EBUSY) or an
+ * I/O error (TY_EIO) would: each is rolled back whole and every operation in
+ * it returns err. nth 0 disarms. Any thread.
+ */
+void store_fail_writes(store *s, int nth, int count, ty_err err);
+
 typedef struct store_attempt {
     int attempt;
     char *json;                  /* the record as the scheduler last wrote it */

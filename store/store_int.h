@@ -288,6 +288,9 @@ struct store {
 
     /* Statistics (smu). */
     pthread_mutex_t smu;
+    /* Fault injection (smu; store_fail_writes()): transactions to let through, then to fail. */
+    int fail_skip, fail_count;
+    ty_err fail_err;
     uint64_t jobs_by_state[JOB_STATE_COUNT];
     uint64_t jobs_submitted_total;
     uint64_t commits_total;

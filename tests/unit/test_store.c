@@ -280,6 +280,48 @@ static void test_failing_ops_in_a_group_roll_back_alone(void **state)
     store_jobs_free(go, 1);
 }
 
+/*
+ * store_fail_writes(): the armed transactions fail whole with the error asked for and
+ * leave nothing behind (no job, no event, no count); the ones around them commit.
+ */
+static void test_injected_write_faults(void **state)
+{
+    store_fixture *f = *state;
+    store_job *a = submit_one(f->s, "before", "default");
+    store_stats before;
+    store_get_stats(f->s, &before);
+
+    store_fail_writes(f->s, 2, 2, TY_EBUSY); /* the next passes, then two fail */
+    assert_int_equal(move_job(f->s, a->id, JOB_ADMITTED), TY_OK);
+    store_job_new j = job_template("lost-busy", "default");
+    store_job *out = NULL;
+    size_t n = 0;
+    assert_int_equal(store_jobs_submit(f->s, &j, 1, NULL, NULL, &out, &n, NULL), TY_EBUSY);
+    assert_int_equal(n, 0);
+    assert_int_equal(move_job(f->s, a->id, JOB_STARTING), TY_EBUSY);
+    /* Disarmed by then: writes commit again. */
+    assert_int_equal(move_job(f->s, a->id, JOB_STARTING), TY_OK);
+
+    store_fail_writes(f->s, 1, 1, TY_EIO);
+    j = job_template("lost-io", "default");
+    assert_int_equal(store_jobs_submit(f->s, &j, 1, NULL, NULL, &out, &n, NULL), TY_EIO);
+    store_fail_writes(f->s, 1, 5, TY_EIO);
+    store_fail_writes(f->s, 0, 0, TY_OK); /* disarmed before any write */
+    assert_int_equal(store_ping(f->s), TY_OK);
+
+    assert_int_equal(count_named(f->s, "lost-"), 0);
+    store_job *got = NULL;
+    assert_int_equal(store_job_get(f->s, a->id, &got), TY_OK);
+    assert_int_equal(got->state, JOB_STARTING);
+    store_jobs_free(got, 1);
+    assert_int_equal(count_events(f->s, a->id), 3); /* submitted, admitted, starting: once */
+    store_stats after;
+    store_get_stats(f->s, &after);
+    assert_int_equal(after.jobs_submitted_total, before.jobs_submitted_total);
+    assert_int_equal(after.jobs_by_state[JOB_STARTING], before.jobs_by_state[JOB_STARTING] + 1);
+    store_jobs_free(a, 1);
+}
+
 static void test_max_group_ops(void **state)
 {
     store_fixture *f = *state;
@@ -354,6 +396,8 @@ int main(void)
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_failing_ops_in_a_group_roll_back_alone,
                                         store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_injected_write_faults, store_fixture_setup,
+                                        store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_max_group_ops, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_close_finishes_queued_writes, store_fixture_setup,
