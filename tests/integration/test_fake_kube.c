@@ -334,9 +334,12 @@ static void test_auth(void **state)
 static void test_decode_errors_are_400(void **state)
 {
     (void)state;
-    const char *names[] = {"02-job-unknown-fields-strict", "02b-job-duplicate-field-strict",
-                           "03-job-wrong-type-strict", "03b-job-wrong-type-default",
-                           "03c-job-bad-quantity-strict", "03d-job-malformed-json",
+    const char *names[] = {"02-job-unknown-fields-strict",
+                           "02b-job-duplicate-field-strict",
+                           "03-job-wrong-type-strict",
+                           "03b-job-wrong-type-default",
+                           "03c-job-bad-quantity-strict",
+                           "03d-job-malformed-json",
                            "04c-job-invalid-and-unknown-field-strict"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         expect_same_answer(names[i]);
@@ -364,10 +367,20 @@ static void test_validation_errors_are_422(void **state)
 /* Values that differ on every run, replaced by "*" before comparing. */
 static void scrub(json_t *j)
 {
-    static const char *keys[] = {"uid", "controller-uid", "resourceVersion", "creationTimestamp",
-                                 "startTime", "completionTime", "lastProbeTime",
-                                 "lastTransitionTime", "deletionTimestamp", "eventTime",
-                                 "firstTimestamp", "lastTimestamp", "startedAt", "finishedAt"};
+    static const char *keys[] = {"uid",
+                                 "controller-uid",
+                                 "resourceVersion",
+                                 "creationTimestamp",
+                                 "startTime",
+                                 "completionTime",
+                                 "lastProbeTime",
+                                 "lastTransitionTime",
+                                 "deletionTimestamp",
+                                 "eventTime",
+                                 "firstTimestamp",
+                                 "lastTimestamp",
+                                 "startedAt",
+                                 "finishedAt"};
     if (json_is_array(j)) {
         size_t i;
         json_t *v;
@@ -466,9 +479,9 @@ static void test_create_conflict_not_found(void **state)
     expect_same_shape(r->json, want_body(t), "06a");
     resp_free(r);
     json_decref(t);
-    const char *names[] = {"06b-job-create-again-409", "07a-get-missing-job-404",
+    const char *names[] = {"06b-job-create-again-409",   "07a-get-missing-job-404",
                            "07b-delete-missing-job-404", "07f-create-job-missing-namespace-404",
-                           "07g-unknown-resource-404", "14d-pod-log-missing-pod"};
+                           "07g-unknown-resource-404",   "14d-pod-log-missing-pod"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         expect_same_answer(names[i]);
     /* 07d: without a policy a Job is orphaned: the Job itself comes back, with
@@ -492,8 +505,8 @@ static json_t *create_indexed_job(const char *name)
     json_t *t = transcript("11b-indexed-job-create");
     json_t *job = json_deep_copy(json_object_get(json_object_get(t, "request"), "body"));
     json_object_set_new(json_object_get(job, "metadata"), "name", json_string(name));
-    resp *r = call_json("POST", "/apis/batch/v1/namespaces/transcripts/jobs?fieldValidation=Strict",
-                        job);
+    resp *r =
+        call_json("POST", "/apis/batch/v1/namespaces/transcripts/jobs?fieldValidation=Strict", job);
     EXPECT_STATUS(r, 201);
     resp_free(r);
     json_decref(t);
@@ -562,12 +575,11 @@ static void test_indexed_job_failure(void **state)
         json_object_set(md, "name", json_object_get(json_object_get(pod, "metadata"), "name"));
         json_object_del(json_object_get(want, "spec"), "volumes");
         /* The service account's token volume is admission's, not the Job's. */
-        json_object_del(json_array_get(json_object_get(json_object_get(want, "spec"),
-                                                       "containers"),
-                                       0),
-                        "volumeMounts");
-        const char *node = json_string_value(
-            json_object_get(json_object_get(pod, "spec"), "nodeName"));
+        json_object_del(
+            json_array_get(json_object_get(json_object_get(want, "spec"), "containers"), 0),
+            "volumeMounts");
+        const char *node =
+            json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
         assert_non_null(node);
         assert_non_null(strstr(node, "a100"));
         json_object_set_new(json_object_get(want, "spec"), "nodeName", json_string(node));
@@ -594,8 +606,7 @@ static void test_indexed_job_failure(void **state)
     json_decref(t);
     /* 11f: rank 0 exits 3: Failed/BackoffLimitExceeded, the other rank deleted
      * and counted as failed, the stale ready count. */
-    set_phase(json_string_value(json_array_get(names, 0)),
-              "{\"phase\":\"Failed\",\"exitCode\":3}");
+    set_phase(json_string_value(json_array_get(names, 0)), "{\"phase\":\"Failed\",\"exitCode\":3}");
     s = job_status("idx-demo");
     t = transcript("11f-indexed-job-status-after-rank0-failed");
     expect_same_shape(s, json_object_get(want_body(t), "status"), "11f");
@@ -605,10 +616,12 @@ static void test_indexed_job_failure(void **state)
     json_t *ev = get_json("/api/v1/namespaces/transcripts/events?fieldSelector="
                           "involvedObject.name%3Didx-demo");
     t = transcript("11k-indexed-job-events");
-    const json_t *items = json_object_get(ev, "items"), *wi = json_object_get(want_body(t), "items");
+    const json_t *items = json_object_get(ev, "items"),
+                 *wi = json_object_get(want_body(t), "items");
     assert_int_equal(json_array_size(items), json_array_size(wi));
     for (size_t i = 0; i < json_array_size(wi); i++) {
-        json_t *g = json_deep_copy(json_array_get(items, i)), *w = json_deep_copy(json_array_get(wi, i));
+        json_t *g = json_deep_copy(json_array_get(items, i)),
+               *w = json_deep_copy(json_array_get(wi, i));
         json_object_del(g, "metadata");
         json_object_del(w, "metadata");
         json_object_del(g, "message");
@@ -651,9 +664,8 @@ static void test_indexed_job_success(void **state)
     json_array_foreach(json_object_get(pods, "items"), i, p)
     {
         assert_null(json_object_get(json_object_get(p, "metadata"), "finalizers"));
-        assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"),
-                                                              "phase")),
-                            "Succeeded");
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Succeeded");
     }
     json_decref(pods);
     delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/idx-ok?propagationPolicy=Background");
@@ -689,13 +701,12 @@ static void create_unschedulable_pods(void)
     for (size_t i = 0; i < 4; i++) {
         json_t *t = transcript(names[i]);
         const json_t *pod = want_body(t), *spec = json_object_get(pod, "spec");
-        json_t *body = json_pack("{s:s, s:s, s:{s:O, s:O}, s:{s:O, s:O}}", "apiVersion", "v1",
-                                 "kind", "Pod", "metadata", "name",
-                                 json_object_get(json_object_get(pod, "metadata"), "name"),
-                                 "labels",
-                                 json_object_get(json_object_get(pod, "metadata"), "labels"),
-                                 "spec", "restartPolicy", json_object_get(spec, "restartPolicy"),
-                                 "containers", json_object_get(spec, "containers"));
+        json_t *body =
+            json_pack("{s:s, s:s, s:{s:O, s:O}, s:{s:O, s:O}}", "apiVersion", "v1", "kind", "Pod",
+                      "metadata", "name", json_object_get(json_object_get(pod, "metadata"), "name"),
+                      "labels", json_object_get(json_object_get(pod, "metadata"), "labels"), "spec",
+                      "restartPolicy", json_object_get(spec, "restartPolicy"), "containers",
+                      json_object_get(spec, "containers"));
         json_t *bspec = json_object_get(body, "spec");
         const char *keep[] = {"nodeSelector", "affinity"};
         for (int k = 0; k < 2; k++)
@@ -748,11 +759,12 @@ static void test_scheduler_messages(void **state)
     const json_t *gi = json_object_get(ev, "items");
     assert_int_equal(json_array_size(gi), json_array_size(wi));
     for (size_t i = 0; i < json_array_size(wi); i++) {
-        json_t *g = json_deep_copy(json_array_get(gi, i)), *w = json_deep_copy(json_array_get(wi, i));
-        const char *gname = json_string_value(json_object_get(json_object_get(g, "metadata"),
-                                                              "name"));
-        const char *obj = json_string_value(json_object_get(json_object_get(w, "involvedObject"),
-                                                            "name"));
+        json_t *g = json_deep_copy(json_array_get(gi, i)),
+               *w = json_deep_copy(json_array_get(wi, i));
+        const char *gname =
+            json_string_value(json_object_get(json_object_get(g, "metadata"), "name"));
+        const char *obj =
+            json_string_value(json_object_get(json_object_get(w, "involvedObject"), "name"));
         assert_int_equal(strncmp(gname, obj, strlen(obj)), 0);
         json_object_del(g, "metadata");
         json_object_del(w, "metadata");
@@ -771,11 +783,12 @@ static void test_scheduler_messages(void **state)
 static void test_scheduler_retries_on_node_change(void **state)
 {
     (void)state;
-    resp *r = call("POST", "/api/v1/namespaces/transcripts/pods",
-                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"wants-h200\"},"
-                   "\"spec\":{\"restartPolicy\":\"Never\",\"nodeSelector\":"
-                   "{\"nvidia.com/gpu.product\":\"NVIDIA-H200\"},\"containers\":[{\"name\":\"m\","
-                   "\"image\":\"busybox:1.36\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":4}}}]}}");
+    resp *r =
+        call("POST", "/api/v1/namespaces/transcripts/pods",
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"wants-h200\"},"
+             "\"spec\":{\"restartPolicy\":\"Never\",\"nodeSelector\":"
+             "{\"nvidia.com/gpu.product\":\"NVIDIA-H200\"},\"containers\":[{\"name\":\"m\","
+             "\"image\":\"busybox:1.36\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":4}}}]}}");
     EXPECT_STATUS(r, 201);
     resp_free(r);
     json_t *pod = get_json("/api/v1/namespaces/transcripts/pods/wants-h200");
@@ -786,9 +799,9 @@ static void test_scheduler_retries_on_node_change(void **state)
                         "\"topology.kubernetes.io/zone\":\"us-west-2a\"}},"
                         "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"}}}");
     pod = get_json("/api/v1/namespaces/transcripts/pods/wants-h200");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(pod, "spec"),
-                                                          "nodeName")),
-                        "usw2a-h200-od-0");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName")),
+        "usw2a-h200-od-0");
     json_decref(pod);
     /* 4 of 8 GPUs are taken: a pod asking for 5 does not fit. */
     r = call("POST", "/api/v1/namespaces/transcripts/pods",
@@ -843,9 +856,11 @@ static void test_lists(void **state)
     const char *cont = json_string_value(json_object_get(md, "continue"));
     assert_non_null(cont);
     assert_null(json_object_get(md, "remainingItemCount"));
-    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(
-                            json_object_get(r->json, "items"), 0), "metadata"), "name")),
-                        "unsched-affinity");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_array_get(json_object_get(r->json, "items"), 0), "metadata"),
+            "name")),
+        "unsched-affinity");
     /* 08c: the last page has no continue. */
     char path[1024];
     snprintf(path, sizeof path,
@@ -887,8 +902,8 @@ static void test_lists(void **state)
         /* Other tests' pods have other labels; count only the 12 ones. */
         json_array_foreach(json_object_get(l, "items"), k, p)
         {
-            const char *name = json_string_value(json_object_get(json_object_get(p, "metadata"),
-                                                                 "name"));
+            const char *name =
+                json_string_value(json_object_get(json_object_get(p, "metadata"), "name"));
             n += !strncmp(name, "unsched-", 8);
         }
         if (n != cases[i].n)
@@ -948,8 +963,7 @@ static void test_watch_job(void **state)
     snprintf(w.path, sizeof w.path,
              "/apis/batch/v1/namespaces/transcripts/jobs?fieldSelector=metadata.name%%3Dwatch-idx"
              "&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=3&watch=true",
-             json_string_value(json_object_get(json_object_get(l, "metadata"),
-                                               "resourceVersion")));
+             json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")));
     json_decref(l);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, watch_thread, &w), 0);
@@ -1028,8 +1042,8 @@ static void test_expired(void **state)
 {
     (void)state;
     json_t *l = get_json("/api/v1/namespaces/transcripts/events?limit=1");
-    const char *cont = json_string_value(json_object_get(json_object_get(l, "metadata"),
-                                                         "continue"));
+    const char *cont =
+        json_string_value(json_object_get(json_object_get(l, "metadata"), "continue"));
     assert_non_null(cont);
     char path[1024];
     snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/events?limit=1&continue=%s", cont);
@@ -1134,8 +1148,8 @@ static void test_garbage_collection(void **state)
                             "ownerReferences", "apiVersion", "batch/v1", "kind", "Job", "name",
                             "gc-idx", "uid", uid, "controller", 1, "spec", "clusterIP", "None",
                             "selector", "job-name", "gc-idx", "ports", "name", "x", "port", 29500);
-    resp *r = call_json("POST", "/api/v1/namespaces/transcripts/services?fieldValidation=Strict",
-                        svc);
+    resp *r =
+        call_json("POST", "/api/v1/namespaces/transcripts/services?fieldValidation=Strict", svc);
     EXPECT_STATUS(r, 201);
     resp_free(r);
     json_decref(job);
@@ -1150,8 +1164,10 @@ static void test_garbage_collection(void **state)
 
     names = create_indexed_job("fg-idx");
     json_t *t = transcript("07e-delete-job-foreground");
-    r = call("DELETE", "/apis/batch/v1/namespaces/transcripts/jobs/fg-idx?"
-                       "propagationPolicy=Foreground", NULL);
+    r = call("DELETE",
+             "/apis/batch/v1/namespaces/transcripts/jobs/fg-idx?"
+             "propagationPolicy=Foreground",
+             NULL);
     EXPECT_STATUS(r, 200);
     expect_json_equal(json_object_get(json_object_get(r->json, "metadata"), "finalizers"),
                       json_object_get(json_object_get(want_body(t), "metadata"), "finalizers"),
@@ -1273,10 +1289,10 @@ static const char *zone_of_pod(const char *pod, char *buf, size_t len)
     assert_non_null(node);
     snprintf(path, sizeof path, "/api/v1/nodes/%s", node);
     json_t *n = get_json(path);
-    snprintf(buf, len, "%s",
-             json_string_value(json_object_get(json_object_get(json_object_get(n, "metadata"),
-                                                               "labels"),
-                                               "topology.kubernetes.io/zone")));
+    snprintf(
+        buf, len, "%s",
+        json_string_value(json_object_get(json_object_get(json_object_get(n, "metadata"), "labels"),
+                                          "topology.kubernetes.io/zone")));
     json_decref(n);
     json_decref(p);
     return buf;
@@ -1300,8 +1316,8 @@ static void test_gang_pod_affinity(void **state)
             "requiredDuringSchedulingIgnoredDuringExecution", "labelSelector", "matchLabels",
             "gang", "g1", "topologyKey", "topology.kubernetes.io/zone", "containers", "name", "m",
             "image", "busybox:1.36", "resources", "limits", "nvidia.com/gpu", 8);
-        resp *r = call_json("POST", "/api/v1/namespaces/transcripts/pods?fieldValidation=Strict",
-                            pod);
+        resp *r =
+            call_json("POST", "/api/v1/namespaces/transcripts/pods?fieldValidation=Strict", pod);
         EXPECT_STATUS(r, 201);
         resp_free(r);
     }
@@ -1326,25 +1342,26 @@ static void test_autoscaler(void **state)
     json_t *job = json_deep_copy(json_object_get(json_object_get(t, "request"), "body"));
     json_decref(t);
     json_object_set_new(json_object_get(job, "metadata"), "name", json_string("scale-idx"));
-    json_t *tspec = json_object_get(json_object_get(json_object_get(job, "spec"), "template"),
-                                    "spec");
+    json_t *tspec =
+        json_object_get(json_object_get(json_object_get(job, "spec"), "template"), "spec");
     json_object_set_new(json_object_get(tspec, "nodeSelector"), "nvidia.com/gpu.product",
                         json_string("NVIDIA-H100-80GB-HBM3-TEST"));
-    json_object_set_new(json_object_get(json_object_get(json_array_get(
-                                            json_object_get(tspec, "containers"), 0),
-                                                        "resources"),
-                                        "limits"),
-                        "nvidia.com/gpu", json_integer(8));
+    json_object_set_new(
+        json_object_get(
+            json_object_get(json_array_get(json_object_get(tspec, "containers"), 0), "resources"),
+            "limits"),
+        "nvidia.com/gpu", json_integer(8));
     resp *r = call_json("POST", "/apis/batch/v1/namespaces/transcripts/jobs", job);
     EXPECT_STATUS(r, 201);
     resp_free(r);
-    json_t *pods = get_json("/api/v1/namespaces/transcripts/pods?labelSelector=job-name%3Dscale-idx");
+    json_t *pods =
+        get_json("/api/v1/namespaces/transcripts/pods?labelSelector=job-name%3Dscale-idx");
     size_t i;
     json_t *p;
     json_array_foreach(json_object_get(pods, "items"), i, p)
     {
-        const char *node = json_string_value(json_object_get(json_object_get(p, "spec"),
-                                                             "nodeName"));
+        const char *node =
+            json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName"));
         assert_non_null(node);
         assert_int_equal(strncmp(node, "h100-spot-usw2c-", 16), 0);
     }
@@ -1353,8 +1370,8 @@ static void test_autoscaler(void **state)
     json_t *ev = get_json("/api/v1/namespaces/transcripts/events?fieldSelector="
                           "reason%3DTriggeredScaleUp");
     assert_int_equal(json_array_size(json_object_get(ev, "items")), 2);
-    assert_string_equal(json_string_value(json_object_get(json_array_get(
-                            json_object_get(ev, "items"), 0), "message")),
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(ev, "items"), 0), "message")),
                         "pod triggered scale-up: [{h100-spot-usw2c 0->1 (max: 2)}]");
     json_decref(ev);
     /* The group is at its maximum: one more pod waits. */
@@ -1406,7 +1423,8 @@ static void test_deadline(void **state)
     assert_string_equal(json_string_value(json_object_get(c, "message")),
                         "Job was active longer than specified deadline");
     json_decref(c);
-    json_t *pods = get_json("/api/v1/namespaces/transcripts/pods?labelSelector=job-name%3Dlate-idx");
+    json_t *pods =
+        get_json("/api/v1/namespaces/transcripts/pods?labelSelector=job-name%3Dlate-idx");
     assert_int_equal(json_array_size(json_object_get(pods, "items")), 0);
     json_decref(pods);
     delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/late-idx?propagationPolicy=Background");
@@ -1422,13 +1440,13 @@ static void test_update_and_patch(void **state)
     json_t *stale = json_deep_copy(job);
     json_object_set_new(json_object_get(job, "metadata"), "labels",
                         json_pack("{s:s}", "app", "changed"));
-    resp *r = call_json("PUT", "/apis/batch/v1/namespaces/transcripts/jobs/upd-idx?"
-                               "fieldValidation=Strict",
+    resp *r = call_json("PUT",
+                        "/apis/batch/v1/namespaces/transcripts/jobs/upd-idx?"
+                        "fieldValidation=Strict",
                         job);
     EXPECT_STATUS(r, 200);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(r->json, "status"),
-                                                        "active")),
-                     2);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(r->json, "status"), "active")), 2);
     resp_free(r);
     r = call_json("PUT", "/apis/batch/v1/namespaces/transcripts/jobs/upd-idx", stale);
     EXPECT_STATUS(r, 409);
@@ -1440,8 +1458,9 @@ static void test_update_and_patch(void **state)
     char path[512];
     snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s/status",
              json_string_value(json_array_get(names, 0)));
-    r = call("PATCH", path, "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
-                            "\"Ready\",\"status\":\"True\"}]}}");
+    r = call("PATCH", path,
+             "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
+             "\"Ready\",\"status\":\"True\"}]}}");
     EXPECT_STATUS(r, 200);
     resp_free(r);
     json_t *s = job_status("upd-idx");

@@ -6,6 +6,8 @@ add_executable(fake-kube-apiserver
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_valid.c
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_ctrl.c
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_sched.c
+  ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_watch.c
+  ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_control.c
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_http.c)
 ty_target(fake-kube-apiserver)
 target_compile_definitions(fake-kube-apiserver PRIVATE

@@ -7,8 +7,10 @@
  *   fk_store.c   objects, resourceVersion, the event window, label selectors
  *   fk_valid.c   decoding (400) and validation (422) of written objects
  *   fk_ctrl.c    the Job controller and the garbage collector
- *   fk_sched.c   the scheduler (filters, binding, FailedScheduling)
- *   fk_http.c    the HTTP API, watches, faults, the /fake control API, main()
+ *   fk_sched.c   the scheduler (filters, binding, FailedScheduling), the autoscaler
+ *   fk_watch.c   watches: chunked events, bookmarks, 410 Expired
+ *   fk_control.c the /fake control API for tests and injected faults
+ *   fk_http.c    routing, the REST verbs, lists, main()
  *
  * Threads: every HTTP connection has its own thread; one mutex (fk_store.mu)
  * guards all state. Stored objects are immutable once stored: a writer
@@ -23,16 +25,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum fk_res_id { FK_NAMESPACES, FK_NODES, FK_PODS, FK_SERVICES, FK_EVENTS, FK_JOBS, FK_VCJOBS,
-                 FK_NRES };
+enum fk_res_id {
+    FK_NAMESPACES,
+    FK_NODES,
+    FK_PODS,
+    FK_SERVICES,
+    FK_EVENTS,
+    FK_JOBS,
+    FK_VCJOBS,
+    FK_NRES
+};
 
 typedef struct fk_res {
-    const char *plural;     /* "jobs" */
-    const char *kind;       /* "Job" */
-    const char *group;      /* "" for the core group */
-    const char *version;    /* "v1" */
+    const char *plural;      /* "jobs" */
+    const char *kind;        /* "Job" */
+    const char *group;       /* "" for the core group */
+    const char *version;     /* "v1" */
     const char *api_version; /* "batch/v1" */
-    const char *def;        /* swagger definition; NULL: validated by the CRD schema */
+    const char *def;         /* swagger definition; NULL: validated by the CRD schema */
     int namespaced;
 } fk_res;
 
@@ -45,20 +55,32 @@ typedef struct fk_event {
     json_t *obj;      /* a reference to the stored state */
 } fk_event;
 
+typedef struct fk_fault {
+    char method[16];  /* "" matches every method */
+    char prefix[256]; /* matches paths starting with it */
+    int remaining;    /* requests still to answer this way */
+    int status;       /* 0: only a delay */
+    int retry_after;  /* seconds, for 429 */
+    int delay_ms;
+} fk_fault;
+
 typedef struct fk_store {
     pthread_mutex_t mu;
-    pthread_cond_t cv;          /* broadcast on every event and on a watch drop */
-    json_t *objs[FK_NRES];      /* "ns/name" -> object */
-    json_t *logs;               /* "ns/name" -> log text of a pod, set by tests */
-    uint64_t rv;                /* the last resourceVersion given out */
-    fk_event *ring;             /* the window of recent events a watch can resume from */
+    pthread_cond_t cv;     /* broadcast on every event and on a watch drop */
+    json_t *objs[FK_NRES]; /* "ns/name" -> object */
+    json_t *logs;          /* "ns/name" -> log text of a pod, set by tests */
+    uint64_t rv;           /* the last resourceVersion given out */
+    fk_event *ring;        /* the window of recent events a watch can resume from */
     size_t ring_cap, ring_len, ring_head;
-    uint64_t window_rv;         /* a watch from an rv below this gets 410 Expired */
-    unsigned drop_gen;          /* bumped to end every open watch */
-    unsigned long seq;          /* for names and uids */
-    const json_t *swagger;      /* the Kubernetes definitions (borrowed from main) */
-    const json_t *vc_schema;    /* the Volcano Job CRD's openAPIV3Schema */
-    json_t *groups;             /* node groups of the autoscaler stand-in (fk_autoscale) */
+    uint64_t window_rv;      /* a watch from an rv below this gets 410 Expired */
+    unsigned drop_gen;       /* bumped to end every open watch */
+    unsigned long seq;       /* for names and uids */
+    const json_t *swagger;   /* the Kubernetes definitions (borrowed from main) */
+    const json_t *vc_schema; /* the Volcano Job CRD's openAPIV3Schema */
+    json_t *groups;          /* node groups of the autoscaler stand-in (fk_autoscale) */
+    fk_fault faults[32];
+    int nfaults;
+    volatile int stopping; /* set once at shutdown: watches end */
 } fk_store;
 
 /* fk_store.c ------------------------------------------------------------ */
@@ -86,8 +108,8 @@ json_t *fk_list(fk_store *st, int res, const char *ns);
 /* Forgets the event window: a watch from any earlier rv gets 410. */
 void fk_compact(fk_store *st);
 /* Writes an Event (core/v1) about obj. */
-void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type,
-                     const char *reason, const char *message, const char *component);
+void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type, const char *reason,
+                     const char *message, const char *component);
 
 /* Label selectors (labelSelector=...) and the few field selectors clients use. */
 typedef struct fk_sel fk_sel;
@@ -105,6 +127,10 @@ int fk_fsel_matches(const char *text, const json_t *obj, int *ok);
 /* Small helpers on objects. */
 const char *fk_str(const json_t *obj, const char *path); /* "metadata.name" */
 json_t *fk_path(json_t *obj, const char *path, int create);
+
+/* Whether obj, an object of res, is in namespace ns ("" or NULL: any) and
+ * matches the label selector and the field selector text (NULL: any). */
+int fk_selects(int res, const char *ns, const json_t *obj, const fk_sel *sel, const char *fsel);
 
 /* fk_valid.c ------------------------------------------------------------ */
 /* Reasons a write is refused: HTTP status plus a Status body (new) in *status. */
@@ -151,5 +177,30 @@ int fk_schedule(fk_store *st);
 int fk_autoscale(fk_store *st);
 /* The GPUs (nvidia.com/gpu) a pod requests. */
 long fk_pod_gpus(const json_t *pod);
+
+/* fk_watch.c ------------------------------------------------------------ */
+struct MHD_Response;
+typedef struct fk_watch_req {
+    int res;
+    const char *ns;             /* "" or NULL: every namespace */
+    const char *label_selector; /* query parameters as given, or NULL */
+    const char *field_selector;
+    const char *resource_version;
+    const char *timeout_seconds;
+    int bookmarks; /* allowWatchBookmarks=true */
+} fk_watch_req;
+/* A streaming 200 response (new) for a watch, or NULL with err (a bad selector). */
+struct MHD_Response *fk_watch_response(fk_store *st, const fk_watch_req *req, char *err,
+                                       size_t errlen);
+
+/* fk_control.c ---------------------------------------------------------- */
+/* Handles a request under /fake/ (takes the lock). Returns the HTTP status;
+ * *err (static) says why when it is not 200. */
+int fk_control(fk_store *st, const char *method, const char *url, const char *label_selector,
+               const char *data, size_t len, const char **err);
+/* Adds the nodes of doc: a Node, an array, or a list with items. Lock held. */
+int fk_load_nodes(fk_store *st, const json_t *doc);
+/* Takes the first fault matching the request, if any (takes the lock). */
+int fk_take_fault(fk_store *st, const char *method, const char *url, fk_fault *out);
 
 #endif

@@ -163,12 +163,13 @@ void fk_defaults(fk_store *st, int res, json_t *obj)
         }
         const char *keys[] = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"};
         for (int i = 0; i < 2; i++)
-            json_array_append_new(tol, json_pack("{s:s, s:s, s:s, s:i}", "key", keys[i],
-                                                 "operator", "Exists", "effect", "NoExecute",
+            json_array_append_new(tol, json_pack("{s:s, s:s, s:s, s:i}", "key", keys[i], "operator",
+                                                 "Exists", "effect", "NoExecute",
                                                  "tolerationSeconds", 300));
         if (!json_object_get(obj, "status") || !*fk_str(obj, "status.phase"))
-            json_object_set_new(obj, "status", json_pack("{s:s, s:s}", "phase", "Pending",
-                                                         "qosClass", qos_class(spec)));
+            json_object_set_new(
+                obj, "status",
+                json_pack("{s:s, s:s}", "phase", "Pending", "qosClass", qos_class(spec)));
     } else if (res == FK_SERVICES) {
         json_t *spec = fk_path(obj, "spec", 1);
         set_default(spec, "type", json_string("ClusterIP"));
@@ -265,11 +266,10 @@ static long long int_at(const json_t *obj, const char *path, long long dflt)
 
 static long pod_index(const json_t *pod)
 {
-    const char *s = json_string_value(fk_path((json_t *)pod, "metadata.annotations", 0)
-                                          ? json_object_get(fk_path((json_t *)pod,
-                                                                    "metadata.annotations", 0),
-                                                            INDEX_ANN)
-                                          : NULL);
+    const char *s = json_string_value(
+        fk_path((json_t *)pod, "metadata.annotations", 0)
+            ? json_object_get(fk_path((json_t *)pod, "metadata.annotations", 0), INDEX_ANN)
+            : NULL);
     char *end;
     long v = s ? strtol(s, &end, 10) : -1;
     return s && *s && !*end ? v : -1;
@@ -348,9 +348,8 @@ static json_t *new_pod(fk_store *st, const json_t *job, long index)
     }
     json_object_set_new(md, "ownerReferences",
                         json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "batch/v1",
-                                  "kind", "Job", "name", jname, "uid",
-                                  fk_str(job, "metadata.uid"), "controller", 1,
-                                  "blockOwnerDeletion", 1));
+                                  "kind", "Job", "name", jname, "uid", fk_str(job, "metadata.uid"),
+                                  "controller", 1, "blockOwnerDeletion", 1));
     json_object_set_new(md, "finalizers", json_pack("[s]", TRACKING));
     json_t *spec = json_deep_copy(json_object_get(tmpl, "spec"));
     if (index >= 0) {
@@ -370,15 +369,15 @@ static json_t *new_pod(fk_store *st, const json_t *job, long index)
                     env = json_array();
                     json_object_set_new(c, "env", env);
                 }
-                json_array_append_new(
-                    env, json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", "JOB_COMPLETION_INDEX",
-                                   "valueFrom", "fieldRef", "apiVersion", "v1", "fieldPath",
-                                   "metadata.annotations['" INDEX_ANN "']"));
+                json_array_append_new(env, json_pack("{s:s, s:{s:{s:s, s:s}}}", "name",
+                                                     "JOB_COMPLETION_INDEX", "valueFrom",
+                                                     "fieldRef", "apiVersion", "v1", "fieldPath",
+                                                     "metadata.annotations['" INDEX_ANN "']"));
             }
         }
     }
-    json_t *pod = json_pack("{s:s, s:s, s:o, s:o}", "kind", "Pod", "apiVersion", "v1",
-                            "metadata", md, "spec", spec);
+    json_t *pod = json_pack("{s:s, s:s, s:o, s:o}", "kind", "Pod", "apiVersion", "v1", "metadata",
+                            md, "spec", spec);
     fk_defaults(st, FK_PODS, pod);
     return pod;
 }
@@ -526,8 +525,7 @@ static int sync_job(fk_store *st, const json_t *job0, json_t *by_owner)
             mark_deleting(st, p, int_at(p, "spec.terminationGracePeriodSeconds", 30));
             char msg[700];
             snprintf(msg, sizeof msg, "Deleted pod: %s", fk_str(p, "metadata.name"));
-            fk_event_record(st, FK_JOBS, job0, "Normal", "SuccessfulDelete", msg,
-                            "job-controller");
+            fk_event_record(st, FK_JOBS, job0, "Normal", "SuccessfulDelete", msg, "job-controller");
             writes++;
         }
         /* Re-read: the deleted pods are now being deleted. */
@@ -555,8 +553,7 @@ static int sync_job(fk_store *st, const json_t *job0, json_t *by_owner)
             ready += cond_true(p, "Ready");
         if (pod_terminal(p) || is_deleting(p)) {
             if (tracked) {
-                json_array_append_new(succ ? unc_s : unc_f,
-                                      json_string(fk_str(p, "metadata.uid")));
+                json_array_append_new(succ ? unc_s : unc_f, json_string(fk_str(p, "metadata.uid")));
                 json_array_append(to_count, p);
             }
             continue;
@@ -573,9 +570,9 @@ static int sync_job(fk_store *st, const json_t *job0, json_t *by_owner)
         if (json_array_size(unc_f))
             json_object_set(unc, "failed", unc_f);
         format_indexes(done, indexed ? n_idx : 0, idx_text, sizeof idx_text);
-        writes += write_status(st, job0,
-                               job_status(conds, start, NULL, active, succeeded, failed, idx_text,
-                                          unc, ready));
+        writes += write_status(
+            st, job0,
+            job_status(conds, start, NULL, active, succeeded, failed, idx_text, unc, ready));
         json_array_foreach(to_count, i, p)
         {
             json_t *cur = fk_get(st, FK_PODS, ns, fk_str(p, "metadata.name"));
@@ -710,8 +707,8 @@ static int gc(fk_store *st)
             int alive = owner != NULL;
             int fg = alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0),
                                       "foregroundDeletion");
-            int orphan = alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0),
-                                          "orphan");
+            int orphan =
+                alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0), "orphan");
             if (deps[d] == FK_PODS && !alive &&
                 has_str(fk_path(o, "metadata.finalizers", 0), TRACKING)) {
                 /* The Job controller lets go of the pods of a Job that is gone
@@ -838,8 +835,8 @@ void fk_reconcile(fk_store *st)
         json_t *j;
         json_array_foreach(jobs, i, j)
         {
-            json_t *cur = fk_get(st, FK_JOBS, fk_str(j, "metadata.namespace"),
-                                 fk_str(j, "metadata.name"));
+            json_t *cur =
+                fk_get(st, FK_JOBS, fk_str(j, "metadata.namespace"), fk_str(j, "metadata.name"));
             if (cur)
                 writes += sync_job(st, cur, by_owner);
         }
@@ -883,9 +880,8 @@ int fk_delete(fk_store *st, int res, const char *ns, const char *name, const cha
                 fin = json_array();
                 json_object_set_new(md, "finalizers", fin);
             }
-            json_array_append_new(fin, json_string(!strcmp(policy, "Orphan")
-                                                       ? "orphan"
-                                                       : "foregroundDeletion"));
+            json_array_append_new(
+                fin, json_string(!strcmp(policy, "Orphan") ? "orphan" : "foregroundDeletion"));
             *body = json_deep_copy(fk_update(st, res, c));
             return 200;
         }
@@ -920,8 +916,8 @@ int fk_delete(fk_store *st, int res, const char *ns, const char *name, const cha
 
 static json_t *pod_cond(const char *type, const char *status, const char *reason, const char *ts)
 {
-    json_t *c = json_pack("{s:s, s:s, s:n, s:s}", "type", type, "status", status,
-                          "lastProbeTime", "lastTransitionTime", ts);
+    json_t *c = json_pack("{s:s, s:s, s:n, s:s}", "type", type, "status", status, "lastProbeTime",
+                          "lastTransitionTime", ts);
     if (reason)
         json_object_set_new(c, "reason", json_string(reason));
     return c;
@@ -949,8 +945,7 @@ int fk_pod_set_phase(fk_store *st, const char *ns, const char *name, const char 
     json_t *conds = json_array();
     json_array_append_new(conds, pod_cond("Initialized", "True", why, now));
     json_array_append_new(conds, pod_cond("Ready", running ? "True" : "False", why, now));
-    json_array_append_new(conds, pod_cond("ContainersReady", running ? "True" : "False", why,
-                                          now));
+    json_array_append_new(conds, pod_cond("ContainersReady", running ? "True" : "False", why, now));
     json_array_append_new(conds, pod_cond("PodScheduled", "True", NULL, now));
     /* An eviction's DisruptionTarget stays. */
     size_t i;
@@ -974,15 +969,15 @@ int fk_pod_set_phase(fk_store *st, const char *ns, const char *name, const char 
         else
             state = json_pack("{s:{s:i, s:s, s:s, s:s, s:s}}", "terminated", "exitCode",
                               !strcmp(phase, "Succeeded") ? 0 : exit_code, "reason",
-                              reason && *reason ? reason
+                              reason && *reason             ? reason
                               : !strcmp(phase, "Succeeded") ? "Completed"
                                                             : "Error",
                               "startedAt", start, "finishedAt", now, "containerID", cid);
-        json_array_append_new(cstats, json_pack("{s:s, s:o, s:{}, s:b, s:i, s:s, s:s, s:s, s:b}",
-                                                "name", fk_str(c, "name"), "state", state,
-                                                "lastState", "ready", running, "restartCount", 0,
-                                                "image", fk_str(c, "image"), "imageID", "",
-                                                "containerID", cid, "started", running));
+        json_array_append_new(cstats,
+                              json_pack("{s:s, s:o, s:{}, s:b, s:i, s:s, s:s, s:s, s:b}", "name",
+                                        fk_str(c, "name"), "state", state, "lastState", "ready",
+                                        running, "restartCount", 0, "image", fk_str(c, "image"),
+                                        "imageID", "", "containerID", cid, "started", running));
     }
     json_object_set_new(s, "containerStatuses", cstats);
     fk_update(st, FK_PODS, p);

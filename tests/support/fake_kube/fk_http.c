@@ -26,20 +26,8 @@
 
 #define MAX_BODY (3u << 20) /* the apiserver's request limit */
 
-typedef struct fault {
-    char method[16];
-    char prefix[256];
-    int remaining;
-    int status;      /* 0: only a delay */
-    int retry_after; /* seconds, for 429 */
-    int delay_ms;
-} fault;
-
 static fk_store g_st;
 static const char *g_token;
-static fault g_faults[32];
-static int g_nfaults;
-static volatile int g_stopping;
 
 typedef struct reqbuf {
     char *data;
@@ -81,8 +69,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int code, const char 
 }
 
 /* Sends obj (stolen) as JSON. */
-static enum MHD_Result send_json(struct MHD_Connection *c, int code, json_t *obj,
-                                 json_t *warnings)
+static enum MHD_Result send_json(struct MHD_Connection *c, int code, json_t *obj, json_t *warnings)
 {
     const char *ua = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent");
     int pretty = ua && (!strncmp(ua, "curl", 4) || !strncmp(ua, "Wget", 4) ||
@@ -122,9 +109,9 @@ static enum MHD_Result send_status_warned(struct MHD_Connection *c, json_t *stat
 
 static enum MHD_Result not_found_resource(struct MHD_Connection *c)
 {
-    return send_status(c, fk_status(404, "NotFound",
-                                    "the server could not find the requested resource",
-                                    json_object()),
+    return send_status(c,
+                       fk_status(404, "NotFound",
+                                 "the server could not find the requested resource", json_object()),
                        NULL);
 }
 
@@ -132,18 +119,18 @@ static json_t *not_found(int res, const char *name)
 {
     char msg[700];
     const fk_res *r = &fk_resources[res];
-    snprintf(msg, sizeof msg, "%s%s%s \"%s\" not found", r->plural, *r->group ? "." : "",
-             r->group, name);
+    snprintf(msg, sizeof msg, "%s%s%s \"%s\" not found", r->plural, *r->group ? "." : "", r->group,
+             name);
     return fk_status(404, "NotFound", msg, fk_details(res, name, 0));
 }
 
 /* ---- routes ----------------------------------------------------------- */
 
 typedef struct route {
-    int res;          /* -1: none */
-    char ns[256];     /* namespace of a namespaced request; "" for all */
-    char name[256];   /* "" for the collection */
-    char sub[32];     /* "", "status", "log" */
+    int res;        /* -1: none */
+    char ns[256];   /* namespace of a namespaced request; "" for all */
+    char name[256]; /* "" for the collection */
+    char sub[32];   /* "", "status", "log" */
 } route;
 
 /* Parses /api/v1/... and /apis/<group>/<version>/...; 0 on a match. */
@@ -207,27 +194,6 @@ static int parse_route(const char *url, route *rt)
     return 0;
 }
 
-/* ---- faults ----------------------------------------------------------- */
-
-/* Returns a fault's answer for this request, or NULL; may sleep. */
-static int take_fault(const char *method, const char *url, fault *out)
-{
-    int hit = 0;
-    pthread_mutex_lock(&g_st.mu);
-    for (int i = 0; i < g_nfaults; i++) {
-        fault *f = &g_faults[i];
-        if (f->remaining <= 0 || (f->method[0] && strcmp(f->method, method)) ||
-            strncmp(url, f->prefix, strlen(f->prefix)))
-            continue;
-        f->remaining--;
-        *out = *f;
-        hit = 1;
-        break;
-    }
-    pthread_mutex_unlock(&g_st.mu);
-    return hit;
-}
-
 /* ---- lists ------------------------------------------------------------ */
 
 static char *b64(const char *s)
@@ -284,17 +250,6 @@ static char *continue_token(long long rv, const char *start)
     return tok;
 }
 
-static int selected(const route *rt, const json_t *obj, const fk_sel *sel, const char *fsel)
-{
-    if (rt->ns[0] && fk_resources[rt->res].namespaced &&
-        strcmp(fk_str(obj, "metadata.namespace"), rt->ns))
-        return 0;
-    int ok = 1;
-    if (fsel && fk_fsel_matches(fsel, obj, &ok) != 0)
-        return 0;
-    return ok && fk_sel_matches(sel, fk_path((json_t *)obj, "metadata.labels", 0));
-}
-
 static const char *list_kind(int res, char *buf, size_t len)
 {
     snprintf(buf, len, "%sList", fk_resources[res].kind);
@@ -326,9 +281,9 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
     if (rvq && rvm && !strcmp(rvm, "Exact") && strtoull(rvq, NULL, 10) < g_st.window_rv) {
         pthread_mutex_unlock(&g_st.mu);
         fk_sel_free(sel);
-        return send_status(c, fk_status(410, "Expired",
-                                        "The resourceVersion for the provided list is too old.",
-                                        NULL),
+        return send_status(c,
+                           fk_status(410, "Expired",
+                                     "The resourceVersion for the provided list is too old.", NULL),
                            NULL);
     }
     if (cont && *cont) {
@@ -365,14 +320,13 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
     json_t *o;
     json_array_foreach(all, i, o)
     {
-        if (!selected(rt, o, sel, fs))
+        if (!fk_selects(rt->res, rt->ns, o, sel, fs))
             continue;
         char key[600];
-        snprintf(key, sizeof key, "%s%s%s", fk_resources[rt->res].namespaced && !rt->ns[0]
-                                                ? fk_str(o, "metadata.namespace")
-                                                : "",
-                 fk_resources[rt->res].namespaced && !rt->ns[0] ? "/" : "",
-                 fk_str(o, "metadata.name"));
+        snprintf(
+            key, sizeof key, "%s%s%s",
+            fk_resources[rt->res].namespaced && !rt->ns[0] ? fk_str(o, "metadata.namespace") : "",
+            fk_resources[rt->res].namespaced && !rt->ns[0] ? "/" : "", fk_str(o, "metadata.name"));
         if (start[0] && strcmp(key, start) <= 0)
             continue;
         if (limit > 0 && (long)json_array_size(items) >= limit) {
@@ -398,204 +352,28 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
             json_object_set_new(md, "remainingItemCount", json_integer(remaining));
     }
     fk_sel_free(sel);
-    json_t *out = json_pack("{s:s, s:s, s:o, s:o}", "kind", list_kind(rt->res, kbuf, sizeof kbuf),
-                            "apiVersion", fk_resources[rt->res].api_version, "metadata", md,
-                            "items", items);
+    json_t *out =
+        json_pack("{s:s, s:s, s:o, s:o}", "kind", list_kind(rt->res, kbuf, sizeof kbuf),
+                  "apiVersion", fk_resources[rt->res].api_version, "metadata", md, "items", items);
     return send_json(c, 200, out, NULL);
-}
-
-/* ---- watches ---------------------------------------------------------- */
-
-typedef struct watch {
-    route rt;
-    fk_sel *sel;
-    char *fsel;
-    uint64_t cursor;      /* the last rv looked at */
-    json_t *initial;      /* synthetic ADDED objects still to send */
-    size_t initial_next;
-    time_t deadline, next_bookmark;
-    int bookmarks;
-    unsigned drop_gen;
-    int expired;          /* send one ERROR event, then end */
-    int done;
-    char *line;
-    size_t len, off;
-} watch;
-
-static json_t *bookmark(int res, uint64_t rv)
-{
-    char s[32];
-    snprintf(s, sizeof s, "%llu", (unsigned long long)rv);
-    json_t *o = json_pack("{s:s, s:s, s:{s:s, s:n}}", "kind", fk_resources[res].kind,
-                          "apiVersion", fk_resources[res].api_version, "metadata",
-                          "resourceVersion", s, "creationTimestamp");
-    if (res == FK_PODS)
-        json_object_set_new(o, "spec", json_pack("{s:n}", "containers"));
-    else if (res == FK_JOBS)
-        json_object_set_new(o, "spec", json_pack("{s:{s:{s:n}, s:{s:n}}}", "template",
-                                                 "metadata", "creationTimestamp", "spec",
-                                                 "containers"));
-    else
-        json_object_set_new(o, "spec", json_object());
-    json_object_set_new(o, "status", json_object());
-    return o;
-}
-
-static void set_line(watch *w, const char *type, json_t *obj)
-{
-    json_t *ev = json_pack("{s:s, s:O}", "type", type, "object", obj);
-    char *text = json_dumps(ev, JSON_COMPACT);
-    json_decref(ev);
-    free(w->line);
-    size_t n = text ? strlen(text) : 0;
-    w->line = malloc(n + 2);
-    if (w->line) {
-        memcpy(w->line, text, n);
-        w->line[n] = '\n';
-        w->len = n + 1;
-    } else {
-        w->len = 0;
-    }
-    w->off = 0;
-    free(text);
-}
-
-/* Finds the next event for w; called with the lock held. 1 when a line is set. */
-static int next_line(watch *w)
-{
-    if (w->expired) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "too old resource version: %llu (%llu)",
-                 (unsigned long long)w->cursor, (unsigned long long)g_st.window_rv + 1);
-        json_t *s = fk_status(410, "Expired", msg, NULL);
-        set_line(w, "ERROR", s);
-        json_decref(s);
-        w->done = 1;
-        return 1;
-    }
-    if (w->initial && w->initial_next < json_array_size(w->initial)) {
-        set_line(w, "ADDED", json_array_get(w->initial, w->initial_next++));
-        return 1;
-    }
-    if (w->cursor < g_st.window_rv) {
-        w->expired = 1; /* fell behind the window while watching */
-        return next_line(w);
-    }
-    for (size_t i = 0; i < g_st.ring_len; i++) {
-        fk_event *e = &g_st.ring[(g_st.ring_head + i) % g_st.ring_cap];
-        if (e->rv <= w->cursor)
-            continue;
-        w->cursor = e->rv;
-        if (e->res == w->rt.res && selected(&w->rt, e->obj, w->sel, w->fsel)) {
-            set_line(w, e->type, e->obj);
-            return 1;
-        }
-    }
-    time_t now = time(NULL);
-    if (w->bookmarks && now >= w->next_bookmark && now < w->deadline) {
-        json_t *b = bookmark(w->rt.res, g_st.rv);
-        set_line(w, "BOOKMARK", b);
-        json_decref(b);
-        time_t next = w->next_bookmark + 60;
-        w->next_bookmark = next < w->deadline - 2 ? next : w->deadline - 1;
-        if (w->next_bookmark <= now)
-            w->next_bookmark = w->deadline + 1;
-        return 1;
-    }
-    return 0;
-}
-
-static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    (void)pos;
-    watch *w = cls;
-    for (;;) {
-        if (w->off < w->len) {
-            size_t n = w->len - w->off < max ? w->len - w->off : max;
-            memcpy(buf, w->line + w->off, n);
-            w->off += n;
-            return (ssize_t)n;
-        }
-        if (w->done || g_stopping)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        pthread_mutex_lock(&g_st.mu);
-        while (!g_stopping) {
-            if (w->drop_gen != g_st.drop_gen || time(NULL) >= w->deadline) {
-                w->done = 1;
-                break;
-            }
-            if (next_line(w))
-                break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&g_st.cv, &g_st.mu, &ts);
-        }
-        pthread_mutex_unlock(&g_st.mu);
-        if (w->done && w->off >= w->len)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-    }
-}
-
-static void watch_free(void *cls)
-{
-    watch *w = cls;
-    fk_sel_free(w->sel);
-    free(w->fsel);
-    json_decref(w->initial);
-    free(w->line);
-    free(w);
 }
 
 static enum MHD_Result do_watch(struct MHD_Connection *c, const route *rt)
 {
-    char err[256];
-    watch *w = calloc(1, sizeof *w);
-    if (!w)
-        return MHD_NO;
-    w->rt = *rt;
-    if (fk_sel_parse(arg(c, "labelSelector"), &w->sel, err, sizeof err) != 0) {
-        free(w);
-        return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
-    }
-    const char *fs = arg(c, "fieldSelector");
-    w->fsel = fs && *fs ? strdup(fs) : NULL;
-    const char *to = arg(c, "timeoutSeconds"), *rv = arg(c, "resourceVersion");
     const char *bm = arg(c, "allowWatchBookmarks");
-    long timeout = to ? strtol(to, NULL, 10) : 1800;
-    time_t now = time(NULL);
-    w->deadline = now + (timeout > 0 ? timeout : 1800);
-    w->bookmarks = bm && (!strcmp(bm, "true") || !strcmp(bm, "1"));
-    w->next_bookmark = now + 60 < w->deadline - 2 ? now + 60 : w->deadline - 2;
-    pthread_mutex_lock(&g_st.mu);
-    w->drop_gen = g_st.drop_gen;
-    unsigned long long from = rv ? strtoull(rv, NULL, 10) : 0;
-    if (from == 0) {
-        /* No resourceVersion: the current state as ADDED events, then changes. */
-        json_t *all = fk_list(&g_st, rt->res, rt->ns[0] ? rt->ns : NULL);
-        w->initial = json_array();
-        size_t i;
-        json_t *o;
-        json_array_foreach(all, i, o)
-        {
-            if (selected(rt, o, w->sel, w->fsel))
-                json_array_append(w->initial, o);
-        }
-        json_decref(all);
-        w->cursor = g_st.rv;
-    } else {
-        w->cursor = from;
-        w->expired = from < g_st.window_rv;
-    }
-    pthread_mutex_unlock(&g_st.mu);
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
-    if (!r) {
-        watch_free(w);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+    fk_watch_req req = {
+        .res = rt->res,
+        .ns = rt->ns,
+        .label_selector = arg(c, "labelSelector"),
+        .field_selector = arg(c, "fieldSelector"),
+        .resource_version = arg(c, "resourceVersion"),
+        .timeout_seconds = arg(c, "timeoutSeconds"),
+        .bookmarks = bm && (!strcmp(bm, "true") || !strcmp(bm, "1")),
+    };
+    char err[256];
+    struct MHD_Response *r = fk_watch_response(&g_st, &req, err, sizeof err);
+    if (!r)
+        return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ret;
@@ -622,15 +400,14 @@ static enum MHD_Result ns_not_found(struct MHD_Connection *c, const char *ns)
 {
     char msg[400];
     snprintf(msg, sizeof msg, "namespaces \"%s\" not found", ns);
-    return send_status(c, fk_status(404, "NotFound", msg, fk_details(FK_NAMESPACES, ns, 0)),
-                       NULL);
+    return send_status(c, fk_status(404, "NotFound", msg, fk_details(FK_NAMESPACES, ns, 0)), NULL);
 }
 
 static enum MHD_Result do_create(struct MHD_Connection *c, const route *rt, const reqbuf *b)
 {
     json_t *obj = NULL, *warnings = NULL, *status = NULL;
-    int code = fk_decode(&g_st, rt->res, b->data ? b->data : "", b->len, field_validation(c),
-                         &obj, &warnings, &status);
+    int code = fk_decode(&g_st, rt->res, b->data ? b->data : "", b->len, field_validation(c), &obj,
+                         &warnings, &status);
     if (code)
         return send_status_warned(c, status, warnings);
     const char *dry = arg(c, "dryRun");
@@ -781,10 +558,9 @@ static enum MHD_Result do_update(struct MHD_Connection *c, const route *rt, cons
         if (spec && !json_equal(spec, json_object_get(cur, "spec"))) {
             json_object_set(next, "spec", spec);
             if (json_object_get(md, "generation"))
-                json_object_set_new(md, "generation",
-                                    json_integer(json_integer_value(
-                                                     json_object_get(md, "generation")) +
-                                                 1));
+                json_object_set_new(
+                    md, "generation",
+                    json_integer(json_integer_value(json_object_get(md, "generation")) + 1));
         }
         if (rt->res == FK_NODES || rt->res == FK_NAMESPACES || rt->res == FK_EVENTS) {
             const char *k;
@@ -819,8 +595,7 @@ static enum MHD_Result do_delete(struct MHD_Connection *c, const route *rt, cons
     long grace = gq ? strtol(gq, NULL, 10) : -1;
     json_t *opts = b->len ? json_loadb(b->data, b->len, 0, NULL) : NULL;
     char pol[32] = "";
-    snprintf(pol, sizeof pol, "%s",
-             policy ? policy : fk_str(opts, "propagationPolicy"));
+    snprintf(pol, sizeof pol, "%s", policy ? policy : fk_str(opts, "propagationPolicy"));
     if (json_is_integer(json_object_get(opts, "gracePeriodSeconds")))
         grace = (long)json_integer_value(json_object_get(opts, "gracePeriodSeconds"));
     json_decref(opts);
@@ -883,191 +658,6 @@ static enum MHD_Result do_log(struct MHD_Connection *c, const route *rt)
     return r;
 }
 
-/* ---- the /fake control API -------------------------------------------- */
-
-static json_t *ok_body(void)
-{
-    return json_pack("{s:b}", "ok", 1);
-}
-
-static enum MHD_Result fake_error(struct MHD_Connection *c, int code, const char *msg)
-{
-    return send_json(c, code, json_pack("{s:s}", "error", msg), NULL);
-}
-
-static int add_node(json_t *node)
-{
-    if (!json_is_object(node) || !*fk_str(node, "metadata.name"))
-        return -1;
-    json_t *n = json_deep_copy(node);
-    json_object_set_new(n, "kind", json_string("Node"));
-    json_object_set_new(n, "apiVersion", json_string("v1"));
-    if (fk_get(&g_st, FK_NODES, "", fk_str(n, "metadata.name"))) {
-        json_decref(n);
-        return -1;
-    }
-    fk_create(&g_st, FK_NODES, n);
-    return 0;
-}
-
-static int load_nodes(const json_t *doc)
-{
-    const json_t *items = json_is_array(doc) ? doc : json_object_get(doc, "items");
-    if (!items)
-        return add_node((json_t *)doc);
-    size_t i;
-    json_t *n;
-    json_array_foreach(items, i, n)
-    {
-        if (add_node(n) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static enum MHD_Result do_fake(struct MHD_Connection *c, const char *method, const char *url,
-                               const reqbuf *b)
-{
-    char path[1024], *seg[8];
-    int n = 0;
-    snprintf(path, sizeof path, "%s", url);
-    char *save = NULL;
-    for (char *t = strtok_r(path, "/", &save); t && n < 8; t = strtok_r(NULL, "/", &save))
-        seg[n++] = t;
-    json_t *body = b->len ? json_loadb(b->data, b->len, 0, NULL) : NULL;
-    int code = 200;
-    const char *err = NULL;
-    pthread_mutex_lock(&g_st.mu);
-    if (n == 2 && !strcmp(seg[1], "nodes") && !strcmp(method, "POST")) {
-        if (load_nodes(body) != 0) {
-            code = 400;
-            err = "a node without a name, or one that exists";
-        }
-    } else if (n == 3 && !strcmp(seg[1], "nodes") && !strcmp(method, "DELETE")) {
-        if (!fk_get(&g_st, FK_NODES, "", seg[2])) {
-            code = 404;
-            err = "no such node";
-        } else {
-            fk_remove(&g_st, FK_NODES, "", seg[2]);
-        }
-    } else if (n == 4 && !strcmp(seg[1], "nodes") &&
-               (!strcmp(seg[3], "taint") || !strcmp(seg[3], "untaint"))) {
-        json_t *cur = fk_get(&g_st, FK_NODES, "", seg[2]);
-        const char *key = fk_str(body, "key");
-        if (!cur || !*key) {
-            code = cur ? 400 : 404;
-            err = cur ? "a taint needs a key" : "no such node";
-        } else {
-            json_t *node = json_deep_copy(cur);
-            json_t *taints = fk_path(node, "spec.taints", 0);
-            json_t *kept = json_array();
-            if (!strcmp(seg[3], "taint")) {
-                /* kubectl puts the new taint first (13). */
-                json_t *t = json_pack("{s:s}", "key", key);
-                if (*fk_str(body, "value"))
-                    json_object_set_new(t, "value", json_string(fk_str(body, "value")));
-                json_object_set_new(t, "effect", json_string(*fk_str(body, "effect")
-                                                                 ? fk_str(body, "effect")
-                                                                 : "NoSchedule"));
-                json_array_append_new(kept, t);
-            }
-            size_t i;
-            json_t *t;
-            json_array_foreach(taints, i, t)
-            {
-                if (strcmp(fk_str(t, "key"), key))
-                    json_array_append(kept, t);
-            }
-            if (json_array_size(kept))
-                json_object_set_new(fk_path(node, "spec", 1), "taints", kept);
-            else {
-                json_decref(kept);
-                json_object_del(fk_path(node, "spec", 1), "taints");
-            }
-            fk_update(&g_st, FK_NODES, node);
-        }
-    } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "phase")) {
-        code = fk_pod_set_phase(&g_st, seg[2], seg[3], fk_str(body, "phase"),
-                                (int)json_integer_value(json_object_get(body, "exitCode")),
-                                fk_str(body, "reason"));
-        err = code == 404 ? "no such pod" : code == 409 ? "the pod is not bound" : "bad phase";
-    } else if (n == 4 && !strcmp(seg[1], "pods") && !strcmp(seg[3], "phase")) {
-        /* Every pod of a namespace matching labelSelector at once, as a Job
-         * controller that batches its syncs sees them. */
-        fk_sel *sel = NULL;
-        char serr[256];
-        if (fk_sel_parse(arg(c, "labelSelector"), &sel, serr, sizeof serr) != 0) {
-            code = 400;
-            err = "bad labelSelector";
-        } else {
-            json_t *pods = fk_list(&g_st, FK_PODS, seg[2]);
-            size_t i;
-            json_t *p;
-            json_array_foreach(pods, i, p)
-            {
-                if (fk_sel_matches(sel, fk_path(p, "metadata.labels", 0)))
-                    fk_pod_set_phase(&g_st, seg[2], fk_str(p, "metadata.name"),
-                                     fk_str(body, "phase"),
-                                     (int)json_integer_value(json_object_get(body, "exitCode")),
-                                     fk_str(body, "reason"));
-            }
-            json_decref(pods);
-        }
-        fk_sel_free(sel);
-    } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "evict")) {
-        code = fk_pod_evict(&g_st, seg[2], seg[3]);
-        err = "no such pod";
-    } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "log")) {
-        char key[600];
-        snprintf(key, sizeof key, "%s/%s", seg[2], seg[3]);
-        json_object_set_new(g_st.logs, key, json_stringn(b->data ? b->data : "", b->len));
-    } else if (n == 2 && !strcmp(seg[1], "nodegroups") && !strcmp(method, "POST")) {
-        const char *gname = fk_str(body, "name");
-        if (!*gname || !json_is_object(json_object_get(body, "node"))) {
-            code = 400;
-            err = "a node group needs a name and a node template";
-        } else {
-            json_t *g = json_pack("{s:I, s:i, s:I, s:O}", "max",
-                                  json_integer_value(json_object_get(body, "max")), "count", 0,
-                                  "delaySeconds",
-                                  json_integer_value(json_object_get(body, "delaySeconds")),
-                                  "node", json_object_get(body, "node"));
-            json_object_set_new(g_st.groups, gname, g);
-        }
-    } else if (n == 3 && !strcmp(seg[1], "nodegroups") && !strcmp(method, "DELETE")) {
-        json_object_del(g_st.groups, seg[2]);
-    } else if (n == 2 && !strcmp(seg[1], "faults") && !strcmp(method, "POST")) {
-        if (g_nfaults == (int)(sizeof g_faults / sizeof g_faults[0])) {
-            code = 400;
-            err = "too many faults";
-        } else {
-            fault *f = &g_faults[g_nfaults++];
-            memset(f, 0, sizeof *f);
-            snprintf(f->method, sizeof f->method, "%s", fk_str(body, "method"));
-            snprintf(f->prefix, sizeof f->prefix, "%s", fk_str(body, "path"));
-            f->remaining = (int)json_integer_value(json_object_get(body, "count"));
-            f->status = (int)json_integer_value(json_object_get(body, "status"));
-            f->retry_after = (int)json_integer_value(json_object_get(body, "retryAfter"));
-            f->delay_ms = (int)json_integer_value(json_object_get(body, "delayMs"));
-        }
-    } else if (n == 2 && !strcmp(seg[1], "faults") && !strcmp(method, "DELETE")) {
-        g_nfaults = 0;
-    } else if (n == 3 && !strcmp(seg[1], "watches") && !strcmp(seg[2], "drop")) {
-        g_st.drop_gen++;
-        pthread_cond_broadcast(&g_st.cv);
-    } else if (n == 2 && !strcmp(seg[1], "compact")) {
-        fk_compact(&g_st);
-    } else {
-        code = 404;
-        err = "no such control";
-    }
-    if (code == 200)
-        fk_reconcile(&g_st);
-    pthread_mutex_unlock(&g_st.mu);
-    json_decref(body);
-    return code == 200 ? send_json(c, 200, ok_body(), NULL) : fake_error(c, code, err);
-}
-
 /* ---- dispatch --------------------------------------------------------- */
 
 static const char *verb_of(const char *method, const route *rt, int watching)
@@ -1086,20 +676,26 @@ static const char *verb_of(const char *method, const route *rt, int watching)
 static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, const char *url,
                                 const reqbuf *b)
 {
-    if (!strncmp(url, "/fake/", 6))
-        return do_fake(c, method, url, b);
-    fault f;
-    if (take_fault(method, url, &f)) {
+    if (!strncmp(url, "/fake/", 6)) {
+        const char *err = NULL;
+        int code = fk_control(&g_st, method, url, arg(c, "labelSelector"), b->data, b->len, &err);
+        return send_json(c, code,
+                         code == 200 ? json_pack("{s:b}", "ok", 1)
+                                     : json_pack("{s:s}", "error", err ? err : "failed"),
+                         NULL);
+    }
+    fk_fault f;
+    if (fk_take_fault(&g_st, method, url, &f)) {
         if (f.delay_ms > 0)
             usleep((useconds_t)f.delay_ms * 1000);
         if (f.status == 429) {
-            json_t *s = fk_status(429, "TooManyRequests",
-                                  "Too many requests, please try again later.",
-                                  json_pack("{s:i}", "retryAfterSeconds", f.retry_after));
+            json_t *s =
+                fk_status(429, "TooManyRequests", "Too many requests, please try again later.",
+                          json_pack("{s:i}", "retryAfterSeconds", f.retry_after));
             char *text = json_dumps(s, JSON_COMPACT);
             json_decref(s);
-            struct MHD_Response *r = MHD_create_response_from_buffer(
-                strlen(text), text, MHD_RESPMEM_MUST_FREE);
+            struct MHD_Response *r =
+                MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
             char ra[16];
             snprintf(ra, sizeof ra, "%d", f.retry_after);
             MHD_add_response_header(r, "Content-Type", "application/json");
@@ -1109,8 +705,9 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
             return ret;
         }
         if (f.status)
-            return send_status(c, fk_status(f.status, "InternalError",
-                                            "Internal error occurred: injected fault", NULL),
+            return send_status(c,
+                               fk_status(f.status, "InternalError",
+                                         "Internal error occurred: injected fault", NULL),
                                NULL);
     }
     route rt;
@@ -1119,7 +716,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
     int watching = w && (!strcmp(w, "true") || !strcmp(w, "1"));
     if (g_token) {
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-        if (!auth)  {
+        if (!auth) {
             char msg[800];
             const fk_res *r = routed ? &fk_resources[rt.res] : NULL;
             const char *verb = verb_of(method, &rt, watching);
@@ -1154,8 +751,8 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
         json_t *o = fk_get(&g_st, rt.res, rt.ns, rt.name);
         json_t *copy = o ? json_deep_copy(o) : NULL;
         pthread_mutex_unlock(&g_st.mu);
-        return copy ? send_json(c, 200, copy, NULL) : send_status(c, not_found(rt.res, rt.name),
-                                                                  NULL);
+        return copy ? send_json(c, 200, copy, NULL)
+                    : send_status(c, not_found(rt.res, rt.name), NULL);
     }
     if (!strcmp(method, "POST") && !rt.name[0]) {
         if (rt.res == FK_NAMESPACES || !rt.ns[0]) {
@@ -1175,10 +772,11 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
         return do_update(c, &rt, b, 1);
     if (rt.name[0] && !rt.sub[0] && !strcmp(method, "DELETE"))
         return do_delete(c, &rt, b);
-    return send_status(c, fk_status(405, "MethodNotAllowed",
-                                    "the server does not allow this method on the requested "
-                                    "resource",
-                                    json_object()),
+    return send_status(c,
+                       fk_status(405, "MethodNotAllowed",
+                                 "the server does not allow this method on the requested "
+                                 "resource",
+                                 json_object()),
                        NULL);
 }
 
@@ -1212,9 +810,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (b->too_large)
-        return send_status(c, fk_status(413, "RequestEntityTooLarge",
-                                        "the request is too large", NULL),
-                           NULL);
+        return send_status(
+            c, fk_status(413, "RequestEntityTooLarge", "the request is too large", NULL), NULL);
     return dispatch(c, method, url, b);
 }
 
@@ -1236,7 +833,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx,
 static void *ticker(void *arg_)
 {
     (void)arg_;
-    while (!g_stopping) {
+    while (!g_st.stopping) {
         sleep(1);
         pthread_mutex_lock(&g_st.mu);
         fk_reconcile(&g_st);
@@ -1297,9 +894,8 @@ int main(int argc, char **argv)
                             "metadata", "name", "default");
     fk_defaults(&g_st, FK_NAMESPACES, def);
     fk_create(&g_st, FK_NAMESPACES, def);
-    if (node_doc && load_nodes(node_doc) != 0) {
-        fprintf(stderr, "fake-kube-apiserver: %s: a node without a name or a duplicate\n",
-                nodes);
+    if (node_doc && fk_load_nodes(&g_st, node_doc) != 0) {
+        fprintf(stderr, "fake-kube-apiserver: %s: a node without a name or a duplicate\n", nodes);
         return 1;
     }
     json_decref(node_doc);
@@ -1315,9 +911,8 @@ int main(int argc, char **argv)
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-        NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)120, MHD_OPTION_END);
+        NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "fake-kube-apiserver: cannot listen on 127.0.0.1:%ld\n", port);
         return 1;
@@ -1329,7 +924,7 @@ int main(int argc, char **argv)
     pthread_create(&tick, NULL, ticker, NULL);
     int sig;
     sigwait(&set, &sig);
-    g_stopping = 1;
+    g_st.stopping = 1;
     pthread_mutex_lock(&g_st.mu);
     pthread_cond_broadcast(&g_st.cv);
     pthread_mutex_unlock(&g_st.mu);

@@ -99,10 +99,11 @@ static int node_affinity_ok(const json_t *pod, const json_t *node)
         if (!have || !json_is_string(v) || strcmp(have, json_string_value(v)))
             return 0;
     }
-    const json_t *terms = fk_path((json_t *)pod,
-                                  "spec.affinity.nodeAffinity."
-                                  "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
-                                  0);
+    const json_t *terms =
+        fk_path((json_t *)pod,
+                "spec.affinity.nodeAffinity."
+                "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+                0);
     if (!terms)
         return 1;
     size_t i;
@@ -137,7 +138,7 @@ static int pod_active(const json_t *p)
  * match its own term passes when no pod matches anywhere (the first pod of a
  * group). */
 typedef struct affinity {
-    json_t *terms;  /* array of {key, values: {value: true}, open: bool} */
+    json_t *terms; /* array of {key, values: {value: true}, open: bool} */
 } affinity;
 
 static void affinity_prepare(fk_store *st, const json_t *pod, json_t *pods, affinity *a)
@@ -162,9 +163,8 @@ static void affinity_prepare(fk_store *st, const json_t *pod, json_t *pods, affi
             json_array_foreach(pods, j, p)
             {
                 const char *pns = fk_str(p, "metadata.namespace");
-                int ns_ok = json_array_size(nss) == 0
-                                ? !strcmp(pns, fk_str(pod, "metadata.namespace"))
-                                : 0;
+                int ns_ok =
+                    json_array_size(nss) == 0 ? !strcmp(pns, fk_str(pod, "metadata.namespace")) : 0;
                 size_t k;
                 json_t *n;
                 json_array_foreach(nss, k, n)
@@ -195,8 +195,8 @@ static int pod_affinity_ok(const affinity *a, const json_t *node)
     json_t *t;
     json_array_foreach(a->terms, i, t)
     {
-        const char *want = json_string_value(json_object_get(
-            fk_path((json_t *)node, "metadata.labels", 0), fk_str(t, "key")));
+        const char *want = json_string_value(
+            json_object_get(fk_path((json_t *)node, "metadata.labels", 0), fk_str(t, "key")));
         if (!want)
             return 0;
         if (!json_object_get(json_object_get(t, "values"), want) &&
@@ -285,8 +285,7 @@ static int filter(const json_t *pod, const json_t *node, long free_gpu, const af
     return 0;
 }
 
-static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *pods,
-                        json_t *used)
+static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *pods, json_t *used)
 {
     affinity aff;
     affinity_prepare(st, pod, pods, &aff);
@@ -301,8 +300,9 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
     {
         char text[300];
         int resolvable = 0;
-        long free_gpu = quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU)) -
-                        (long)json_integer_value(json_object_get(used, fk_str(node, "metadata.name")));
+        long free_gpu =
+            quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU)) -
+            (long)json_integer_value(json_object_get(used, fk_str(node, "metadata.name")));
         if (filter(pod, node, free_gpu, &aff, text, sizeof text, &resolvable)) {
             count(rc, &nrc, text, resolvable);
             continue;
@@ -329,9 +329,9 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
     if (best) {
         json_object_set_new(fk_path(p, "spec", 1), "nodeName",
                             json_string(fk_str(best, "metadata.name")));
-        json_array_append_new(conds, json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled",
-                                               "status", "True", "lastProbeTime",
-                                               "lastTransitionTime", now));
+        json_array_append_new(conds,
+                              json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled", "status",
+                                        "True", "lastProbeTime", "lastTransitionTime", now));
         json_object_set_new(fk_path(p, "status", 1), "conditions", conds);
         const char *bn = fk_str(best, "metadata.name");
         json_object_set_new(used, bn,
@@ -360,11 +360,15 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
         join_sorted(parts, nrc, a, sizeof a);
         int np = 0;
         if (n_res)
-            snprintf(pparts[np++], sizeof pparts[0], "%d No preemption victims found for "
-                                                     "incoming pod", n_res);
+            snprintf(pparts[np++], sizeof pparts[0],
+                     "%d No preemption victims found for "
+                     "incoming pod",
+                     n_res);
         if (n_unres)
-            snprintf(pparts[np++], sizeof pparts[0], "%d Preemption is not helpful for "
-                                                     "scheduling", n_unres);
+            snprintf(pparts[np++], sizeof pparts[0],
+                     "%d Preemption is not helpful for "
+                     "scheduling",
+                     n_unres);
         join_sorted(pparts, np, b, sizeof b);
         snprintf(msg, sizeof msg,
                  "0/%zu nodes are available: %s. preemption: 0/%zu nodes are available: %s..",
@@ -381,9 +385,8 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
         json_decref(p);
         return 0; /* nothing new to say; the scheduler retries on the next change */
     }
-    json_array_append_new(conds, json_pack("{s:s, s:s, s:n, s:s, s:s, s:s}", "type",
-                                           "PodScheduled", "status", "False", "lastProbeTime",
-                                           "lastTransitionTime",
+    json_array_append_new(conds, json_pack("{s:s, s:s, s:n, s:s, s:s, s:s}", "type", "PodScheduled",
+                                           "status", "False", "lastProbeTime", "lastTransitionTime",
                                            prev ? fk_str(prev, "lastTransitionTime") : now,
                                            "reason", "Unschedulable", "message", msg));
     json_object_set_new(fk_path(p, "status", 1), "conditions", conds);
@@ -405,9 +408,9 @@ int fk_schedule(fk_store *st)
     {
         const char *node = fk_str(pod, "spec.nodeName");
         if (*node && pod_active(pod))
-            json_object_set_new(used, node,
-                                json_integer(json_integer_value(json_object_get(used, node)) +
-                                             fk_pod_gpus(pod)));
+            json_object_set_new(
+                used, node,
+                json_integer(json_integer_value(json_object_get(used, node)) + fk_pod_gpus(pod)));
     }
     json_array_foreach(pods, i, pod)
     {
@@ -415,8 +418,8 @@ int fk_schedule(fk_store *st)
             *fk_str(pod, "metadata.deletionTimestamp") ||
             strcmp(fk_str(pod, "spec.schedulerName"), "default-scheduler"))
             continue;
-        json_t *cur = fk_get(st, FK_PODS, fk_str(pod, "metadata.namespace"),
-                             fk_str(pod, "metadata.name"));
+        json_t *cur =
+            fk_get(st, FK_PODS, fk_str(pod, "metadata.namespace"), fk_str(pod, "metadata.name"));
         if (cur && schedule_pod(st, cur, nodes, pods, used)) {
             writes++;
             /* Later pods see this one as it is now (bound: pod affinity). */
@@ -467,8 +470,8 @@ int fk_autoscale(fk_store *st)
             continue;
         struct tm tm = {0};
         time_t since = now;
-        if (sscanf(fk_str(cond, "lastTransitionTime"), "%d-%d-%dT%d:%d:%d", &tm.tm_year,
-                   &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6) {
+        if (sscanf(fk_str(cond, "lastTransitionTime"), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon,
+                   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6) {
             tm.tm_year -= 1900;
             tm.tm_mon -= 1;
             since = timegm(&tm);
@@ -481,8 +484,8 @@ int fk_autoscale(fk_store *st)
         json_object_foreach(st->groups, gname, g)
         {
             const json_t *tmpl = json_object_get(g, "node");
-            long alloc = quantity_int(json_object_get(fk_path((json_t *)tmpl,
-                                                              "status.allocatable", 0), GPU));
+            long alloc = quantity_int(
+                json_object_get(fk_path((json_t *)tmpl, "status.allocatable", 0), GPU));
             char text[300];
             int resolvable;
             if (filter(pod, tmpl, alloc, &aff, text, sizeof text, &resolvable))

@@ -21,8 +21,8 @@ const fk_res fk_resources[FK_NRES] = {
     [FK_SERVICES] = {"services", "Service", "", "v1", "v1", "io.k8s.api.core.v1.Service", 1},
     [FK_EVENTS] = {"events", "Event", "", "v1", "v1", "io.k8s.api.core.v1.Event", 1},
     [FK_JOBS] = {"jobs", "Job", "batch", "v1", "batch/v1", "io.k8s.api.batch.v1.Job", 1},
-    [FK_VCJOBS] = {"jobs", "Job", "batch.volcano.sh", "v1alpha1", "batch.volcano.sh/v1alpha1",
-                   NULL, 1},
+    [FK_VCJOBS] = {"jobs", "Job", "batch.volcano.sh", "v1alpha1", "batch.volcano.sh/v1alpha1", NULL,
+                   1},
 };
 
 int fk_store_init(fk_store *st, size_t window)
@@ -123,10 +123,19 @@ static void push_event(fk_store *st, int res, const char *type, json_t *obj)
 /* metadata's members in the apiserver's order; others keep theirs, after. */
 static void order_metadata(json_t *md)
 {
-    static const char *order[] = {"name", "generateName", "namespace", "uid", "resourceVersion",
-                                  "generation", "creationTimestamp", "deletionTimestamp",
-                                  "deletionGracePeriodSeconds", "labels", "annotations",
-                                  "ownerReferences", "finalizers"};
+    static const char *order[] = {"name",
+                                  "generateName",
+                                  "namespace",
+                                  "uid",
+                                  "resourceVersion",
+                                  "generation",
+                                  "creationTimestamp",
+                                  "deletionTimestamp",
+                                  "deletionGracePeriodSeconds",
+                                  "labels",
+                                  "annotations",
+                                  "ownerReferences",
+                                  "finalizers"};
     json_t *copy = json_copy(md);
     json_object_clear(md);
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
@@ -238,8 +247,8 @@ void fk_compact(fk_store *st)
     st->window_rv = ++st->rv;
 }
 
-void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type,
-                     const char *reason, const char *message, const char *component)
+void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type, const char *reason,
+                     const char *message, const char *component)
 {
     char name[600], now[64];
     const char *ns = fk_str(obj, "metadata.namespace");
@@ -249,8 +258,8 @@ void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type,
      * sorted by name is in time order. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long nano = (unsigned long long)ts.tv_sec * 1000000000ULL +
-                              (unsigned long long)ts.tv_nsec;
+    unsigned long long nano =
+        (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
     static unsigned long long last_nano;
     if (nano <= last_nano)
         nano = last_nano + 1;
@@ -259,13 +268,12 @@ void fk_event_record(fk_store *st, int res, const json_t *obj, const char *type,
     fk_now(now, sizeof now, 0);
     json_t *io = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "kind", fk_resources[res].kind,
                            "namespace", ns, "name", fk_str(obj, "metadata.name"), "uid",
-                           fk_str(obj, "metadata.uid"), "apiVersion",
-                           fk_resources[res].api_version, "resourceVersion",
-                           fk_str(obj, "metadata.resourceVersion"));
-    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "kind", "Event",
-                           "apiVersion", "v1", "metadata", "name", name, "namespace", ns,
-                           "involvedObject", io, "reason", reason, "message", message, "type",
-                           type);
+                           fk_str(obj, "metadata.uid"), "apiVersion", fk_resources[res].api_version,
+                           "resourceVersion", fk_str(obj, "metadata.resourceVersion"));
+    json_t *ev =
+        json_pack("{s:s, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "kind", "Event", "apiVersion",
+                  "v1", "metadata", "name", name, "namespace", ns, "involvedObject", io, "reason",
+                  reason, "message", message, "type", type);
     if (strcmp(component, "default-scheduler") == 0) {
         /* The scheduler writes through events.k8s.io/v1: eventTime, no count (12e). */
         char micro[64];
@@ -567,8 +575,8 @@ int fk_fsel_matches(const char *text, const json_t *obj, int *ok)
         if (strcmp(term, "metadata.name") && strcmp(term, "metadata.namespace") &&
             strcmp(term, "spec.nodeName") && strcmp(term, "status.phase") &&
             strcmp(term, "involvedObject.name") && strcmp(term, "involvedObject.uid") &&
-            strcmp(term, "involvedObject.kind") && strcmp(term, "reason") &&
-            strcmp(term, "type") && strcmp(term, "involvedObject.namespace"))
+            strcmp(term, "involvedObject.kind") && strcmp(term, "reason") && strcmp(term, "type") &&
+            strcmp(term, "involvedObject.namespace"))
             return -1;
         int same = strcmp(fk_str(obj, term), eq) == 0;
         if (same == neg)
@@ -576,4 +584,15 @@ int fk_fsel_matches(const char *text, const json_t *obj, int *ok)
         p = c ? c + 1 : p + n;
     }
     return 0;
+}
+
+int fk_selects(int res, const char *ns, const json_t *obj, const fk_sel *sel, const char *fsel)
+{
+    if (ns && ns[0] && fk_resources[res].namespaced &&
+        strcmp(fk_str(obj, "metadata.namespace"), ns))
+        return 0;
+    int ok = 1;
+    if (fsel && fk_fsel_matches(fsel, obj, &ok) != 0)
+        return 0;
+    return ok && fk_sel_matches(sel, fk_path((json_t *)obj, "metadata.labels", 0));
 }

@@ -336,7 +336,7 @@ int fk_decode(fk_store *st, int res, const char *body, size_t len, enum fk_field
                  "the object provided is unrecognized (must be of type %s): couldn't get "
                  "version/kind; json parse error: %s (%s ...)",
                  r->kind,
-                 obj ? "cannot unmarshal into Go value of type struct"
+                 obj      ? "cannot unmarshal into Go value of type struct"
                  : at_end ? "unexpected end of JSON input"
                           : "invalid character looking for beginning of value",
                  head);
@@ -399,9 +399,8 @@ int fk_decode(fk_store *st, int res, const char *body, size_t len, enum fk_field
         snprintf(msg, sizeof msg, "%s%s%s \"%s\" is invalid: %s", r->kind, *r->group ? "." : "",
                  r->group, name, err);
         json_t *d = fk_details(res, name, 1);
-        json_object_set_new(d, "causes",
-                            json_pack("[{s:s, s:s}]", "reason", "FieldValueInvalid", "message",
-                                      err));
+        json_object_set_new(
+            d, "causes", json_pack("[{s:s, s:s}]", "reason", "FieldValueInvalid", "message", err));
         *status = fk_status(422, "Invalid", msg, d);
         json_decref(obj);
         return 422;
@@ -450,8 +449,8 @@ static void cause(json_t *causes, const char *reason, const char *field, const c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_array_append_new(causes, json_pack("{s:s, s:s, s:s}", "reason", reason, "message", msg,
-                                            "field", field));
+    json_array_append_new(
+        causes, json_pack("{s:s, s:s, s:s}", "reason", reason, "message", msg, "field", field));
 }
 
 static void check_subdomain(json_t *causes, const char *field, const char *name)
@@ -476,8 +475,7 @@ static void check_labels(json_t *causes, const char *field, const json_t *labels
             cause(causes, "FieldValueInvalid", field,
                   "Invalid value: \"%s\": must be no more than 63 characters", s);
         else if (*s && !matches("^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", s))
-            cause(causes, "FieldValueInvalid", field, "Invalid value: \"%s\": %s", s,
-                  LABEL_VALUE);
+            cause(causes, "FieldValueInvalid", field, "Invalid value: \"%s\": %s", s, LABEL_VALUE);
     }
 }
 
