@@ -1470,6 +1470,67 @@ static void test_update_and_patch(void **state)
     json_decref(names);
 }
 
+/* 11a: a headless Service with the apiserver's defaults. */
+static void test_headless_service(void **state)
+{
+    (void)state;
+    json_t *t = transcript("11a-headless-service-create");
+    resp *r = replay(t);
+    EXPECT_STATUS(r, 201);
+    expect_same_shape(r->json, want_body(t), "11a");
+    resp_free(r);
+    json_decref(t);
+    delete_ok("/api/v1/namespaces/transcripts/services/idx-demo");
+}
+
+/* 15: deleting a namespace answers it Terminating; then it and its objects go. */
+static void test_namespace_delete(void **state)
+{
+    (void)state;
+    resp *r =
+        call("POST", "/api/v1/namespaces",
+             "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"gone\"}}");
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    r = call("POST", "/api/v1/namespaces/gone/services",
+             "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"s\"},"
+             "\"spec\":{\"ports\":[{\"port\":80}]}}");
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    json_t *t = transcript("15-namespace-delete");
+    r = call("DELETE", "/api/v1/namespaces/gone", NULL);
+    EXPECT_STATUS(r, 200);
+    json_t *want = json_deep_copy(want_body(t));
+    json_object_set_new(json_object_get(want, "metadata"), "name", json_string("gone"));
+    json_object_set_new(json_object_get(json_object_get(want, "metadata"), "labels"),
+                        "kubernetes.io/metadata.name", json_string("gone"));
+    expect_same_shape(r->json, want, "15");
+    json_decref(want);
+    resp_free(r);
+    json_decref(t);
+    r = call("GET", "/api/v1/namespaces/gone/services/s", NULL);
+    EXPECT_STATUS(r, 404);
+    resp_free(r);
+    r = call("GET", "/api/v1/namespaces/gone", NULL);
+    EXPECT_STATUS(r, 404);
+    resp_free(r);
+}
+
+/* A slow answer is still the right answer. */
+static void test_fault_delay(void **state)
+{
+    (void)state;
+    fake("/fake/faults", "{\"path\":\"/api/v1/nodes/usw2a-cpu-od-0\",\"count\":1,"
+                         "\"delayMs\":300}");
+    json_t *n = get_json("/api/v1/nodes/usw2a-cpu-od-0");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(n, "metadata"), "name")),
+                        "usw2a-cpu-od-0");
+    json_decref(n);
+    resp *r = call("DELETE", "/fake/faults", NULL);
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1502,6 +1563,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_autoscaler),
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_update_and_patch),
+        cmocka_unit_test(test_headless_service),
+        cmocka_unit_test(test_namespace_delete),
+        cmocka_unit_test(test_fault_delay),
         cmocka_unit_test(test_expired),
         cmocka_unit_test(test_clean_exit),
     };
