@@ -320,7 +320,8 @@ static ty_err job_new(const store_job *row, sjob **out)
     j->world = (int)json_integer_value(json_object_get(workers, "count"));
     if (nargv == 0 || j->world < 1)
         goto fail;
-    j->gpus_per_rank = json_is_object(gpu) ? (int)json_integer_value(json_object_get(gpu, "count")) : 0;
+    j->gpus_per_rank =
+        json_is_object(gpu) ? (int)json_integer_value(json_object_get(gpu, "count")) : 0;
     j->gpu_type = json_is_object(gpu) ? json_string_value(json_object_get(gpu, "type")) : NULL;
     j->restart_max = (int)json_integer_value(json_object_get(restart, "max"));
     j->backoff_s = (int)json_integer_value(json_object_get(restart, "backoff_seconds"));
@@ -598,7 +599,8 @@ static void set_act(change *c, act a)
         c->act = a;
 }
 
-/* Adds a transition (to == from: none) of j; the record, if dirty, goes with the job's last change. */
+/* Adds a transition (to == from: none) of j; the record, if dirty, goes with the job's last
+ * change. */
 static change *push(round *r, sjob *j, job_state to, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
@@ -1288,7 +1290,7 @@ static void commit(sched *s, round *r, round *next)
     }
     for (size_t i = 0; i < r->n; i++)
         u[i] = r->c[i].u;
-    ty_err e = r->n ? store_jobs_update(s->st, u, r->n) : TY_OK;
+    ty_err e = r->n ? store_jobs_update(s->st, u, r->n) : TY_OK, failed = TY_OK;
     s->commit_failed = 0;
     for (size_t i = 0; i < r->n; i++) {
         change *c = &r->c[i];
@@ -1313,9 +1315,13 @@ static void commit(sched *s, round *r, round *next)
             }
             j->dirty = 1; /* the record goes with the retry */
             s->commit_failed = 1;
+            failed = ue;
         }
     }
     free(u);
+    if (s->commit_failed)
+        TY_LOG(TY_LOG_WARN, "scheduler: the store failed; the round's changes are tried again",
+               "{s:s}", "error", ty_strerror(failed));
     act_phase(s, r);
 }
 

@@ -1,14 +1,22 @@
 /*
- * test_sched.c - the reconcile loop with a real store and the real local
- * backend: admission order (priority, then age; no backfill), queue limits,
- * gangs that can never fit, exit code 75, and a graceful stop followed by a
- * new scheduler that resumes the job.
+ * test_sched.c - the reconcile loop with a real store.
  *
- * Jobs are `sh -c` scripts that append what they do to files in the test's
- * directory, so the assertions are about the order of things, never about
- * how long they took.
+ * With the real local backend: admission order (priority, then age; no
+ * backfill), queue limits, gangs that can never fit, exit code 75, and a
+ * graceful stop followed by a new scheduler that resumes the job. Jobs are
+ * `sh -c` scripts that append what they do to files in the test's directory,
+ * so the assertions are about the order of things, never about how long they
+ * took.
+ *
+ * With the fake backend (tests/support/fake_backend.h), where the test plays
+ * the world, and the store's fault injection: RUNNING only once the ranks
+ * run, a pending reason shown, a launch that fails, disruptions that spend no
+ * restart while application failures do, a store that fails during a commit
+ * (retried, nothing done twice), a commit that conflicts with a concurrent
+ * cancel, a wake-up when capacity grows, and an attempt adopted on recovery.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +35,8 @@
 #include "scheduler/local.h"
 #include "scheduler/sched.h"
 #include "store/store.h"
+#include "store/store_int.h"
+#include "tests/support/fake_backend.h"
 
 #define WAIT_MS 30000
 
@@ -503,6 +513,420 @@ static void test_stop_then_resume(void **state)
     store_attempts_free(att, n);
 }
 
+
+/* ---- with the fake backend ------------------------------------------------------ */
+
+/* Starts a scheduler on a fake backend of `slots` slots (the fixture frees it). */
+static void start_fake(fixture *f, int slots)
+{
+    if (!f->be)
+        assert_non_null(f->be = fake_backend_new(slots));
+    start_sched(f, slots, SCHED_UNLIMITED, NULL, 0);
+}
+
+/* "verb id" or "verb id tail": a line of the fake's call log. */
+static void call_line(char *line, size_t len, const char *verb, const char *id, const char *tail)
+{
+    snprintf(line, len, "%s %s%s%s", verb, id, tail ? " " : "", tail ? tail : "");
+}
+
+static void expect_call(fixture *f, const char *verb, const char *id, const char *tail,
+                        int times)
+{
+    char line[128];
+    call_line(line, sizeof line, verb, id, tail);
+    if (!fake_wait_call(f->be, line, times, WAIT_MS)) {
+        char calls[4096];
+        fake_calls(f->be, calls, sizeof calls);
+        fail_msg("no \"%s\" (x%d) in the backend's calls:\n%s", line, times, calls);
+    }
+}
+
+static int count_call(fixture *f, const char *verb, const char *id, const char *tail)
+{
+    char line[128];
+    call_line(line, sizeof line, verb, id, tail);
+    return fake_count_calls(f->be, line);
+}
+
+/* The job's current attempt record (new), once `field` of it equals `want` (NULL: now). */
+static json_t *wait_record(fixture *f, const char *id, const char *field, const char *want)
+{
+    for (int waited = 0; waited < WAIT_MS; waited += 20) {
+        store_job *j = NULL;
+        assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+        json_t *rec = j->attempt_json ? json_loads(j->attempt_json, 0, NULL) : NULL;
+        store_jobs_free(j, 1);
+        const char *v = json_string_value(json_object_get(rec, field));
+        if (rec && (!want || (v && strstr(v, want))))
+            return rec;
+        json_decref(rec);
+        sleep_ms(20);
+    }
+    fail_msg("the record of job %s never had %s ~ %s", id, field, want ? want : "");
+    return NULL;
+}
+
+/* How many events of the job have this reason. */
+static int count_reason(fixture *f, const char *id, const char *reason)
+{
+    store_event *ev = NULL;
+    size_t n = 0;
+    int k = 0;
+    assert_int_equal(store_job_events(f->st, id, &ev, &n), TY_OK);
+    for (size_t i = 0; i < n; i++)
+        k += strcmp(ev[i].reason, reason) == 0;
+    store_events_free(ev, n);
+    return k;
+}
+
+static int job_restarts(fixture *f, const char *id)
+{
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+    int r = j->restarts;
+    store_jobs_free(j, 1);
+    return r;
+}
+
+/* STARTING until the backend says every rank runs; then RUNNING, with where they run. */
+static void test_fake_running_when_ranks_run(void **state)
+{
+    fixture *f = *state;
+    start_fake(f, 4);
+    char id[27];
+    submit(f, "two", "default", 0, 2, 0, "true", id);
+    expect_call(f, "launch", id, "1", 1);
+    assert_int_equal(fake_emit_running(f->be, id, 0, "node-a"), 0);
+    /* One rank of two runs: the record shows it, the job is still STARTING. */
+    json_t *rec = NULL;
+    for (int waited = 0; waited < WAIT_MS; waited += 20) {
+        rec = wait_record(f, id, "state", NULL);
+        json_t *r0 = json_array_get(json_object_get(rec, "ranks"), 0);
+        if (strcmp(json_string_value(json_object_get(r0, "state")), "running") == 0)
+            break;
+        json_decref(rec);
+        rec = NULL;
+        sleep_ms(20);
+    }
+    assert_non_null(rec);
+    json_decref(rec);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+    assert_string_equal(job_state_name(j->state), "STARTING");
+    store_jobs_free(j, 1);
+
+    assert_int_equal(fake_emit_running(f->be, id, 1, "node-b"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    rec = wait_record(f, id, "state", "running");
+    json_t *ranks = json_object_get(rec, "ranks");
+    const char *nodes[] = {"node-a", "node-b"};
+    for (int r = 0; r < 2; r++) {
+        json_t *k = json_array_get(ranks, (size_t)r);
+        assert_string_equal(json_string_value(json_object_get(k, "state")), "running");
+        assert_string_equal(json_string_value(json_object_get(k, "node")), nodes[r]);
+        assert_non_null(json_string_value(json_object_get(k, "pod")));
+        assert_null(json_object_get(k, "pid")); /* no process here */
+    }
+    json_decref(rec);
+    assert_int_equal(fake_emit_exit(f->be, id, -1, 0, 0, NULL), 0);
+    expect_done(f, id, JOB_SUCCEEDED);
+    expect_call(f, "release", id, NULL, 1);
+    assert_int_equal(fake_slots_used(f->be), 0);
+}
+
+/* While the ranks wait, the attempt says why; the reason goes once they run. */
+static void test_fake_pending_reason_shown(void **state)
+{
+    fixture *f = *state;
+    start_fake(f, 4);
+    char id[27];
+    submit(f, "waits", "default", 0, 2, 0, "true", id);
+    expect_call(f, "launch", id, "1", 1);
+    const char *why = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.";
+    assert_int_equal(fake_emit_pending(f->be, id, why), 0);
+    json_t *rec = wait_record(f, id, "message", why);
+    assert_string_equal(json_string_value(json_object_get(rec, "state")), "starting");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(rec, "ranks"), 0),
+                                          "state")),
+        "pending");
+    json_decref(rec);
+    assert_int_equal(fake_emit_running(f->be, id, -1, "node-a"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    rec = wait_record(f, id, "state", "running");
+    assert_string_equal(json_string_value(json_object_get(rec, "message")), "");
+    json_decref(rec);
+    assert_int_equal(fake_emit_exit(f->be, id, -1, 0, 0, NULL), 0);
+    expect_done(f, id, JOB_SUCCEEDED);
+}
+
+/* A launch the backend reports as failed fails the job and frees its capacity. */
+static void test_fake_launch_failure(void **state)
+{
+    fixture *f = *state;
+    start_fake(f, 4);
+    char id[27];
+    submit(f, "nolaunch", "default", 0, 2, 3, "true", id);
+    expect_call(f, "launch", id, "1", 1);
+    assert_int_equal(fake_emit_launch_failed(f->be, id, "image pull: not found"), 0);
+    expect_done(f, id, JOB_FAILED);
+    char reason[64];
+    char *msg = last_event(f, id, reason, sizeof reason);
+    assert_string_equal(reason, "LaunchFailed");
+    assert_non_null(strstr(msg, "image pull: not found"));
+    free(msg);
+    expect_call(f, "release", id, NULL, 1);
+    assert_int_equal(count_call(f, "stop", id, "soft"), 0); /* nothing ran to stop */
+    assert_int_equal(fake_slots_used(f->be), 0);
+    json_t *rec = wait_record(f, id, "reason", "LaunchFailed");
+    assert_string_equal(json_string_value(json_object_get(rec, "state")), "failed");
+    json_decref(rec);
+}
+
+/* A disruption restarts the attempt without spending restart.max; a failure spends it. */
+static void test_fake_disruption_spends_no_restart(void **state)
+{
+    fixture *f = *state;
+    start_fake(f, 4);
+    char id[27];
+    submit(f, "evicted", "default", 0, 2, 1, "true", id);
+    expect_call(f, "launch", id, "1", 1);
+    assert_int_equal(fake_emit_running(f->be, id, -1, "node-a"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+
+    /* Rank 1 evicted: the gang is stopped, attempt 2 starts, no restart spent. */
+    assert_int_equal(
+        fake_emit_disrupted(f->be, id, 1, BACKEND_DISRUPT_EVICTED, 1, "node memory pressure"),
+        0);
+    expect_call(f, "stop", id, "soft", 1);
+    expect_call(f, "launch", id, "2", 1);
+    assert_int_equal(job_restarts(f, id), 0);
+    assert_int_equal(count_reason(f, id, "Disrupted"), 1);
+    store_attempt *att = NULL;
+    size_t n = 0;
+    assert_int_equal(store_job_attempts(f->st, id, &att, &n), TY_OK);
+    assert_int_equal(n, 2);
+    json_t *a1 = json_loads(att[0].json, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(a1, "reason")), "Disrupted");
+    assert_non_null(strstr(json_string_value(json_object_get(a1, "message")), "evicted"));
+    json_t *k1 = json_array_get(json_object_get(a1, "ranks"), 1);
+    assert_string_equal(json_string_value(json_object_get(k1, "state")), "disrupted");
+    json_decref(a1);
+    store_attempts_free(att, n);
+
+    /* A spot notice (the rank still runs) stops the gang gracefully: no restart spent. */
+    assert_int_equal(fake_emit_running(f->be, id, -1, "node-b"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    assert_int_equal(fake_emit_disrupted(f->be, id, 0, BACKEND_DISRUPT_RECLAIMED, 0,
+                                         "spot interruption notice"),
+                     0);
+    expect_call(f, "launch", id, "3", 1);
+    assert_int_equal(job_restarts(f, id), 0);
+
+    /* An application failure spends the one restart... */
+    assert_int_equal(fake_emit_running(f->be, id, -1, "node-c"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    assert_int_equal(fake_emit_exit(f->be, id, 0, 137, 0, "OOMKilled"), 0);
+    expect_call(f, "launch", id, "4", 1);
+    assert_int_equal(job_restarts(f, id), 1);
+    /* ...and the next one fails the job. */
+    assert_int_equal(fake_emit_running(f->be, id, -1, "node-c"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    assert_int_equal(fake_emit_exit(f->be, id, 1, 3, 0, NULL), 0);
+    expect_done(f, id, JOB_FAILED);
+    char reason[64];
+    char *msg = last_event(f, id, reason, sizeof reason);
+    assert_string_equal(reason, "RankFailed");
+    assert_non_null(strstr(msg, "rank 1 exited with code 3; no restart left"));
+    free(msg);
+    assert_int_equal(count_call(f, "launch", id, "5"), 0);
+}
+
+/*
+ * The store fails the commit that admits and starts a job: nothing is launched for
+ * it until the same decisions commit, and they are written once.
+ */
+static void test_fake_store_failure_retried(void **state)
+{
+    fixture *f = *state;
+    char id[27];
+    submit(f, "busy", "default", 0, 1, 0, "true", id);
+    store_fail_writes(f->st, 1, 2, TY_EBUSY);
+    start_fake(f, 4);
+    store_jobs_free(wait_state(f, id, 1u << JOB_STARTING), 1);
+    expect_call(f, "launch", id, "1", 1);
+    assert_int_equal(count_call(f, "reserve", id, NULL), 1);
+    assert_int_equal(count_reason(f, id, "Admitted"), 1);
+    assert_int_equal(count_reason(f, id, "Starting"), 1);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+    assert_int_equal(j->attempt, 1);
+    store_jobs_free(j, 1);
+
+    assert_int_equal(fake_emit_running(f->be, id, -1, NULL), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    /* The commit of its end fails with an I/O error: the capacity is not given back
+     * before the end is written, and then exactly once. */
+    store_fail_writes(f->st, 1, 1, TY_EIO);
+    assert_int_equal(fake_emit_exit(f->be, id, -1, 0, 0, NULL), 0);
+    expect_done(f, id, JOB_SUCCEEDED);
+    expect_call(f, "release", id, NULL, 1);
+    assert_int_equal(count_reason(f, id, "Succeeded"), 1);
+    assert_int_equal(count_call(f, "release", id, NULL), 1);
+    assert_int_equal(count_call(f, "launch", id, "1"), 1);
+}
+
+static ty_err decide_cancel(job_state cur, job_state *to, void *ud)
+{
+    (void)ud;
+    *to = cur == JOB_RUNNING ? JOB_CANCELLING : cur;
+    return TY_OK;
+}
+
+typedef struct cancel_task {
+    store *st;
+    const char *id;
+    ty_err result;
+} cancel_task;
+
+static void *cancel_main(void *arg)
+{
+    cancel_task *t = arg;
+    t->result = store_job_transition(t->st, t->id, decide_cancel, NULL, "Cancelled",
+                                     "cancelled by the test", NULL);
+    return NULL;
+}
+
+static void wait_queued_ops(store *st, size_t n)
+{
+    for (int waited = 0; waited < WAIT_MS && store_test_queued(st) < n; waited += 5)
+        sleep_ms(5);
+    assert_int_equal(store_test_queued(st), n);
+}
+
+/*
+ * A client cancels while the loop commits a decision about the same job (a rank
+ * failed: restart). The store refuses the loop's update; the loop reads the job again
+ * and the cancel wins: CANCELLED, no restart, the gang stopped once.
+ */
+static void test_fake_conflict_with_cancel(void **state)
+{
+    fixture *f = *state;
+    start_fake(f, 4);
+    char id[27];
+    submit(f, "raced", "default", 0, 2, 3, "true", id);
+    expect_call(f, "launch", id, "1", 1);
+    fake_set_stop_ends(f->be, 0);
+    assert_int_equal(fake_emit_running(f->be, id, -1, NULL), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+
+    store_test_hold_writer(f->st, 1);
+    cancel_task t = {.st = f->st, .id = id};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cancel_main, &t), 0);
+    wait_queued_ops(f->st, 1);
+    /* Rank 0 fails: the loop's decision (the gang stops) queues behind the cancel. */
+    assert_int_equal(fake_emit_exit(f->be, id, 0, 3, 0, NULL), 0);
+    wait_queued_ops(f->st, 2);
+    assert_int_equal(count_call(f, "stop", id, "soft"), 0); /* not before it committed */
+    store_test_hold_writer(f->st, 0);
+    pthread_join(th, NULL);
+    assert_int_equal(t.result, TY_OK);
+
+    expect_call(f, "stop", id, "soft", 1);
+    assert_int_equal(fake_emit_disrupted(f->be, id, 1, BACKEND_DISRUPT_STOP_REQUESTED, 1, NULL),
+                     0);
+    expect_done(f, id, JOB_CANCELLED);
+    assert_int_equal(count_call(f, "launch", id, "2"), 0);
+    assert_int_equal(count_call(f, "stop", id, "soft"), 1);
+    assert_int_equal(job_restarts(f, id), 0);
+    assert_int_equal(count_reason(f, id, "RankFailed"), 0);
+    expect_call(f, "release", id, NULL, 1);
+}
+
+/* A job waiting for capacity is admitted when the backend says capacity grew. */
+static void test_fake_capacity_wakes_waiting_job(void **state)
+{
+    fixture *f = *state;
+    start_fake(f, 2);
+    char big[27], next[27];
+    submit(f, "holder", "default", 0, 2, 0, "true", big);
+    expect_call(f, "launch", big, "1", 1);
+    submit(f, "next", "default", 0, 2, 0, "true", next);
+    /* It waits: the holder has every slot. */
+    store_jobs_free(wait_state(f, next, 1u << JOB_PENDING), 1);
+    fake_set_slots(f->be, 4);
+    fake_emit_capacity(f->be);
+    expect_call(f, "launch", next, "1", 1);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, big, &j), TY_OK);
+    assert_string_equal(job_state_name(j->state), "STARTING"); /* still holding */
+    store_jobs_free(j, 1);
+}
+
+/* The record a previous server left of a running attempt of `world` ranks. */
+static void store_running(fixture *f, const char *id, int world)
+{
+    json_t *ranks = json_array();
+    for (int r = 0; r < world; r++)
+        json_array_append_new(ranks, json_pack("{s:i, s:s, s:s, s:s, s:n, s:n, s:s, s:n}", "rank",
+                                               r, "state", "running", "pod", "p", "node", "n1",
+                                               "exit_code", "signal", "started_at",
+                                               "2026-11-22T10:00:00.000Z", "ended_at"));
+    json_t *rec = json_pack("{s:i, s:s, s:s, s:n, s:n, s:s, s:o}", "attempt", 1, "state",
+                            "running", "started_at", "2026-11-22T10:00:00.000Z", "ended_at",
+                            "reason", "message", "", "ranks", ranks);
+    char *text = json_dumps(rec, JSON_COMPACT);
+    store_update u[3] = {
+        {.id = id, .from = JOB_PENDING, .to = JOB_ADMITTED, .reason = "Admitted",
+         .restarts = -1},
+        {.id = id, .from = JOB_ADMITTED, .to = JOB_STARTING, .reason = "Starting", .attempt = 1,
+         .attempt_json = text, .restarts = 0},
+        {.id = id, .from = JOB_STARTING, .to = JOB_RUNNING, .reason = "Running",
+         .restarts = -1},
+    };
+    assert_int_equal(store_jobs_update(f->st, u, 3), TY_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(u[i].result, TY_OK);
+    free(text);
+    json_decref(rec);
+}
+
+/*
+ * After a server restart the backend adopts the attempt that still runs: no restart,
+ * no new attempt, and its end is the job's end. An attempt it cannot adopt restarts.
+ */
+static void test_fake_adopt_on_recover(void **state)
+{
+    fixture *f = *state;
+    char kept[27], lost[27];
+    submit(f, "kept", "default", 0, 2, 0, "true", kept);
+    submit(f, "lost", "default", 0, 1, 0, "true", lost);
+    store_running(f, kept, 2);
+    store_running(f, lost, 1);
+    assert_non_null(f->be = fake_backend_new(4));
+    fake_adopt_next(f->be, kept, 2);
+    start_fake(f, 4);
+    expect_call(f, "recover", kept, "adopted", 1);
+    expect_call(f, "recover", lost, "stopped", 1);
+    expect_call(f, "launch", lost, "2", 1); /* restarted: ServerRestarted */
+
+    /* The adopted attempt says how its ranks are, then ends. */
+    assert_int_equal(fake_emit_running(f->be, kept, -1, "n1"), 0);
+    assert_int_equal(fake_emit_exit(f->be, kept, -1, 0, 0, NULL), 0);
+    expect_done(f, kept, JOB_SUCCEEDED);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, kept, &j), TY_OK);
+    assert_int_equal(j->attempt, 1);
+    store_jobs_free(j, 1);
+    assert_int_equal(count_call(f, "launch", kept, "1"), 0);
+    assert_int_equal(count_call(f, "launch", kept, "2"), 0);
+    assert_int_equal(count_reason(f, kept, "ServerRestarted"), 0);
+    assert_int_equal(count_reason(f, lost, "ServerRestarted"), 1);
+    expect_call(f, "release", kept, NULL, 1);
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_WARN);
@@ -515,6 +939,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_never_fits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_75_unasked_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_then_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_running_when_ranks_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_pending_reason_shown, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_launch_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_disruption_spends_no_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_store_failure_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_conflict_with_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_capacity_wakes_waiting_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_adopt_on_recover, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
