@@ -1452,6 +1452,8 @@ static int recover_job(sched *s, sjob *j, int *found)
     /* The attempt goes on (a cancel is then carried out by the first round): its ranks'
      * events follow, running or how they ended. */
     j->res = rec.adopted;
+    if (!j->have_record)
+        record_begin(s, j, ty_time_now_ms());
     j->launched = 1;
     j->alive = 0;
     pthread_mutex_lock(&s->mu);
@@ -1461,19 +1463,14 @@ static int recover_job(sched *s, sjob *j, int *found)
         if (j->ranks[r].state == RANK_RUNNING)
             s->running_ranks++;
     }
-    pthread_mutex_unlock(&s->mu);
-    if (!j->have_record)
-        record_begin(s, j, ty_time_now_ms());
-    j->launched = 1;
     if (j->alive == 0) {
-        /* The record says every rank ended, the backend that the attempt exists: wait for
-         * what it says of each rank. */
-        pthread_mutex_lock(&s->mu);
+        /* The record says every rank ended, the backend that the attempt exists: what it
+         * says of each rank decides. */
         for (int r = 0; r < j->world; r++)
             j->ranks[r].state = RANK_PENDING;
-        pthread_mutex_unlock(&s->mu);
         j->alive = j->world;
     }
+    pthread_mutex_unlock(&s->mu);
     if (j->state == JOB_STARTING)
         j->astate = ATT_STARTING;
     return 1;
