@@ -450,7 +450,8 @@ static backend_event *queue_event(local_backend *lb, backend_event_kind kind,
 static size_t queue_drain(local_backend *lb, backend_event *ev, size_t max)
 {
     size_t n = lb->qn < max ? lb->qn : max;
-    memcpy(ev, lb->q + lb->qhead, n * sizeof *ev);
+    if (n > 0)
+        memcpy(ev, lb->q + lb->qhead, n * sizeof *ev);
     lb->qhead += n;
     lb->qn -= n;
     if (lb->qn == 0) {

@@ -172,9 +172,11 @@ static size_t fake_observe(backend *b, backend_event *ev, size_t max)
     fake_backend *f = (fake_backend *)b;
     pthread_mutex_lock(&f->mu);
     size_t n = f->qn < max ? f->qn : max;
-    memcpy(ev, f->q, n * sizeof *ev);
-    memmove(f->q, f->q + n, (f->qn - n) * sizeof *f->q);
-    f->qn -= n;
+    if (n > 0) {
+        memcpy(ev, f->q, n * sizeof *ev);
+        memmove(f->q, f->q + n, (f->qn - n) * sizeof *f->q);
+        f->qn -= n;
+    }
     if (f->qn == 0) {
         uint64_t v;
         ssize_t r = read(f->efd, &v, sizeof v);
