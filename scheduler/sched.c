@@ -187,6 +187,10 @@ struct sched {
     int read_failed;   /* admission could not read the store: pause before trying again */
     queue_count *queues;
     size_t nqueues, capqueues;
+    /* The head of the line that waits for capacity, and why, as last written (a Waiting
+     * event is written when either changes). */
+    char waiting_id[STORE_ID_LEN + 1];
+    char waiting_why[256];
 
     /* Shared with sched_get_stats() and sched_log_*(). */
     pthread_mutex_t mu;
@@ -1144,7 +1148,10 @@ static void admit(sched *s, round *r, int64_t now)
         store_job *row = &best->page[best->pos++];
         best->after_prio = row->priority;
         best->after_seq = row->seq;
-        if (job_find(s, row->id))
+        const sjob *held = job_find(s, row->id);
+        if (held && held->state == JOB_PENDING)
+            break; /* the head of the line, its Waiting event not written yet: nothing passes */
+        if (held)
             continue; /* held already (a change of it waits to be written) */
         sjob *j = NULL;
         if (job_new(row, &j) != TY_OK) {
@@ -1161,8 +1168,21 @@ static void admit(sched *s, round *r, int64_t now)
             continue;
         }
         if (e != TY_OK) {
-            /* The head of the line waits for capacity; nothing passes it. A release wakes us. */
-            job_free(j);
+            /* The head of the line waits for capacity; nothing passes it. A release or a
+             * CAPACITY event wakes us. Why it waits is written when that changes. */
+            if (e == TY_EAGAIN && why[0] &&
+                (strcmp(s->waiting_id, j->id) != 0 || strcmp(s->waiting_why, why) != 0)) {
+                memcpy(s->waiting_id, j->id, sizeof s->waiting_id);
+                snprintf(s->waiting_why, sizeof s->waiting_why, "%s", why);
+                job_link(s, j);
+                change *c = push(r, j, JOB_PENDING, "Waiting", "%s", why);
+                if (c) {
+                    c->u.note = 1;
+                    c->act = ACT_DISCARD;
+                }
+            } else {
+                job_free(j);
+            }
             break;
         }
         job_link(s, j);
@@ -1282,6 +1302,7 @@ static void commit(sched *s, round *r, round *next)
             change *again = push(next, c->job, c->u.to, c->u.reason, "%s", c->msg);
             if (again) {
                 again->u.from = c->u.from;
+                again->u.note = c->u.note;
                 again->act = c->act;
             }
         }
@@ -1311,6 +1332,7 @@ static void commit(sched *s, round *r, round *next)
             change *again = push(next, j, c->u.to, c->u.reason, "%s", c->msg);
             if (again) {
                 again->u.from = c->u.from;
+                again->u.note = c->u.note;
                 again->act = c->act;
             }
             j->dirty = 1; /* the record goes with the retry */
@@ -1390,6 +1412,7 @@ static void run_round(sched *s, round *r, round *next)
                          next->c[i].msg);
         if (c) {
             c->u.from = next->c[i].u.from;
+            c->u.note = next->c[i].u.note;
             c->act = next->c[i].act;
         }
     }

@@ -165,7 +165,12 @@ typedef struct store_update {
     const char *id;
     job_state from;              /* the state the caller believes the job is in */
     job_state to;                /* == from: no transition, only the record and counters */
-    const char *reason;          /* the job_events row's reason; required when to != from */
+    int note;                    /* with to == from: also a job_events row from = to with
+                                    reason and message, something to tell about a job that
+                                    does not move (why a PENDING job waits); it wakes no
+                                    change hook */
+    const char *reason;          /* the job_events row's reason; required when to != from
+                                    and for a note */
     const char *message;         /* its message; NULL = "" */
     int attempt;                 /* > 0: attempt_json is the record of this attempt, which must
                                     be the job's attempt after the transition (a transition into

@@ -185,9 +185,15 @@ void store_op_moved(store_op *op, job_state from, job_state to);
  * job_events row, and updates *job to match. A transition that
  * job_state_transition_allowed() refuses is TY_EINTERNAL, logged, with
  * nothing written.
+ *
+ * store_job_note(), writer only, writes a job_events row that leaves *job in
+ * its state (from = to): something worth telling about a job that did not
+ * move, e.g. why a PENDING job waits.
  */
 ty_err store_job_load(store_conn *c, const char *id, store_job *job);
 ty_err store_job_move(store_conn *w, store_job *job, job_state to, const char *reason,
+                      const char *message);
+ty_err store_job_note(store_conn *w, const store_job *job, const char *reason,
                       const char *message);
 
 /* ---- read connections ---------------------------------------------------- */

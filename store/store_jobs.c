@@ -437,6 +437,15 @@ ty_err store_job_move(store_conn *w, store_job *job, job_state to, const char *r
     return TY_OK;
 }
 
+ty_err store_job_note(store_conn *w, const store_job *job, const char *reason,
+                      const char *message)
+{
+    int64_t now = ty_time_now_ms();
+    if (now < job->updated_at_ms)
+        now = job->updated_at_ms; /* keep history ordered if the clock steps back */
+    return insert_event(w, job->seq, now, job->state, job->state, reason, message);
+}
+
 ty_err store_transition_apply(store *s, store_conn *w, store_op *op)
 {
     (void)s;

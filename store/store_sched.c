@@ -83,7 +83,8 @@ const char *const store_sched_sql[] = {SQL_PENDING_AT,   SQL_PENDING_BELOW, SQL_
 static int update_valid(const store_update *u)
 {
     return u->id && u->from >= 0 && u->from < JOB_STATE_COUNT && u->to >= 0 &&
-           u->to < JOB_STATE_COUNT && (u->to == u->from || u->reason) && u->restarts >= -1 &&
+           u->to < JOB_STATE_COUNT && ((u->to == u->from && !u->note) || u->reason) &&
+           (!u->note || u->to == u->from) && u->restarts >= -1 &&
            (!u->attempt_json || u->attempt > 0);
 }
 
@@ -132,6 +133,8 @@ static ty_err update_one(store_conn *w, store_update *u)
         e = TY_ECONFLICT;
     else if (u->to != cur)
         e = store_job_move(w, &job, u->to, u->reason, u->message);
+    else if (u->note)
+        e = store_job_note(w, &job, u->reason, u->message);
     if (e == TY_OK && u->attempt > 0 && u->attempt_json && u->attempt != job.attempt)
         e = TY_ECONFLICT; /* a record for another attempt than the job's */
     if (e == TY_OK)

@@ -854,15 +854,32 @@ static void test_fake_capacity_wakes_waiting_job(void **state)
     submit(f, "holder", "default", 0, 2, 0, "true", big);
     expect_call(f, "launch", big, "1", 1);
     submit(f, "next", "default", 0, 2, 0, "true", next);
-    /* It waits: the holder has every slot. */
-    store_jobs_free(wait_state(f, next, 1u << JOB_PENDING), 1);
+    /* It waits, saying why: the holder has every slot. */
+    char reason[64] = "";
+    char *msg = NULL;
+    for (int waited = 0; waited < WAIT_MS && strcmp(reason, "Waiting") != 0; waited += 20) {
+        free(msg);
+        msg = last_event(f, next, reason, sizeof reason);
+        sleep_ms(20);
+    }
+    assert_string_equal(reason, "Waiting");
+    assert_string_equal(msg, "needs 2 slots, 0 of 2 free");
+    free(msg);
+    assert_string_equal(job_state_name(state_of(f, next)), "PENDING");
     fake_set_slots(f->be, 4);
     fake_emit_capacity(f->be);
     expect_call(f, "launch", next, "1", 1);
-    store_job *j = NULL;
-    assert_int_equal(store_job_get(f->st, big, &j), TY_OK);
-    assert_string_equal(job_state_name(j->state), "STARTING"); /* still holding */
-    store_jobs_free(j, 1);
+    assert_string_equal(job_state_name(state_of(f, big)), "STARTING"); /* still holding */
+    assert_int_equal(count_reason(f, next, "Waiting"), 1); /* told once */
+    /* The note left the job where it was: it was admitted from PENDING. */
+    store_event *ev = NULL;
+    size_t n = 0;
+    assert_int_equal(store_job_events(f->st, next, &ev, &n), TY_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(ev[1].from, JOB_PENDING);
+    assert_int_equal(ev[1].to, JOB_PENDING);
+    assert_string_equal(ev[2].reason, "Admitted");
+    store_events_free(ev, n);
 }
 
 /* The record a previous server left of a running attempt of `world` ranks. */

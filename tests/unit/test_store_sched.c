@@ -289,6 +289,60 @@ static void test_attempt_records_are_visible(void **state)
     store_jobs_free(j, 1);
 }
 
+/* A note tells about a job that does not move: one event from = to, nothing else changes. */
+static void test_note(void **state)
+{
+    store_fixture *f = *state;
+    store_job *j = submit_one(f->s, "noted", "default");
+    int64_t head = 0;
+    assert_int_equal(store_changes_head(f->s, &head), TY_OK);
+    store_update u = upd(j->id, JOB_PENDING, JOB_PENDING);
+    u.note = 1;
+    u.reason = "Waiting";
+    u.message = "needs 4 slots, 2 of 8 free";
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_OK);
+    assert_int_equal(u.now, JOB_PENDING);
+    store_job *got = get_job(f->s, j->id);
+    assert_int_equal(got->state, JOB_PENDING);
+    assert_int_equal(got->attempt, 0);
+    store_jobs_free(got, 1);
+    store_event *ev = NULL;
+    size_t n = 0;
+    assert_int_equal(store_job_events(f->s, j->id, &ev, &n), TY_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ev[1].from, JOB_PENDING);
+    assert_int_equal(ev[1].to, JOB_PENDING);
+    assert_string_equal(ev[1].reason, "Waiting");
+    assert_string_equal(ev[1].message, "needs 4 slots, 2 of 8 free");
+    store_events_free(ev, n);
+    /* The feed has it too; the job is still first in its queue's line. */
+    store_change *ch = NULL;
+    assert_int_equal(store_changes(f->s, head, 10, &ch, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ch[0].from, JOB_PENDING);
+    assert_int_equal(ch[0].to, JOB_PENDING);
+    free(ch);
+    store_job *pend = NULL;
+    assert_int_equal(store_jobs_pending(f->s, "default", 0, 0, 10, &pend, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(pend[0].id, j->id);
+    store_jobs_free(pend, n);
+
+    /* A note is no transition and has a reason. */
+    u = upd(j->id, JOB_PENDING, JOB_CANCELLED);
+    u.note = 1;
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_EINVAL);
+    u = upd(j->id, JOB_PENDING, JOB_PENDING);
+    u.note = 1;
+    u.reason = NULL;
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_EINVAL);
+    assert_int_equal(count_events(f->s, j->id), 2);
+    store_jobs_free(j, 1);
+}
+
 static void test_restarts(void **state)
 {
     store_fixture *f = *state;
@@ -787,6 +841,7 @@ int main(void)
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_attempt_records_are_visible, store_fixture_setup,
                                         store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_note, store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_restarts, store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_invalid_updates, store_fixture_setup,
                                         store_fixture_teardown),
