@@ -3,37 +3,47 @@
  * terminal state through a backend (backend.h).
  *
  * One thread owns all scheduling state. It wakes when the store commits job
- * events (a submission, a cancel), when a rank ends, and at its own deadlines
- * (SIGKILL after the grace period, restart backoff, timeouts), then runs one
- * round:
+ * events (a submission, a cancel), when the backend has events (a rank runs,
+ * ends, is disrupted; capacity grew), and at its own deadlines (the hard stop
+ * after the grace period, restart backoff, timeouts), then runs one round:
  *
- *   1. reads the change feed (store_changes) and the backend's rank exits
- *   2. decides, per job, what its state must become
+ *   1. observes: the change feed (store_changes) and the backend's events
+ *   2. decides, per job, what its state must become and which backend calls
+ *      it wants; deciding calls nothing but reserve() (see sched.c)
  *   3. admits PENDING jobs by priority, then age, while their queue is under
  *      its limit and the backend can reserve the whole gang; the first job
  *      that does not fit stops admission (no backfill, so a big gang is not
- *      starved by a stream of small ones); a job that can never fit fails.
+ *      starved by a stream of small ones) and says why (a Waiting event, when
+ *      the reason changes); a job that can never fit fails.
  *      Admission runs only after something that may let a job in (a
  *      submission, a job that ended and freed its slots and its queue place,
  *      a round that hit its admission cap), and reads only the queues under
  *      their limit: jobs waiting in a queue at its limit cost nothing, and a
  *      loop with nothing to do sleeps until the next event or deadline
- *   4. writes every decision of the round in one group commit
- *      (store_jobs_update), then acts: launches, signals, releases
+ *   4. commits every decision of the round in one group commit
+ *      (store_jobs_update), then acts, for the jobs whose changes committed:
+ *      launches, stops, releases. A commit the store fails is tried again
+ *      with its calls; a change the store refuses (the job moved) is dropped
+ *      and the job read again
  *
  * A state is written before the action it announces (STARTING before the
- * ranks exist), so a crash leaves the store ahead of the world, never behind;
- * at start the loop recovers every job a previous process left STARTING,
- * RUNNING, RESTARTING or CANCELLING: its processes are stopped (backend
- * recover) and the attempt restarts without spending restart.max
- * (reason ServerRestarted), or a cancel completes.
+ * ranks exist), so a crash leaves the store ahead of the world, never behind.
+ * RUNNING is written when the backend reports every rank running. At start
+ * the loop recovers every job a previous process left STARTING, RUNNING,
+ * RESTARTING or CANCELLING: the backend adopts the attempt that still runs
+ * (it carries on), or stops what is left of it and the attempt restarts
+ * without spending restart.max (reason ServerRestarted), or a cancel
+ * completes.
  *
- * Gang semantics: a rank that exits non-zero or is killed stops the whole
- * gang (SIGTERM, then SIGKILL after stop_grace_ms); while restart.max allows,
- * attempt n+1 starts after restart.backoff_seconds (RESTARTING), else the job
- * FAILS. A rank that exits 75 after the server asked it to stop is a
- * disruption and spends no restart. timeout_seconds counts from the start of
- * the first attempt (FAILED, reason Timeout).
+ * Gang semantics: a rank that exits non-zero or is killed (an application
+ * failure) stops the whole gang (SIGTERM, then SIGKILL after stop_grace_ms);
+ * while restart.max allows, attempt n+1 starts after restart.backoff_seconds
+ * (RESTARTING), else the job FAILS. A rank the backend reports disrupted
+ * (evicted, preempted, node lost, reclaimed) stops the gang too, and the next
+ * attempt starts at once without spending restart.max (reason Disrupted). A
+ * rank that ends after the server asked the gang to stop is stopped, whatever
+ * its exit code (75 included). timeout_seconds counts from the start of the
+ * first attempt (FAILED, reason Timeout).
  */
 #ifndef TY_SCHEDULER_SCHED_H
 #define TY_SCHEDULER_SCHED_H
