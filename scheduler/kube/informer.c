@@ -84,6 +84,13 @@ static const char *rv_of(const json_t *obj)
     return rv ? rv : "";
 }
 
+static const char *uid_of(const json_t *obj)
+{
+    const char *uid = json_string_value(
+        json_object_get(json_object_get(obj, "metadata"), "uid"));
+    return uid ? uid : "";
+}
+
 static int evs_push(inf_evs *e, ty_inf_type type, json_t *old_obj, json_t *new_obj)
 {
     if (e->n == e->cap) {
@@ -187,9 +194,14 @@ static ty_err relist(ty_informer *inf, char *err, size_t errlen)
     first = !inf->synced;
     json_object_foreach(l.map, key, obj) {
         was = json_object_get(old, key);
-        if (!was)
+        if (!was) {
             rc = evs_push(&evs, TY_INF_ADDED, NULL, obj) ? TY_ENOMEM : rc;
-        else if (strcmp(rv_of(was), rv_of(obj)) != 0)
+        } else if (strcmp(uid_of(was), uid_of(obj)) != 0) {
+            /* Deleted and created again under the same name while no watch saw it. */
+            if (evs_push(&evs, TY_INF_DELETED, was, NULL) ||
+                evs_push(&evs, TY_INF_ADDED, NULL, obj))
+                rc = TY_ENOMEM;
+        } else if (strcmp(rv_of(was), rv_of(obj)) != 0)
             rc = evs_push(&evs, TY_INF_MODIFIED, was, obj) ? TY_ENOMEM : rc;
     }
     json_object_foreach(old, key, was) {
@@ -334,9 +346,16 @@ static void *run(void *arg)
         rc = watch_once(inf, &need_list, &progressed, err, sizeof(err));
         if (rc == TY_ESHUTDOWN)
             break;
-        if (need_list || rc == TY_OK || (rc == TY_EIO && progressed)) {
-            /* The server's timeout, a broken stream that had delivered, or 410: at once. */
+        if (need_list || (progressed && (rc == TY_OK || rc == TY_EIO))) {
+            /* 410, or a stream that delivered and then ended or broke: again at once. */
             failures = 0;
+            continue;
+        }
+        if (rc == TY_OK) {
+            /* Ended without a single event: the first backoff, so that a server that closes
+             * every watch at once is not asked again in a tight loop. */
+            failures = 0;
+            backoff(inf, 0);
             continue;
         }
         backoff(inf, failures++);

@@ -16,8 +16,11 @@
  *             resourceVersion unchanged are not delivered);
  *   DELETED   old the last state (the one the server sent, or the cached one when the deletion
  *             was found by a re-list), new NULL.
- * Both objects are borrowed for the call. The first list's objects come as ADDED, then
- * on_synced once. Objects are keyed "namespace/name" ("name" when cluster-scoped).
+ * An object a re-list finds under a cached name with another uid (deleted and created again
+ * meanwhile) comes as DELETED then ADDED. Both objects are borrowed for the call. When a
+ * callback runs, the cache already holds the change (after a re-list: the whole new list).
+ * The first list's objects come as ADDED, then on_synced once, then ty_informer_synced() is 1.
+ * Objects are keyed "namespace/name" ("name" when cluster-scoped).
  *
  * Threads: every function may be called from any thread except from on_event/on_synced, where
  * ty_informer_stop and ty_informer_free must not be called. The informer knows nothing of what
