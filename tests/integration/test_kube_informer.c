@@ -132,6 +132,12 @@ static const char *rv_or_null(const json_t *o)
              : NULL;
 }
 
+static const char *uid_of(const json_t *o)
+{
+    const char *uid = json_string_value(json_object_get(json_object_get(o, "metadata"), "uid"));
+    return uid ? uid : "";
+}
+
 static void on_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj)
 {
     static const char *const names[] = {"ADDED", "MODIFIED", "DELETED"};
@@ -143,9 +149,10 @@ static void on_event(void *ud, ty_inf_type type, const json_t *old_obj, const js
     ty_informer *inf = r->inf;
     pthread_mutex_unlock(&r->mu);
     if (inf) {
-        /* The callback runs outside the cache lock, after the cache took the change. */
+        /* The callback runs outside the cache lock, after the cache took the change (a
+         * deleted name may already hold the object created again under it). */
         json_t *cached = ty_informer_get(inf, NS, name);
-        if (type == TY_INF_DELETED ? cached != NULL
+        if (type == TY_INF_DELETED ? cached && !strcmp(uid_of(cached), uid_of(old_obj))
                                    : !cached || strcmp(rv_or_null(cached), rv_or_null(new_obj)))
             r->inconsistent++;
         json_decref(cached);
@@ -205,20 +212,24 @@ static unsigned long long rv_num(const char *rv)
 
 /*
  * One object's events form a chain: ADDED first (old none), each MODIFIED's old state is the
- * state the previous event delivered, resourceVersions only grow, and DELETED ends it.
- * Returns the number of events.
+ * state the previous event delivered, resourceVersions only grow, and DELETED ends it, unless an
+ * object of the same name is ADDED again. Returns the number of events.
  */
 static size_t expect_chain(recorder *r, const char *key)
 {
     json_t *ev = events_of(r, key), *e;
     size_t i, n = json_array_size(ev);
     const char *prev = NULL;
+    int exists = 0;
     json_array_foreach(ev, i, e) {
         const char *type = ev_str(e, "type");
-        if (i == 0) {
+        if (!exists) {
             if (strcmp(type, "ADDED"))
-                fail_msg("%s: first event %s", key, type);
+                fail_msg("%s: event %zu is %s, of an object not there", key, i, type);
             assert_null(ev_str(e, "old"));
+            if (prev && rv_num(ev_str(e, "new")) <= rv_num(prev))
+                fail_msg("%s: event %zu goes back from %s to %s", key, i, prev, ev_str(e, "new"));
+            exists = 1;
         } else if (!strcmp(type, "MODIFIED")) {
             if (!ev_str(e, "old") || strcmp(ev_str(e, "old"), prev))
                 fail_msg("%s: event %zu changes %s, but the last state was %s", key, i,
@@ -226,12 +237,12 @@ static size_t expect_chain(recorder *r, const char *key)
             if (rv_num(ev_str(e, "new")) <= rv_num(prev))
                 fail_msg("%s: event %zu goes back from %s to %s", key, i, prev, ev_str(e, "new"));
         } else if (!strcmp(type, "DELETED")) {
-            assert_int_equal(i, n - 1);
             assert_true(rv_num(ev_str(e, "old")) >= rv_num(prev));
+            exists = 0;
         } else {
             fail_msg("%s: event %zu is %s after the object existed", key, i, type);
         }
-        prev = ev_str(e, "new");
+        prev = ev_str(e, exists ? "new" : "old");
     }
     json_decref(ev);
     return n;
@@ -461,11 +472,13 @@ static void test_expired_relists(void **state)
     recorder_init(&r);
     free(create_pod("j3", "e-a"));
     free(create_pod("j3", "e-b"));
+    free(create_pod("j3", "e-d"));
     ty_informer *inf = start(&r, "j3", 0);
     assert_true(ty_informer_wait_synced(inf, 30000));
-    char *a0 = server_rv("e-a"), *b_last = server_rv("e-b");
+    char *a0 = server_rv("e-a"), *b_last = server_rv("e-b"), *d_last = server_rv("e-d");
     wait_cached(inf, "e-a", a0);
     wait_cached(inf, "e-b", b_last);
+    wait_cached(inf, "e-d", d_last);
     wait_watching(inf, 0);
 
     fake("POST", "/fake/faults",
@@ -474,6 +487,8 @@ static void test_expired_relists(void **state)
     delete_pod("e-b");
     char *c0 = create_pod("j3", "e-c");
     char *a1 = label_pod("e-a", 7);
+    delete_pod("e-d");
+    free(create_pod("j3", "e-d"));
     fake("POST", "/fake/compact", NULL);
     fake("DELETE", "/fake/faults", NULL);
 
@@ -481,6 +496,8 @@ static void test_expired_relists(void **state)
     wait_cached(inf, "e-a", a1);
     char *c_last = server_rv("e-c");
     wait_cached(inf, "e-c", c_last);
+    char *d_new = server_rv("e-d");
+    wait_cached(inf, "e-d", d_new);
 
     /* The deletion the watch never saw comes with the last state the cache had. */
     assert_int_equal(count_event(&r, "e-b", "DELETED", b_last), 1);
@@ -489,19 +506,76 @@ static void test_expired_relists(void **state)
     expect_chain(&r, "e-a");
     expect_chain(&r, "e-b");
     expect_chain(&r, "e-c");
+    /* Deleted and created again under its name: two events, not one change. */
+    assert_int_equal(count_event(&r, "e-d", "DELETED", d_last), 1);
+    assert_int_equal(count_event(&r, "e-d", "ADDED", d_new), 1);
+    assert_int_equal(count_event(&r, "e-d", "MODIFIED", d_new), 0);
+    expect_chain(&r, "e-d");
     assert_int_equal(r.inconsistent, 0);
     ty_informer_stats s;
     ty_informer_stats_get(inf, &s);
     assert_true(s.expired >= 1);
     assert_true(s.lists >= 2);
-    assert_true(s.relist_events >= 3);
-    assert_int_equal(s.objects, 2);
+    assert_true(s.relist_events >= 5);
+    assert_int_equal(s.objects, 3);
     free_informer();
     free(a0);
     free(a1);
     free(b_last);
     free(c0);
     free(c_last);
+    free(d_last);
+    free(d_new);
+    recorder_fini(&r);
+}
+
+/*
+ * Bookmarks move the cache's resourceVersion past writes it does not select; a watch the server
+ * ends at its timeoutSeconds is followed by the next one, with no re-list.
+ */
+static void test_bookmarks_and_timeouts(void **state)
+{
+    (void)state;
+    static recorder r;
+    char rv[64];
+    recorder_init(&r);
+    free(create_pod("j6", "b1"));
+    ty_informer_opts o;
+    ty_informer *inf = NULL;
+    char path[256], err[512] = "";
+    snprintf(path, sizeof(path), PODS "?labelSelector=trainyard.io%%2Fjob-id%%3Dj6");
+    ty_informer_opts_default(&o);
+    o.path = path;
+    o.watch_timeout_s = 3;
+    o.backoff_base_ms = 20;
+    o.backoff_max_ms = 200;
+    o.on_event = on_event;
+    o.ud = &r;
+    assert_int_equal(ty_informer_start(g_c, &o, &inf, err, sizeof(err)), TY_OK);
+    g_inf = inf;
+    assert_true(ty_informer_wait_synced(inf, 30000));
+    char *other = create_pod("j6-other", "b-other");
+    int moved = 0;
+    for (int i = 0; i < 1500 && !moved; i++) {
+        ty_informer_rv(inf, rv, sizeof(rv));
+        moved = rv_num(rv) >= rv_num(other);
+        nap();
+    }
+    assert_true(moved);
+    for (int i = 0; i < 1500 && stat_watches(inf) < 3; i++)
+        nap();
+    char *b1 = label_pod("b1", 1);
+    wait_cached(inf, "b1", b1);
+    expect_chain(&r, "b1");
+    assert_int_equal(count_event(&r, "b-other", "ADDED", NULL), 0);
+    ty_informer_stats s;
+    ty_informer_stats_get(inf, &s);
+    assert_int_equal(s.lists, 1);
+    assert_true(s.watches >= 3);
+    assert_true(s.watch_restarts >= 2);
+    free_informer();
+    free(other);
+    free(b1);
     recorder_fini(&r);
 }
 
@@ -680,6 +754,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_list_then_watch, teardown),
         cmocka_unit_test_teardown(test_dropped_watches_resume, teardown),
         cmocka_unit_test_teardown(test_expired_relists, teardown),
+        cmocka_unit_test_teardown(test_bookmarks_and_timeouts, teardown),
         cmocka_unit_test_teardown(test_list_faults_recover, teardown),
         cmocka_unit_test_teardown(test_stop_while_watching, teardown),
         cmocka_unit_test_teardown(test_nodes, teardown),
