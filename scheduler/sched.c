@@ -153,7 +153,7 @@ typedef struct sjob {
     end_cause cause;
     char cause_msg[BACKEND_DETAIL_MAX + 96];
     int stop_asked, kill_sent; /* decided (the act phase makes the call) */
-    int64_t kill_at_ms;    /* SIGKILL when the gang is still there; 0: none */
+    int64_t kill_at_ms;    /* the hard stop, when the gang is still there; 0: none */
     int64_t restart_at_ms; /* RESTARTING: launch the next attempt then */
     int64_t first_start_ms;
     int need_running;      /* every rank runs: write STARTING -> RUNNING */

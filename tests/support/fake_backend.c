@@ -32,6 +32,7 @@ typedef struct fake_backend {
     pthread_cond_t cv;  /* the call log grew */
     int efd;
     int slots, used, stop_ends;
+    int stops_to_fail;
     char adopt_id[FAKE_ID_MAX];
     int adopt_world;
     backend_attempt *attempts;
@@ -190,6 +191,15 @@ static void fake_stop(backend *b, backend_attempt *a, int hard)
 {
     fake_backend *f = (fake_backend *)b;
     pthread_mutex_lock(&f->mu);
+    if (f->stops_to_fail > 0) {
+        f->stops_to_fail--;
+        logf_locked(f, "stop %s %s failed", a->id, hard ? "hard" : "soft");
+        backend_event *ev = push_locked(f, BACKEND_EV_STOP_FAILED, a, -1);
+        if (ev)
+            snprintf(ev->detail, sizeof ev->detail, "the fake was told to fail");
+        pthread_mutex_unlock(&f->mu);
+        return;
+    }
     logf_locked(f, "stop %s %s", a->id, hard ? "hard" : "soft");
     for (int r = 0; f->stop_ends && r < a->world; r++) {
         if (a->ended[r])
@@ -351,6 +361,14 @@ void fake_set_stop_ends(backend *b, int on)
     fake_backend *f = (fake_backend *)b;
     pthread_mutex_lock(&f->mu);
     f->stop_ends = on;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_fail_stops(backend *b, int n)
+{
+    fake_backend *f = (fake_backend *)b;
+    pthread_mutex_lock(&f->mu);
+    f->stops_to_fail = n;
     pthread_mutex_unlock(&f->mu);
 }
 

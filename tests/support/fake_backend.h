@@ -7,7 +7,7 @@
  *
  *   reserve <id>        a reservation was taken (not when refused)
  *   launch <id> <n>     attempt n was launched
- *   stop <id> soft|hard
+ *   stop <id> soft|hard   (" failed" appended when fake_fail_stops() made it fail)
  *   release <id>
  *   recover <id> adopted|stopped
  *
@@ -31,6 +31,8 @@ backend *fake_backend_new(int slots);
 void fake_set_slots(backend *b, int slots);
 /* 1 (default): a stop ends every running rank at once; 0: ranks end only when told. */
 void fake_set_stop_ends(backend *b, int on);
+/* The next n stop() calls fail: each is answered by a STOP_FAILED event, nothing ends. */
+void fake_fail_stops(backend *b, int n);
 /* The next recover() of job id adopts its attempt, with `world` ranks (none running yet:
  * the test says which run). */
 void fake_adopt_next(backend *b, const char *id, int world);

@@ -13,7 +13,8 @@
  * run, a pending reason shown, a launch that fails, disruptions that spend no
  * restart while application failures do, a store that fails during a commit
  * (retried, nothing done twice), a commit that conflicts with a concurrent
- * cancel, a wake-up when capacity grows, and an attempt adopted on recovery.
+ * cancel, stops the backend could not deliver, a wake-up when capacity grows
+ * (and the Waiting reason before it), and an attempt adopted on recovery.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -845,6 +846,30 @@ static void test_fake_conflict_with_cancel(void **state)
     expect_call(f, "release", id, NULL, 1);
 }
 
+/* Stops the backend could not deliver are asked again, hard, after the grace period. */
+static void test_fake_stop_failure_asked_again(void **state)
+{
+    fixture *f = *state;
+    start_fake(f, 4);
+    char id[27];
+    submit(f, "sticky", "default", 0, 2, 0, "true", id);
+    expect_call(f, "launch", id, "1", 1);
+    assert_int_equal(fake_emit_running(f->be, id, -1, NULL), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    fake_fail_stops(f->be, 2);
+    assert_int_equal(fake_emit_exit(f->be, id, 0, 3, 0, NULL), 0);
+    expect_call(f, "stop", id, "soft failed", 1);
+    expect_call(f, "stop", id, "hard failed", 1);
+    expect_call(f, "stop", id, "hard", 1); /* the third ask is delivered */
+    expect_done(f, id, JOB_FAILED);
+    char reason[64];
+    char *msg = last_event(f, id, reason, sizeof reason);
+    assert_string_equal(reason, "RankFailed");
+    assert_non_null(strstr(msg, "rank 0 exited with code 3"));
+    free(msg);
+    expect_call(f, "release", id, NULL, 1);
+}
+
 /* A job waiting for capacity is admitted when the backend says capacity grew. */
 static void test_fake_capacity_wakes_waiting_job(void **state)
 {
@@ -962,6 +987,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fake_disruption_spends_no_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_store_failure_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_conflict_with_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_stop_failure_asked_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_capacity_wakes_waiting_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_adopt_on_recover, setup, teardown),
     };
