@@ -286,12 +286,67 @@ static ty_err parse_queue_limit(const char *value, size_t len, const char *what,
     return TY_OK;
 }
 
+/* The Kubernetes backend's options: all of them or none without --cluster-profile. */
+static ty_err parse_kube(const char *profile, const char *kubeconfig, const char *kctx,
+                         const char *kube, const char *qps, const char *burst, config_serve *out,
+                         char *err, size_t errlen)
+{
+    const char *v, *what, *cred = NULL;
+    ty_err e;
+    if ((v = flag_or_env(profile, "--cluster-profile", "TRAINYARD_CLUSTER_PROFILE", &what)) &&
+        (e = set_path(out->cluster_profile, v, what, err, errlen)))
+        return e;
+    if ((v = flag_or_env(kubeconfig, "--kubeconfig", "TRAINYARD_KUBECONFIG", &what))) {
+        if ((e = set_path(out->kubeconfig, v, what, err, errlen)))
+            return e;
+        cred = what;
+    }
+    if ((v = flag_or_env(kctx, "--kube-context", "TRAINYARD_KUBE_CONTEXT", &what))) {
+        size_t n = strlen(v);
+        if (n >= sizeof out->kube_context)
+            return fail(err, errlen, "%s: context name too long", what);
+        memcpy(out->kube_context, v, n + 1);
+        cred = cred ? cred : what;
+    }
+    if ((v = flag_or_env(kube, "--kube", "TRAINYARD_KUBE", &what))) {
+        if (strcmp(v, "in-cluster") != 0)
+            return fail(err, errlen, "%s: expected in-cluster, got '%s'", what, v);
+        if (out->kubeconfig[0])
+            return fail(err, errlen, "%s: in-cluster and --kubeconfig exclude each other", what);
+        out->kube_in_cluster = 1;
+        cred = what;
+    }
+    out->kube_qps = 5;
+    if ((v = flag_or_env(qps, "--kube-qps", "TRAINYARD_KUBE_QPS", &what))) {
+        char *end;
+        errno = 0;
+        double q = strtod(v, &end);
+        if (errno || end == v || *end || !(q >= 0 && q <= 100000))
+            return fail(err, errlen, "%s: expected requests a second from 0 to 100000, got '%s'",
+                        what, v);
+        out->kube_qps = q;
+        cred = cred ? cred : what;
+    }
+    out->kube_burst = 10;
+    if ((v = flag_or_env(burst, "--kube-burst", "TRAINYARD_KUBE_BURST", &what))) {
+        if ((e = parse_count(v, what, 1, 100000, &out->kube_burst, err, errlen)))
+            return e;
+        cred = cred ? cred : what;
+    }
+    if (cred && !out->cluster_profile[0])
+        return fail(err, errlen, "%s: the Kubernetes backend also needs --cluster-profile FILE",
+                    cred);
+    return TY_OK;
+}
+
 ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, size_t errlen)
 {
     const char *listen_arg = NULL, *db = NULL, *max_body = NULL, *level = NULL;
     const char *slots = NULL, *gpus = NULL, *grace = NULL;
     const char *max_conns = NULL, *max_per_ip = NULL, *deadline = NULL;
     const char *sandbox = NULL, *user = NULL, *log_limit = NULL;
+    const char *profile = NULL, *kubeconfig = NULL, *kctx = NULL, *kube = NULL, *qps = NULL,
+               *burst = NULL;
     int queue_flags = 0;
     ty_err e = TY_OK;
 
@@ -330,6 +385,18 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             user = v;
         else if ((r = opt_value(argc, argv, &i, "--local-log-limit", &v)) != 0)
             log_limit = v;
+        else if ((r = opt_value(argc, argv, &i, "--cluster-profile", &v)) != 0)
+            profile = v;
+        else if ((r = opt_value(argc, argv, &i, "--kubeconfig", &v)) != 0)
+            kubeconfig = v;
+        else if ((r = opt_value(argc, argv, &i, "--kube-context", &v)) != 0)
+            kctx = v;
+        else if ((r = opt_value(argc, argv, &i, "--kube-qps", &v)) != 0)
+            qps = v;
+        else if ((r = opt_value(argc, argv, &i, "--kube-burst", &v)) != 0)
+            burst = v;
+        else if ((r = opt_value(argc, argv, &i, "--kube", &v)) != 0)
+            kube = v;
         else if ((r = opt_value(argc, argv, &i, "--queue-limit", &v)) != 0) {
             queue_flags = 1;
             if (r > 0 &&
@@ -424,6 +491,8 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     if ((v = flag_or_env(deadline, "--request-deadline", "TRAINYARD_REQUEST_DEADLINE", &what)) &&
         (e = parse_count(v, what, 1, CONFIG_MAX_REQUEST_DEADLINE, &out->request_deadline_s, err,
                          errlen)))
+        return e;
+    if ((e = parse_kube(profile, kubeconfig, kctx, kube, qps, burst, out, err, errlen)) != TY_OK)
         return e;
     const char *limits = queue_flags ? NULL : env("TRAINYARD_QUEUE_LIMIT");
     while (limits && *limits) {
@@ -590,6 +659,25 @@ void config_usage_serve(FILE *f)
           "  --local-log-limit SIZE  bytes kept of each rank's log (e.g. 256Mi); past\n"
           "                        it the oldest output is dropped, and the log says so\n"
           "                        env TRAINYARD_LOCAL_LOG_LIMIT, default 256Mi\n"
+          "\n"
+          "Running jobs on Kubernetes (instead of the local backend):\n"
+          "  --cluster-profile FILE  the cluster profile (YAML or JSON: namespace, zones,\n"
+          "                        GPU types, capacity types, node groups; see\n"
+          "                        deploy/cluster-profile.example.yaml); with it, every\n"
+          "                        job runs as Kubernetes objects and needs an image\n"
+          "                        env TRAINYARD_CLUSTER_PROFILE, default none\n"
+          "  --kubeconfig PATH     the kubeconfig to use (its current context)\n"
+          "                        env TRAINYARD_KUBECONFIG, default: in a pod, its\n"
+          "                        service account\n"
+          "  --kube-context NAME   a context of the kubeconfig other than the current one\n"
+          "                        env TRAINYARD_KUBE_CONTEXT\n"
+          "  --kube in-cluster     the pod's service account (token, CA, the\n"
+          "                        KUBERNETES_SERVICE_HOST/PORT variables)\n"
+          "                        env TRAINYARD_KUBE\n"
+          "  --kube-qps N          API requests a second (0: no client-side limit)\n"
+          "                        env TRAINYARD_KUBE_QPS, default 5\n"
+          "  --kube-burst N        requests above the rate allowed in a burst\n"
+          "                        env TRAINYARD_KUBE_BURST, default 10\n"
           "  --help                show this help\n"
           "\n"
           "On first start (no valid admin token in the database) an admin token named\n"

@@ -23,6 +23,13 @@
  *           --max-connections N  TRAINYARD_MAX_CONNECTIONS  1024 (16..65536)
  *           --max-connections-per-ip N  TRAINYARD_MAX_CONNECTIONS_PER_IP  64 (1..65536)
  *           --request-deadline SECS  TRAINYARD_REQUEST_DEADLINE  30 (1..3600)
+ *           --cluster-profile FILE  TRAINYARD_CLUSTER_PROFILE  none: jobs run on the local
+ *                                backend; with it, on Kubernetes (the Kubernetes backend)
+ *           --kubeconfig PATH    TRAINYARD_KUBECONFIG   none: in a pod, the service account
+ *           --kube-context NAME  TRAINYARD_KUBE_CONTEXT  the kubeconfig's current context
+ *           --kube in-cluster    TRAINYARD_KUBE         the service account even outside a pod
+ *           --kube-qps N         TRAINYARD_KUBE_QPS     5 (0: no client-side rate limit)
+ *           --kube-burst N       TRAINYARD_KUBE_BURST   10
  *   token:  --db PATH, --server URL (TRAINYARD_SERVER), --token T (TRAINYARD_TOKEN),
  *           --token-file PATH|-, --name N, --scope S[,S...]
  */
@@ -91,6 +98,13 @@ typedef struct config_serve {
     int max_connections;           /* open at once, CONFIG_MIN_MAX_CONNECTIONS.. */
     int max_connections_per_ip;    /* open at once per client address, 1.. */
     int request_deadline_s;        /* a request's headers and body must arrive within it */
+    /* The Kubernetes backend: used when cluster_profile is set. */
+    char cluster_profile[CONFIG_PATH_MAX]; /* "" : the local backend */
+    char kubeconfig[CONFIG_PATH_MAX];      /* "" : the in-cluster service account */
+    char kube_context[128];                /* "" : the kubeconfig's current context */
+    int kube_in_cluster;                   /* --kube in-cluster */
+    double kube_qps;                       /* requests a second; 0: no client-side limit */
+    int kube_burst;
 } config_serve;
 
 typedef enum config_token_action {

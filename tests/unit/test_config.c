@@ -22,7 +22,8 @@ static const char *const env_names[] = {
     "TRAINYARD_LOCAL_SLOTS", "TRAINYARD_LOCAL_GPUS", "TRAINYARD_QUEUE_LIMIT",
     "TRAINYARD_STOP_GRACE", "TRAINYARD_MAX_CONNECTIONS", "TRAINYARD_MAX_CONNECTIONS_PER_IP",
     "TRAINYARD_REQUEST_DEADLINE", "TRAINYARD_LOCAL_SANDBOX", "TRAINYARD_LOCAL_USER",
-    "TRAINYARD_LOCAL_LOG_LIMIT",
+    "TRAINYARD_LOCAL_LOG_LIMIT", "TRAINYARD_CLUSTER_PROFILE", "TRAINYARD_KUBECONFIG",
+    "TRAINYARD_KUBE_CONTEXT", "TRAINYARD_KUBE", "TRAINYARD_KUBE_QPS", "TRAINYARD_KUBE_BURST",
 };
 
 static int clear_env(void **state)
@@ -371,6 +372,59 @@ static void test_serve_sandbox_options(void **state)
     assert_non_null(strstr(err, "TRAINYARD_LOCAL_LOG_LIMIT"));
 }
 
+static void test_serve_kube_options(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    /* Without a profile: the local backend, as before. */
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_string_equal(c.cluster_profile, "");
+    assert_int_equal(c.kube_in_cluster, 0);
+    assert_true(c.kube_qps == 5);
+    assert_int_equal(c.kube_burst, 10);
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--cluster-profile", "p.yaml", "--kubeconfig",
+                                "/k/config", "--kube-context=eks", "--kube-qps", "0",
+                                "--kube-burst", "50", NULL),
+                     TY_OK);
+    assert_string_equal(c.cluster_profile, "p.yaml");
+    assert_string_equal(c.kubeconfig, "/k/config");
+    assert_string_equal(c.kube_context, "eks");
+    assert_true(c.kube_qps == 0);
+    assert_int_equal(c.kube_burst, 50);
+
+    setenv("TRAINYARD_CLUSTER_PROFILE", "/etc/trainyard/profile.yaml", 1);
+    setenv("TRAINYARD_KUBE", "in-cluster", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_string_equal(c.cluster_profile, "/etc/trainyard/profile.yaml");
+    assert_int_equal(c.kube_in_cluster, 1);
+
+    /* Credentials or client options without a profile would be silently unused. */
+    unsetenv("TRAINYARD_CLUSTER_PROFILE");
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_KUBE"));
+    assert_non_null(strstr(err, "--cluster-profile"));
+    unsetenv("TRAINYARD_KUBE");
+    assert_int_equal(serve_args(&c, err, sizeof err, "--kubeconfig", "k", NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "--kubeconfig"));
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--cluster-profile", "p", "--kube", "local",
+                                NULL),
+                     TY_EINVAL);
+    assert_non_null(strstr(err, "in-cluster"));
+    assert_int_equal(serve_args(&c, err, sizeof err, "--cluster-profile", "p", "--kube",
+                                "in-cluster", "--kubeconfig", "k", NULL),
+                     TY_EINVAL);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--cluster-profile", "p", "--kube-qps", "-1",
+                                NULL),
+                     TY_EINVAL);
+    assert_non_null(strstr(err, "--kube-qps"));
+    assert_int_equal(serve_args(&c, err, sizeof err, "--cluster-profile", "p", "--kube-burst", "0",
+                                NULL),
+                     TY_EINVAL);
+}
+
 static void test_listen_good(void **state)
 {
     (void)state;
@@ -517,6 +571,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_sandbox_options, clear_env),
         cmocka_unit_test_setup(test_serve_job_options, clear_env),
         cmocka_unit_test_setup(test_serve_connection_options, clear_env),
+        cmocka_unit_test_setup(test_serve_kube_options, clear_env),
         cmocka_unit_test(test_listen_good),
         cmocka_unit_test(test_format_addr),
         cmocka_unit_test(test_scopes),
