@@ -80,7 +80,15 @@ typedef struct fk_store {
     json_t *groups;          /* node groups of the autoscaler stand-in (fk_autoscale) */
     fk_fault faults[32];
     int nfaults;
-    volatile int stopping; /* set once at shutdown: watches end */
+    volatile int stopping;  /* set once at shutdown: watches end */
+    uint64_t reconciled_rv; /* the controllers have seen every event up to this rv */
+    size_t sched_next;      /* where the scheduler's next search of a large cluster starts */
+    /* Indexes of the pods, kept by fk_create/fk_update/fk_remove: */
+    json_t *pods_by_owner; /* controller uid -> {"ns/name": true}, in creation order */
+    json_t *pending;       /* "ns/name" -> true: pods the scheduler has to place */
+    json_t *gpu_used;      /* node -> GPUs requested by the active pods bound there */
+    json_t *owners;        /* uid of a Job or Volcano job -> [res, "ns/name"] */
+    json_t *nodes_sorted;  /* fk_list() of the nodes, NULL after a node changed */
 } fk_store;
 
 /* fk_store.c ------------------------------------------------------------ */
@@ -105,6 +113,8 @@ void fk_remove(fk_store *st, int res, const char *ns, const char *name);
 /* All objects of res in ns (NULL: every namespace), sorted by namespace then
  * name; a new array of borrowed-then-increfed objects. */
 json_t *fk_list(fk_store *st, int res, const char *ns);
+/* The nodes sorted by name (borrowed; valid until a node changes). */
+json_t *fk_nodes(fk_store *st);
 /* Forgets the event window: a watch from any earlier rv gets 410. */
 void fk_compact(fk_store *st);
 /* Writes an Event (core/v1) about obj. */
@@ -123,6 +133,13 @@ int fk_sel_empty(const fk_sel *s);
 /* fieldSelector: metadata.name, metadata.namespace, spec.nodeName, status.phase
  * with = / == / !=. Returns -1 for a field the fake does not know. */
 int fk_fsel_matches(const char *text, const json_t *obj, int *ok);
+
+/* The uid of obj's controller (or first owner); "" when it has none. */
+const char *fk_owner_uid(const json_t *obj);
+/* The Job or Volcano job with uid (borrowed) or NULL; *res says which. */
+json_t *fk_owner(fk_store *st, const char *uid, int *res);
+/* The pods (array of borrowed objects, new) whose controller has uid. */
+json_t *fk_pods_of(fk_store *st, const char *uid);
 
 /* Small helpers on objects. */
 const char *fk_str(const json_t *obj, const char *path); /* "metadata.name" */
@@ -156,9 +173,12 @@ json_t *fk_details(int res, const char *name, int use_kind);
 /* fk_ctrl.c ------------------------------------------------------------- */
 /* Applies server-side defaults of a newly created object (Job, Pod, Service). */
 void fk_defaults(fk_store *st, int res, json_t *obj);
-/* Runs the Job controller, the garbage collector and the scheduler until
- * nothing changes. Called with the lock held after every write. */
+/* Runs the Job controller, the garbage collector and the scheduler on what
+ * changed since they last ran, until nothing changes. Called with the lock
+ * held after every write. */
 void fk_reconcile(fk_store *st);
+/* The same, and every Job with a deadline, changed or not (once a second). */
+void fk_reconcile_deadlines(fk_store *st);
 /* Deletes an object as DELETE does; policy "", "Background", "Foreground",
  * "Orphan". *body (new) is what DELETE answers. Returns the HTTP status. */
 int fk_delete(fk_store *st, int res, const char *ns, const char *name, const char *policy,
@@ -177,6 +197,10 @@ int fk_schedule(fk_store *st);
 int fk_autoscale(fk_store *st);
 /* The GPUs (nvidia.com/gpu) a pod requests. */
 long fk_pod_gpus(const json_t *pod);
+/* Neither Succeeded nor Failed. */
+int fk_pod_active(const json_t *pod);
+/* Waiting for the default scheduler: unbound, active, not being deleted. */
+int fk_pod_pending(const json_t *pod);
 
 /* fk_watch.c ------------------------------------------------------------ */
 struct MHD_Response;

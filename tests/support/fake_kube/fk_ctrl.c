@@ -222,19 +222,6 @@ static void drop_str(json_t *arr, const char *s)
     }
 }
 
-static const char *owner_uid(const json_t *obj)
-{
-    size_t i;
-    json_t *o;
-    json_array_foreach(fk_path((json_t *)obj, "metadata.ownerReferences", 0), i, o)
-    {
-        if (json_is_true(json_object_get(o, "controller")))
-            return fk_str(o, "uid");
-    }
-    o = json_array_get(fk_path((json_t *)obj, "metadata.ownerReferences", 0), 0);
-    return o ? fk_str(o, "uid") : "";
-}
-
 static int is_deleting(const json_t *obj)
 {
     return *fk_str(obj, "metadata.deletionTimestamp") != '\0';
@@ -434,10 +421,10 @@ static int write_status(fk_store *st, const json_t *job, json_t *status)
 
 /* A finished Job's status no longer changes (11j); its pods only lose the
  * tracking finalizer. */
-static int release_pods(fk_store *st, const json_t *job, json_t *by_owner)
+static int release_pods(fk_store *st, const json_t *job)
 {
     int writes = 0;
-    json_t *pods = json_object_get(by_owner, fk_str(job, "metadata.uid"));
+    json_t *pods = fk_pods_of(st, fk_str(job, "metadata.uid"));
     size_t i;
     json_t *p;
     json_array_foreach(pods, i, p)
@@ -451,22 +438,23 @@ static int release_pods(fk_store *st, const json_t *job, json_t *by_owner)
         fk_update(st, FK_PODS, c);
         writes++;
     }
+    json_decref(pods);
     return writes;
 }
 
 /* One pass of the Job controller over one Job; returns the writes made. */
-static int sync_job(fk_store *st, const json_t *job0, json_t *by_owner)
+static int sync_job(fk_store *st, const json_t *job0)
 {
     const char *ns = fk_str(job0, "metadata.namespace"), *jname = fk_str(job0, "metadata.name");
     const char *uid = fk_str(job0, "metadata.uid");
     int writes = 0;
     if (is_deleting(job0))
-        return release_pods(st, job0, by_owner);
+        return release_pods(st, job0);
     if (json_is_true(fk_path((json_t *)job0, "spec.suspend", 0)))
         return 0;
     int finished = cond_true(job0, "Complete") || cond_true(job0, "Failed");
     if (finished)
-        return release_pods(st, job0, by_owner);
+        return release_pods(st, job0);
     long completions = (long)int_at(job0, "spec.completions", -1);
     long parallelism = (long)int_at(job0, "spec.parallelism", 1);
     long backoff = (long)int_at(job0, "spec.backoffLimit", 6);
@@ -486,9 +474,7 @@ static int sync_job(fk_store *st, const json_t *job0, json_t *by_owner)
     if (!conds)
         conds = json_array();
 
-    json_t *mine = json_copy(json_object_get(by_owner, uid));
-    if (!mine)
-        mine = json_array();
+    json_t *mine = fk_pods_of(st, uid);
     size_t i;
     json_t *p;
 
@@ -670,116 +656,131 @@ out:
 
 /* ---- garbage collector and the kubelet stand-in ----------------------- */
 
-/* Owners (Jobs, Volcano jobs) by uid; the values are borrowed from the store
- * and stay valid while the pass that built the map runs. */
-static json_t *owners_by_uid(fk_store *st)
+/* The collector and the kubelet stand-in for one object (a pod, a Service or
+ * a Job, as a dependent). */
+static int gc_object(fk_store *st, int res, const json_t *o)
 {
-    json_t *m = json_object();
-    const int kinds[] = {FK_JOBS, FK_VCJOBS};
-    for (int k = 0; k < 2; k++) {
-        const char *key;
-        json_t *o;
-        json_object_foreach(st->objs[kinds[k]], key, o)
-        {
-            json_object_set(m, fk_str(o, "metadata.uid"), o);
+    const char *ns = fk_str(o, "metadata.namespace"), *name = fk_str(o, "metadata.name");
+    json_t *refs = fk_path((json_t *)o, "metadata.ownerReferences", 0);
+    if (json_array_size(refs) > 0) {
+        int ores;
+        const json_t *owner = fk_owner(st, fk_owner_uid(o), &ores);
+        int alive = owner != NULL;
+        json_t *ofin = fk_path((json_t *)owner, "metadata.finalizers", 0);
+        int fg = alive && has_str(ofin, "foregroundDeletion");
+        int orphan = alive && has_str(ofin, "orphan");
+        if (res == FK_PODS && !alive &&
+            has_str(fk_path((json_t *)o, "metadata.finalizers", 0), TRACKING)) {
+            /* The Job controller lets go of the pods of a Job that is gone
+             * before the collector deletes them (09). */
+            json_t *c = json_deep_copy(o);
+            drop_str(fk_path(c, "metadata.finalizers", 0), TRACKING);
+            if (json_array_size(fk_path(c, "metadata.finalizers", 0)) == 0)
+                json_object_del(fk_path(c, "metadata", 0), "finalizers");
+            fk_update(st, res, c);
+            return 1;
+        }
+        if (orphan) {
+            json_t *c = json_deep_copy(o);
+            json_object_del(fk_path(c, "metadata", 0), "ownerReferences");
+            fk_update(st, res, c);
+            return 1;
+        }
+        if ((!alive || fg) && !is_deleting(o)) {
+            if (res == FK_PODS && *fk_str(o, "spec.nodeName"))
+                mark_deleting(st, o, int_at(o, "spec.terminationGracePeriodSeconds", 30));
+            else if (res == FK_PODS &&
+                     json_array_size(fk_path((json_t *)o, "metadata.finalizers", 0)))
+                mark_deleting(st, o, 0);
+            else
+                fk_remove(st, res, ns, name);
+            return 1;
         }
     }
-    return m;
+    /* Nothing holds a deleted object any more: it goes. */
+    if (is_deleting(o) && json_array_size(fk_path((json_t *)o, "metadata.finalizers", 0)) == 0) {
+        fk_remove(st, res, ns, name);
+        return 1;
+    }
+    return 0;
 }
 
-static int gc(fk_store *st)
+/* What the collector looks at in one round (see reconcile()). */
+typedef struct gc_todo {
+    json_t *objs;   /* "res/ns/name" -> [res, ns, name]: changed dependents */
+    json_t *owners; /* uids of owners deleted, being deleted, or losing a dependent */
+    int namespaces; /* a namespace changed */
+} gc_todo;
+
+static void todo_object(gc_todo *t, int res, const json_t *obj)
+{
+    char key[700];
+    const char *ns = fk_str(obj, "metadata.namespace"), *name = fk_str(obj, "metadata.name");
+    snprintf(key, sizeof key, "%d/%s/%s", res, ns, name);
+    json_object_set_new(t->objs, key, json_pack("[i, s, s]", res, ns, name));
+}
+
+static int gc(fk_store *st, gc_todo *todo, int full)
 {
     int writes = 0;
     const int deps[] = {FK_PODS, FK_SERVICES, FK_JOBS};
-    json_t *owners = owners_by_uid(st);
-    for (int d = 0; d < 3; d++) {
-        json_t *all = fk_list(st, deps[d], NULL);
-        size_t i;
-        json_t *o;
-        json_array_foreach(all, i, o)
-        {
-            const char *ns = fk_str(o, "metadata.namespace"), *name = fk_str(o, "metadata.name");
-            json_t *refs = fk_path(o, "metadata.ownerReferences", 0);
-            if (json_array_size(refs) == 0)
-                goto kubelet;
-            const char *uid = owner_uid(o);
-            const json_t *owner = json_object_get(owners, uid);
-            int alive = owner != NULL;
-            int fg = alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0),
-                                      "foregroundDeletion");
-            int orphan =
-                alive && has_str(fk_path((json_t *)owner, "metadata.finalizers", 0), "orphan");
-            if (deps[d] == FK_PODS && !alive &&
-                has_str(fk_path(o, "metadata.finalizers", 0), TRACKING)) {
-                /* The Job controller lets go of the pods of a Job that is gone
-                 * before the collector deletes them (09). */
-                json_t *c = json_deep_copy(o);
-                drop_str(fk_path(c, "metadata.finalizers", 0), TRACKING);
-                if (json_array_size(fk_path(c, "metadata.finalizers", 0)) == 0)
-                    json_object_del(fk_path(c, "metadata", 0), "finalizers");
-                fk_update(st, deps[d], c);
-                writes++;
-                continue;
-            }
-            if (orphan) {
-                json_t *c = json_deep_copy(o);
-                json_object_del(fk_path(c, "metadata", 0), "ownerReferences");
-                fk_update(st, deps[d], c);
-                writes++;
-                continue;
-            }
-            if ((!alive || fg) && !is_deleting(o)) {
-                if (deps[d] == FK_PODS && *fk_str(o, "spec.nodeName")) {
-                    mark_deleting(st, o, int_at(o, "spec.terminationGracePeriodSeconds", 30));
-                } else if (deps[d] == FK_PODS &&
-                           json_array_size(fk_path(o, "metadata.finalizers", 0))) {
-                    mark_deleting(st, o, 0);
-                } else {
-                    fk_remove(st, deps[d], ns, name);
-                }
-                writes++;
-                continue;
-            }
-        kubelet:
-            /* Nothing holds a deleted object any more: it goes. */
-            if (is_deleting(o) && json_array_size(fk_path(o, "metadata.finalizers", 0)) == 0) {
-                fk_remove(st, deps[d], ns, name);
-                writes++;
+    if (full || json_object_size(todo->owners)) {
+        /* The dependents of the owners that went or are going. */
+        for (int d = 0; d < 3; d++) {
+            const char *key;
+            json_t *o;
+            json_object_foreach(st->objs[deps[d]], key, o)
+            {
+                if (full || json_object_get(todo->owners, fk_owner_uid(o)))
+                    todo_object(todo, deps[d], o);
             }
         }
-        json_decref(all);
     }
-    json_decref(owners);
+    const char *key;
+    json_t *item;
+    json_object_foreach(todo->objs, key, item)
+    {
+        int res = (int)json_integer_value(json_array_get(item, 0));
+        const json_t *o = fk_get(st, res, json_string_value(json_array_get(item, 1)),
+                                 json_string_value(json_array_get(item, 2)));
+        if (o)
+            writes += gc_object(st, res, o);
+    }
     /* Owners held by orphan or foregroundDeletion go once their dependents have. */
-    const int owner_kinds[] = {FK_JOBS, FK_VCJOBS};
-    for (int k = 0; k < 2; k++) {
-        json_t *all = fk_list(st, owner_kinds[k], NULL);
-        size_t i;
-        json_t *o;
-        json_array_foreach(all, i, o)
+    json_t *check = json_object();
+    if (full) {
+        json_object_foreach(st->owners, key, item)
         {
-            json_t *fin = fk_path(o, "metadata.finalizers", 0);
-            if (!is_deleting(o) || (!has_str(fin, "orphan") && !has_str(fin, "foregroundDeletion")))
-                continue;
-            const char *uid = fk_str(o, "metadata.uid");
-            int left = 0;
-            const int kinds[] = {FK_PODS, FK_SERVICES};
-            for (int d = 0; d < 2; d++) {
-                const char *key;
-                json_t *x;
-                json_object_foreach(st->objs[kinds[d]], key, x)
-                {
-                    left += strcmp(owner_uid(x), uid) == 0;
-                }
-            }
-            if (!left) {
-                fk_remove(st, owner_kinds[k], fk_str(o, "metadata.namespace"),
-                          fk_str(o, "metadata.name"));
-                writes++;
-            }
+            json_object_set_new(check, key, json_true());
         }
-        json_decref(all);
+    } else {
+        json_object_update(check, todo->owners);
     }
+    json_object_foreach(check, key, item)
+    {
+        int ores;
+        const json_t *o = fk_owner(st, key, &ores);
+        json_t *fin = fk_path((json_t *)o, "metadata.finalizers", 0);
+        if (!o || !is_deleting(o) ||
+            (!has_str(fin, "orphan") && !has_str(fin, "foregroundDeletion")))
+            continue;
+        json_t *pods = fk_pods_of(st, key);
+        size_t left = json_array_size(pods);
+        json_decref(pods);
+        const char *skey;
+        json_t *x;
+        json_object_foreach(st->objs[FK_SERVICES], skey, x)
+        {
+            left += strcmp(fk_owner_uid(x), key) == 0;
+        }
+        if (!left) {
+            fk_remove(st, ores, fk_str(o, "metadata.namespace"), fk_str(o, "metadata.name"));
+            writes++;
+        }
+    }
+    json_decref(check);
+    if (!full && !todo->namespaces)
+        return writes;
     /* Namespaces being deleted: their contents go, then the namespace. */
     json_t *nss = fk_list(st, FK_NAMESPACES, NULL);
     size_t i;
@@ -809,44 +810,93 @@ static int gc(fk_store *st)
     return writes;
 }
 
-void fk_reconcile(fk_store *st)
+/*
+ * Each round looks at the events written since the last one: a Job or its
+ * pods changed -> that Job is synced; pods or nodes changed -> the scheduler
+ * and the autoscaler run; anything but an Event or a Node changed -> the
+ * collector looks at what changed and at the dependents of owners that went.
+ * Their own writes are the next round's events; it ends when a round finds
+ * none. deadlines: Jobs with activeDeadlineSeconds are synced as well.
+ */
+static void reconcile(fk_store *st, int deadlines)
 {
     for (int round = 0; round < 50; round++) {
-        int writes = gc(st);
-        /* Pods by their controller's uid, in creation order: one pass over
-         * the pods instead of one per Job. */
-        json_t *by_owner = json_object();
-        const char *key;
-        json_t *p;
-        json_object_foreach(st->objs[FK_PODS], key, p)
-        {
-            const char *uid = owner_uid(p);
-            if (!*uid)
+        json_t *dirty = json_object(); /* uids of the Jobs to sync */
+        gc_todo todo = {json_object(), json_object(), 0};
+        int everything = st->reconciled_rv < st->window_rv; /* events were lost */
+        int sched = everything, collect = everything;
+        for (size_t i = 0; i < st->ring_len; i++) {
+            const fk_event *e = &st->ring[(st->ring_head + i) % st->ring_cap];
+            if (e->rv <= st->reconciled_rv)
                 continue;
-            json_t *list = json_object_get(by_owner, uid);
-            if (!list) {
-                list = json_array();
-                json_object_set_new(by_owner, uid, list);
+            const char *uid = fk_str(e->obj, "metadata.uid"), *owner = fk_owner_uid(e->obj);
+            int gone = !strcmp(e->type, "DELETED");
+            if (e->res == FK_JOBS || e->res == FK_VCJOBS)
+                json_object_set_new(dirty, uid, json_true());
+            if (e->res == FK_PODS && *owner)
+                json_object_set_new(dirty, owner, json_true());
+            if ((e->res == FK_JOBS || e->res == FK_VCJOBS) && (gone || is_deleting(e->obj)))
+                json_object_set_new(todo.owners, uid, json_true());
+            if ((e->res == FK_PODS || e->res == FK_SERVICES) && gone && *owner)
+                json_object_set_new(todo.owners, owner, json_true());
+            if (!gone && (e->res == FK_PODS || e->res == FK_SERVICES || e->res == FK_JOBS))
+                todo_object(&todo, e->res, e->obj);
+            todo.namespaces |= e->res == FK_NAMESPACES;
+            sched |= e->res == FK_PODS || e->res == FK_NODES;
+            collect = 1;
+        }
+        st->reconciled_rv = st->rv;
+        if (deadlines) {
+            /* Time moves on for Jobs with a deadline. */
+            const char *key;
+            json_t *j;
+            json_object_foreach(st->objs[FK_JOBS], key, j)
+            {
+                if (json_is_integer(fk_path(j, "spec.activeDeadlineSeconds", 0)))
+                    json_object_set_new(dirty, fk_str(j, "metadata.uid"), json_true());
             }
-            json_array_append(list, p);
+            deadlines = 0;
         }
-        json_t *jobs = fk_list(st, FK_JOBS, NULL);
-        size_t i;
-        json_t *j;
-        json_array_foreach(jobs, i, j)
+        int idle = !everything && !sched && !collect && json_object_size(dirty) == 0;
+        if (collect)
+            gc(st, &todo, everything);
+        json_decref(todo.objs);
+        json_decref(todo.owners);
+        if (everything) {
+            const char *key;
+            json_t *v;
+            json_object_foreach(st->owners, key, v)
+            {
+                json_object_set_new(dirty, key, json_true());
+            }
+        }
+        const char *uid;
+        json_t *flag;
+        json_object_foreach(dirty, uid, flag)
         {
-            json_t *cur =
-                fk_get(st, FK_JOBS, fk_str(j, "metadata.namespace"), fk_str(j, "metadata.name"));
-            if (cur)
-                writes += sync_job(st, cur, by_owner);
+            int res;
+            json_t *job = fk_owner(st, uid, &res);
+            if (job && res == FK_JOBS)
+                sync_job(st, job);
         }
-        json_decref(jobs);
-        json_decref(by_owner);
-        writes += fk_schedule(st);
-        writes += fk_autoscale(st);
-        if (!writes)
+        json_decref(dirty);
+        if (sched) {
+            fk_schedule(st);
+            fk_autoscale(st);
+        }
+        if (idle)
             return;
     }
+}
+
+void fk_reconcile(fk_store *st)
+{
+    reconcile(st, 0);
+}
+
+void fk_reconcile_deadlines(fk_store *st)
+{
+    reconcile(st, 1);
 }
 
 int fk_delete(fk_store *st, int res, const char *ns, const char *name, const char *policy,

@@ -836,7 +836,7 @@ static void *ticker(void *arg_)
     while (!g_st.stopping) {
         sleep(1);
         pthread_mutex_lock(&g_st.mu);
-        fk_reconcile(&g_st);
+        fk_reconcile_deadlines(&g_st);
         pthread_mutex_unlock(&g_st.mu);
     }
     return NULL;

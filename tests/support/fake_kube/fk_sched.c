@@ -127,7 +127,7 @@ static int node_affinity_ok(const json_t *pod, const json_t *node)
     return 0;
 }
 
-static int pod_active(const json_t *p)
+int fk_pod_active(const json_t *p)
 {
     const char *ph = fk_str(p, "status.phase");
     return strcmp(ph, "Succeeded") && strcmp(ph, "Failed");
@@ -141,7 +141,7 @@ typedef struct affinity {
     json_t *terms; /* array of {key, values: {value: true}, open: bool} */
 } affinity;
 
-static void affinity_prepare(fk_store *st, const json_t *pod, json_t *pods, affinity *a)
+static void affinity_prepare(fk_store *st, const json_t *pod, affinity *a)
 {
     const json_t *terms = fk_path((json_t *)pod,
                                   "spec.affinity.podAffinity."
@@ -158,9 +158,9 @@ static void affinity_prepare(fk_store *st, const json_t *pod, json_t *pods, affi
         int any = 0;
         if (fk_sel_from_json(json_object_get(t, "labelSelector"), &sel) == 0) {
             const json_t *nss = json_object_get(t, "namespaces");
-            size_t j;
+            const char *pkey;
             json_t *p;
-            json_array_foreach(pods, j, p)
+            json_object_foreach(st->objs[FK_PODS], pkey, p)
             {
                 const char *pns = fk_str(p, "metadata.namespace");
                 int ns_ok =
@@ -171,7 +171,7 @@ static void affinity_prepare(fk_store *st, const json_t *pod, json_t *pods, affi
                 {
                     ns_ok |= json_is_string(n) && !strcmp(json_string_value(n), pns);
                 }
-                if (!ns_ok || !pod_active(p) || !*fk_str(p, "spec.nodeName") ||
+                if (!ns_ok || !fk_pod_active(p) || !*fk_str(p, "spec.nodeName") ||
                     !fk_sel_matches(sel, fk_path(p, "metadata.labels", 0)))
                     continue;
                 any = 1;
@@ -285,34 +285,45 @@ static int filter(const json_t *pod, const json_t *node, long free_gpu, const af
     return 0;
 }
 
-static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *pods, json_t *used)
+static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes)
 {
     affinity aff;
-    affinity_prepare(st, pod, pods, &aff);
+    affinity_prepare(st, pod, &aff);
     reason_count rc[32];
     int nrc = 0;
     const json_t *best = NULL;
     long best_free = -1;
-    long want = fk_pod_gpus(pod);
-    size_t i;
-    json_t *node;
-    json_array_foreach(nodes, i, node)
-    {
+    /* Like the real scheduler, a large cluster (100 nodes or more) is searched
+     * only until enough feasible nodes are found, from where the last search
+     * stopped. The real one looks for 5-50% of the nodes; which feasible node
+     * a pod gets is not something a client can rely on, so the fake stops at
+     * the real minimum, 100. An unschedulable pod still sees every node. */
+    size_t n = json_array_size(nodes), enough = n, start = 0, k;
+    if (n >= 100) {
+        enough = 100;
+        start = st->sched_next % n;
+    }
+    size_t found = 0;
+    for (k = 0; k < n && found < enough; k++) {
+        json_t *node = json_array_get(nodes, (start + k) % n);
         char text[300];
         int resolvable = 0;
         long free_gpu =
             quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU)) -
-            (long)json_integer_value(json_object_get(used, fk_str(node, "metadata.name")));
+            (long)json_integer_value(json_object_get(st->gpu_used, fk_str(node, "metadata.name")));
         if (filter(pod, node, free_gpu, &aff, text, sizeof text, &resolvable)) {
             count(rc, &nrc, text, resolvable);
             continue;
         }
+        found++;
         /* Spread, as the default LeastAllocated score does; ties by name. */
         if (free_gpu > best_free) {
             best = node;
             best_free = free_gpu;
         }
     }
+    if (n >= 100)
+        st->sched_next = (start + k) % n;
     json_decref(aff.terms);
     const char *ns = fk_str(pod, "metadata.namespace"), *name = fk_str(pod, "metadata.name");
     char now[64];
@@ -320,6 +331,7 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
     json_t *p = json_deep_copy(pod);
     json_t *conds = json_array();
     json_t *old = fk_path(p, "status.conditions", 0);
+    size_t i;
     json_t *c;
     json_array_foreach(old, i, c)
     {
@@ -333,9 +345,6 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
                               json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled", "status",
                                         "True", "lastProbeTime", "lastTransitionTime", now));
         json_object_set_new(fk_path(p, "status", 1), "conditions", conds);
-        const char *bn = fk_str(best, "metadata.name");
-        json_object_set_new(used, bn,
-                            json_integer(json_integer_value(json_object_get(used, bn)) + want));
         json_t *bound = fk_update(st, FK_PODS, p);
         char msg[1200];
         snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", ns, name,
@@ -350,12 +359,12 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
     } else {
         char parts[32][320], pparts[2][320], a[2048], b[1024];
         int n_res = 0, n_unres = 0;
-        for (int k = 0; k < nrc; k++) {
-            snprintf(parts[k], sizeof parts[0], "%d %s", rc[k].n, rc[k].text);
-            if (rc[k].resolvable)
-                n_res += rc[k].n;
+        for (int r = 0; r < nrc; r++) {
+            snprintf(parts[r], sizeof parts[0], "%d %s", rc[r].n, rc[r].text);
+            if (rc[r].resolvable)
+                n_res += rc[r].n;
             else
-                n_unres += rc[k].n;
+                n_unres += rc[r].n;
         }
         join_sorted(parts, nrc, a, sizeof a);
         int np = 0;
@@ -395,42 +404,36 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes, json_t *
     return 1;
 }
 
+int fk_pod_pending(const json_t *pod)
+{
+    return !*fk_str(pod, "spec.nodeName") && fk_pod_active(pod) &&
+           !*fk_str(pod, "metadata.deletionTimestamp") &&
+           !strcmp(fk_str(pod, "spec.schedulerName"), "default-scheduler");
+}
+
 int fk_schedule(fk_store *st)
 {
+    if (json_object_size(st->pending) == 0)
+        return 0;
     int writes = 0;
-    json_t *nodes = fk_list(st, FK_NODES, NULL);
-    json_t *pods = fk_list(st, FK_PODS, NULL);
-    /* GPUs requested by the active pods bound to each node. */
-    json_t *used = json_object();
+    /* A reference: the autoscaler may add a node while this list is in use. */
+    json_t *nodes = json_incref(fk_nodes(st));
+    /* The pods waiting, in creation order; binding changes st->pending. */
+    json_t *keys = json_array();
+    const char *key;
+    json_t *v;
+    json_object_foreach(st->pending, key, v)
+    {
+        json_array_append_new(keys, json_string(key));
+    }
     size_t i;
-    json_t *pod;
-    json_array_foreach(pods, i, pod)
+    json_array_foreach(keys, i, v)
     {
-        const char *node = fk_str(pod, "spec.nodeName");
-        if (*node && pod_active(pod))
-            json_object_set_new(
-                used, node,
-                json_integer(json_integer_value(json_object_get(used, node)) + fk_pod_gpus(pod)));
-    }
-    json_array_foreach(pods, i, pod)
-    {
-        if (*fk_str(pod, "spec.nodeName") || !pod_active(pod) ||
-            *fk_str(pod, "metadata.deletionTimestamp") ||
-            strcmp(fk_str(pod, "spec.schedulerName"), "default-scheduler"))
-            continue;
-        json_t *cur =
-            fk_get(st, FK_PODS, fk_str(pod, "metadata.namespace"), fk_str(pod, "metadata.name"));
-        if (cur && schedule_pod(st, cur, nodes, pods, used)) {
+        json_t *cur = json_object_get(st->objs[FK_PODS], json_string_value(v));
+        if (cur && fk_pod_pending(cur) && schedule_pod(st, cur, nodes))
             writes++;
-            /* Later pods see this one as it is now (bound: pod affinity). */
-            json_t *now = fk_get(st, FK_PODS, fk_str(pod, "metadata.namespace"),
-                                 fk_str(pod, "metadata.name"));
-            if (now)
-                json_array_set(pods, i, now);
-        }
     }
-    json_decref(used);
-    json_decref(pods);
+    json_decref(keys);
     json_decref(nodes);
     return writes;
 }
@@ -450,13 +453,15 @@ int fk_autoscale(fk_store *st)
     if (json_object_size(st->groups) == 0)
         return 0;
     int writes = 0;
-    json_t *pods = fk_list(st, FK_PODS, NULL);
     json_t *planned = json_object(); /* group -> GPUs free on the nodes added now */
     time_t now = time(NULL);
-    size_t i;
-    json_t *pod;
-    json_array_foreach(pods, i, pod)
+    const char *pkey;
+    json_t *flag;
+    json_object_foreach(st->pending, pkey, flag)
     {
+        json_t *pod = json_object_get(st->objs[FK_PODS], pkey);
+        if (!pod)
+            continue;
         const json_t *cond = NULL;
         size_t k;
         json_t *c;
@@ -477,7 +482,7 @@ int fk_autoscale(fk_store *st)
             since = timegm(&tm);
         }
         affinity aff;
-        affinity_prepare(st, pod, pods, &aff);
+        affinity_prepare(st, pod, &aff);
         long want = fk_pod_gpus(pod);
         const char *gname;
         json_t *g;
@@ -521,6 +526,5 @@ int fk_autoscale(fk_store *st)
         json_decref(aff.terms);
     }
     json_decref(planned);
-    json_decref(pods);
     return writes;
 }

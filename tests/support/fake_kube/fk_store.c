@@ -36,6 +36,10 @@ int fk_store_init(fk_store *st, size_t window)
         st->objs[i] = json_object();
     st->logs = json_object();
     st->groups = json_object();
+    st->pods_by_owner = json_object();
+    st->pending = json_object();
+    st->gpu_used = json_object();
+    st->owners = json_object();
     st->ring_cap = window ? window : 1;
     st->ring = calloc(st->ring_cap, sizeof *st->ring);
     st->seq = (unsigned long)time(NULL);
@@ -48,6 +52,11 @@ void fk_store_fini(fk_store *st)
         json_decref(st->objs[i]);
     json_decref(st->logs);
     json_decref(st->groups);
+    json_decref(st->pods_by_owner);
+    json_decref(st->pending);
+    json_decref(st->gpu_used);
+    json_decref(st->owners);
+    json_decref(st->nodes_sorted);
     for (size_t i = 0; i < st->ring_len; i++)
         json_decref(st->ring[(st->ring_head + i) % st->ring_cap].obj);
     free(st->ring);
@@ -104,6 +113,10 @@ json_t *fk_get(fk_store *st, int res, const char *ns, const char *name)
 
 static void push_event(fk_store *st, int res, const char *type, json_t *obj)
 {
+    if (res == FK_NODES) {
+        json_decref(st->nodes_sorted);
+        st->nodes_sorted = NULL;
+    }
     if (st->ring_len == st->ring_cap) {
         fk_event *old = &st->ring[st->ring_head];
         st->window_rv = old->rv;
@@ -164,6 +177,76 @@ static const char *store_key(int res, const json_t *obj, char *key, size_t len)
     return key;
 }
 
+const char *fk_owner_uid(const json_t *obj)
+{
+    const json_t *refs = fk_path((json_t *)obj, "metadata.ownerReferences", 0);
+    size_t i;
+    json_t *o;
+    json_array_foreach(refs, i, o)
+    {
+        if (json_is_true(json_object_get(o, "controller")))
+            return fk_str(o, "uid");
+    }
+    o = json_array_get(refs, 0);
+    return o ? fk_str(o, "uid") : "";
+}
+
+/* Adds (sign 1) or takes away (sign -1) a pod in the indexes. */
+static void index_pod(fk_store *st, const json_t *pod, int sign)
+{
+    char key[600];
+    obj_key(key, sizeof key, fk_str(pod, "metadata.namespace"), fk_str(pod, "metadata.name"));
+    const char *owner = fk_owner_uid(pod);
+    if (*owner) {
+        json_t *set = json_object_get(st->pods_by_owner, owner);
+        if (sign > 0) {
+            if (!set) {
+                set = json_object();
+                json_object_set_new(st->pods_by_owner, owner, set);
+            }
+            json_object_set_new(set, key, json_true());
+        } else if (set) {
+            json_object_del(set, key);
+            if (json_object_size(set) == 0)
+                json_object_del(st->pods_by_owner, owner);
+        }
+    }
+    if (fk_pod_pending(pod)) {
+        if (sign > 0)
+            json_object_set_new(st->pending, key, json_true());
+        else
+            json_object_del(st->pending, key);
+    }
+    const char *node = fk_str(pod, "spec.nodeName");
+    if (*node && fk_pod_active(pod)) {
+        json_int_t used = json_integer_value(json_object_get(st->gpu_used, node));
+        json_object_set_new(st->gpu_used, node, json_integer(used + sign * fk_pod_gpus(pod)));
+    }
+}
+
+json_t *fk_owner(fk_store *st, const char *uid, int *res)
+{
+    const json_t *at = json_object_get(st->owners, uid);
+    if (!at)
+        return NULL;
+    *res = (int)json_integer_value(json_array_get(at, 0));
+    return json_object_get(st->objs[*res], json_string_value(json_array_get(at, 1)));
+}
+
+json_t *fk_pods_of(fk_store *st, const char *uid)
+{
+    json_t *out = json_array();
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(st->pods_by_owner, uid), key, v)
+    {
+        json_t *pod = json_object_get(st->objs[FK_PODS], key);
+        if (pod)
+            json_array_append(out, pod);
+    }
+    return out;
+}
+
 json_t *fk_create(fk_store *st, int res, json_t *obj)
 {
     char key[600], buf[64];
@@ -180,6 +263,10 @@ json_t *fk_create(fk_store *st, int res, json_t *obj)
     json_object_del(md, "managedFields");
     set_rv(st, obj);
     json_object_set_new(st->objs[res], store_key(res, obj, key, sizeof key), obj);
+    if (res == FK_PODS)
+        index_pod(st, obj, 1);
+    if (res == FK_JOBS || res == FK_VCJOBS)
+        json_object_set_new(st->owners, fk_str(obj, "metadata.uid"), json_pack("[i, s]", res, key));
     push_event(st, res, "ADDED", obj);
     return obj;
 }
@@ -188,7 +275,14 @@ json_t *fk_update(fk_store *st, int res, json_t *obj)
 {
     char key[600];
     set_rv(st, obj);
-    json_object_set_new(st->objs[res], store_key(res, obj, key, sizeof key), obj);
+    store_key(res, obj, key, sizeof key);
+    if (res == FK_PODS) {
+        json_t *old = json_object_get(st->objs[res], key);
+        if (old)
+            index_pod(st, old, -1);
+        index_pod(st, obj, 1);
+    }
+    json_object_set_new(st->objs[res], key, obj);
     push_event(st, res, "MODIFIED", obj);
     return obj;
 }
@@ -200,6 +294,10 @@ void fk_remove(fk_store *st, int res, const char *ns, const char *name)
     json_t *cur = json_object_get(st->objs[res], key);
     if (!cur)
         return;
+    if (res == FK_PODS)
+        index_pod(st, cur, -1);
+    if (res == FK_JOBS || res == FK_VCJOBS)
+        json_object_del(st->owners, fk_str(cur, "metadata.uid"));
     json_t *last = json_deep_copy(cur);
     set_rv(st, last);
     json_object_del(st->objs[res], key);
@@ -209,31 +307,41 @@ void fk_remove(fk_store *st, int res, const char *ns, const char *name)
         json_object_del(st->logs, key);
 }
 
-static int cmp_obj(const void *a, const void *b)
+typedef struct keyed {
+    const char *key; /* "ns/name": sorts by namespace, then name */
+    json_t *obj;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
 {
-    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-    int c = strcmp(fk_str(x, "metadata.namespace"), fk_str(y, "metadata.namespace"));
-    return c ? c : strcmp(fk_str(x, "metadata.name"), fk_str(y, "metadata.name"));
+    return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
 }
 
 json_t *fk_list(fk_store *st, int res, const char *ns)
 {
-    size_t n = json_object_size(st->objs[res]), k = 0;
-    json_t **v = calloc(n ? n : 1, sizeof *v);
+    size_t n = json_object_size(st->objs[res]), k = 0, nslen = ns ? strlen(ns) : 0;
+    keyed *v = calloc(n ? n : 1, sizeof *v);
     json_t *out = json_array();
     const char *key;
     json_t *obj;
     json_object_foreach(st->objs[res], key, obj)
     {
-        if (ns && fk_resources[res].namespaced && strcmp(fk_str(obj, "metadata.namespace"), ns))
+        if (ns && fk_resources[res].namespaced && (strncmp(key, ns, nslen) || key[nslen] != '/'))
             continue;
-        v[k++] = obj;
+        v[k++] = (keyed){key, obj};
     }
-    qsort(v, k, sizeof *v, cmp_obj);
+    qsort(v, k, sizeof *v, cmp_keyed);
     for (size_t i = 0; i < k; i++)
-        json_array_append(out, v[i]);
+        json_array_append(out, v[i].obj);
     free(v);
     return out;
+}
+
+json_t *fk_nodes(fk_store *st)
+{
+    if (!st->nodes_sorted)
+        st->nodes_sorted = fk_list(st, FK_NODES, NULL);
+    return st->nodes_sorted;
 }
 
 void fk_compact(fk_store *st)
