@@ -31,10 +31,21 @@
 #define API_MAX_PAGE 1000
 #define API_DEFAULT_PAGE 100
 
+/*
+ * Whether the backend jobs run on can run a valid, normalized spec at all (the Kubernetes
+ * backend cannot run a job without an image, or with a GPU type its cluster profile lacks).
+ * Returns 0 when it can; otherwise nonzero, with the offending field's JSON path relative to the
+ * spec in path ("$.image") and a sentence in msg. Called from any connection's thread.
+ */
+typedef int (*api_spec_check_fn)(void *ud, const json_t *spec, char *path, size_t pathlen,
+                                 char *msg, size_t msglen);
+
 /* Process-wide context, created by server/ and borrowed by every handler. */
 typedef struct api_ctx {
     store *store;
     sched *sched;                    /* runs the jobs; NULL: logs are unavailable (503) */
+    api_spec_check_fn spec_check;    /* NULL: every valid spec can run */
+    void *spec_check_ud;
     size_t max_body;                 /* bytes; bodies above it are 413 */
     ty_counter_vec *http_requests;   /* {route, code}, owned by server/ */
     ty_histogram *http_duration;     /* seconds, owned by server/ */

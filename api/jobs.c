@@ -232,6 +232,23 @@ done:
     store_jobs_free(out, nout);
 }
 
+/*
+ * The backend's refusal of a spec that is valid but cannot run where jobs run: one more 422
+ * error, at the field the backend names under `prefix` ("$" or "$.jobs[3]").
+ */
+static ty_err check_runnable(const api_ctx *ctx, const json_t *spec, const char *prefix,
+                             spec_errors *errs)
+{
+    char path[128] = "$", msg[256] = "", full[192];
+    if (!ctx->spec_check ||
+        ctx->spec_check(ctx->spec_check_ud, spec, path, sizeof path, msg, sizeof msg) == 0)
+        return TY_OK;
+    snprintf(full, sizeof full, "%s%s", prefix, path[0] == '$' ? path + 1 : path);
+    if (spec_errors_add(errs, full, msg[0] ? msg : "cannot run on this cluster"))
+        return TY_ENOMEM;
+    return TY_EINVAL;
+}
+
 void api_jobs_create(const api_req *req, api_resp *resp)
 {
     json_t *body = NULL, *spec = NULL;
@@ -243,6 +260,8 @@ void api_jobs_create(const api_req *req, api_resp *resp)
     ty_err e = spec_errors_init(&errs);
     if (!e)
         e = spec_job(body, "$", &spec, &errs);
+    if (!e)
+        e = check_runnable(req->ctx, spec, "$", &errs);
     if (e == TY_EINVAL)
         api_reply_invalid(resp, 422, "invalid-spec", &errs);
     else if (e)
@@ -266,6 +285,15 @@ void api_jobs_batch(const api_req *req, api_resp *resp)
     ty_err e = spec_errors_init(&errs);
     if (!e)
         e = spec_batch(body, API_MAX_BATCH, &specs, &errs);
+    for (size_t i = 0; !e && i < json_array_size(specs) && req->ctx->spec_check; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "$.jobs[%zu]", i);
+        ty_err c = check_runnable(req->ctx, json_array_get(specs, i), prefix, &errs);
+        if (c == TY_ENOMEM)
+            e = c;
+    }
+    if (!e && errs.count > 0)
+        e = TY_EINVAL;
     if (e == TY_EINVAL) {
         api_reply_invalid(resp, 422, "invalid-spec", &errs);
     } else if (e) {

@@ -269,6 +269,59 @@ static size_t count_jobs(fixture *f, const api_kv *q, size_t nq)
     return n;
 }
 
+/* A backend that needs an image (as the Kubernetes backend does), for the test below. */
+static int needs_image(void *ud, const json_t *spec, char *path, size_t pathlen, char *msg,
+                       size_t msglen)
+{
+    (*(int *)ud)++;
+    if (json_is_string(json_object_get(spec, "image")))
+        return 0;
+    snprintf(path, pathlen, "$.image");
+    snprintf(msg, msglen, "is required: jobs run as containers on this cluster");
+    return 1;
+}
+
+/* The backend's own refusal is a 422 at the field it names, single or batched; nothing is
+ * stored. */
+static void test_backend_refusal_is_422(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    int calls = 0;
+    f->ctx.spec_check = needs_image;
+    f->ctx.spec_check_ud = &calls;
+    size_t before = count_jobs(f, NULL, 0);
+    const char *no_image = "{\"name\":\"b\",\"command\":[\"run\"],\"workers\":{\"count\":1}}";
+    json_t *p = fx_call(f, "POST", "/v1/jobs", &(fx_req){.body = no_image}, &resp);
+    fx_expect_problem(&resp, p, 422, "invalid-spec");
+    json_t *err0 = json_array_get(json_object_get(p, "errors"), 0);
+    assert_string_equal(json_string_value(json_object_get(err0, "path")), "$.image");
+    assert_non_null(strstr(json_string_value(json_object_get(err0, "message")), "containers"));
+    json_decref(p);
+    api_resp_free(&resp);
+
+    const char *batch = "{\"jobs\":[{\"name\":\"a\",\"image\":\"img\",\"command\":[\"run\"],"
+                        "\"workers\":{\"count\":1}},{\"name\":\"b\",\"command\":[\"run\"],"
+                        "\"workers\":{\"count\":1}}]}";
+    p = fx_call(f, "POST", "/v1/jobs:batch", &(fx_req){.body = batch}, &resp);
+    fx_expect_problem(&resp, p, 422, "invalid-spec");
+    err0 = json_array_get(json_object_get(p, "errors"), 0);
+    assert_string_equal(json_string_value(json_object_get(err0, "path")), "$.jobs[1].image");
+    json_decref(p);
+    api_resp_free(&resp);
+    assert_int_equal(count_jobs(f, NULL, 0), before);
+
+    const char *ok = "{\"name\":\"a\",\"image\":\"img\",\"command\":[\"run\"],"
+                     "\"workers\":{\"count\":1}}";
+    json_t *j = fx_call(f, "POST", "/v1/jobs", &(fx_req){.body = ok}, &resp);
+    assert_int_equal(resp.status, 201);
+    json_decref(j);
+    api_resp_free(&resp);
+    assert_int_equal(count_jobs(f, NULL, 0), before + 1);
+    assert_int_equal(calls, 4);
+    f->ctx.spec_check = NULL;
+}
+
 static void test_batch(void **state)
 {
     fixture *f = *state;
@@ -682,6 +735,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_submit_get_events, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_backend_refusal_is_422, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_image_is_optional, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unknown_job_is_404, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_media_type, fx_setup, fx_teardown),
