@@ -146,7 +146,7 @@ typedef struct sjob {
     attempt_state astate;
     int64_t a_started_ms, a_ended_ms;
     const char *a_reason;
-    char a_message[320];
+    char a_message[BACKEND_DETAIL_MAX + 96]; /* as long as cause_msg, which it may hold */
     int have_record;   /* an attempt record exists for `attempt` */
     int dirty;         /* the record changed since it was written */
     /* Stopping and timers. */
