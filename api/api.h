@@ -46,6 +46,9 @@ typedef struct api_ctx {
     sched *sched;                    /* runs the jobs; NULL: logs are unavailable (503) */
     api_spec_check_fn spec_check;    /* NULL: every valid spec can run */
     void *spec_check_ud;
+    /* Appends the backend's own families to /metrics (Prometheus text); NULL: none. */
+    ty_err (*backend_metrics)(void *ud, ty_buf *out);
+    void *backend_metrics_ud;
     size_t max_body;                 /* bytes; bodies above it are 413 */
     ty_counter_vec *http_requests;   /* {route, code}, owned by server/ */
     ty_histogram *http_duration;     /* seconds, owned by server/ */

@@ -114,6 +114,8 @@ static ty_err render_metrics(const api_ctx *ctx, ty_buf *out)
                                         st.commit_batch_ops);
     if (!e)
         e = render_sched(ctx, out);
+    if (!e && ctx->backend_metrics)
+        e = ctx->backend_metrics(ctx->backend_metrics_ud, out);
     return e;
 }
 

@@ -148,6 +148,31 @@ static void test_scheduler_metrics(void **state)
     api_resp_free(&resp);
 }
 
+static ty_err backend_families(void *ud, ty_buf *out)
+{
+    (*(int *)ud)++;
+    return ty_buf_printf(out, "# HELP trainyard_kube_objects_created_total Objects created.\n"
+                              "# TYPE trainyard_kube_objects_created_total counter\n"
+                              "trainyard_kube_objects_created_total 3\n");
+}
+
+/* A backend's own families follow the server's. */
+static void test_backend_metrics(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    int calls = 0;
+    f->ctx.backend_metrics = backend_families;
+    f->ctx.backend_metrics_ud = &calls;
+    fx_call(f, "GET", "/metrics", NULL, &resp);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(calls, 1);
+    assert_non_null(strstr(resp.body, "\ntrainyard_kube_objects_created_total 3\n"));
+    assert_true(strstr(resp.body, "trainyard_kube_objects") > strstr(resp.body, "trainyard_jobs"));
+    api_resp_free(&resp);
+    f->ctx.backend_metrics = NULL;
+}
+
 static void test_openapi_document(void **state)
 {
     fixture *f = *state;
@@ -168,6 +193,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_health_and_readiness, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_metrics, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_scheduler_metrics, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_backend_metrics, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_openapi_document, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
