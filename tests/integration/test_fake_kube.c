@@ -1531,6 +1531,60 @@ static void test_fault_delay(void **state)
     resp_free(r);
 }
 
+/* pods/log?follow=true streams what is appended until the pod ends. */
+static void test_pod_log_follow(void **state)
+{
+    (void)state;
+    json_t *names = create_indexed_job("follow-idx");
+    const char *p0 = json_string_value(json_array_get(names, 0));
+    char path[512];
+    set_phase(p0, "{\"phase\":\"Running\"}");
+    snprintf(path, sizeof path, "/fake/pods/transcripts/%s/log", p0);
+    resp *r = call("PUT", path, "epoch 1\n");
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+    watcher w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    snprintf(w.path, sizeof w.path, "/api/v1/namespaces/transcripts/pods/%s/log?follow=true", p0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, watch_thread, &w), 0);
+    r = call("POST", path, "epoch 2\n");
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+    set_phase(p0, "{\"phase\":\"Succeeded\"}");
+    pthread_join(th, NULL);
+    EXPECT_STATUS(w.r, 200);
+    assert_string_equal(w.r->ctype, "text/plain");
+    assert_string_equal(w.r->body, "epoch 1\nepoch 2\n");
+    resp_free(w.r);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/follow-idx?propagationPolicy=Background");
+    json_decref(names);
+}
+
+/* DELETE on a collection deletes what the selector picks and lists it. */
+static void test_delete_collection(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"dc-%d\","
+                 "\"labels\":{\"sweep\":\"dc\"}},\"spec\":{\"ports\":[{\"port\":80}]}}",
+                 i);
+        resp *r = call("POST", "/api/v1/namespaces/transcripts/services", body);
+        EXPECT_STATUS(r, 201);
+        resp_free(r);
+    }
+    resp *r =
+        call("DELETE", "/api/v1/namespaces/transcripts/services?labelSelector=sweep%3Ddc", NULL);
+    EXPECT_STATUS(r, 200);
+    assert_string_equal(json_string_value(json_object_get(r->json, "kind")), "ServiceList");
+    assert_int_equal(json_array_size(json_object_get(r->json, "items")), 2);
+    resp_free(r);
+    r = call("GET", "/api/v1/namespaces/transcripts/services/dc-0", NULL);
+    EXPECT_STATUS(r, 404);
+    resp_free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1566,6 +1620,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_headless_service),
         cmocka_unit_test(test_namespace_delete),
         cmocka_unit_test(test_fault_delay),
+        cmocka_unit_test(test_pod_log_follow),
+        cmocka_unit_test(test_delete_collection),
         cmocka_unit_test(test_expired),
         cmocka_unit_test(test_clean_exit),
     };

@@ -217,6 +217,12 @@ typedef struct fk_watch_req {
 struct MHD_Response *fk_watch_response(fk_store *st, const fk_watch_req *req, char *err,
                                        size_t errlen);
 
+/* A streaming 200 text/plain response (new) for pods/log?follow=true: first
+ * (first_len bytes, copied), then the log text past byte sent as it grows,
+ * until the pod ends or goes; NULL without memory. */
+struct MHD_Response *fk_log_follow_response(fk_store *st, const char *ns, const char *name,
+                                            const char *first, size_t first_len, size_t sent);
+
 /* fk_control.c ---------------------------------------------------------- */
 /* Handles a request under /fake/ (takes the lock). Returns the HTTP status;
  * *err (static) says why when it is not 200. */

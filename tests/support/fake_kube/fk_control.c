@@ -10,7 +10,8 @@
  *                                            "exitCode": N, "reason": "OOMKilled"}
  *   POST   /fake/pods/NS/phase?labelSelector=S   the same for every pod S selects, at once
  *   POST   /fake/pods/NS/NAME/evict         DisruptionTarget, then Failed and deleted
- *   PUT    /fake/pods/NS/NAME/log           the text pods/log answers (body as is)
+ *   PUT    /fake/pods/NS/NAME/log           the text pods/log answers (body as is);
+ *                                            POST appends (followers see it)
  *   POST   /fake/nodegroups                 {"name", "max", "delaySeconds", "node": template}
  *   DELETE /fake/nodegroups/NAME
  *   POST   /fake/faults                     {"method", "path" (a prefix), "count",
@@ -167,9 +168,23 @@ int fk_control(fk_store *st, const char *method, const char *url, const char *la
         code = fk_pod_evict(st, seg[2], seg[3]);
         err = "no such pod";
     } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "log")) {
+        /* PUT replaces the text, POST appends to it (a follower sees it). */
         char key[600];
         snprintf(key, sizeof key, "%s/%s", seg[2], seg[3]);
-        json_object_set_new(st->logs, key, json_stringn(data ? data : "", len));
+        const char *old = json_string_value(json_object_get(st->logs, key));
+        size_t olen = old && strcmp(method, "PUT") ? strlen(old) : 0;
+        char *text = malloc(olen + len + 1);
+        if (!text) {
+            code = 500;
+            err = "out of memory";
+        } else {
+            memcpy(text, old ? old : "", olen);
+            memcpy(text + olen, data ? data : "", len);
+            text[olen + len] = '\0';
+            json_object_set_new(st->logs, key, json_stringn(text, olen + len));
+            free(text);
+            pthread_cond_broadcast(&st->cv);
+        }
     } else if (n == 2 && !strcmp(seg[1], "nodegroups") && !strcmp(method, "POST")) {
         const char *gname = fk_str(body, "name");
         if (!*gname || !json_is_object(json_object_get(body, "node"))) {

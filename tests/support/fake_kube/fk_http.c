@@ -617,6 +617,44 @@ static enum MHD_Result do_delete(struct MHD_Connection *c, const route *rt, cons
     return r;
 }
 
+/* DELETE on a collection (deletecollection): every object the selectors
+ * pick, answered as a list of them as they were. */
+static enum MHD_Result do_delete_collection(struct MHD_Connection *c, const route *rt)
+{
+    const char *policy = arg(c, "propagationPolicy"), *fs = arg(c, "fieldSelector");
+    char err[256], kbuf[64], rv[32];
+    fk_sel *sel = NULL;
+    if (fk_sel_parse(arg(c, "labelSelector"), &sel, err, sizeof err) != 0)
+        return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
+    json_t *items = json_array();
+    pthread_mutex_lock(&g_st.mu);
+    json_t *all = fk_list(&g_st, rt->res, rt->ns[0] ? rt->ns : NULL);
+    size_t i;
+    json_t *o;
+    json_array_foreach(all, i, o)
+    {
+        if (!fk_selects(rt->res, rt->ns, o, sel, fs))
+            continue;
+        json_t *item = json_deep_copy(o), *body = NULL;
+        int warn;
+        json_object_del(item, "kind");
+        json_object_del(item, "apiVersion");
+        json_array_append_new(items, item);
+        fk_delete(&g_st, rt->res, fk_str(o, "metadata.namespace"), fk_str(o, "metadata.name"),
+                  policy ? policy : "", -1, &body, &warn);
+        json_decref(body);
+    }
+    json_decref(all);
+    fk_reconcile(&g_st);
+    snprintf(rv, sizeof rv, "%llu", (unsigned long long)g_st.rv);
+    pthread_mutex_unlock(&g_st.mu);
+    fk_sel_free(sel);
+    json_t *out = json_pack(
+        "{s:s, s:s, s:{s:s}, s:o}", "kind", list_kind(rt->res, kbuf, sizeof kbuf), "apiVersion",
+        fk_resources[rt->res].api_version, "metadata", "resourceVersion", rv, "items", items);
+    return send_json(c, 200, out, NULL);
+}
+
 static enum MHD_Result do_log(struct MHD_Connection *c, const route *rt)
 {
     pthread_mutex_lock(&g_st.mu);
@@ -652,7 +690,19 @@ static enum MHD_Result do_log(struct MHD_Connection *c, const route *rt)
             if (want <= 0)
                 start = copy + n;
         }
-        r = send_text(c, 200, "text/plain", start, strlen(start), NULL);
+        const char *fw = arg(c, "follow");
+        if (fw && (!strcmp(fw, "true") || !strcmp(fw, "1"))) {
+            struct MHD_Response *resp =
+                fk_log_follow_response(&g_st, rt->ns, rt->name, start, strlen(start), strlen(copy));
+            if (!resp) {
+                free(copy);
+                return MHD_NO;
+            }
+            r = MHD_queue_response(c, 200, resp);
+            MHD_destroy_response(resp);
+        } else {
+            r = send_text(c, 200, "text/plain", start, strlen(start), NULL);
+        }
     }
     free(copy);
     return r;
@@ -770,6 +820,8 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
         return do_update(c, &rt, b, 0);
     if (rt.name[0] && !strcmp(method, "PATCH"))
         return do_update(c, &rt, b, 1);
+    if (!rt.name[0] && !strcmp(method, "DELETE") && rt.res != FK_NAMESPACES)
+        return do_delete_collection(c, &rt);
     if (rt.name[0] && !rt.sub[0] && !strcmp(method, "DELETE"))
         return do_delete(c, &rt, b);
     return send_status(c,

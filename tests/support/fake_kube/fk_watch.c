@@ -11,6 +11,9 @@
  * timeoutSeconds; at the deadline the body just ends. Every connection has
  * its own thread (MHD's thread per connection), so the reader blocks on the
  * store's condition variable.
+ *
+ * pods/log?follow=true streams the same way: the log text a test stores
+ * (and appends to) through /fake/, until the pod ends or goes.
  */
 #include "tests/support/fake_kube/fk.h"
 
@@ -216,5 +219,94 @@ struct MHD_Response *fk_watch_response(fk_store *st, const fk_watch_req *req, ch
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+    return r;
+}
+
+/* ---- pods/log?follow=true --------------------------------------------- */
+
+typedef struct follow {
+    fk_store *st;
+    char key[600]; /* "ns/name" */
+    size_t sent;   /* bytes of the log text sent so far */
+    char *chunk;
+    size_t len, off;
+    unsigned drop_gen;
+    int done;
+} follow;
+
+static ssize_t follow_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    follow *f = cls;
+    for (;;) {
+        if (f->off < f->len) {
+            size_t n = f->len - f->off < max ? f->len - f->off : max;
+            memcpy(buf, f->chunk + f->off, n);
+            f->off += n;
+            return (ssize_t)n;
+        }
+        if (f->done || f->st->stopping)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&f->st->mu);
+        while (!f->st->stopping) {
+            const char *text = json_string_value(json_object_get(f->st->logs, f->key));
+            size_t n = text ? strlen(text) : 0;
+            if (n > f->sent) {
+                free(f->chunk);
+                f->chunk = strdup(text + f->sent);
+                f->len = f->chunk ? n - f->sent : 0;
+                f->off = 0;
+                f->sent = n;
+                break;
+            }
+            const json_t *pod = json_object_get(f->st->objs[FK_PODS], f->key);
+            if (!pod || !fk_pod_active(pod) || f->drop_gen != f->st->drop_gen) {
+                f->done = 1;
+                break;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&f->st->cv, &f->st->mu, &ts);
+        }
+        pthread_mutex_unlock(&f->st->mu);
+        if (f->done && f->off >= f->len)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+}
+
+static void follow_free(void *cls)
+{
+    follow *f = cls;
+    free(f->chunk);
+    free(f);
+}
+
+struct MHD_Response *fk_log_follow_response(fk_store *st, const char *ns, const char *name,
+                                            const char *first, size_t first_len, size_t sent)
+{
+    follow *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->st = st;
+    snprintf(f->key, sizeof f->key, "%s/%s", ns, name);
+    f->sent = sent;
+    f->chunk = malloc(first_len + 1);
+    if (!f->chunk) {
+        free(f);
+        return NULL;
+    }
+    memcpy(f->chunk, first, first_len);
+    f->len = first_len;
+    pthread_mutex_lock(&st->mu);
+    f->drop_gen = st->drop_gen;
+    pthread_mutex_unlock(&st->mu);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, follow_read, f, follow_free);
+    if (!r) {
+        follow_free(f);
+        return NULL;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain");
     return r;
 }
