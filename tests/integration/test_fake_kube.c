@@ -1585,6 +1585,28 @@ static void test_delete_collection(void **state)
     resp_free(r);
 }
 
+/* /version and /healthz need no token; a body of another apiVersion is a 400. */
+static void test_version_and_api_version(void **state)
+{
+    (void)state;
+    resp *r = call_as(NULL, "GET", "/version", NULL);
+    EXPECT_STATUS(r, 200);
+    assert_string_equal(json_string_value(json_object_get(r->json, "gitVersion")), "v1.26.1");
+    assert_string_equal(json_string_value(json_object_get(r->json, "minor")), "26");
+    resp_free(r);
+    r = call_as(NULL, "GET", "/healthz", NULL);
+    EXPECT_STATUS(r, 200);
+    assert_string_equal(r->body, "ok");
+    resp_free(r);
+    r = call("POST", "/apis/batch/v1/namespaces/transcripts/jobs",
+             "{\"apiVersion\":\"batch/v1beta1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"v\"}}");
+    EXPECT_STATUS(r, 400);
+    assert_string_equal(json_string_value(json_object_get(r->json, "message")),
+                        "the API version in the data (batch/v1beta1) does not match the expected "
+                        "API version (batch/v1)");
+    resp_free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1622,6 +1644,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fault_delay),
         cmocka_unit_test(test_pod_log_follow),
         cmocka_unit_test(test_delete_collection),
+        cmocka_unit_test(test_version_and_api_version),
         cmocka_unit_test(test_expired),
         cmocka_unit_test(test_clean_exit),
     };

@@ -726,6 +726,17 @@ static const char *verb_of(const char *method, const route *rt, int watching)
 static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, const char *url,
                                 const reqbuf *b)
 {
+    /* Public to everyone, as system:public-info-viewer makes them. */
+    if (!strcmp(method, "GET") && !strcmp(url, "/version"))
+        return send_json(c, 200,
+                         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "major", "1",
+                                   "minor", "26", "gitVersion", "v1.26.1", "gitCommit", "",
+                                   "gitTreeState", "clean", "buildDate", "", "goVersion",
+                                   "go1.19.5", "compiler", "gc", "platform", "linux/amd64"),
+                         NULL);
+    if (!strcmp(method, "GET") &&
+        (!strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/livez")))
+        return send_text(c, 200, "text/plain; charset=utf-8", "ok", 2, NULL);
     if (!strncmp(url, "/fake/", 6)) {
         const char *err = NULL;
         int code = fk_control(&g_st, method, url, arg(c, "labelSelector"), b->data, b->len, &err);

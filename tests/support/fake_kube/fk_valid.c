@@ -344,6 +344,16 @@ int fk_decode(fk_store *st, int res, const char *body, size_t len, enum fk_field
         *status = fk_status(400, "BadRequest", msg, NULL);
         return 400;
     }
+    const char *av = json_string_value(json_object_get(obj, "apiVersion"));
+    if (av && strcmp(av, r->api_version)) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "the API version in the data (%s) does not match the expected API version (%s)",
+                 av, r->api_version);
+        json_decref(obj);
+        *status = fk_status(400, "BadRequest", msg, NULL);
+        return 400;
+    }
     char ref[256] = "";
     const json_t *root = schema_of(st, res, ref, sizeof ref);
     const json_t *schema = root;
