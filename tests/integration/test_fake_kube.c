@@ -1448,6 +1448,12 @@ static void test_update_and_patch(void **state)
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(r->json, "status"), "active")), 2);
     resp_free(r);
+    r = call_json("PUT", "/apis/batch/v1/namespaces/transcripts/jobs/other", json_incref(stale));
+    EXPECT_STATUS(r, 400);
+    assert_string_equal(json_string_value(json_object_get(r->json, "message")),
+                        "the name of the object (upd-idx) does not match the name on the URL "
+                        "(other)");
+    resp_free(r);
     r = call_json("PUT", "/apis/batch/v1/namespaces/transcripts/jobs/upd-idx", stale);
     EXPECT_STATUS(r, 409);
     assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "Conflict");

@@ -410,6 +410,16 @@ static enum MHD_Result do_create(struct MHD_Connection *c, const route *rt, cons
                          &warnings, &status);
     if (code)
         return send_status_warned(c, status, warnings);
+    const char *bns = fk_str(obj, "metadata.namespace");
+    if (fk_resources[rt->res].namespaced && *bns && strcmp(bns, rt->ns)) {
+        json_decref(obj);
+        return send_status_warned(c,
+                                  fk_status(400, "BadRequest",
+                                            "the namespace of the provided object does not match "
+                                            "the namespace sent on the request",
+                                            NULL),
+                                  warnings);
+    }
     const char *dry = arg(c, "dryRun");
     pthread_mutex_lock(&g_st.mu);
     if (fk_resources[rt->res].namespaced)
@@ -512,6 +522,15 @@ static enum MHD_Result do_update(struct MHD_Connection *c, const route *rt, cons
                              &obj, &warnings, &status);
         if (code)
             return send_status_warned(c, status, warnings);
+    }
+    const char *bname = fk_str(obj, "metadata.name");
+    if (strcmp(bname, rt->name)) {
+        char msg[700];
+        snprintf(msg, sizeof msg,
+                 "the name of the object (%s) does not match the name on the URL (%s)", bname,
+                 rt->name);
+        json_decref(obj);
+        return send_status_warned(c, fk_status(400, "BadRequest", msg, NULL), warnings);
     }
     pthread_mutex_lock(&g_st.mu);
     json_t *cur = fk_get(&g_st, rt->res, rt->ns, rt->name);
