@@ -4,11 +4,11 @@
  * The fake plays a v1.26 kube-apiserver with the Job controller, the garbage
  * collector and the scheduler, as the transcripts in
  * tests/fixtures/kubernetes-transcripts/ show them. Layout:
- *   fk_store.c   objects, resourceVersion, the event window, label selectors
+ *   fk_store.c   objects, resourceVersion, the event window, indexes, selectors
  *   fk_valid.c   decoding (400) and validation (422) of written objects
  *   fk_ctrl.c    the Job controller and the garbage collector
  *   fk_sched.c   the scheduler (filters, binding, FailedScheduling), the autoscaler
- *   fk_watch.c   watches: chunked events, bookmarks, 410 Expired
+ *   fk_watch.c   watches (chunked events, bookmarks, 410 Expired), pods/log?follow
  *   fk_control.c the /fake control API for tests and injected faults
  *   fk_http.c    routing, the REST verbs, lists, main()
  *

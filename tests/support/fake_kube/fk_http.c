@@ -1,6 +1,7 @@
 /*
  * fk_http.c - the fake Kubernetes API server's HTTP face: routing, the REST
- * verbs, watches, injected faults, the /fake control API and main().
+ * verbs, lists, pods/log, authentication, answering injected faults, and
+ * main(). Watches are fk_watch.c's, the /fake control API fk_control.c's.
  *
  *   fake-kube-apiserver [--port N] [--token T] [--nodes FILE] [--window N]
  *                       [--swagger FILE] [--volcano-crd FILE]
@@ -16,7 +17,6 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
