@@ -1613,6 +1613,31 @@ static void test_version_and_api_version(void **state)
     resp_free(r);
 }
 
+/* Label keys and values are checked as the apiserver checks them (422). */
+static void test_label_validation(void **state)
+{
+    (void)state;
+    resp *r = call("POST", "/api/v1/namespaces/transcripts/services",
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"lbl\","
+                   "\"labels\":{\"trainyard.io/job-id\":\"bad value!\",\"Bad_Prefix/x\":\"ok\"}},"
+                   "\"spec\":{\"ports\":[{\"port\":80}]}}");
+    EXPECT_STATUS(r, 422);
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "Invalid");
+    const json_t *causes = json_object_get(json_object_get(r->json, "details"), "causes");
+    assert_int_equal(json_array_size(causes), 2);
+    const json_t *c0 = json_array_get(causes, 0), *c1 = json_array_get(causes, 1);
+    assert_string_equal(json_string_value(json_object_get(c0, "field")), "metadata.labels");
+    assert_string_equal(
+        json_string_value(json_object_get(c0, "message")),
+        "Invalid value: \"bad value!\": a valid label must be an empty string or consist of "
+        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+        "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+        "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')");
+    assert_non_null(strstr(json_string_value(json_object_get(c1, "message")),
+                           "\"Bad_Prefix/x\": prefix part a lowercase RFC 1123 subdomain"));
+    resp_free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1651,6 +1676,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pod_log_follow),
         cmocka_unit_test(test_delete_collection),
         cmocka_unit_test(test_version_and_api_version),
+        cmocka_unit_test(test_label_validation),
         cmocka_unit_test(test_expired),
         cmocka_unit_test(test_clean_exit),
     };

@@ -439,6 +439,11 @@ static const char LABEL_VALUE[] =
     "'my_value',  or '12345', regex used for validation is "
     "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
+static const char QUALIFIED_NAME[] =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+    "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
 static int matches(const char *pattern, const char *s)
 {
     regex_t re;
@@ -478,6 +483,26 @@ static void check_labels(json_t *causes, const char *field, const json_t *labels
     json_t *v;
     json_object_foreach((json_t *)labels, k, v)
     {
+        /* The key: [prefix/]name, as IsQualifiedName checks it. */
+        const char *slash = strchr(k, '/'), *name = slash ? slash + 1 : k;
+        if (slash) {
+            char prefix[300];
+            snprintf(prefix, sizeof prefix, "%.*s", (int)(slash - k), k);
+            if (strlen(prefix) > 253 || !*prefix ||
+                !matches("^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         prefix))
+                cause(causes, "FieldValueInvalid", field, "Invalid value: \"%s\": prefix part %s",
+                      k, DNS1123_SUB);
+        }
+        if (!*name)
+            cause(causes, "FieldValueInvalid", field,
+                  "Invalid value: \"%s\": name part must be non-empty", k);
+        else if (strlen(name) > 63)
+            cause(causes, "FieldValueInvalid", field,
+                  "Invalid value: \"%s\": name part must be no more than 63 characters", k);
+        else if (!matches("^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$", name))
+            cause(causes, "FieldValueInvalid", field, "Invalid value: \"%s\": name part %s", k,
+                  QUALIFIED_NAME);
         const char *s = json_string_value(v);
         if (!s)
             continue;
