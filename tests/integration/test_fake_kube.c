@@ -1647,6 +1647,72 @@ static void test_label_validation(void **state)
     resp_free(r);
 }
 
+/* A node that goes takes its pods with it: Failed with DisruptionTarget
+ * DeletionByPodGC, then deleted; the Job counts them as failed. */
+static void test_node_lost(void **state)
+{
+    (void)state;
+    json_t *l = get_json("/api/v1/namespaces/transcripts/pods?limit=1");
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion"));
+    json_t *names = create_indexed_job("lost-idx");
+    fake("/fake/pods/transcripts/phase?labelSelector=job-name%3Dlost-idx",
+         "{\"phase\":\"Running\"}");
+    const char *p0 = json_string_value(json_array_get(names, 0));
+    char path[1024];
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s", p0);
+    json_t *pod = get_json(path);
+    char node[128];
+    snprintf(node, sizeof node, "%s",
+             json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName")));
+    json_decref(pod);
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", node);
+    json_t *saved = get_json(path);
+    delete_ok(path);
+    json_t *s = job_status("lost-idx");
+    json_t *c = json_array_get(json_object_get(s, "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), "BackoffLimitExceeded");
+    json_decref(s);
+    /* The pod's last writes, through a watch from before the job. */
+    watcher w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    snprintf(w.path, sizeof w.path,
+             "/api/v1/namespaces/transcripts/pods?fieldSelector=metadata.name%%3D%s&"
+             "resourceVersion=%s&timeoutSeconds=1&watch=true",
+             p0, rv);
+    watch_thread(&w);
+    json_t *got = watch_events(w.r);
+    int disrupted = 0, deleted = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(got, i, e)
+    {
+        const json_t *st = json_object_get(json_object_get(e, "object"), "status");
+        size_t j;
+        json_t *cond;
+        json_array_foreach(json_object_get(st, "conditions"), j, cond)
+        {
+            if (!strcmp(json_string_value(json_object_get(cond, "type")), "DisruptionTarget") &&
+                !strcmp(json_string_value(json_object_get(cond, "reason")), "DeletionByPodGC") &&
+                !strcmp(json_string_value(json_object_get(st, "phase")), "Failed"))
+                disrupted = 1;
+        }
+        deleted |= !strcmp(json_string_value(json_object_get(e, "type")), "DELETED");
+    }
+    assert_true(disrupted);
+    assert_true(deleted);
+    json_decref(got);
+    resp_free(w.r);
+    /* The node comes back for the cases after this one. */
+    json_object_del(json_object_get(saved, "metadata"), "resourceVersion");
+    char *text = json_dumps(saved, JSON_COMPACT);
+    fake("/fake/nodes", text);
+    free(text);
+    json_decref(saved);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/lost-idx?propagationPolicy=Background");
+    json_decref(names);
+    json_decref(l);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1672,6 +1738,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pod_log),
         cmocka_unit_test(test_garbage_collection),
         cmocka_unit_test(test_evict),
+        cmocka_unit_test(test_node_lost),
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_drop_watches),
         cmocka_unit_test(test_volcano_job),

@@ -709,6 +709,7 @@ static int gc_object(fk_store *st, int res, const json_t *o)
 typedef struct gc_todo {
     json_t *objs;   /* "res/ns/name" -> [res, ns, name]: changed dependents */
     json_t *owners; /* uids of owners deleted, being deleted, or losing a dependent */
+    json_t *nodes;  /* names of the nodes deleted */
     int namespaces; /* a namespace changed */
 } gc_todo;
 
@@ -720,9 +721,52 @@ static void todo_object(gc_todo *t, int res, const json_t *obj)
     json_object_set_new(t->objs, key, json_pack("[i, s, s]", res, ns, name));
 }
 
+/* The pod garbage collector: the pods bound to a node that is gone fail
+ * with DisruptionTarget DeletionByPodGC and are deleted (v1.26 with
+ * PodDisruptionConditions). */
+static int podgc(fk_store *st, const json_t *nodes)
+{
+    int writes = 0;
+    json_t *pods = fk_list(st, FK_PODS, NULL);
+    size_t i;
+    json_t *p;
+    json_array_foreach(pods, i, p)
+    {
+        if (!json_object_get(nodes, fk_str(p, "spec.nodeName")) || is_deleting(p))
+            continue;
+        if (!pod_terminal(p)) {
+            char now[64];
+            fk_now(now, sizeof now, 0);
+            json_t *c = json_deep_copy(p);
+            json_t *status = fk_path(c, "status", 1);
+            json_t *conds = json_object_get(status, "conditions");
+            if (!json_is_array(conds)) {
+                conds = json_array();
+                json_object_set_new(status, "conditions", conds);
+            }
+            json_array_append_new(conds,
+                                  json_pack("{s:s, s:s, s:n, s:s, s:s, s:s}", "type",
+                                            "DisruptionTarget", "status", "True", "lastProbeTime",
+                                            "lastTransitionTime", now, "reason", "DeletionByPodGC",
+                                            "message", "PodGC: node no longer exists"));
+            json_object_set_new(status, "phase", json_string("Failed"));
+            p = fk_update(st, FK_PODS, c);
+        }
+        if (json_array_size(fk_path(p, "metadata.finalizers", 0)))
+            mark_deleting(st, p, 0);
+        else
+            fk_remove(st, FK_PODS, fk_str(p, "metadata.namespace"), fk_str(p, "metadata.name"));
+        writes++;
+    }
+    json_decref(pods);
+    return writes;
+}
+
 static int gc(fk_store *st, gc_todo *todo, int full)
 {
     int writes = 0;
+    if (json_object_size(todo->nodes))
+        writes += podgc(st, todo->nodes);
     const int deps[] = {FK_PODS, FK_SERVICES, FK_JOBS};
     if (full || json_object_size(todo->owners)) {
         /* The dependents of the owners that went or are going. */
@@ -822,7 +866,7 @@ static void reconcile(fk_store *st, int deadlines)
 {
     for (int round = 0; round < 50; round++) {
         json_t *dirty = json_object(); /* uids of the Jobs to sync */
-        gc_todo todo = {json_object(), json_object(), 0};
+        gc_todo todo = {json_object(), json_object(), json_object(), 0};
         int everything = st->reconciled_rv < st->window_rv; /* events were lost */
         int sched = everything, collect = everything;
         for (size_t i = 0; i < st->ring_len; i++) {
@@ -842,6 +886,8 @@ static void reconcile(fk_store *st, int deadlines)
             if (!gone && (e->res == FK_PODS || e->res == FK_SERVICES || e->res == FK_JOBS))
                 todo_object(&todo, e->res, e->obj);
             todo.namespaces |= e->res == FK_NAMESPACES;
+            if (e->res == FK_NODES && gone)
+                json_object_set_new(todo.nodes, fk_str(e->obj, "metadata.name"), json_true());
             sched |= e->res == FK_PODS || e->res == FK_NODES;
             collect = 1;
         }
@@ -862,6 +908,7 @@ static void reconcile(fk_store *st, int deadlines)
             gc(st, &todo, everything);
         json_decref(todo.objs);
         json_decref(todo.owners);
+        json_decref(todo.nodes);
         if (everything) {
             const char *key;
             json_t *v;
