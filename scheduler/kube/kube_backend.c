@@ -1,0 +1,1432 @@
+/*
+ * kube_backend.c - the Kubernetes backend's operations (backend.h), its worker thread and its
+ * inventory; kube_events.c turns the informers' changes into backend events.
+ *
+ * One mutex (kb->mu) guards the attempts, the event queue and the worker's queue. The
+ * informers' callbacks take it; nothing that blocks (a request) runs under it. Lock order:
+ * kb->mu, then an informer's cache lock (ty_informer_get); ty_informer_foreach callbacks never
+ * take kb->mu (the inventory copies what it needs first).
+ */
+#define _GNU_SOURCE
+#include "scheduler/kube/kube_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ty_time.h"
+#include "scheduler/kube/placement.h"
+#include "scheduler/kube/render.h"
+
+/* snprintf where cutting the text short is intended (names and messages into fixed fields). */
+void kb_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+static void why_set(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void why_set(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- the event queue ---------------------------------------------------------------------- */
+
+void kb_push(kbe *kb, backend_event *ev, uint64_t t0)
+{
+    if (!ev->time_ms)
+        ev->time_ms = ty_time_now_ms();
+    if (kb->qlen == kb->qcap) {
+        size_t cap = kb->qcap ? kb->qcap * 2 : 64;
+        backend_event *q = realloc(kb->q, cap * sizeof *q);
+        if (!q) {
+            fprintf(stderr, "kube backend: an event was lost: out of memory\n");
+            return;
+        }
+        kb->q = q;
+        uint64_t *qt = realloc(kb->qt, cap * sizeof *qt);
+        if (!qt) {
+            fprintf(stderr, "kube backend: an event was lost: out of memory\n");
+            return;
+        }
+        kb->qt = qt;
+        kb->qcap = cap;
+    }
+    kb->q[kb->qlen] = *ev;
+    kb->qt[kb->qlen] = t0;
+    kb->qlen++;
+    uint64_t one = 1;
+    if (write(kb->efd, &one, sizeof one) < 0 && errno != EAGAIN)
+        fprintf(stderr, "kube backend: eventfd: %s\n", strerror(errno));
+}
+
+void kb_push_capacity(kbe *kb)
+{
+    for (size_t i = 0; i < kb->qlen; i++)
+        if (kb->q[i].kind == BACKEND_EV_CAPACITY)
+            return; /* one pending CAPACITY says it all */
+    backend_event ev = {.kind = BACKEND_EV_CAPACITY, .rank = -1, .exit_code = -1};
+    kb_push(kb, &ev, 0);
+}
+
+static const double hist_bounds[KB_HIST] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
+
+static size_t kb_observe(backend *b, backend_event *ev, size_t max)
+{
+    kbe *kb = (kbe *)b;
+    uint64_t v;
+    pthread_mutex_lock(&kb->mu);
+    if (read(kb->efd, &v, sizeof v) < 0 && errno != EAGAIN)
+        fprintf(stderr, "kube backend: eventfd: %s\n", strerror(errno));
+    size_t n = kb->qlen < max ? kb->qlen : max;
+    uint64_t now = ty_time_mono_ns();
+    for (size_t i = 0; i < n; i++) {
+        ev[i] = kb->q[i];
+        if (!kb->qt[i])
+            continue;
+        double s = (double)(now - kb->qt[i]) / 1e9;
+        size_t k = 0;
+        while (k < KB_HIST && s > hist_bounds[k])
+            k++;
+        kb->hist[k]++;
+        kb->hist_sum += s;
+        kb->hist_count++;
+    }
+    memmove(kb->q, kb->q + n, (kb->qlen - n) * sizeof *kb->q);
+    memmove(kb->qt, kb->qt + n, (kb->qlen - n) * sizeof *kb->qt);
+    kb->qlen -= n;
+    if (kb->qlen) {
+        uint64_t one = 1; /* still readable: the rest waits for the next call */
+        if (write(kb->efd, &one, sizeof one) < 0 && errno != EAGAIN)
+            fprintf(stderr, "kube backend: eventfd: %s\n", strerror(errno));
+    }
+    pthread_mutex_unlock(&kb->mu);
+    return n;
+}
+
+static int kb_event_fd(backend *b)
+{
+    return ((kbe *)b)->efd;
+}
+
+/* ---- attempts ----------------------------------------------------------------------------- */
+
+backend_attempt *kb_find(kbe *kb, const char *job_id, int attempt)
+{
+    for (backend_attempt *a = kb->attempts; a; a = a->next)
+        if (a->live && a->attempt == attempt && !strcmp(a->job_id, job_id))
+            return a;
+    return NULL;
+}
+
+void kb_end_rank(kbe *kb, backend_attempt *a, int r, backend_event *ev, uint64_t t0)
+{
+    if (r < 0 || r >= a->world || a->ranks[r].ended)
+        return;
+    a->ranks[r].ended = 1;
+    ev->attempt = a;
+    ev->rank = r;
+    if (ev->kind == BACKEND_EV_DISRUPTED)
+        ev->ended = 1;
+    if (ev->kind == BACKEND_EV_EXITED && (ev->exit_code != 0 || ev->signal))
+        a->gang_failed = 1;
+    kb_push(kb, ev, t0);
+}
+
+static void attempt_set_job(backend_attempt *a, const backend_job *job)
+{
+    kb_fmt(a->job_id, sizeof a->job_id, "%s", job->id);
+    a->world = job->world_size;
+    a->gpus_per_rank = job->gpus_per_rank;
+    kb_fmt(a->gpu_type, sizeof a->gpu_type, "%s", job->gpu_type ? job->gpu_type : "");
+    kb_fmt(a->capacity, sizeof a->capacity, "%s", job->capacity ? job->capacity : "");
+    kb_fmt(a->want_zone, sizeof a->want_zone, "%s", job->zone ? job->zone : "");
+}
+
+static backend_attempt *attempt_new(kbe *kb, const backend_job *job)
+{
+    backend_attempt *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->kb = kb;
+    attempt_set_job(a, job);
+    a->ranks = calloc((size_t)(job->world_size > 0 ? job->world_size : 1), sizeof *a->ranks);
+    if (!a->ranks) {
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* ---- the inventory ------------------------------------------------------------------------ */
+
+typedef struct inv_node {
+    kube_node n;
+    json_t *obj; /* owns the strings n points to */
+    kube_label *labels;
+    kube_taint *taints;
+    char *group;
+} inv_node;
+
+typedef struct inventory {
+    inv_node *nodes;
+    size_t nnodes, cap;
+    kube_group_size *groups;
+    size_t ngroups;
+    kube_node *flat;
+} inventory;
+
+static ty_err collect_node(void *ud, const json_t *obj)
+{
+    inventory *inv = ud;
+    if (inv->nnodes == inv->cap) {
+        size_t cap = inv->cap ? inv->cap * 2 : 32;
+        inv_node *n = realloc(inv->nodes, cap * sizeof *n);
+        if (!n)
+            return TY_ENOMEM;
+        inv->nodes = n;
+        inv->cap = cap;
+    }
+    inv_node *in = &inv->nodes[inv->nnodes];
+    memset(in, 0, sizeof *in);
+    if (!(in->obj = json_deep_copy(obj)))
+        return TY_ENOMEM;
+    inv->nnodes++;
+    return TY_OK;
+}
+
+int kb_quantity_int(const json_t *q)
+{
+    if (json_is_integer(q))
+        return (int)json_integer_value(q);
+    const char *s = json_string_value(q);
+    return s ? atoi(s) : 0;
+}
+
+static int node_fill(inv_node *in)
+{
+    const json_t *obj = in->obj;
+    const json_t *md = json_object_get(obj, "metadata");
+    const json_t *labels = json_object_get(md, "labels");
+    const json_t *taints = json_object_get(json_object_get(obj, "spec"), "taints");
+    in->n.name = json_string_value(json_object_get(md, "name"));
+    in->n.zone = json_string_value(json_object_get(labels, KB_LABEL_ZONE));
+    size_t nl = json_object_size(labels), nt = json_array_size(taints), i = 0;
+    in->labels = calloc(nl ? nl : 1, sizeof *in->labels);
+    in->taints = calloc(nt ? nt : 1, sizeof *in->taints);
+    if (!in->labels || !in->taints)
+        return -1;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)labels, k, v)
+    {
+        if (!json_is_string(v))
+            continue;
+        in->labels[i].key = (char *)k;
+        in->labels[i].value = (char *)json_string_value(v);
+        i++;
+    }
+    in->n.labels = in->labels;
+    in->n.nlabels = i;
+    i = 0;
+    json_array_foreach(taints, nl, v)
+    {
+        const char *key = json_string_value(json_object_get(v, "key"));
+        if (!key)
+            continue;
+        const char *val = json_string_value(json_object_get(v, "value"));
+        const char *eff = json_string_value(json_object_get(v, "effect"));
+        in->taints[i].key = (char *)key;
+        in->taints[i].value = (char *)(val ? val : "");
+        in->taints[i].effect = (char *)(eff ? eff : "");
+        i++;
+    }
+    in->n.taints = in->taints;
+    in->n.ntaints = i;
+    const json_t *st = json_object_get(obj, "status");
+    in->n.gpus_allocatable =
+        kb_quantity_int(json_object_get(json_object_get(st, "allocatable"), KB_GPU));
+    in->n.ready = kb_node_ready(obj);
+    in->n.unschedulable = json_is_true(json_object_get(json_object_get(obj, "spec"),
+                                                       "unschedulable"));
+    in->group = (char *)json_string_value(json_object_get(labels, KB_LABEL_GROUP));
+    return 0;
+}
+
+typedef struct pod_use {
+    inventory *inv;
+} pod_use;
+
+int kb_pod_gpus(const json_t *pod)
+{
+    int n = 0;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
+    {
+        const json_t *res = json_object_get(c, "resources");
+        int q = kb_quantity_int(json_object_get(json_object_get(res, "limits"), KB_GPU));
+        if (!q)
+            q = kb_quantity_int(json_object_get(json_object_get(res, "requests"), KB_GPU));
+        n += q;
+    }
+    return n;
+}
+
+static ty_err count_pod(void *ud, const json_t *pod)
+{
+    inventory *inv = ud;
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"),
+                                                         "nodeName"));
+    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"),
+                                                          "phase"));
+    if (!node || !*node || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+        return TY_OK;
+    for (size_t i = 0; i < inv->nnodes; i++)
+        if (inv->nodes[i].n.name && !strcmp(inv->nodes[i].n.name, node)) {
+            inv->nodes[i].n.gpus_requested += kb_pod_gpus(pod);
+            break;
+        }
+    return TY_OK;
+}
+
+static void inventory_free(inventory *inv)
+{
+    for (size_t i = 0; i < inv->nnodes; i++) {
+        json_decref(inv->nodes[i].obj);
+        free(inv->nodes[i].labels);
+        free(inv->nodes[i].taints);
+    }
+    free(inv->nodes);
+    free(inv->groups);
+    free(inv->flat);
+    memset(inv, 0, sizeof *inv);
+}
+
+static int node_matches_type(const kbe *kb, const kube_node *n, const char *gpu_type)
+{
+    const kube_node_class *c = kube_profile_gpu_type(kb->p, gpu_type);
+    if (!c)
+        return 0;
+    for (size_t i = 0; i < c->nlabels; i++) {
+        int ok = 0;
+        for (size_t j = 0; j < n->nlabels && !ok; j++)
+            ok = !strcmp(n->labels[j].key, c->labels[i].key) &&
+                 !strcmp(n->labels[j].value, c->labels[i].value);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * The GPUs a reservation booked but whose pods are not bound yet count on the nodes of its zone
+ * that have room (most free first), so that two gangs reserved in one round do not both count
+ * on the same free GPUs.
+ */
+static void book_pending(kbe *kb, inventory *inv, const backend_attempt *skip)
+{
+    for (const backend_attempt *a = kb->attempts; a; a = a->next) {
+        if (a == skip || !a->zone[0] || !a->gpus_per_rank)
+            continue;
+        int pending = 0;
+        for (int r = 0; r < a->world; r++)
+            if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
+                pending++;
+        while (pending > 0) {
+            kube_node *best = NULL;
+            for (size_t i = 0; i < inv->nnodes; i++) {
+                kube_node *n = &inv->nodes[i].n;
+                if (!n->zone || strcmp(n->zone, a->zone) || !node_matches_type(kb, n, a->gpu_type))
+                    continue;
+                int free_gpus = n->gpus_allocatable - n->gpus_requested;
+                if (free_gpus >= a->gpus_per_rank &&
+                    (!best || free_gpus > best->gpus_allocatable - best->gpus_requested))
+                    best = n;
+            }
+            if (!best)
+                break;
+            best->gpus_requested += a->gpus_per_rank;
+            pending--;
+        }
+    }
+}
+
+/* Builds the inventory from the informers' caches; call without kb->mu, it takes it. */
+static ty_err inventory_build(kbe *kb, inventory *inv, const backend_attempt *skip)
+{
+    memset(inv, 0, sizeof *inv);
+    ty_err e = ty_informer_foreach(kb->nodes, collect_node, inv);
+    for (size_t i = 0; e == TY_OK && i < inv->nnodes; i++)
+        if (node_fill(&inv->nodes[i]) != 0)
+            e = TY_ENOMEM;
+    if (e == TY_OK)
+        e = ty_informer_foreach(kb->pods, count_pod, inv);
+    if (e == TY_OK) {
+        inv->flat = calloc(inv->nnodes ? inv->nnodes : 1, sizeof *inv->flat);
+        inv->groups = calloc(kb->p->ngroups ? kb->p->ngroups : 1, sizeof *inv->groups);
+        if (!inv->flat || !inv->groups)
+            e = TY_ENOMEM;
+    }
+    if (e != TY_OK) {
+        inventory_free(inv);
+        return e;
+    }
+    pthread_mutex_lock(&kb->mu);
+    book_pending(kb, inv, skip);
+    pthread_mutex_unlock(&kb->mu);
+    for (size_t i = 0; i < inv->nnodes; i++)
+        inv->flat[i] = inv->nodes[i].n;
+    for (size_t g = 0; g < kb->p->ngroups; g++) {
+        inv->groups[g].name = kb->p->groups[g].name;
+        for (size_t i = 0; i < inv->nnodes; i++)
+            if (inv->nodes[i].group && !strcmp(inv->nodes[i].group, kb->p->groups[g].name))
+                inv->groups[g].size++;
+    }
+    inv->ngroups = kb->p->ngroups;
+    return TY_OK;
+}
+
+/* The largest GPU count one node of the type has or a group's node would have. */
+static int max_gpus_per_node(kbe *kb, const inventory *inv, const char *gpu_type)
+{
+    int best = 0;
+    for (size_t g = 0; g < kb->p->ngroups; g++)
+        if (!strcmp(kb->p->groups[g].gpu_type, gpu_type) &&
+            kb->p->groups[g].gpus_per_node > best)
+            best = kb->p->groups[g].gpus_per_node;
+    for (size_t i = 0; i < inv->nnodes; i++)
+        if (node_matches_type(kb, &inv->nodes[i].n, gpu_type) &&
+            inv->nodes[i].n.gpus_allocatable > best)
+            best = inv->nodes[i].n.gpus_allocatable;
+    return best;
+}
+
+static void gang_of(const backend_attempt *a, const char *avoid, kube_gang *g)
+{
+    memset(g, 0, sizeof *g);
+    g->count = a->world;
+    g->gpus_per_rank = a->gpus_per_rank;
+    g->gpu_type = a->gpus_per_rank ? a->gpu_type : NULL;
+    g->capacity = a->capacity[0] ? a->capacity : NULL;
+    g->zone = a->want_zone[0] ? a->want_zone : NULL;
+    if (avoid && *avoid) {
+        g->avoid = &avoid;
+        g->navoid = 1;
+    }
+}
+
+static void count_placement(kbe *kb, const char *result)
+{
+    pthread_mutex_lock(&kb->mu);
+    json_t *v = json_object_get(kb->placements, result);
+    json_object_set_new(kb->placements, result,
+                        json_integer(v ? json_integer_value(v) + 1 : 1));
+    pthread_mutex_unlock(&kb->mu);
+}
+
+/*
+ * Places a (skipping its own booking) avoiding `avoid` when another zone fits; TY_OK with out
+ * filled, TY_EINVAL for what can never run here, TY_ENOMEM.
+ */
+static ty_err place(kbe *kb, backend_attempt *a, const char *avoid, kube_placement *out,
+                    char *why, size_t whylen)
+{
+    inventory inv;
+    kube_gang g;
+    ty_err e = inventory_build(kb, &inv, a);
+    if (e != TY_OK) {
+        why_set(why, whylen, "kube backend: the inventory: %s", ty_strerror(e));
+        return e;
+    }
+    if (a->gpus_per_rank > 0 && kube_profile_gpu_type(kb->p, a->gpu_type)) {
+        int most = max_gpus_per_node(kb, &inv, a->gpu_type);
+        if (a->gpus_per_rank > most) {
+            inventory_free(&inv);
+            count_placement(kb, "invalid");
+            why_set(why, whylen, "needs %d GPUs of type %s per rank; no node or node group of "
+                    "this cluster has more than %d", a->gpus_per_rank, a->gpu_type, most);
+            return TY_EINVAL;
+        }
+    }
+    kube_inventory ki = {inv.flat, inv.nnodes, inv.groups, inv.ngroups};
+    gang_of(a, avoid, &g);
+    e = kube_place(kb->p, &ki, &g, out, why, whylen);
+    if (e == TY_OK && out->verdict == KUBE_WAIT && avoid && *avoid) {
+        gang_of(a, NULL, &g); /* nothing else fits: the avoided zone is better than none */
+        e = kube_place(kb->p, &ki, &g, out, why, whylen);
+    }
+    inventory_free(&inv);
+    if (e != TY_OK)
+        count_placement(kb, "invalid");
+    else if (out->verdict == KUBE_WAIT)
+        count_placement(kb, "wait");
+    else
+        count_placement(kb, out->grow_nodes ? "scale_up" : "placed");
+    return e;
+}
+
+/* ---- reserve, launch, stop, release -------------------------------------------------------- */
+
+static ty_err kb_reserve(backend *b, const backend_job *job, backend_attempt **out, char *why,
+                         size_t whylen)
+{
+    kbe *kb = (kbe *)b;
+    *out = NULL;
+    if (!job->image || !*job->image) {
+        why_set(why, whylen, "a job needs an image to run on Kubernetes");
+        return TY_EINVAL;
+    }
+    if (job->world_size < 1 || job->world_size > 4096) {
+        why_set(why, whylen, "a gang of %d ranks cannot run on Kubernetes (1 to 4096)",
+                job->world_size);
+        return TY_EINVAL;
+    }
+    backend_attempt *a = attempt_new(kb, job);
+    if (!a) {
+        why_set(why, whylen, "out of memory");
+        return TY_ENOMEM;
+    }
+    kube_placement pl;
+    ty_err e = place(kb, a, NULL, &pl, why, whylen);
+    if (e == TY_OK && pl.verdict == KUBE_WAIT) {
+        why_set(why, whylen, "%s", pl.reason);
+        e = TY_EAGAIN;
+    }
+    if (e != TY_OK) {
+        free(a->ranks);
+        free(a);
+        return e;
+    }
+    kb_fmt(a->zone, sizeof a->zone, "%s", pl.zone);
+    a->grow_nodes = pl.grow_nodes;
+    kb_fmt(a->group, sizeof a->group, "%s", pl.group);
+    kb_fmt(a->grow_reason, sizeof a->grow_reason, "%s", pl.reason);
+    pthread_mutex_lock(&kb->mu);
+    a->next = kb->attempts;
+    kb->attempts = a;
+    kb->used_ranks += a->world;
+    pthread_mutex_unlock(&kb->mu);
+    *out = a;
+    return TY_OK;
+}
+
+static void act_queue(kbe *kb, kb_action *act)
+{
+    act->next = NULL;
+    *kb->atail = act;
+    kb->atail = &act->next;
+    pthread_cond_signal(&kb->cv);
+}
+
+/* The normalized spec (api/spec.c) the renderer reads, from the typed job. */
+static json_t *spec_of(const backend_job *job)
+{
+    json_t *s = json_object(), *cmd = json_array(), *args = json_array(), *env = json_object();
+    json_t *res = json_object(), *pl = json_object(), *vols = json_array();
+    if (!s || !cmd || !args || !env || !res || !pl || !vols)
+        goto fail;
+    for (size_t i = 0; job->argv && job->argv[i]; i++)
+        json_array_append_new(i ? args : cmd, json_string(job->argv[i]));
+    for (size_t i = 0; job->env && job->env[i]; i++) {
+        const char *eq = strchr(job->env[i], '=');
+        if (!eq)
+            continue;
+        char *k = strndup(job->env[i], (size_t)(eq - job->env[i]));
+        if (!k)
+            goto fail;
+        json_object_set_new(env, k, json_string(eq + 1));
+        free(k);
+    }
+    json_object_set_new(res, "cpu", json_string(job->cpu ? job->cpu : "1"));
+    json_object_set_new(res, "memory", json_string(job->memory ? job->memory : "1Gi"));
+    if (job->gpus_per_rank > 0)
+        json_object_set_new(res, "gpu",
+                            json_pack("{s:s?, s:i}", "type", job->gpu_type, "count",
+                                      job->gpus_per_rank));
+    json_object_set_new(pl, "zone", json_string(job->zone ? job->zone : "auto"));
+    json_object_set_new(pl, "capacity", json_string(job->capacity ? job->capacity : "any"));
+    for (size_t i = 0; i < job->nvolumes; i++)
+        json_array_append_new(vols, json_pack("{s:s, s:s, s:b}", "claim", job->volumes[i].claim,
+                                              "mount", job->volumes[i].mount, "read_only",
+                                              job->volumes[i].read_only));
+    json_object_set_new(s, "image", json_string(job->image));
+    json_object_set_new(s, "command", cmd);
+    json_object_set_new(s, "args", args);
+    json_object_set_new(s, "env", env);
+    json_object_set_new(s, "workers", json_pack("{s:i}", "count", job->world_size));
+    json_object_set_new(s, "resources", res);
+    json_object_set_new(s, "placement", pl);
+    json_object_set_new(s, "volumes", vols);
+    if (job->timeout_s > 0)
+        json_object_set_new(s, "timeout_seconds", json_integer(job->timeout_s));
+    return s;
+fail:
+    json_decref(s);
+    json_decref(cmd);
+    json_decref(args);
+    json_decref(env);
+    json_decref(res);
+    json_decref(pl);
+    json_decref(vols);
+    return NULL;
+}
+
+static void launch_failed_locked(kbe *kb, backend_attempt *a, const char *msg)
+{
+    backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED, .attempt = a, .rank = -1,
+                        .exit_code = -1};
+    kb_fmt(ev.detail, sizeof ev.detail, "%s", msg);
+    a->live = 0;
+    a->grow_deadline_ms = 0;
+    kb->launch_failures++;
+    kb_push(kb, &ev, 0);
+}
+
+static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
+{
+    kbe *kb = (kbe *)b;
+    char msg[512] = "";
+    kube_placement pl = {0};
+
+    if (job->world_size != a->world) {
+        krank *r = calloc((size_t)job->world_size, sizeof *r);
+        if (r) {
+            free(a->ranks);
+            a->ranks = r;
+        }
+    }
+    attempt_set_job(a, job);
+    if (a->launched_once) {
+        /* A restart goes where capacity is now; the previous zone only if nothing else fits. */
+        ty_err e = place(kb, a, a->avoid, &pl, msg, sizeof msg);
+        if (e == TY_OK && pl.verdict == KUBE_PLACE) {
+            kb_fmt(a->zone, sizeof a->zone, "%s", pl.zone);
+            a->grow_nodes = pl.grow_nodes;
+            kb_fmt(a->group, sizeof a->group, "%s", pl.group);
+            kb_fmt(a->grow_reason, sizeof a->grow_reason, "%s", pl.reason);
+        } else {
+            a->grow_nodes = 0; /* pinned where it was: its pods wait for room there */
+        }
+    }
+    a->launched_once = 1;
+    a->avoid[0] = '\0';
+
+    json_t *spec = spec_of(job);
+    json_t *obj = NULL;
+    kube_render_in in = {spec, job->id, (unsigned)job->attempt, a->zone[0] ? a->zone : NULL};
+    ty_err e = spec ? kube_render_job(kb->p, &in, &obj, msg, sizeof msg) : TY_ENOMEM;
+    kb_action *act = e == TY_OK ? calloc(1, sizeof *act) : NULL;
+
+    pthread_mutex_lock(&kb->mu);
+    a->attempt = job->attempt;
+    a->live = 1;
+    a->stopping = 0;
+    a->gang_failed = 0;
+    memset(a->ranks, 0, (size_t)a->world * sizeof *a->ranks);
+    if (!act) {
+        launch_failed_locked(kb, a, e == TY_OK || e == TY_ENOMEM ? "out of memory" : msg);
+        pthread_mutex_unlock(&kb->mu);
+        json_decref(spec);
+        json_decref(obj);
+        return;
+    }
+    act->kind = KB_ACT_CREATE;
+    kb_fmt(act->job_id, sizeof act->job_id, "%s", job->id);
+    act->attempt = job->attempt;
+    kube_render_name(job->id, (unsigned)job->attempt, act->name, sizeof act->name);
+    act->obj = obj;
+    act->spec = spec;
+    act_queue(kb, act);
+    if (a->grow_nodes > 0) {
+        a->grow_deadline_ms = ty_time_now_ms() + kb->p->scale_up_timeout_seconds * 1000;
+        backend_event ev = {.kind = BACKEND_EV_PENDING, .attempt = a, .rank = -1,
+                            .exit_code = -1};
+        kb_fmt(ev.detail, sizeof ev.detail, "%s", a->grow_reason);
+        kb_push(kb, &ev, 0);
+    } else {
+        a->grow_deadline_ms = 0;
+    }
+    pthread_mutex_unlock(&kb->mu);
+}
+
+/* Queues the deletion of attempt `attempt` of job_id; under kb->mu. */
+static void queue_delete(kbe *kb, backend_attempt *a, int hard, int report)
+{
+    kb_action *act = calloc(1, sizeof *act);
+    if (!act) {
+        if (report) {
+            backend_event ev = {.kind = BACKEND_EV_STOP_FAILED, .attempt = a, .rank = -1,
+                                .exit_code = -1};
+            kb_fmt(ev.detail, sizeof ev.detail, "out of memory");
+            kb_push(kb, &ev, 0);
+        }
+        return;
+    }
+    act->kind = KB_ACT_DELETE;
+    kb_fmt(act->job_id, sizeof act->job_id, "%s", a->job_id);
+    act->attempt = a->attempt;
+    kube_render_name(a->job_id, (unsigned)a->attempt, act->name, sizeof act->name);
+    act->grace = hard ? 0 : (int)kb->p->termination_grace_seconds;
+    act->hard = hard;
+    act->report = report;
+    act_queue(kb, act);
+}
+
+static void kb_stop(backend *b, backend_attempt *a, int hard)
+{
+    kbe *kb = (kbe *)b;
+    pthread_mutex_lock(&kb->mu);
+    if (a->live && a->attempt > 0) {
+        a->stopping = 1;
+        a->grow_deadline_ms = 0;
+        queue_delete(kb, a, hard, 1);
+    }
+    pthread_mutex_unlock(&kb->mu);
+}
+
+static void kb_release(backend *b, backend_attempt *a)
+{
+    kbe *kb = (kbe *)b;
+    if (!a)
+        return;
+    pthread_mutex_lock(&kb->mu);
+    for (backend_attempt **p = &kb->attempts; *p; p = &(*p)->next)
+        if (*p == a) {
+            *p = a->next;
+            break;
+        }
+    kb->used_ranks -= a->world;
+    /* Events of this attempt not yet observed would point at freed memory: they go. */
+    size_t k = 0;
+    for (size_t i = 0; i < kb->qlen; i++)
+        if (kb->q[i].attempt != a) {
+            kb->q[k] = kb->q[i];
+            kb->qt[k++] = kb->qt[i];
+        }
+    kb->qlen = k;
+    pthread_mutex_unlock(&kb->mu);
+    free(a->ranks);
+    free(a);
+}
+
+static void kb_capacity(const backend *b, int *total, int *used)
+{
+    kbe *kb = (kbe *)b;
+    pthread_mutex_lock(&kb->mu);
+    *total = -1; /* the cluster's capacity is its node groups': not a count of ranks */
+    *used = kb->used_ranks;
+    pthread_mutex_unlock(&kb->mu);
+}
+
+/* ---- the worker ---------------------------------------------------------------------------- */
+
+static void workload_path(kbe *kb, const char *name, char *buf, size_t len)
+{
+    if (kb->p->volcano)
+        kb_fmt(buf, len, "/apis/batch.volcano.sh/v1alpha1/namespaces/%s/jobs%s%s", kb->ns,
+                 name ? "/" : "", name ? name : "");
+    else
+        kb_fmt(buf, len, "/apis/batch/v1/namespaces/%s/jobs%s%s", kb->ns, name ? "/" : "",
+                 name ? name : "");
+}
+
+static void report_launch_failure(kbe *kb, const kb_action *act, const char *msg)
+{
+    pthread_mutex_lock(&kb->mu);
+    backend_attempt *a = kb_find(kb, act->job_id, act->attempt);
+    if (a)
+        launch_failed_locked(kb, a, msg);
+    pthread_mutex_unlock(&kb->mu);
+}
+
+/* POSTs obj to path; 409 AlreadyExists GETs the existing one (deterministic names: ours). */
+static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const json_t *obj,
+                              char *uid, size_t uidlen, char *err, size_t errlen)
+{
+    char *body = json_dumps(obj, JSON_COMPACT);
+    ty_kresp r = {0};
+    if (!body) {
+        why_set(err, errlen, "out of memory");
+        return TY_ENOMEM;
+    }
+    ty_err e = ty_kclient_request(kb->c, "POST", path, body, &r, err, errlen);
+    free(body);
+    if (e == TY_EEXISTS) {
+        char one[512];
+        kb_fmt(one, sizeof one, "%s/%s", path, name);
+        ty_kresp_clear(&r);
+        e = ty_kclient_request(kb->c, "GET", one, NULL, &r, err, errlen);
+        if (e == TY_OK) {
+            pthread_mutex_lock(&kb->mu);
+            kb->adopted++;
+            pthread_mutex_unlock(&kb->mu);
+        }
+    } else if (e == TY_OK) {
+        pthread_mutex_lock(&kb->mu);
+        kb->created++;
+        pthread_mutex_unlock(&kb->mu);
+    }
+    if (e == TY_OK && uid) {
+        json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+        const char *u = json_string_value(json_object_get(json_object_get(j, "metadata"), "uid"));
+        kb_fmt(uid, uidlen, "%s", u ? u : "");
+        json_decref(j);
+    }
+    ty_kresp_clear(&r);
+    return e;
+}
+
+typedef struct replay {
+    const char *job_id;
+    int attempt;
+    json_t *pods;
+} replay;
+
+static ty_err collect_pod(void *ud, const json_t *pod)
+{
+    replay *rp = ud;
+    const json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+    const char *job = json_string_value(json_object_get(labels, KUBE_LABEL_JOB_ID));
+    const char *att = json_string_value(json_object_get(labels, KUBE_LABEL_ATTEMPT));
+    if (job && att && !strcmp(job, rp->job_id) && atoi(att) == rp->attempt)
+        json_array_append_new(rp->pods, json_deep_copy(pod));
+    return TY_OK;
+}
+
+/*
+ * The pods of an attempt as the cache holds them now, as if they had just changed: those of an
+ * adopted object came before the attempt was live, and no change of theirs may follow.
+ */
+static void replay_pods(kbe *kb, const char *job_id, int attempt)
+{
+    replay rp = {job_id, attempt, json_array()};
+    if (!rp.pods)
+        return;
+    ty_informer_foreach(kb->pods, collect_pod, &rp);
+    pthread_mutex_lock(&kb->mu);
+    size_t i;
+    json_t *pod;
+    json_array_foreach(rp.pods, i, pod)
+    {
+        backend_attempt *a = kb_find(kb, job_id, attempt);
+        const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"),
+                                                             "nodeName"));
+        if (a && !a->zone[0] && node) {
+            json_t *n = ty_informer_get(kb->nodes, NULL, node);
+            const char *z = json_string_value(
+                json_object_get(json_object_get(json_object_get(n, "metadata"), "labels"),
+                                KB_LABEL_ZONE));
+            kb_fmt(a->zone, sizeof a->zone, "%s", z ? z : "");
+            json_decref(n);
+        }
+        kb_pod_changed(kb, pod, 0, 0);
+    }
+    pthread_mutex_unlock(&kb->mu);
+    json_decref(rp.pods);
+}
+
+static void do_create(kbe *kb, kb_action *act)
+{
+    char path[512], err[1024] = "", uid[128] = "", msg[512];
+    workload_path(kb, NULL, path, sizeof path);
+    ty_err e = create_or_adopt(kb, path, act->name, act->obj, uid, sizeof uid, err, sizeof err);
+    if (e != TY_OK) {
+        report_launch_failure(kb, act, err);
+        return;
+    }
+    if (kb->p->volcano) {
+        replay_pods(kb, act->job_id, act->attempt);
+        return;
+    }
+    json_t *svc = NULL;
+    kube_render_in in = {act->spec, act->job_id, (unsigned)act->attempt, NULL};
+    e = kube_render_service(kb->p, &in, uid, &svc, msg, sizeof msg);
+    if (e == TY_OK) {
+        kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/services", kb->ns);
+        e = create_or_adopt(kb, path, act->name, svc, NULL, 0, err, sizeof err);
+    } else {
+        kb_fmt(err, sizeof err, "%s", msg);
+    }
+    json_decref(svc);
+    if (e != TY_OK) {
+        /* A gang without its Service cannot meet: take the Job back, then say why. */
+        ty_kresp r = {0};
+        char del[640], derr[256];
+        workload_path(kb, act->name, path, sizeof path);
+        kb_fmt(del, sizeof del, "%s?propagationPolicy=Background&gracePeriodSeconds=0", path);
+        ty_kclient_request(kb->c, "DELETE", del, NULL, &r, derr, sizeof derr);
+        ty_kresp_clear(&r);
+        report_launch_failure(kb, act, err);
+        return;
+    }
+    replay_pods(kb, act->job_id, act->attempt);
+}
+
+typedef struct pod_names {
+    const char *job_id;
+    int attempt;
+    char **names;
+    size_t n, cap;
+} pod_names;
+
+static ty_err collect_pod_name(void *ud, const json_t *pod)
+{
+    pod_names *pn = ud;
+    const json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+    const char *job = json_string_value(json_object_get(labels, KUBE_LABEL_JOB_ID));
+    const char *att = json_string_value(json_object_get(labels, KUBE_LABEL_ATTEMPT));
+    const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"),
+                                                         "name"));
+    if (!job || !att || !name || strcmp(job, pn->job_id) ||
+        (pn->attempt > 0 && atoi(att) != pn->attempt))
+        return TY_OK;
+    if (pn->n == pn->cap) {
+        size_t cap = pn->cap ? pn->cap * 2 : 8;
+        char **v = realloc(pn->names, cap * sizeof *v);
+        if (!v)
+            return TY_ENOMEM;
+        pn->names = v;
+        pn->cap = cap;
+    }
+    if (!(pn->names[pn->n] = strdup(name)))
+        return TY_ENOMEM;
+    pn->n++;
+    return TY_OK;
+}
+
+static void pod_names_free(pod_names *pn)
+{
+    for (size_t i = 0; i < pn->n; i++)
+        free(pn->names[i]);
+    free(pn->names);
+}
+
+/* Deletes an attempt's workload (and with hard its pods at once); TY_OK when gone or absent. */
+static ty_err delete_attempt(kbe *kb, const char *job_id, int attempt, const char *name,
+                             int grace, int hard, char *err, size_t errlen)
+{
+    char path[512], del[640];
+    ty_kresp r = {0};
+    workload_path(kb, name, path, sizeof path);
+    if (grace >= 0)
+        kb_fmt(del, sizeof del, "%s?propagationPolicy=Background&gracePeriodSeconds=%d", path,
+                 grace);
+    else
+        kb_fmt(del, sizeof del, "%s?propagationPolicy=Background", path);
+    ty_err e = ty_kclient_request(kb->c, "DELETE", del, NULL, &r, err, errlen);
+    ty_kresp_clear(&r);
+    if (e == TY_ENOTFOUND)
+        e = TY_OK;
+    if (!hard)
+        return e;
+    /* The garbage collector deletes the pods with the Job, but with their own grace period. */
+    pod_names pn = {job_id, attempt, NULL, 0, 0};
+    ty_informer_foreach(kb->pods, collect_pod_name, &pn);
+    for (size_t i = 0; i < pn.n; i++) {
+        char perr[256];
+        kb_fmt(del, sizeof del, "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0", kb->ns,
+                 pn.names[i]);
+        ty_err pe = ty_kclient_request(kb->c, "DELETE", del, NULL, &r, perr, sizeof perr);
+        ty_kresp_clear(&r);
+        if (pe != TY_OK && pe != TY_ENOTFOUND && e == TY_OK) {
+            e = pe;
+            kb_fmt(err, errlen, "%s", perr);
+        }
+    }
+    pod_names_free(&pn);
+    return e;
+}
+
+static void do_delete(kbe *kb, kb_action *act)
+{
+    char err[1024] = "";
+    ty_err e = delete_attempt(kb, act->job_id, act->attempt, act->name, act->grace, act->hard,
+                              err, sizeof err);
+    if (!act->report)
+        return;
+    pthread_mutex_lock(&kb->mu);
+    backend_attempt *a = kb_find(kb, act->job_id, act->attempt);
+    if (a && e != TY_OK) {
+        backend_event ev = {.kind = BACKEND_EV_STOP_FAILED, .attempt = a, .rank = -1,
+                            .exit_code = -1};
+        kb_fmt(ev.detail, sizeof ev.detail, "%s", err);
+        kb_push(kb, &ev, 0);
+    } else if (a) {
+        /* Ranks whose pod was never seen end here: no pod event will ever say so. */
+        for (int r = 0; r < a->world; r++)
+            if (!a->ranks[r].pod[0] && !a->ranks[r].ended) {
+                backend_event ev = {.kind = BACKEND_EV_DISRUPTED, .exit_code = -1,
+                                    .disruption = BACKEND_DISRUPT_STOP_REQUESTED};
+                kb_fmt(ev.detail, sizeof ev.detail, "deleted before its pod was created");
+                kb_end_rank(kb, a, r, &ev, 0);
+            }
+    }
+    pthread_mutex_unlock(&kb->mu);
+}
+
+/* Attempts waiting for a node group past the profile's bound are withdrawn; under kb->mu. */
+static void check_growth(kbe *kb)
+{
+    int64_t now = ty_time_now_ms();
+    for (backend_attempt *a = kb->attempts; a; a = a->next) {
+        if (!a->live || !a->grow_deadline_ms || now < a->grow_deadline_ms)
+            continue;
+        a->grow_deadline_ms = 0;
+        int running = 0;
+        for (int r = 0; r < a->world; r++)
+            running += a->ranks[r].running || a->ranks[r].ended;
+        if (running == a->world)
+            continue;
+        queue_delete(kb, a, 1, 0);
+        kb_fmt(a->avoid, sizeof a->avoid, "%s", a->zone);
+        backend_event ev = {.kind = BACKEND_EV_DISRUPTED, .attempt = a, .rank = -1,
+                            .exit_code = -1, .disruption = BACKEND_DISRUPT_RECLAIMED,
+                            .ended = 1};
+        kb_fmt(ev.detail, sizeof ev.detail,
+                 "withdrawn from zone %s: the nodes of group %s did not come within %llds",
+                 a->zone, a->group[0] ? a->group : "?",
+                 (long long)kb->p->scale_up_timeout_seconds);
+        for (int r = 0; r < a->world; r++)
+            a->ranks[r].ended = 1;
+        a->live = 0;
+        kb->withdrawn++;
+        kb_push(kb, &ev, 0);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    kbe *kb = arg;
+    pthread_mutex_lock(&kb->mu);
+    while (!kb->quit) {
+        check_growth(kb);
+        kb_action *act = kb->ahead;
+        if (!act) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&kb->cv, &kb->mu, &ts);
+            continue;
+        }
+        kb->ahead = act->next;
+        if (!kb->ahead)
+            kb->atail = &kb->ahead;
+        pthread_mutex_unlock(&kb->mu);
+        if (act->kind == KB_ACT_CREATE)
+            do_create(kb, act);
+        else
+            do_delete(kb, act);
+        json_decref(act->obj);
+        json_decref(act->spec);
+        free(act);
+        pthread_mutex_lock(&kb->mu);
+    }
+    pthread_mutex_unlock(&kb->mu);
+    return NULL;
+}
+
+/* ---- recover ------------------------------------------------------------------------------- */
+
+typedef struct found_attempts {
+    const char *job_id;
+    int attempts[64];
+    size_t n;
+} found_attempts;
+
+static ty_err collect_attempt(void *ud, const json_t *obj)
+{
+    found_attempts *f = ud;
+    const json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    const char *job = json_string_value(json_object_get(labels, KUBE_LABEL_JOB_ID));
+    const char *att = json_string_value(json_object_get(labels, KUBE_LABEL_ATTEMPT));
+    if (!job || !att || strcmp(job, f->job_id))
+        return TY_OK;
+    int n = atoi(att);
+    for (size_t i = 0; i < f->n; i++)
+        if (f->attempts[i] == n)
+            return TY_OK;
+    if (f->n < sizeof f->attempts / sizeof f->attempts[0])
+        f->attempts[f->n++] = n;
+    return TY_OK;
+}
+
+static ty_err count_left(void *ud, const json_t *pod)
+{
+    found_attempts *f = ud;
+    const json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+    const char *job = json_string_value(json_object_get(labels, KUBE_LABEL_JOB_ID));
+    const char *att = json_string_value(json_object_get(labels, KUBE_LABEL_ATTEMPT));
+    if (job && att && !strcmp(job, f->job_id) && atoi(att) != f->attempts[0])
+        f->n++;
+    return TY_OK;
+}
+
+static ty_err kb_recover(backend *b, const backend_job *job, int may_adopt, int grace_ms,
+                         backend_recovery *out, char *why, size_t whylen)
+{
+    kbe *kb = (kbe *)b;
+    found_attempts f = {job->id, {0}, 0};
+    memset(out, 0, sizeof *out);
+    ty_informer_foreach(kb->jobs, collect_attempt, &f);
+    ty_informer_foreach(kb->pods, collect_attempt, &f);
+    int keep = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        char name[KUBE_NAME_MAX], err[1024] = "";
+        out->found++;
+        if (may_adopt && f.attempts[i] == job->attempt) {
+            keep = job->attempt;
+            continue;
+        }
+        if (kube_render_name(job->id, (unsigned)f.attempts[i], name, sizeof name) != TY_OK)
+            continue;
+        ty_err e = delete_attempt(kb, job->id, f.attempts[i], name, 0, 1, err, sizeof err);
+        if (e != TY_OK) {
+            why_set(why, whylen, "cannot delete attempt %d of job %s: %s", f.attempts[i], job->id,
+                    err);
+            return e;
+        }
+    }
+    /* Wait (bounded) until the pods of what was not adopted are gone from the cache. */
+    int64_t until = ty_time_now_ms() + (grace_ms > 0 ? grace_ms : 0) + 30000;
+    for (;;) {
+        found_attempts left = {job->id, {keep}, 0};
+        ty_informer_foreach(kb->pods, count_left, &left);
+        if (!left.n)
+            break;
+        if (ty_time_now_ms() > until) {
+            why_set(why, whylen, "%zu pods of job %s's old attempts are still there", left.n,
+                    job->id);
+            return TY_EAGAIN;
+        }
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!keep)
+        return TY_OK;
+
+    backend_attempt *a = attempt_new(kb, job);
+    if (!a) {
+        why_set(why, whylen, "out of memory");
+        return TY_ENOMEM;
+    }
+    a->attempt = keep;
+    a->live = 1;
+    a->launched_once = 1;
+    pthread_mutex_lock(&kb->mu);
+    a->next = kb->attempts;
+    kb->attempts = a;
+    kb->used_ranks += a->world;
+    pthread_mutex_unlock(&kb->mu);
+    replay_pods(kb, job->id, keep);
+    out->adopted = a;
+    return TY_OK;
+}
+
+/* ---- logs ---------------------------------------------------------------------------------- */
+
+struct backend_log {
+    char *text;
+    size_t len, off;
+};
+
+typedef struct find_pod {
+    const char *job_id;
+    int attempt, rank;
+    char name[BACKEND_NAME_MAX];
+} find_pod;
+
+static ty_err match_pod(void *ud, const json_t *pod)
+{
+    find_pod *fp = ud;
+    const json_t *md = json_object_get(pod, "metadata");
+    const json_t *labels = json_object_get(md, "labels");
+    const char *job = json_string_value(json_object_get(labels, KUBE_LABEL_JOB_ID));
+    const char *att = json_string_value(json_object_get(labels, KUBE_LABEL_ATTEMPT));
+    if (!job || !att || strcmp(job, fp->job_id) || atoi(att) != fp->attempt ||
+        kb_pod_rank(pod) != fp->rank)
+        return TY_OK;
+    kb_fmt(fp->name, sizeof fp->name, "%s", json_string_value(json_object_get(md, "name")));
+    return TY_OK;
+}
+
+/* The log as the kubelet has it now (no follow: a reader asks again for more). */
+static ty_err kb_log_open(backend *b, const char *job_id, int attempt, int rank, long tail_lines,
+                          backend_log **out)
+{
+    kbe *kb = (kbe *)b;
+    find_pod fp = {job_id, attempt, rank, ""};
+    *out = NULL;
+    ty_informer_foreach(kb->pods, match_pod, &fp);
+    if (!fp.name[0])
+        return TY_ENOTFOUND;
+    char path[512], err[512];
+    if (tail_lines >= 0)
+        kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/log?tailLines=%ld", kb->ns,
+                 fp.name, tail_lines);
+    else
+        kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/log", kb->ns, fp.name);
+    ty_kresp r = {0};
+    ty_err e = ty_kclient_request(kb->c, "GET", path, NULL, &r, err, sizeof err);
+    if (e != TY_OK) {
+        ty_kresp_clear(&r);
+        return e;
+    }
+    backend_log *l = calloc(1, sizeof *l);
+    if (!l) {
+        ty_kresp_clear(&r);
+        return TY_ENOMEM;
+    }
+    l->text = r.body;
+    l->len = r.body ? r.body_len : 0;
+    r.body = NULL;
+    ty_kresp_clear(&r);
+    *out = l;
+    return TY_OK;
+}
+
+static long kb_log_read(backend_log *l, char *buf, size_t max)
+{
+    size_t n = l->len - l->off < max ? l->len - l->off : max;
+    memcpy(buf, l->text + l->off, n);
+    l->off += n;
+    return (long)n;
+}
+
+static void kb_log_close(backend_log *l)
+{
+    if (!l)
+        return;
+    free(l->text);
+    free(l);
+}
+
+/* ---- metrics ------------------------------------------------------------------------------- */
+
+ty_err kube_backend_metrics(backend *b, ty_buf *out)
+{
+    kbe *kb = (kbe *)b;
+    ty_err e = ty_kclient_stats_render(kb->c, out);
+    ty_informer *infs[3] = {kb->nodes, kb->pods, kb->jobs};
+    const char *names[3] = {"nodes", "pods", "jobs"};
+    if (e == TY_OK)
+        e = ty_buf_puts(out, "# TYPE trainyard_kube_informer_watch_restarts_total counter\n");
+    for (int i = 0; i < 3 && e == TY_OK; i++) {
+        ty_informer_stats st;
+        ty_informer_stats_get(infs[i], &st);
+        e = ty_buf_printf(out,
+                          "trainyard_kube_informer_watch_restarts_total{informer=\"%s\"} %llu\n"
+                          "trainyard_kube_informer_relists_total{informer=\"%s\"} %llu\n",
+                          names[i], (unsigned long long)st.watch_restarts, names[i],
+                          (unsigned long long)st.expired);
+    }
+    pthread_mutex_lock(&kb->mu);
+    if (e == TY_OK)
+        e = ty_buf_printf(out,
+                          "# TYPE trainyard_kube_objects_created_total counter\n"
+                          "trainyard_kube_objects_created_total %llu\n"
+                          "# TYPE trainyard_kube_objects_adopted_total counter\n"
+                          "trainyard_kube_objects_adopted_total %llu\n"
+                          "# TYPE trainyard_kube_launch_failures_total counter\n"
+                          "trainyard_kube_launch_failures_total %llu\n"
+                          "# TYPE trainyard_kube_withdrawn_total counter\n"
+                          "trainyard_kube_withdrawn_total %llu\n"
+                          "# TYPE trainyard_kube_placements_total counter\n",
+                          (unsigned long long)kb->created, (unsigned long long)kb->adopted,
+                          (unsigned long long)kb->launch_failures,
+                          (unsigned long long)kb->withdrawn);
+    const char *k;
+    json_t *v;
+    json_object_foreach(kb->placements, k, v)
+    {
+        if (e == TY_OK)
+            e = ty_buf_printf(out, "trainyard_kube_placements_total{result=\"%s\"} %lld\n", k,
+                              (long long)json_integer_value(v));
+    }
+    if (e == TY_OK)
+        e = ty_buf_puts(out, "# TYPE trainyard_kube_event_delay_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int i = 0; i < KB_HIST && e == TY_OK; i++) {
+        cum += kb->hist[i];
+        e = ty_buf_printf(out, "trainyard_kube_event_delay_seconds_bucket{le=\"%g\"} %llu\n",
+                          hist_bounds[i], (unsigned long long)cum);
+    }
+    if (e == TY_OK)
+        e = ty_buf_printf(out,
+                          "trainyard_kube_event_delay_seconds_bucket{le=\"+Inf\"} %llu\n"
+                          "trainyard_kube_event_delay_seconds_sum %.6f\n"
+                          "trainyard_kube_event_delay_seconds_count %llu\n",
+                          (unsigned long long)kb->hist_count, kb->hist_sum,
+                          (unsigned long long)kb->hist_count);
+    pthread_mutex_unlock(&kb->mu);
+    return e;
+}
+
+/* ---- life ---------------------------------------------------------------------------------- */
+
+static void kb_free(backend *b)
+{
+    kbe *kb = (kbe *)b;
+    if (!kb)
+        return;
+    if (kb->worker_started) {
+        pthread_mutex_lock(&kb->mu);
+        kb->quit = 1;
+        pthread_cond_signal(&kb->cv);
+        pthread_mutex_unlock(&kb->mu);
+        pthread_join(kb->worker, NULL);
+    }
+    ty_informer_free(kb->nodes);
+    ty_informer_free(kb->pods);
+    ty_informer_free(kb->jobs);
+    while (kb->ahead) {
+        kb_action *act = kb->ahead;
+        kb->ahead = act->next;
+        json_decref(act->obj);
+        json_decref(act->spec);
+        free(act);
+    }
+    while (kb->attempts) {
+        backend_attempt *a = kb->attempts;
+        kb->attempts = a->next;
+        free(a->ranks);
+        free(a);
+    }
+    ty_kclient_free(kb->c);
+    if (kb->efd >= 0)
+        close(kb->efd);
+    free(kb->q);
+    free(kb->qt);
+    json_decref(kb->placements);
+    pthread_cond_destroy(&kb->cv);
+    pthread_mutex_destroy(&kb->mu);
+    free(kb);
+}
+
+static const backend_ops kb_ops = {
+    .name = "kubernetes",
+    .reserve = kb_reserve,
+    .launch = kb_launch,
+    .event_fd = kb_event_fd,
+    .observe = kb_observe,
+    .stop = kb_stop,
+    .release = kb_release,
+    .recover = kb_recover,
+    .log_open = kb_log_open,
+    .log_read = kb_log_read,
+    .log_close = kb_log_close,
+    .capacity = kb_capacity,
+    .free = kb_free,
+};
+
+static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb, ty_informer **out,
+                             int64_t backoff_ms, char *err, size_t len)
+{
+    ty_informer_opts o;
+    ty_informer_opts_default(&o);
+    o.path = path;
+    o.on_event = cb;
+    o.ud = kb;
+    if (backoff_ms > 0) {
+        o.backoff_base_ms = backoff_ms;
+        o.backoff_max_ms = backoff_ms * 8;
+    }
+    return ty_informer_start(kb->c, &o, out, err, len);
+}
+
+ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err, size_t len)
+{
+    *out = NULL;
+    if (!cfg || !cfg->kubeconfig || !cfg->profile) {
+        why_set(err, len, "kube backend: a kubeconfig and a cluster profile are required");
+        return TY_EINVAL;
+    }
+    kbe *kb = calloc(1, sizeof *kb);
+    if (!kb) {
+        why_set(err, len, "out of memory");
+        return TY_ENOMEM;
+    }
+    kb->base.ops = &kb_ops;
+    kb->p = cfg->profile;
+    kb->efd = -1;
+    kb->atail = &kb->ahead;
+    pthread_mutex_init(&kb->mu, NULL);
+    pthread_cond_init(&kb->cv, NULL);
+    kb_fmt(kb->ns, sizeof kb->ns, "%s", cfg->namespace_ ? cfg->namespace_ : cfg->profile->namespace);
+    ty_err e = TY_OK;
+    if (!(kb->placements = json_object()))
+        e = TY_ENOMEM;
+    if (e == TY_OK && (kb->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        why_set(err, len, "kube backend: eventfd: %s", strerror(errno));
+        e = TY_EIO;
+    }
+    if (e == TY_OK)
+        e = ty_kclient_new(cfg->kubeconfig, cfg->client, &kb->c, err, len);
+    char path[512];
+    if (e == TY_OK)
+        e = start_informer(kb, "/api/v1/nodes", kb_node_event, &kb->nodes,
+                           cfg->informer_backoff_ms, err, len);
+    kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", kb->ns,
+             "trainyard.io%2Fjob-id");
+    if (e == TY_OK)
+        e = start_informer(kb, path, kb_pod_event, &kb->pods, cfg->informer_backoff_ms, err,
+                           len);
+    workload_path(kb, NULL, path, sizeof path);
+    kb_fmt(path + strlen(path), sizeof path - strlen(path), "?labelSelector=%s",
+             "trainyard.io%2Fjob-id");
+    if (e == TY_OK)
+        e = start_informer(kb, path, NULL, &kb->jobs, cfg->informer_backoff_ms, err, len);
+    if (e == TY_OK) {
+        int64_t wait = cfg->sync_timeout_ms > 0 ? cfg->sync_timeout_ms : 30000;
+        int64_t until = ty_time_now_ms() + wait;
+        ty_informer *infs[3] = {kb->nodes, kb->pods, kb->jobs};
+        const char *what[3] = {"nodes", "pods", "jobs"};
+        for (int i = 0; i < 3 && e == TY_OK; i++) {
+            int64_t left = until - ty_time_now_ms();
+            if (!ty_informer_wait_synced(infs[i], left > 0 ? left : 0)) {
+                char last[768];
+                ty_informer_last_error(infs[i], last, sizeof last);
+                if (i == 0)
+                    why_set(err, len, "cannot list nodes: %s", last[0] ? last : "no answer");
+                else
+                    why_set(err, len, "cannot list %s in namespace %s: %s", what[i], kb->ns,
+                            last[0] ? last : "no answer");
+                e = TY_EAGAIN;
+            }
+        }
+    }
+    if (e == TY_OK) {
+        if (pthread_create(&kb->worker, NULL, worker_main, kb) != 0) {
+            why_set(err, len, "kube backend: cannot start its worker thread");
+            e = TY_EIO;
+        } else {
+            kb->worker_started = 1;
+        }
+    }
+    if (e != TY_OK) {
+        kb_free(&kb->base);
+        return e;
+    }
+    *out = &kb->base;
+    return TY_OK;
+}

@@ -1,0 +1,63 @@
+/*
+ * kube_backend.h - the Kubernetes backend: every attempt of a job is a batch/v1 Job (Indexed,
+ * one pod per rank) and its headless Service, or a Volcano Job (render.h), in one namespace.
+ *
+ * Parts joined here: the API client (kclient.h), three informers (informer.h) that keep the
+ * cluster's nodes and the namespace's pods and Jobs labelled trainyard.io/job-id, the cluster
+ * profile (profile.h), rendering (render.h) and placement (placement.h). One worker thread
+ * performs the API writes (creates, deletes) in the order they were asked, so launch() and
+ * stop() return at once; what happens to the pods arrives through the informers' callbacks,
+ * which turn each change into backend events (backend.h) queued for observe() behind an
+ * eventfd.
+ *
+ * reserve() places the gang (placement.h) on the inventory the informers hold: GPUs per node,
+ * minus what the pods bound there request and what other reservations booked in a zone before
+ * their pods were bound. launch() places every attempt again (the zone of a reclaimed or
+ * withdrawn attempt is avoided when another fits). An attempt that waits for a node group to
+ * grow from zero is withdrawn after the profile's scale_up_timeout_seconds: its objects are
+ * deleted and it ends as one DISRUPTED (RECLAIMED, rank -1) event, which costs no restart.
+ *
+ * Objects of attempts that ended on their own are left to the Job's ttlSecondsAfterFinished
+ * (their pods keep their logs until then); stop() and withdrawal delete theirs.
+ *
+ * Threads: as backend.h. kube_backend_metrics() may be called from any thread.
+ */
+#ifndef TY_SCHEDULER_KUBE_KUBE_BACKEND_H
+#define TY_SCHEDULER_KUBE_KUBE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ty_buf.h"
+#include "common/ty_error.h"
+#include "scheduler/backend.h"
+#include "scheduler/kube/kclient.h"
+#include "scheduler/kube/kubeconfig.h"
+#include "scheduler/kube/profile.h"
+
+typedef struct kube_backend_config {
+    ty_kubeconfig *kubeconfig;      /* loaded (file or in-cluster); borrowed, outlives the backend */
+    const kube_profile *profile;    /* loaded; borrowed, outlives the backend */
+    const char *namespace_;         /* NULL: the profile's namespace */
+    const ty_kclient_opts *client;  /* NULL: the client's defaults */
+    int64_t sync_timeout_ms;        /* how long new() waits for the first lists; 0: 30000 */
+    int64_t informer_backoff_ms;    /* an informer's first wait after a failure; 0: its default */
+} kube_backend_config;
+
+/*
+ * Starts the backend: the client, the informers, the worker; waits (bounded) until the first
+ * lists of nodes, pods and Jobs arrived. TY_EAGAIN with err saying which list failed and why
+ * ("cannot list pods in namespace trainyard: ... (HTTP 403 Forbidden)") when they did not in
+ * time; TY_EINVAL for a bad config; TY_ENOMEM, TY_EIO.
+ */
+ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err, size_t len);
+
+/*
+ * Appends the backend's counters as Prometheus text: the client's (kclient.h), informer watch
+ * restarts and re-lists, objects created, placement decisions and waits by reason, and
+ * trainyard_kube_event_delay_seconds, a histogram of the time from an informer's delivery of a
+ * change to observe() handing out the event it caused. b must be a Kubernetes backend.
+ */
+ty_err kube_backend_metrics(backend *b, ty_buf *out);
+
+#endif

@@ -1,0 +1,369 @@
+/*
+ * kube_events.c - the informers' changes of pods and nodes as backend events (backend.h).
+ *
+ * A rank's life is read from its pod: bound (PLACED), unschedulable or pulling its image in
+ * vain (PENDING, with the scheduler's or the kubelet's words), its container running (RUNNING),
+ * then exactly one end. Why a pod ended decides the end's kind: Succeeded is EXITED 0; Failed
+ * is EXITED with the container's code and reason ("OOMKilled"), unless the pod was taken away
+ * (status.reason Evicted/Preempting, a DisruptionTarget condition, exit 75 for "resumable"),
+ * then DISRUPTED. A pod deleted before it ended was stopped (we asked), lost with its node, or
+ * evicted. A node tainted for spot reclaim, or a running pod marked DisruptionTarget, is a
+ * notice (DISRUPTED, ended 0) so the loop stops the gang while it can still checkpoint.
+ */
+#include "scheduler/kube/kube_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ty_time.h"
+#include "scheduler/kube/placement.h"
+
+static const json_t *md(const json_t *o, const char *key)
+{
+    return json_object_get(json_object_get(o, "metadata"), key);
+}
+
+static const char *str(const json_t *o, const char *k1, const char *k2)
+{
+    const json_t *v = json_object_get(o, k1);
+    if (k2)
+        v = json_object_get(v, k2);
+    return json_string_value(v);
+}
+
+int kb_pod_rank(const json_t *pod)
+{
+    const char *idx = json_string_value(json_object_get(md(pod, "annotations"), KB_ANN_INDEX));
+    if (!idx)
+        idx = json_string_value(json_object_get(md(pod, "annotations"), KB_ANN_VC_INDEX));
+    if (!idx)
+        idx = json_string_value(json_object_get(md(pod, "labels"), KB_ANN_INDEX));
+    if (!idx || !*idx)
+        return -1;
+    char *end;
+    long r = strtol(idx, &end, 10);
+    return *end || r < 0 || r > 100000 ? -1 : (int)r;
+}
+
+static const json_t *condition(const json_t *obj, const char *type)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(obj, "status"), "conditions"), i, c)
+    {
+        const char *t = str(c, "type", NULL);
+        if (t && !strcmp(t, type))
+            return c;
+    }
+    return NULL;
+}
+
+static int condition_true(const json_t *obj, const char *type)
+{
+    const char *s = str(condition(obj, type), "status", NULL);
+    return s && !strcmp(s, "True");
+}
+
+int kb_node_ready(const json_t *node)
+{
+    return condition_true(node, "Ready");
+}
+
+static int has_taint(const json_t *node, const char *key)
+{
+    size_t i;
+    const json_t *t;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t)
+    {
+        const char *k = str(t, "key", NULL);
+        if (k && !strcmp(k, key))
+            return 1;
+    }
+    return 0;
+}
+
+static size_t hard_taints(const json_t *node)
+{
+    size_t i, n = 0;
+    const json_t *t;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t)
+    {
+        const char *e = str(t, "effect", NULL);
+        n += e && (!strcmp(e, "NoSchedule") || !strcmp(e, "NoExecute"));
+    }
+    return n;
+}
+
+/* The first container's status (ours run one container). */
+static const json_t *container(const json_t *pod)
+{
+    return json_array_get(json_object_get(json_object_get(pod, "status"), "containerStatuses"),
+                          0);
+}
+
+/* A DisruptionTarget condition's reason as the interface's disruption; 0 when none. */
+static backend_disruption disruption_of(const json_t *pod, char *why, size_t len)
+{
+    const char *reason = str(pod, "status", "reason");
+    const json_t *dt = condition(pod, "DisruptionTarget");
+    const char *dr = dt && condition_true(pod, "DisruptionTarget") ? str(dt, "reason", NULL)
+                                                                   : NULL;
+    const char *msg = dt ? str(dt, "message", NULL) : str(pod, "status", "message");
+    backend_disruption d = 0;
+    if ((reason && !strcmp(reason, "Preempting")) ||
+        (dr && !strcmp(dr, "PreemptionByKubeScheduler")))
+        d = BACKEND_DISRUPT_PREEMPTED;
+    else if (dr && (!strcmp(dr, "DeletionByTaintManager") || !strcmp(dr, "DeletionByPodGC")))
+        d = BACKEND_DISRUPT_NODE_LOST;
+    else if ((reason && !strcmp(reason, "Evicted")) || dr)
+        d = BACKEND_DISRUPT_EVICTED;
+    if (d)
+        kb_fmt(why, len, "%s%s%s", dr ? dr : reason ? reason : "", msg ? ": " : "",
+                 msg ? msg : "");
+    return d;
+}
+
+static void end_failed(kbe *kb, backend_attempt *a, int r, const json_t *pod, uint64_t t0)
+{
+    const json_t *term = json_object_get(json_object_get(container(pod), "state"), "terminated");
+    const char *treason = str(term, "reason", NULL);
+    const char *tmsg = str(term, "message", NULL);
+    backend_event ev = {.exit_code = -1};
+    if (json_is_integer(json_object_get(term, "exitCode")))
+        ev.exit_code = (int)json_integer_value(json_object_get(term, "exitCode"));
+    if (json_integer_value(json_object_get(term, "signal")) > 0) {
+        ev.signal = (int)json_integer_value(json_object_get(term, "signal"));
+        ev.exit_code = -1;
+    }
+    backend_disruption d = disruption_of(pod, ev.detail, sizeof ev.detail);
+    if (a->stopping) {
+        ev.kind = BACKEND_EV_DISRUPTED;
+        ev.disruption = BACKEND_DISRUPT_STOP_REQUESTED;
+    } else if (d) {
+        ev.kind = BACKEND_EV_DISRUPTED;
+        ev.disruption = d;
+    } else if (ev.exit_code == 75) {
+        ev.kind = BACKEND_EV_DISRUPTED;
+        ev.disruption = BACKEND_DISRUPT_RESUMABLE;
+    } else if (a->ranks[r].noticed) {
+        ev.kind = BACKEND_EV_DISRUPTED;
+        ev.disruption = BACKEND_DISRUPT_RECLAIMED;
+    } else {
+        ev.kind = BACKEND_EV_EXITED;
+        if (treason && strcmp(treason, "Error") && strcmp(treason, "Completed"))
+            kb_fmt(ev.detail, sizeof ev.detail, "%s%s%s", treason, tmsg ? ": " : "",
+                     tmsg ? tmsg : "");
+        else if (!term)
+            kb_fmt(ev.detail, sizeof ev.detail, "the pod failed: %s",
+                     str(pod, "status", "message") ? str(pod, "status", "message")
+                                                   : "no container status");
+    }
+    kb_end_rank(kb, a, r, &ev, t0);
+}
+
+static void end_deleted(kbe *kb, backend_attempt *a, int r, const json_t *pod, uint64_t t0)
+{
+    backend_event ev = {.kind = BACKEND_EV_DISRUPTED, .exit_code = -1};
+    const char *node = a->ranks[r].node;
+    json_t *n = node[0] ? ty_informer_get(kb->nodes, NULL, node) : NULL;
+    backend_disruption d = disruption_of(pod, ev.detail, sizeof ev.detail);
+    if (a->stopping || a->gang_failed) {
+        ev.disruption = BACKEND_DISRUPT_STOP_REQUESTED;
+        kb_fmt(ev.detail, sizeof ev.detail, "%s",
+                 a->stopping ? "deleted as asked" : "deleted: another rank of the gang failed");
+    } else if (node[0] && !n) {
+        ev.disruption = BACKEND_DISRUPT_NODE_LOST;
+        kb_fmt(ev.detail, sizeof ev.detail, "node %s is gone", node);
+    } else if (d) {
+        ev.disruption = d;
+    } else if (a->ranks[r].noticed) {
+        ev.disruption = BACKEND_DISRUPT_RECLAIMED;
+        kb_fmt(ev.detail, sizeof ev.detail, "deleted after a reclaim notice");
+    } else {
+        ev.disruption = BACKEND_DISRUPT_EVICTED;
+        kb_fmt(ev.detail, sizeof ev.detail, "the pod was deleted before it ended");
+    }
+    json_decref(n);
+    kb_end_rank(kb, a, r, &ev, t0);
+}
+
+static void pending(kbe *kb, backend_attempt *a, int r, const char *detail, uint64_t t0)
+{
+    krank *k = &a->ranks[r];
+    if (!strncmp(k->pending, detail, sizeof k->pending - 1))
+        return; /* repeated only when the reason changes */
+    kb_fmt(k->pending, sizeof k->pending, "%s", detail);
+    backend_event ev = {.kind = BACKEND_EV_PENDING, .attempt = a, .rank = r, .exit_code = -1};
+    kb_fmt(ev.detail, sizeof ev.detail, "%s", detail);
+    kb_push(kb, &ev, t0);
+}
+
+void kb_pod_changed(kbe *kb, const json_t *pod, int deleted, uint64_t t0)
+{
+    const char *job = json_string_value(json_object_get(md(pod, "labels"), KUBE_LABEL_JOB_ID));
+    const char *att = json_string_value(json_object_get(md(pod, "labels"), KUBE_LABEL_ATTEMPT));
+    const char *name = json_string_value(md(pod, "name"));
+    if (!job || !att || !name)
+        return;
+    backend_attempt *a = kb_find(kb, job, atoi(att));
+    int r = kb_pod_rank(pod);
+    if (!a || r < 0 || r >= a->world)
+        return;
+    krank *k = &a->ranks[r];
+    if (k->ended || (k->pod[0] && strcmp(k->pod, name)))
+        return; /* a rank's first pod is the rank: a later one of the same index is not ours */
+    kb_fmt(k->pod, sizeof k->pod, "%s", name);
+
+    const char *node = str(pod, "spec", "nodeName");
+    if (node && *node && !k->placed) {
+        k->placed = 1;
+        kb_fmt(k->node, sizeof k->node, "%s", node);
+        backend_event ev = {.kind = BACKEND_EV_PLACED, .attempt = a, .rank = r, .exit_code = -1};
+        kb_fmt(ev.where.pod, sizeof ev.where.pod, "%s", name);
+        kb_fmt(ev.where.node, sizeof ev.where.node, "%s", node);
+        kb_push(kb, &ev, t0);
+    }
+    const char *phase = str(pod, "status", "phase");
+    phase = phase ? phase : "Pending";
+    const json_t *cs = container(pod);
+    const json_t *running = json_object_get(json_object_get(cs, "state"), "running");
+    if (!k->running && !strcmp(phase, "Running") && running) {
+        k->running = 1;
+        backend_event ev = {.kind = BACKEND_EV_RUNNING, .attempt = a, .rank = r, .exit_code = -1};
+        kb_fmt(ev.where.pod, sizeof ev.where.pod, "%s", name);
+        kb_fmt(ev.where.node, sizeof ev.where.node, "%s", k->node);
+        int64_t ms = 0;
+        const char *at = str(running, "startedAt", NULL);
+        if (at && ty_time_parse_rfc3339(at, &ms) == 0)
+            ev.where.started_ms = ms;
+        kb_push(kb, &ev, t0);
+        int all = 1;
+        for (int i = 0; i < a->world; i++)
+            all &= a->ranks[i].running || a->ranks[i].ended;
+        if (all)
+            a->grow_deadline_ms = 0; /* the group grew in time */
+    }
+    if (!strcmp(phase, "Succeeded")) {
+        backend_event ev = {.kind = BACKEND_EV_EXITED, .exit_code = 0};
+        if (a->stopping) {
+            ev.kind = BACKEND_EV_DISRUPTED;
+            ev.disruption = BACKEND_DISRUPT_STOP_REQUESTED;
+            ev.exit_code = 0;
+        }
+        kb_end_rank(kb, a, r, &ev, t0);
+        return;
+    }
+    if (!strcmp(phase, "Failed")) {
+        end_failed(kb, a, r, pod, t0);
+        return;
+    }
+    if (deleted) {
+        end_deleted(kb, a, r, pod, t0);
+        return;
+    }
+    if (!strcmp(phase, "Running") && !k->noticed && !a->stopping &&
+        condition_true(pod, "DisruptionTarget")) {
+        k->noticed = 1;
+        backend_event ev = {.kind = BACKEND_EV_DISRUPTED, .attempt = a, .rank = r,
+                            .exit_code = -1};
+        ev.disruption = disruption_of(pod, ev.detail, sizeof ev.detail);
+        if (!ev.disruption)
+            ev.disruption = BACKEND_DISRUPT_RECLAIMED;
+        kb_push(kb, &ev, t0);
+        return;
+    }
+    if (strcmp(phase, "Pending"))
+        return;
+    const json_t *sched = condition(pod, "PodScheduled");
+    const char *ss = str(sched, "status", NULL);
+    if (ss && !strcmp(ss, "False") && !k->placed) {
+        const char *msg = str(sched, "message", NULL);
+        pending(kb, a, r, msg ? msg : str(sched, "reason", NULL) ? str(sched, "reason", NULL)
+                                                                : "unschedulable", t0);
+        return;
+    }
+    const json_t *waiting = json_object_get(json_object_get(cs, "state"), "waiting");
+    const char *wr = str(waiting, "reason", NULL);
+    if (wr && (!strcmp(wr, "ErrImagePull") || !strcmp(wr, "ImagePullBackOff") ||
+               !strcmp(wr, "InvalidImageName"))) {
+        char d[BACKEND_DETAIL_MAX];
+        const char *wm = str(waiting, "message", NULL);
+        kb_fmt(d, sizeof d, "image pull: %s%s%s", wr, wm ? ": " : "", wm ? wm : "");
+        pending(kb, a, r, d, t0);
+    }
+}
+
+void kb_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj)
+{
+    kbe *kb = ud;
+    uint64_t t0 = ty_time_mono_ns();
+    pthread_mutex_lock(&kb->mu);
+    if (type == TY_INF_DELETED)
+        kb_pod_changed(kb, old_obj, 1, t0);
+    else
+        kb_pod_changed(kb, new_obj, 0, t0);
+    pthread_mutex_unlock(&kb->mu);
+}
+
+/* Whether a node change may let a waiting gang fit. */
+static int capacity_grew(const json_t *old_obj, const json_t *new_obj)
+{
+    if (!old_obj)
+        return 1;
+    const char *key = KB_GPU;
+    int before = kb_quantity_int(
+        json_object_get(json_object_get(json_object_get(old_obj, "status"), "allocatable"), key));
+    int after = kb_quantity_int(
+        json_object_get(json_object_get(json_object_get(new_obj, "status"), "allocatable"), key));
+    int unsched_before = json_is_true(json_object_get(json_object_get(old_obj, "spec"),
+                                                      "unschedulable"));
+    int unsched_after = json_is_true(json_object_get(json_object_get(new_obj, "spec"),
+                                                     "unschedulable"));
+    return (!kb_node_ready(old_obj) && kb_node_ready(new_obj)) ||
+           (unsched_before && !unsched_after) || hard_taints(new_obj) < hard_taints(old_obj) ||
+           (has_taint(old_obj, KUBE_RECLAIM_TAINT) && !has_taint(new_obj, KUBE_RECLAIM_TAINT)) ||
+           after > before;
+}
+
+void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj)
+{
+    kbe *kb = ud;
+    uint64_t t0 = ty_time_mono_ns();
+    const json_t *node = new_obj ? new_obj : old_obj;
+    const char *name = json_string_value(md(node, "name"));
+    const char *zone = json_string_value(json_object_get(md(node, "labels"), KB_LABEL_ZONE));
+    if (!name)
+        return;
+    int reclaim = type != TY_INF_DELETED && has_taint(new_obj, KUBE_RECLAIM_TAINT) &&
+                  !(old_obj && has_taint(old_obj, KUBE_RECLAIM_TAINT));
+    pthread_mutex_lock(&kb->mu);
+    if (type != TY_INF_DELETED && capacity_grew(old_obj, new_obj))
+        kb_push_capacity(kb);
+    for (backend_attempt *a = kb->attempts; a && (reclaim || type == TY_INF_DELETED);
+         a = a->next) {
+        if (!a->live)
+            continue;
+        for (int r = 0; r < a->world; r++) {
+            krank *k = &a->ranks[r];
+            if (k->ended || strcmp(k->node, name))
+                continue;
+            if (zone && !a->avoid[0])
+                kb_fmt(a->avoid, sizeof a->avoid, "%s", zone);
+            backend_event ev = {.kind = BACKEND_EV_DISRUPTED, .attempt = a, .rank = r,
+                                .exit_code = -1};
+            if (type == TY_INF_DELETED) {
+                ev.disruption = BACKEND_DISRUPT_NODE_LOST;
+                kb_fmt(ev.detail, sizeof ev.detail, "node %s was deleted", name);
+                kb_end_rank(kb, a, r, &ev, t0);
+            } else if (!k->noticed && !a->stopping) {
+                k->noticed = 1;
+                ev.disruption = BACKEND_DISRUPT_RECLAIMED;
+                kb_fmt(ev.detail, sizeof ev.detail,
+                         "node %s is being reclaimed (taint " KUBE_RECLAIM_TAINT ")", name);
+                kb_push(kb, &ev, t0);
+            }
+        }
+    }
+    pthread_mutex_unlock(&kb->mu);
+}

@@ -1,0 +1,111 @@
+/*
+ * kube_int.h - what the Kubernetes backend's files share (kube_backend.c: the operations and the
+ * worker; kube_events.c: informer changes as backend events). Not a public API.
+ */
+#ifndef TY_SCHEDULER_KUBE_KUBE_INT_H
+#define TY_SCHEDULER_KUBE_KUBE_INT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "scheduler/backend.h"
+#include "scheduler/kube/informer.h"
+#include "scheduler/kube/kclient.h"
+#include "scheduler/kube/kube_backend.h"
+#include "scheduler/kube/profile.h"
+#include "scheduler/kube/render.h"
+
+#define KB_GPU "nvidia.com/gpu"
+#define KB_LABEL_ZONE "topology.kubernetes.io/zone"
+#define KB_LABEL_GROUP "eks.amazonaws.com/nodegroup"
+#define KB_ANN_INDEX "batch.kubernetes.io/job-completion-index"
+#define KB_ANN_VC_INDEX "volcano.sh/task-index"
+#define KB_HIST 8
+
+/* What the backend knows of one rank of the attempt launched last. */
+typedef struct krank {
+    char pod[BACKEND_NAME_MAX];
+    char node[BACKEND_NAME_MAX];
+    int placed, running, ended, noticed;
+    char pending[BACKEND_DETAIL_MAX]; /* the last PENDING detail sent */
+} krank;
+
+struct backend_attempt {
+    struct kbe *kb;
+    struct backend_attempt *next;
+    char job_id[32];
+    int world, gpus_per_rank;
+    char gpu_type[64], capacity[32], want_zone[64];
+    char zone[64];                 /* the zone booked and pinned; "" when none */
+    char avoid[64];                /* the zone the next placement avoids (reclaimed, withdrawn) */
+    int attempt;                   /* the attempt launched last (0 before) */
+    int launched_once;
+    int live;                      /* its events are wanted: launched, not failed or withdrawn */
+    int stopping, gang_failed;
+    int grow_nodes;
+    char group[64], grow_reason[256];
+    int64_t grow_deadline_ms;      /* 0: not waiting for a node group */
+    krank *ranks;
+};
+
+typedef enum kb_act_kind { KB_ACT_CREATE = 1, KB_ACT_DELETE } kb_act_kind;
+
+/* One API write for the worker; self-contained (the attempt may be released meanwhile). */
+typedef struct kb_action {
+    struct kb_action *next;
+    kb_act_kind kind;
+    char job_id[32];
+    int attempt;
+    char name[KUBE_NAME_MAX];
+    json_t *obj;                   /* CREATE: the workload */
+    json_t *spec;                  /* CREATE: the spec it was rendered from (for the Service) */
+    int grace;                     /* DELETE: gracePeriodSeconds, -1 for the default */
+    int hard;                      /* DELETE: the pods too, at once */
+    int report;                    /* DELETE: a failure is a STOP_FAILED (a stop asked it) */
+} kb_action;
+
+typedef struct kbe {
+    backend base;
+    const kube_profile *p;
+    char ns[64];
+    ty_kclient *c;
+    ty_informer *nodes, *pods, *jobs;
+    pthread_mutex_t mu;            /* everything below */
+    pthread_cond_t cv;
+    backend_attempt *attempts;
+    int used_ranks;
+    backend_event *q;
+    uint64_t *qt;                  /* per event: when its informer delivered the change (mono ns) */
+    size_t qlen, qcap;
+    int efd;
+    kb_action *ahead, **atail;
+    int quit, worker_started;
+    pthread_t worker;
+    uint64_t created, adopted, launch_failures, withdrawn;
+    json_t *placements;            /* result -> count */
+    uint64_t hist[KB_HIST + 1], hist_count;
+    double hist_sum;
+} kbe;
+
+void kb_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Under kb->mu. */
+void kb_push(kbe *kb, backend_event *ev, uint64_t t0);
+void kb_push_capacity(kbe *kb);
+backend_attempt *kb_find(kbe *kb, const char *job_id, int attempt);
+void kb_end_rank(kbe *kb, backend_attempt *a, int r, backend_event *ev, uint64_t t0);
+/* A pod of ours as it is now (deleted: its last state): the events it means. Under kb->mu. */
+void kb_pod_changed(kbe *kb, const json_t *pod, int deleted, uint64_t t0);
+
+/* The informers' callbacks (they take kb->mu). */
+void kb_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj);
+void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj);
+
+/* Pure helpers. */
+int kb_quantity_int(const json_t *q);
+int kb_pod_gpus(const json_t *pod);
+int kb_pod_rank(const json_t *pod);
+int kb_node_ready(const json_t *node);
+
+#endif

@@ -1,0 +1,777 @@
+/*
+ * test_kube_backend.c - the Kubernetes backend (scheduler/kube/kube_backend.h) driven through its
+ * operations against fake-kube-apiserver on loopback, as the reconcile loop drives it: reserve,
+ * launch, then a loop that polls event_fd() and observe() while the test plays the kubelet and
+ * the cluster through the fake's control API (pod phases, evictions, taints, nodes, node groups,
+ * faults, dropped watches).
+ *
+ * Usage: test_kube_backend FAKE_BINARY (CTest passes it). Each case starts its own fake with the
+ * 14-node cluster of tests/fixtures/fake-kube/ and a backend with profile-backend.yaml.
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "common/ty_buf.h"
+#include "scheduler/kube/kclient.h"
+#include "scheduler/kube/kube_backend.h"
+#include "scheduler/kube/kubeconfig.h"
+#include "scheduler/kube/profile.h"
+#include "scheduler/kube/render.h"
+
+#define NS "kbe"
+#define SEL "labelSelector=trainyard.io%%2Fjob-id%%3D" /* in formats */
+
+static const char *g_binary;
+static pid_t g_pid;
+static char g_dir[64];
+static ty_kubeconfig *g_kc;
+static ty_kclient *g_c;       /* the test's own client, for the fake's API */
+static kube_profile *g_prof;
+static backend *g_b;
+
+/* Every event observed in the case, in order; `taken` marks those a check consumed. */
+#define MAX_EVENTS 512
+static backend_event g_ev[MAX_EVENTS];
+static int g_taken[MAX_EVENTS];
+static size_t g_nev;
+
+/* ---- the fake -------------------------------------------------------------------------------- */
+
+static json_t *api(const char *method, const char *path, const char *body, long want)
+{
+    ty_kresp r = {0};
+    char err[1024] = "";
+    ty_kclient_request(g_c, method, path, body, &r, err, sizeof(err));
+    if (r.code != want)
+        fail_msg("%s %s: HTTP %ld, want %ld: %s", method, path, r.code, want, err);
+    json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    ty_kresp_clear(&r);
+    return j;
+}
+
+static void fake(const char *method, const char *path, const char *body)
+{
+    json_decref(api(method, path, body, 200));
+}
+
+static void fakef(const char *method, const char *body, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fakef(const char *method, const char *body, const char *fmt, ...)
+{
+    char path[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(path, sizeof(path), fmt, ap);
+    va_end(ap);
+    fake(method, path, body);
+}
+
+/* Moves every pod of a job's attempt to phase (with exit code and reason). */
+static void pods_phase(const char *job, int attempt, const char *phase, int code,
+                       const char *reason)
+{
+    char body[256];
+    snprintf(body, sizeof(body), "{\"phase\":\"%s\",\"exitCode\":%d,\"reason\":\"%s\"}", phase,
+             code, reason);
+    fakef("POST", body, "/fake/pods/" NS "/phase?" SEL "%s,trainyard.io%%2Fattempt%%3D%d", job,
+          attempt);
+}
+
+/* The list of a job's objects of one kind ("pods", "services", "jobs"), new. */
+static json_t *objects(const char *kind, const char *job)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/namespaces/" NS "/%s?" SEL "%s",
+             strcmp(kind, "jobs") ? "/api/v1" : "/apis/batch/v1", kind, job);
+    json_t *l = api("GET", path, NULL, 200);
+    json_t *items = json_incref(json_object_get(l, "items"));
+    json_decref(l);
+    return items;
+}
+
+static const char *pod_of_rank(json_t *pods, int rank)
+{
+    size_t i;
+    json_t *p;
+    char want[16];
+    snprintf(want, sizeof(want), "%d", rank);
+    json_array_foreach(pods, i, p)
+    {
+        const char *idx = json_string_value(json_object_get(
+            json_object_get(json_object_get(p, "metadata"), "annotations"),
+            "batch.kubernetes.io/job-completion-index"));
+        if (idx && !strcmp(idx, want))
+            return json_string_value(json_object_get(json_object_get(p, "metadata"), "name"));
+    }
+    return NULL;
+}
+
+static const char *node_of(json_t *pods, const char *pod)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(pods, i, p)
+    {
+        if (!strcmp(json_string_value(json_object_get(json_object_get(p, "metadata"), "name")),
+                    pod))
+            return json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName"));
+    }
+    return NULL;
+}
+
+/* Whether the job's attempt is pinned to zone (its pod template's node affinity says so); waits
+ * for the Job to be created (the backend's worker creates it after launch() returned). */
+static int pinned_to(const char *job, int attempt, const char *zone)
+{
+    char path[256], name[KUBE_NAME_MAX], err[512];
+    assert_int_equal(kube_render_name(job, (unsigned)attempt, name, sizeof(name)), TY_OK);
+    snprintf(path, sizeof(path), "/apis/batch/v1/namespaces/" NS "/jobs/%s", name);
+    for (int i = 0; i < 200; i++) {
+        ty_kresp r = {0};
+        ty_err e = ty_kclient_request(g_c, "GET", path, NULL, &r, err, sizeof(err));
+        ty_kresp_clear(&r);
+        if (e != TY_ENOTFOUND)
+            break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    json_t *j = api("GET", path, NULL, 200);
+    json_t *aff = json_object_get(json_object_get(json_object_get(json_object_get(
+                                      json_object_get(j, "spec"), "template"), "spec"),
+                                  "affinity"), "nodeAffinity");
+    char *text = json_dumps(aff, JSON_COMPACT);
+    int yes = text && strstr(text, zone) != NULL;
+    free(text);
+    json_decref(j);
+    return yes;
+}
+
+/* ---- the loop -------------------------------------------------------------------------------- */
+
+static void pump(int ms)
+{
+    struct pollfd p = {g_b->ops->event_fd(g_b), POLLIN, 0};
+    poll(&p, 1, ms);
+    g_nev += g_b->ops->observe(g_b, g_ev + g_nev, MAX_EVENTS - g_nev);
+    assert_true(g_nev < MAX_EVENTS);
+}
+
+/* The first event not yet taken of kind for rank (-2: any) and attempt (NULL: any), waited for
+ * up to 15 s; fails the test without one. */
+static backend_event *expect(backend_event_kind kind, int rank, backend_attempt *a)
+{
+    for (int waited = 0; waited < 15000; waited += 50) {
+        for (size_t i = 0; i < g_nev; i++) {
+            if (g_taken[i] || g_ev[i].kind != kind || (rank != -2 && g_ev[i].rank != rank) ||
+                (a && g_ev[i].attempt != a))
+                continue;
+            g_taken[i] = 1;
+            return &g_ev[i];
+        }
+        pump(50);
+    }
+    fail_msg("no event of kind %d for rank %d", (int)kind, rank);
+    return NULL;
+}
+
+/* Whether an event of kind for rank came (none taken); drains for ms first. */
+static int seen(backend_event_kind kind, int rank, int ms)
+{
+    for (int waited = 0; waited < ms; waited += 50)
+        pump(50);
+    for (size_t i = 0; i < g_nev; i++)
+        if (g_ev[i].kind == kind && (rank == -2 || g_ev[i].rank == rank))
+            return 1;
+    return 0;
+}
+
+/* ---- jobs ------------------------------------------------------------------------------------ */
+
+static const char *const g_argv[] = {"python", "train.py", "--epochs", "1", NULL};
+static const char *const g_env[] = {"LR=0.1", NULL};
+
+static backend_job job_of(const char *id, int attempt, int world, int gpus, const char *type,
+                          const char *capacity)
+{
+    return (backend_job){
+        .id = id,
+        .attempt = attempt,
+        .world_size = world,
+        .argv = g_argv,
+        .env = g_env,
+        .image = "ghcr.io/example/train:1",
+        .cpu = "4",
+        .memory = "16Gi",
+        .cpu_cores = 4,
+        .memory_bytes = 16.0 * 1024 * 1024 * 1024,
+        .gpus_per_rank = gpus,
+        .gpu_type = type,
+        .zone = "auto",
+        .capacity = capacity,
+    };
+}
+
+static backend_attempt *reserve_ok(const backend_job *j)
+{
+    backend_attempt *a = NULL;
+    char why[512] = "";
+    ty_err e = g_b->ops->reserve(g_b, j, &a, why, sizeof(why));
+    if (e != TY_OK)
+        fail_msg("reserve: %s: %s", ty_strerror(e), why);
+    assert_non_null(a);
+    return a;
+}
+
+/* Launches and waits until every rank is placed; returns the pods (new). */
+static json_t *launch_placed(backend_attempt *a, const backend_job *j)
+{
+    g_b->ops->launch(g_b, a, j);
+    for (int r = 0; r < j->world_size; r++) {
+        backend_event *ev = expect(BACKEND_EV_PLACED, r, a);
+        assert_true(ev->where.pod[0] != '\0');
+        assert_true(ev->where.node[0] != '\0');
+    }
+    return objects("pods", j->id);
+}
+
+static void run_all(const backend_job *j, backend_attempt *a)
+{
+    pods_phase(j->id, j->attempt, "Running", 0, "");
+    for (int r = 0; r < j->world_size; r++) {
+        backend_event *ev = expect(BACKEND_EV_RUNNING, r, a);
+        assert_true(ev->where.started_ms > 0);
+    }
+}
+
+static uint64_t metric(const char *name)
+{
+    ty_buf b = {0};
+    assert_int_equal(kube_backend_metrics(g_b, &b), TY_OK);
+    ty_buf_puts(&b, "");
+    const char *at = strstr(b.data, name); /* "NAME VALUE" (past the "# TYPE NAME" line) */
+    while (at && at > b.data && at[-1] != '\n')
+        at = strstr(at + 1, name);
+    uint64_t v = at ? strtoull(at + strlen(name), NULL, 10) : UINT64_MAX;
+    ty_buf_free(&b);
+    return v;
+}
+
+/* ---- cases ----------------------------------------------------------------------------------- */
+
+static void test_gang_succeeds(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000a";
+    backend_job j = job_of(id, 1, 2, 4, "a100", "spot");
+    backend_attempt *a = reserve_ok(&j);
+    int total, used;
+    g_b->ops->capacity(g_b, &total, &used);
+    assert_int_equal(used, 2);
+    json_t *pods = launch_placed(a, &j);
+
+    /* One Job and one Service, labelled, the gang pinned to the zone with the most room. */
+    json_t *jobs = objects("jobs", id), *svcs = objects("services", id);
+    assert_int_equal(json_array_size(jobs), 1);
+    assert_int_equal(json_array_size(svcs), 1);
+    const json_t *labels =
+        json_object_get(json_object_get(json_array_get(svcs, 0), "metadata"), "labels");
+    assert_string_equal(json_string_value(json_object_get(labels, "trainyard.io/attempt")), "1");
+    assert_true(pinned_to(id, 1, "us-west-2b"));
+    assert_int_equal(json_array_size(pods), 2);
+    assert_non_null(strstr(node_of(pods, pod_of_rank(pods, 0)), "usw2b-a100-spot"));
+
+    run_all(&j, a);
+    pods_phase(id, 1, "Succeeded", 0, "");
+    for (int r = 0; r < 2; r++) {
+        backend_event *ev = expect(BACKEND_EV_EXITED, r, a);
+        assert_int_equal(ev->exit_code, 0);
+    }
+    assert_int_equal(metric("trainyard_kube_objects_created_total "), 2);
+    g_b->ops->release(g_b, a);
+    g_b->ops->capacity(g_b, &total, &used);
+    assert_int_equal(used, 0);
+    json_decref(pods);
+    json_decref(jobs);
+    json_decref(svcs);
+}
+
+static void test_oom_killed(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000b";
+    backend_job j = job_of(id, 1, 1, 8, "a100", "on-demand");
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    run_all(&j, a);
+    char path[256];
+    snprintf(path, sizeof(path), "/fake/pods/" NS "/%s/phase", pod_of_rank(pods, 0));
+    fake("POST", path, "{\"phase\":\"Failed\",\"exitCode\":137,\"reason\":\"OOMKilled\"}");
+    backend_event *ev = expect(BACKEND_EV_EXITED, 0, a);
+    assert_int_equal(ev->exit_code, 137);
+    assert_non_null(strstr(ev->detail, "OOMKilled"));
+    g_b->ops->release(g_b, a);
+    json_decref(pods);
+}
+
+static void test_eviction(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000c";
+    backend_job j = job_of(id, 1, 1, 8, "a100", "on-demand");
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    run_all(&j, a);
+    fakef("POST", "{}", "/fake/pods/" NS "/%s/evict", pod_of_rank(pods, 0));
+    backend_event *ev;
+    do
+        ev = expect(BACKEND_EV_DISRUPTED, 0, a);
+    while (!ev->ended);
+    assert_int_equal(ev->disruption, BACKEND_DISRUPT_EVICTED);
+    assert_false(seen(BACKEND_EV_EXITED, 0, 200));
+    g_b->ops->release(g_b, a);
+    json_decref(pods);
+}
+
+static void test_spot_reclaim_moves_zone(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000d";
+    backend_job j = job_of(id, 1, 1, 8, "a100", "spot");
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    assert_true(pinned_to(id, 1, "us-west-2b"));
+    run_all(&j, a);
+    const char *node = node_of(pods, pod_of_rank(pods, 0));
+    fakef("POST",
+          "{\"key\":\"aws-node-termination-handler/spot-itn\",\"value\":\"true\","
+          "\"effect\":\"NoSchedule\"}",
+          "/fake/nodes/%s/taint", node);
+    backend_event *ev = expect(BACKEND_EV_DISRUPTED, 0, a);
+    assert_int_equal(ev->ended, 0);
+    assert_int_equal(ev->disruption, BACKEND_DISRUPT_RECLAIMED);
+
+    g_b->ops->stop(g_b, a, 0);
+    ev = expect(BACKEND_EV_DISRUPTED, 0, a);
+    assert_int_equal(ev->ended, 1);
+    assert_int_equal(ev->disruption, BACKEND_DISRUPT_STOP_REQUESTED);
+
+    /* The next attempt goes where the reclaim is not. */
+    j.attempt = 2;
+    json_t *pods2 = launch_placed(a, &j);
+    assert_true(pinned_to(id, 2, "us-west-2c"));
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    g_b->ops->release(g_b, a);
+    json_decref(pods);
+    json_decref(pods2);
+}
+
+static const char *const NEW_V100 =
+    "{\"metadata\":{\"name\":\"usw2a-v100-od-1\",\"labels\":{"
+    "\"eks.amazonaws.com/capacityType\":\"ON_DEMAND\",\"karpenter.sh/capacity-type\":"
+    "\"on-demand\",\"nvidia.com/gpu.product\":\"Tesla-V100-SXM2-16GB\","
+    "\"node.kubernetes.io/instance-type\":\"p3.16xlarge\",\"topology.kubernetes.io/zone\":"
+    "\"us-west-2a\",\"kubernetes.io/hostname\":\"usw2a-v100-od-1\"}},"
+    "\"spec\":{\"taints\":[{\"key\":\"nvidia.com/gpu\",\"value\":\"present\","
+    "\"effect\":\"NoSchedule\"}]},"
+    "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"64\",\"memory\":\"480Gi\","
+    "\"pods\":\"110\"},\"capacity\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"64\",\"memory\":"
+    "\"480Gi\",\"pods\":\"110\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}";
+
+static void test_wait_then_capacity(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000e";
+    backend_job j = job_of(id, 1, 2, 8, "v100", "on-demand");
+    backend_attempt *a = NULL;
+    char why[512] = "";
+    assert_int_equal(g_b->ops->reserve(g_b, &j, &a, why, sizeof(why)), TY_EAGAIN);
+    assert_null(a);
+    assert_true(why[0] != '\0');
+
+    /* More GPUs a rank than any V100 node has: never. */
+    backend_job big = job_of(id, 1, 1, 16, "v100", "on-demand");
+    assert_int_equal(g_b->ops->reserve(g_b, &big, &a, why, sizeof(why)), TY_EINVAL);
+    assert_non_null(strstr(why, "16 GPUs"));
+    backend_job noimg = job_of(id, 1, 1, 1, "v100", "on-demand");
+    noimg.image = NULL;
+    assert_int_equal(g_b->ops->reserve(g_b, &noimg, &a, why, sizeof(why)), TY_EINVAL);
+
+    fake("POST", "/fake/nodes", NEW_V100);
+    backend_event *ev = expect(BACKEND_EV_CAPACITY, -2, NULL);
+    assert_null(ev->attempt);
+    a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    assert_true(pinned_to(id, 1, "us-west-2a"));
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    expect(BACKEND_EV_DISRUPTED, 1, a);
+    g_b->ops->release(g_b, a);
+    json_decref(pods);
+}
+
+static const char *const H100_GROUP_2B =
+    "{\"name\":\"p5-spot-2b\",\"max\":4,\"delaySeconds\":0,\"node\":{\"metadata\":{\"labels\":{"
+    "\"eks.amazonaws.com/capacityType\":\"SPOT\",\"karpenter.sh/capacity-type\":\"spot\","
+    "\"eks.amazonaws.com/nodegroup\":\"p5-spot-2b\","
+    "\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\",\"node.kubernetes.io/instance-type\":"
+    "\"p5.48xlarge\",\"topology.kubernetes.io/zone\":\"us-west-2b\"}},"
+    "\"spec\":{\"taints\":[{\"key\":\"nvidia.com/gpu\",\"value\":\"present\","
+    "\"effect\":\"NoSchedule\"}]},"
+    "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"192\",\"memory\":\"2000Gi\","
+    "\"pods\":\"110\"},\"capacity\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"192\",\"memory\":"
+    "\"2000Gi\",\"pods\":\"110\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}}";
+
+static void test_scale_from_zero(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000f";
+    fake("POST", "/fake/nodegroups", H100_GROUP_2B);
+    /* Two H100 ranks of 8: zone 2b has one node and a group that can add the second. */
+    backend_job j = job_of(id, 1, 2, 8, "h100", "spot");
+    backend_attempt *a = reserve_ok(&j);
+    g_b->ops->launch(g_b, a, &j);
+    backend_event *ev = expect(BACKEND_EV_PENDING, -1, a);
+    assert_non_null(strstr(ev->detail, "p5-spot-2b"));
+    expect(BACKEND_EV_PLACED, 0, a);
+    expect(BACKEND_EV_PLACED, 1, a);
+    assert_true(pinned_to(id, 1, "us-west-2b"));
+    run_all(&j, a);
+    /* Running in time: no withdrawal follows. */
+    assert_false(seen(BACKEND_EV_DISRUPTED, -2, 2500));
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    expect(BACKEND_EV_DISRUPTED, 1, a);
+    g_b->ops->release(g_b, a);
+}
+
+static void test_scale_up_withdrawn(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000g";
+    backend_job j = job_of(id, 1, 2, 8, "h100", "spot");
+    backend_attempt *a = reserve_ok(&j);
+    g_b->ops->launch(g_b, a, &j);
+    expect(BACKEND_EV_PENDING, -1, a);
+    /* Rank 1 waits for a node that never comes; rank 0 may be placed meanwhile. */
+    backend_event *ev = expect(BACKEND_EV_DISRUPTED, -1, a);
+    assert_int_equal(ev->ended, 1);
+    assert_non_null(strstr(ev->detail, "withdrawn"));
+    assert_int_equal(metric("trainyard_kube_withdrawn_total "), 1);
+
+    /* The next attempt avoids the zone that did not grow. */
+    j.attempt = 2;
+    g_b->ops->launch(g_b, a, &j);
+    expect(BACKEND_EV_PENDING, -1, a);
+    assert_true(pinned_to(id, 2, "us-west-2a"));
+    json_t *old = NULL;
+    for (int i = 0; i < 100; i++) { /* the withdrawn attempt's objects go */
+        json_decref(old);
+        old = objects("jobs", id);
+        if (json_array_size(old) == 1)
+            break;
+        pump(50);
+    }
+    assert_int_equal(json_array_size(old), 1);
+    json_decref(old);
+    g_b->ops->stop(g_b, a, 1);
+    for (int r = 0; r < 2; r++)
+        expect(BACKEND_EV_DISRUPTED, r, a);
+    g_b->ops->release(g_b, a);
+}
+
+static void test_create_conflict_adopts(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000h";
+    backend_job j = job_of(id, 1, 1, 8, "a100", "on-demand");
+    /* The Job exists already (a create whose answer was lost): the launch adopts it. */
+    json_t *spec = json_pack("{s:s, s:[s], s:{s:i}, s:{s:s, s:s, s:{s:s, s:i}}, s:{s:s, s:s}}",
+                             "image", j.image, "command", "python", "workers", "count", 1,
+                             "resources", "cpu", "4", "memory", "16Gi", "gpu", "type", "a100",
+                             "count", 8, "placement", "zone", "us-west-2a", "capacity",
+                             "on-demand");
+    kube_render_in in = {spec, id, 1, "us-west-2a"};
+    json_t *obj = NULL;
+    char msg[256];
+    assert_int_equal(kube_render_job(g_prof, &in, &obj, msg, sizeof(msg)), TY_OK);
+    char *body = json_dumps(obj, JSON_COMPACT);
+    json_decref(api("POST", "/apis/batch/v1/namespaces/" NS "/jobs", body, 201));
+    free(body);
+    json_decref(obj);
+    json_decref(spec);
+
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    assert_false(seen(BACKEND_EV_LAUNCH_FAILED, -2, 200));
+    json_t *jobs = objects("jobs", id);
+    assert_int_equal(json_array_size(jobs), 1);
+    assert_int_equal(json_array_size(pods), 1);
+    assert_int_equal(metric("trainyard_kube_objects_adopted_total "), 1);
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    g_b->ops->release(g_b, a);
+    json_decref(jobs);
+    json_decref(pods);
+}
+
+static backend *new_backend(void);
+
+static void test_recover_adopts(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000i";
+    /* Attempt 1 was stopped and left behind; attempt 2 runs. */
+    backend_job j = job_of(id, 1, 2, 4, "a100", "spot");
+    backend_attempt *a = reserve_ok(&j);
+    json_t *p1 = launch_placed(a, &j);
+    j.attempt = 2;
+    json_t *p2 = launch_placed(a, &j);
+    run_all(&j, a);
+    g_b->ops->release(g_b, a); /* the server goes away; its objects stay */
+    g_b->ops->free(g_b);
+    g_b = new_backend();
+    g_nev = 0;
+    memset(g_taken, 0, sizeof(g_taken));
+
+    backend_recovery rec = {0};
+    char why[512] = "";
+    ty_err e = g_b->ops->recover(g_b, &j, 1, 1000, &rec, why, sizeof(why));
+    if (e != TY_OK)
+        fail_msg("recover: %s", why);
+    assert_non_null(rec.adopted);
+    assert_int_equal(rec.found, 2);
+    for (int r = 0; r < 2; r++) {
+        backend_event *ev = expect(BACKEND_EV_RUNNING, r, rec.adopted);
+        assert_true(ev->where.pod[0] != '\0');
+    }
+    /* Nothing was created; attempt 1 is gone, attempt 2 untouched. */
+    assert_int_equal(metric("trainyard_kube_objects_created_total "), 0);
+    json_t *jobs = objects("jobs", id);
+    assert_int_equal(json_array_size(jobs), 1);
+    json_t *pods = objects("pods", id);
+    assert_int_equal(json_array_size(pods), 2);
+
+    /* It carries on: the adopted attempt's ends come as events. */
+    pods_phase(id, 2, "Succeeded", 0, "");
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(expect(BACKEND_EV_EXITED, r, rec.adopted)->exit_code, 0);
+    g_b->ops->release(g_b, rec.adopted);
+    json_decref(jobs);
+    json_decref(pods);
+    json_decref(p1);
+    json_decref(p2);
+}
+
+static void test_faults_and_dropped_watches(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000j";
+    backend_job j = job_of(id, 1, 2, 4, "a100", "spot");
+    backend_attempt *a = reserve_ok(&j);
+    fake("POST", "/fake/faults",
+         "{\"method\":\"POST\",\"path\":\"/apis/batch/v1/namespaces/" NS "/jobs\","
+         "\"count\":2,\"status\":500}");
+    fake("POST", "/fake/faults",
+         "{\"method\":\"POST\",\"path\":\"/api/v1/namespaces/" NS "/services\","
+         "\"count\":1,\"status\":429,\"retryAfter\":0}");
+    json_t *pods = launch_placed(a, &j);
+    fake("POST", "/fake/watches/drop", "{}");
+    fake("POST", "/fake/faults",
+         "{\"method\":\"GET\",\"path\":\"/api/v1/namespaces/" NS "/pods\","
+         "\"count\":2,\"status\":500}");
+    fake("POST", "/fake/watches/drop", "{}");
+    run_all(&j, a);
+    fake("POST", "/fake/watches/drop", "{}");
+    pods_phase(id, 1, "Succeeded", 0, "");
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(expect(BACKEND_EV_EXITED, r, a)->exit_code, 0);
+    json_t *svcs = objects("services", id);
+    assert_int_equal(json_array_size(svcs), 1);
+    g_b->ops->release(g_b, a);
+    json_decref(svcs);
+    json_decref(pods);
+}
+
+static void test_rejected_launch(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000k";
+    backend_job j = job_of(id, 1, 1, 8, "a100", "on-demand");
+    backend_attempt *a = reserve_ok(&j);
+    fake("POST", "/fake/faults",
+         "{\"method\":\"POST\",\"path\":\"/apis/batch/v1/namespaces/" NS "/jobs\","
+         "\"count\":1,\"status\":422}");
+    g_b->ops->launch(g_b, a, &j);
+    backend_event *ev = expect(BACKEND_EV_LAUNCH_FAILED, -1, a);
+    assert_non_null(strstr(ev->detail, "injected fault"));
+    assert_non_null(strstr(ev->detail, "422"));
+    assert_int_equal(json_array_size(objects("jobs", id)), 0);
+    /* The reservation holds: the next attempt launches on it. */
+    j.attempt = 2;
+    json_t *pods = launch_placed(a, &j);
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    g_b->ops->release(g_b, a);
+    json_decref(pods);
+}
+
+/* ---- setup ----------------------------------------------------------------------------------- */
+
+static backend *new_backend(void)
+{
+    ty_kclient_opts o;
+    ty_kclient_opts_default(&o);
+    o.qps = 0;
+    o.backoff_base_ms = 10;
+    o.backoff_max_ms = 100;
+    o.max_retries = 4;
+    o.timeout_ms = 10000;
+    kube_backend_config cfg = {
+        .kubeconfig = g_kc,
+        .profile = g_prof,
+        .client = &o,
+        .sync_timeout_ms = 10000,
+        .informer_backoff_ms = 20,
+    };
+    backend *b = NULL;
+    char err[1024] = "";
+    if (kube_backend_new(&cfg, &b, err, sizeof(err)) != TY_OK)
+        fail_msg("kube_backend_new: %s", err);
+    return b;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    int fds[2];
+    char line[64] = "", path[128], err[1024] = "";
+    if (pipe(fds) != 0)
+        return -1;
+    g_pid = fork();
+    if (g_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* a test that dies must not leave the fake running */
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl(g_binary, g_binary, "--port", "0", "--token", "kbe-token", "--nodes", FK_NODES,
+              (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    if (!f || !fgets(line, sizeof(line), f))
+        return -1;
+    fclose(f);
+    snprintf(g_dir, sizeof(g_dir), "/tmp/ty-kbe-XXXXXX");
+    if (!mkdtemp(g_dir))
+        return -1;
+    snprintf(path, sizeof(path), "%s/config", g_dir);
+    f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "current-context: t\n"
+               "contexts: [{name: t, context: {cluster: c, user: u, namespace: " NS "}}]\n"
+               "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%ld\n"
+               "users:\n- name: u\n  user:\n    token: kbe-token\n",
+            strtol(line, NULL, 10));
+    fclose(f);
+    ty_kclient_opts o;
+    ty_kclient_opts_default(&o);
+    o.qps = 0;
+    if (ty_kubeconfig_load(path, NULL, &g_kc, err, sizeof(err)) != TY_OK ||
+        ty_kclient_new(g_kc, &o, &g_c, err, sizeof(err)) != TY_OK ||
+        kube_profile_load(KBE_PROFILE, &g_prof, err, sizeof(err)) != TY_OK) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    json_decref(api("POST", "/api/v1/namespaces",
+                    "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"" NS
+                    "\"}}",
+                    201));
+    g_b = new_backend();
+    g_nev = 0;
+    memset(g_taken, 0, sizeof(g_taken));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    int st = 0;
+    char path[128];
+    if (g_b)
+        g_b->ops->free(g_b);
+    g_b = NULL;
+    ty_kclient_free(g_c);
+    g_c = NULL;
+    ty_kubeconfig_free(g_kc);
+    g_kc = NULL;
+    kube_profile_free(g_prof);
+    g_prof = NULL;
+    snprintf(path, sizeof(path), "%s/config", g_dir);
+    unlink(path);
+    rmdir(g_dir);
+    kill(g_pid, SIGTERM);
+    waitpid(g_pid, &st, 0);
+    return 0;
+}
+
+static void test_unreachable(void **state)
+{
+    (void)state;
+    /* The pods cannot be listed (RBAC, say): new() does not start half-blind, and says why. */
+    fake("POST", "/fake/faults",
+         "{\"method\":\"GET\",\"path\":\"/api/v1/namespaces/" NS "/pods\","
+         "\"count\":100000,\"status\":403}");
+    kube_backend_config cfg = {.kubeconfig = g_kc, .profile = g_prof, .sync_timeout_ms = 500};
+    backend *b = NULL;
+    char err[1024] = "";
+    assert_int_equal(kube_backend_new(&cfg, &b, err, sizeof(err)), TY_EAGAIN);
+    assert_null(b);
+    assert_non_null(strstr(err, "cannot list pods in namespace " NS));
+    assert_non_null(strstr(err, "403"));
+    fake("DELETE", "/fake/faults", NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FAKE_KUBE_APISERVER\n", argv[0]);
+        return 2;
+    }
+    g_binary = argv[1];
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_gang_succeeds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_oom_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spot_reclaim_moves_zone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_then_capacity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scale_from_zero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scale_up_withdrawn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_conflict_adopts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recover_adopts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_faults_and_dropped_watches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rejected_launch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
