@@ -991,10 +991,15 @@ int main(int argc, char **argv)
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* A thread per connection, so that a watch may block; poll(), not
+     * select(), so that descriptors above FD_SETSIZE work when a benchmark
+     * opens thousands of connections. */
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-        NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+            MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)8192, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "fake-kube-apiserver: cannot listen on 127.0.0.1:%ld\n", port);
         return 1;
