@@ -1052,7 +1052,7 @@ static void test_cluster_profile_matches_the_cluster(void **state)
     json_t *pdocs = load_yaml_docs("cluster-profile.example.yaml");
     json_t *edocs = load_yaml_docs("eksctl/cluster.yaml");
     json_t *profile = json_array_get(pdocs, 0), *cfg = json_array_get(edocs, 0);
-    json_t *groups = json_object_get(cfg, "managedNodeGroups"), *ng, *g;
+    json_t *groups = json_object_get(cfg, "managedNodeGroups"), *ng, *g = NULL;
     size_t i, ngpu = 0;
     char want[256];
 

@@ -360,7 +360,7 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes)
         char parts[32][320], pparts[2][320], a[2048], b[1024];
         int n_res = 0, n_unres = 0;
         for (int r = 0; r < nrc; r++) {
-            snprintf(parts[r], sizeof parts[0], "%d %s", rc[r].n, rc[r].text);
+            snprintf(parts[r], sizeof parts[0], "%d %.300s", rc[r].n, rc[r].text);
             if (rc[r].resolvable)
                 n_res += rc[r].n;
             else
