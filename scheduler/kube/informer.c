@@ -32,6 +32,8 @@ struct ty_informer {
     int synced;
     ty_informer_stats st;
     uint64_t watch_seen;          /* events of any type seen by the current watch */
+    int must_relist;              /* an event could not be applied: the cache is behind */
+    char last_err[512];           /* why the last list or watch failed; "" after a list */
 
     atomic_int stopping;
     ty_kstop kstop;               /* never reset: once stopped, every later watch ends at once */
@@ -182,6 +184,7 @@ static ty_err relist(ty_informer *inf, char *err, size_t errlen)
     int first;
     if (!l.map)
         return TY_ENOMEM;
+    err[0] = '\0';
     rc = ty_kclient_list(inf->c, inf->path, inf->o.page_limit, on_item, &l, rv, sizeof(rv),
                          &resp, err, errlen);
     ty_kresp_clear(&resp);
@@ -216,6 +219,7 @@ static ty_err relist(ty_informer *inf, char *err, size_t errlen)
         if (!first)
             inf->st.relist_events += evs.n;
         inf->st.objects = json_object_size(l.map);
+        inf->last_err[0] = '\0';
     }
     pthread_mutex_unlock(&inf->mu);
     if (rc != TY_OK) {
@@ -279,9 +283,11 @@ static ty_err on_watch(void *ud, ty_kwatch_type type, json_t *obj)
     }
     inf->st.events += evs.n;
     inf->st.objects = json_object_size(inf->cache);
+    /* The resourceVersion has moved past the event: only a re-list can repair the cache. */
+    if (oom)
+        inf->must_relist = 1;
     pthread_mutex_unlock(&inf->mu);
     evs_deliver(inf, &evs);
-    /* Ending the watch leads to a re-list, which repairs what this event could not. */
     return oom ? TY_ENOMEM : TY_OK;
 }
 
@@ -306,6 +312,7 @@ static ty_err watch_once(ty_informer *inf, int *need_list, int *progressed, char
         .ud = inf,
         .stop = &inf->kstop,
     };
+    err[0] = '\0';
     rc = ty_kclient_watch(inf->c, &wo, last, sizeof(last), &resp, err, errlen);
     if (atomic_load(&inf->stopping))
         rc = TY_ESHUTDOWN;
@@ -317,6 +324,12 @@ static ty_err watch_once(ty_informer *inf, int *need_list, int *progressed, char
         inf->st.expired++;
         *need_list = 1;
     }
+    if (inf->must_relist) {
+        inf->must_relist = 0;
+        *need_list = 1;
+    }
+    if (rc != TY_OK && rc != TY_ESHUTDOWN)
+        snprintf(inf->last_err, sizeof(inf->last_err), "%s", err);
     pthread_mutex_unlock(&inf->mu);
     ty_kresp_clear(&resp);
     return rc;
@@ -325,7 +338,7 @@ static ty_err watch_once(ty_informer *inf, int *need_list, int *progressed, char
 static void *run(void *arg)
 {
     ty_informer *inf = arg;
-    char err[512];
+    char err[512] = "";
     int need_list = 1, failures = 0, progressed;
     ty_err rc;
     while (!atomic_load(&inf->stopping)) {
@@ -336,6 +349,7 @@ static void *run(void *arg)
             if (rc != TY_OK) {
                 pthread_mutex_lock(&inf->mu);
                 inf->st.list_failures++;
+                snprintf(inf->last_err, sizeof(inf->last_err), "%s", err);
                 pthread_mutex_unlock(&inf->mu);
                 backoff(inf, failures++);
                 continue;
@@ -507,6 +521,13 @@ void ty_informer_rv(ty_informer *inf, char *buf, size_t len)
 {
     pthread_mutex_lock(&inf->mu);
     snprintf(buf, len, "%s", inf->rv);
+    pthread_mutex_unlock(&inf->mu);
+}
+
+void ty_informer_last_error(ty_informer *inf, char *buf, size_t len)
+{
+    pthread_mutex_lock(&inf->mu);
+    snprintf(buf, len, "%s", inf->last_err);
     pthread_mutex_unlock(&inf->mu);
 }
 

@@ -96,6 +96,12 @@ ty_err ty_informer_foreach(ty_informer *inf, ty_inf_each_cb fn, void *ud);
 /* The resourceVersion the cache is at ("" before the first list), copied into buf. */
 void ty_informer_rv(ty_informer *inf, char *buf, size_t len);
 
+/*
+ * Why the last list or watch failed, as the client said it ("... (HTTP 500 InternalError)"), for
+ * logs and health; "" when none failed since the last list.
+ */
+void ty_informer_last_error(ty_informer *inf, char *buf, size_t len);
+
 /* ---- counters, for /metrics ---- */
 
 typedef struct ty_informer_stats {
