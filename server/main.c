@@ -18,6 +18,10 @@
 #include "api/api.h"
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
+#include "scheduler/kube/kube_backend.h"
+#include "scheduler/kube/kubeconfig.h"
+#include "scheduler/kube/profile.h"
+#include "scheduler/kube/render.h"
 #include "scheduler/local.h"
 #include "scheduler/sched.h"
 #include "server/auth.h"
@@ -68,9 +72,68 @@ static void local_url(const config_serve *cfg, unsigned port, char *buf, size_t 
     snprintf(buf, len, v6 ? "http://[%s]:%u" : "http://%s:%u", host, port);
 }
 
+/* What the Kubernetes backend borrows for its whole life. */
+typedef struct kube_parts {
+    ty_kubeconfig *kubeconfig;
+    kube_profile *profile;
+} kube_parts;
+
+/* api_spec_check_fn for the Kubernetes backend: what its profile and rendering refuse. */
+static int kube_spec_check(void *ud, const json_t *spec, char *path, size_t pathlen, char *msg,
+                           size_t msglen)
+{
+    const kube_parts *k = ud;
+    return kube_render_check(k->profile, spec, path, pathlen, msg, msglen) != TY_OK;
+}
+
+static ty_err kube_metrics(void *ud, ty_buf *out)
+{
+    return kube_backend_metrics(ud, out);
+}
+
+/*
+ * The Kubernetes backend: the cluster profile (a bad one stops the start with its line and
+ * reason), then the credentials (--kubeconfig, else the pod's service account), then the
+ * backend, which lists what exists before the first round.
+ */
+static ty_err start_kube(const config_serve *cfg, kube_parts *k, backend **be, char *err,
+                         size_t errlen)
+{
+    ty_err e = kube_profile_load(cfg->cluster_profile, &k->profile, err, errlen);
+    if (e)
+        return e;
+    if (cfg->kubeconfig[0]) {
+        e = ty_kubeconfig_load(cfg->kubeconfig, cfg->kube_context[0] ? cfg->kube_context : NULL,
+                               &k->kubeconfig, err, errlen);
+    } else if (cfg->kube_in_cluster || getenv("KUBERNETES_SERVICE_HOST")) {
+        e = ty_kubeconfig_in_cluster(NULL, &k->kubeconfig, err, errlen);
+    } else {
+        snprintf(err, errlen, "--cluster-profile: no credentials for the cluster: give "
+                              "--kubeconfig PATH, or run in a pod (--kube in-cluster)");
+        return TY_EINVAL;
+    }
+    if (e)
+        return e;
+    ty_kclient_opts copt;
+    ty_kclient_opts_default(&copt);
+    copt.qps = cfg->kube_qps;
+    copt.burst = cfg->kube_burst;
+    kube_backend_config kcfg = {
+        .kubeconfig = k->kubeconfig,
+        .profile = k->profile,
+        .client = &copt,
+    };
+    if ((e = kube_backend_new(&kcfg, be, err, errlen)) != TY_OK)
+        return e;
+    TY_LOG(TY_LOG_INFO, "running jobs on Kubernetes", "{s:s, s:s, s:s}", "server",
+           ty_kubeconfig_server(k->kubeconfig), "namespace", k->profile->namespace, "profile",
+           cfg->cluster_profile);
+    return TY_OK;
+}
+
 /* The local backend and the scheduler that drives it (see scheduler/sched.h). */
-static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, backend **be,
-                         sched **sc, char *err, size_t errlen)
+static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, kube_parts *k,
+                         backend **be, sched **sc, char *err, size_t errlen)
 {
     char data_dir[CONFIG_PATH_MAX], self_dir[CONFIG_PATH_MAX], url[CONFIG_ADDR_LEN + 16];
     ty_err e = paths_parent_dir(cfg->db_path, data_dir, sizeof data_dir);
@@ -82,6 +145,11 @@ static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, back
     if (paths_self_dir(self_dir, sizeof self_dir) == TY_OK)
         bin_dirs[0] = self_dir;
     local_url(cfg, port, url, sizeof url);
+    if (cfg->cluster_profile[0]) {
+        if ((e = start_kube(cfg, k, be, err, errlen)) != TY_OK)
+            return e;
+        goto scheduler;
+    }
     local_options lopt = {
         .data_dir = data_dir,
         .slots = cfg->local_slots,
@@ -94,6 +162,10 @@ static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, back
     };
     if ((e = local_backend_new(&lopt, be, err, errlen)) != TY_OK)
         return e;
+    TY_LOG(TY_LOG_INFO, "running jobs on the local backend", "{s:s, s:i, s:i, s:s}", "data_dir",
+           data_dir, "slots", local_backend_slots(*be), "gpus", local_backend_gpus(*be),
+           "server_url", url);
+scheduler:;
     sched_queue_limit limits[CONFIG_MAX_QUEUE_LIMITS];
     for (size_t i = 0; i < cfg->nqueue_limits; i++)
         limits[i] = (sched_queue_limit){cfg->queue_limits[i].queue, cfg->queue_limits[i].limit};
@@ -105,12 +177,7 @@ static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, back
         .nqueue_limits = cfg->nqueue_limits,
         .stop_grace_ms = cfg->stop_grace_s * 1000,
     };
-    if ((e = sched_start(&sopt, sc, err, errlen)) != TY_OK)
-        return e;
-    TY_LOG(TY_LOG_INFO, "running jobs on the local backend", "{s:s, s:i, s:i, s:s}", "data_dir",
-           data_dir, "slots", local_backend_slots(*be), "gpus", local_backend_gpus(*be),
-           "server_url", url);
-    return TY_OK;
+    return sched_start(&sopt, sc, err, errlen);
 }
 
 static int serve(const config_serve *cfg, const sigset_t *stop_signals)
@@ -119,6 +186,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     store *st = NULL;
     backend *be = NULL;
     sched *sc = NULL;
+    kube_parts kube = {0};
     auth_cache *auth = NULL;
     http_server *srv = NULL;
     ty_counter_vec requests;
@@ -171,7 +239,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
 
     config_format_addr(cfg->listen.host, cfg->listen.addr.ss_family, http_server_port(srv), addr,
                        sizeof addr);
-    e = start_jobs(cfg, st, http_server_port(srv), &be, &sc, err, sizeof err);
+    e = start_jobs(cfg, st, http_server_port(srv), &kube, &be, &sc, err, sizeof err);
     if (e) {
         TY_LOG(TY_LOG_ERROR, "cannot start the scheduler", "{s:s}", "error",
                err[0] ? err : ty_strerror(e));
@@ -183,6 +251,10 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         .max_body = cfg->max_body,
         .http_requests = &requests,
         .http_duration = &duration,
+        .spec_check = kube.profile ? kube_spec_check : NULL,
+        .spec_check_ud = &kube,
+        .backend_metrics = kube.profile ? kube_metrics : NULL,
+        .backend_metrics_ud = be,
     };
     e = http_server_start(srv, &ctx, auth, err, sizeof err);
     if (e) {
@@ -207,6 +279,8 @@ out:
     sched_stop(sc); /* waits for the gangs; records them as RESTARTING */
     if (be)
         be->ops->free(be);
+    ty_kubeconfig_free(kube.kubeconfig);
+    kube_profile_free(kube.profile);
     auth_cache_free(auth);
     store_close(st); /* finishes queued commits */
     ty_histogram_destroy(&duration);

@@ -1,0 +1,704 @@
+/*
+ * test_kube_serve.c - `trainyard serve --cluster-profile ... --kubeconfig ...` against the fake
+ * Kubernetes API server: jobs through the real server, the real scheduler and the Kubernetes
+ * backend, with the cluster's part (the kubelet, the spot reclaimer, the autoscaler, faults)
+ * played through the fake's control API.
+ *
+ * Usage: test_kube_serve TRAINYARD OPENAPI FAKE_APISERVER (CTest passes them). The group
+ * starts one fake with the 14-node cluster of the transcripts (A100/H100/V100 nodes in
+ * us-west-2a/b/c, spot and on-demand) and one server on deploy/cluster-profile.example.yaml,
+ * unchanged; the test that needs a cluster that cannot grow starts its own server on a
+ * profile without node groups.
+ */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/support/ty_harness.h"
+
+#ifndef TY_KUBE_PROFILE
+#error "TY_KUBE_PROFILE must name deploy/cluster-profile.example.yaml"
+#endif
+#ifndef TY_KUBE_PROFILE_FIXED
+#error "TY_KUBE_PROFILE_FIXED must name a profile without node groups"
+#endif
+#ifndef TY_KUBE_NODES
+#error "TY_KUBE_NODES must name tests/fixtures/fake-kube/nodes-14.json"
+#endif
+
+#define NS "trainyard"
+#define FAKE_TOKEN "fake-cluster-admin-token"
+#define WAIT_S 30
+
+static const char *g_fake_bin;
+static pid_t g_fake_pid = -1;
+static char g_fake[64];       /* http://127.0.0.1:PORT */
+static char g_dir[] = "/tmp/ty-kube-serve-XXXXXX";
+static char g_kubeconfig[256];
+static ty_server *g_srv;
+static ty_client *g_cli;
+
+/* ---- the fake: its API and its control API ------------------------------- */
+
+typedef struct fresp {
+    long status;
+    json_t *json;
+} fresp;
+
+static size_t collect(char *p, size_t sz, size_t n, void *ud)
+{
+    char **acc = ud;
+    size_t old = *acc ? strlen(*acc) : 0, add = sz * n;
+    char *m = realloc(*acc, old + add + 1);
+    if (!m)
+        return 0;
+    memcpy(m + old, p, add);
+    m[old + add] = '\0';
+    *acc = m;
+    return add;
+}
+
+/* A request to the fake; Kubernetes paths get the cluster's token. */
+static fresp fake_call(const char *method, const char *path, const char *body)
+{
+    fresp r = {0};
+    char url[1024], auth[128];
+    char *text = NULL;
+    snprintf(url, sizeof url, "%s%s", g_fake, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", FAKE_TOKEN);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    hd = curl_slist_append(hd, auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &text);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    if (text)
+        r.json = json_loads(text, 0, NULL);
+    free(text);
+    return r;
+}
+
+/* A control call that must succeed. */
+static void fake_ctl(const char *path, const char *body)
+{
+    fresp r = fake_call("POST", path, body);
+    if (r.status != 200)
+        fail_msg("POST %s: HTTP %ld", path, r.status);
+    json_decref(r.json);
+}
+
+/* The items of a list of the fake (new), by label selector. */
+static json_t *fake_list(const char *collection, const char *selector)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s?labelSelector=%s", collection, selector);
+    fresp r = fake_call("GET", path, NULL);
+    if (r.status != 200)
+        fail_msg("GET %s: HTTP %ld", path, r.status);
+    json_t *items = json_incref(json_object_get(r.json, "items"));
+    json_decref(r.json);
+    return items;
+}
+
+#define JOBS "/apis/batch/v1/namespaces/" NS "/jobs"
+#define PODS "/api/v1/namespaces/" NS "/pods"
+#define SERVICES "/api/v1/namespaces/" NS "/services"
+
+static void selector(char *buf, size_t len, const char *job, int attempt)
+{
+    if (attempt > 0)
+        snprintf(buf, len, "trainyard.io%%2Fjob-id%%3D%s%%2Ctrainyard.io%%2Fattempt%%3D%d", job,
+                 attempt);
+    else
+        snprintf(buf, len, "trainyard.io%%2Fjob-id%%3D%s", job);
+}
+
+static size_t count_objects(const char *collection, const char *job, int attempt)
+{
+    char sel[256];
+    selector(sel, sizeof sel, job, attempt);
+    json_t *items = fake_list(collection, sel);
+    size_t n = json_array_size(items);
+    json_decref(items);
+    return n;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits until the attempt has n pods bound to nodes; returns them (new). */
+static json_t *wait_pods_bound(const char *job, int attempt, size_t n)
+{
+    char sel[256];
+    selector(sel, sizeof sel, job, attempt);
+    for (int i = 0; i < WAIT_S * 10; i++) {
+        json_t *items = fake_list(PODS, sel);
+        size_t bound = 0, k;
+        json_t *p;
+        json_array_foreach(items, k, p)
+        {
+            if (json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName")))
+                bound++;
+        }
+        if (json_array_size(items) == n && bound == n)
+            return items;
+        json_decref(items);
+        sleep_ms(100);
+    }
+    fail_msg("attempt %d of %s: %zu pods never all bound", attempt, job, n);
+    return NULL;
+}
+
+/* Every pod of the attempt moves to phase (a kubelet would). */
+static void set_phase(const char *job, int attempt, const char *body)
+{
+    char sel[256], path[512];
+    selector(sel, sizeof sel, job, attempt);
+    snprintf(path, sizeof path, "/fake/pods/" NS "/phase?labelSelector=%s", sel);
+    fake_ctl(path, body);
+}
+
+static const char *pod_node(const json_t *pod)
+{
+    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+}
+
+static const char *pod_zone_affinity(const json_t *pod)
+{
+    /* spec.affinity.nodeAffinity.required...nodeSelectorTerms[0].matchExpressions[] */
+    const json_t *terms = json_object_get(
+        json_object_get(json_object_get(json_object_get(json_object_get(pod, "spec"), "affinity"),
+                                        "nodeAffinity"),
+                        "requiredDuringSchedulingIgnoredDuringExecution"),
+        "nodeSelectorTerms");
+    size_t i, j;
+    json_t *t, *e;
+    json_array_foreach(terms, i, t)
+    {
+        json_array_foreach(json_object_get(t, "matchExpressions"), j, e)
+        {
+            if (strcmp(ty_json_str(e, "key"), "topology.kubernetes.io/zone") == 0)
+                return json_string_value(json_array_get(json_object_get(e, "values"), 0));
+        }
+    }
+    return NULL;
+}
+
+/* ---- the server ---------------------------------------------------------- */
+
+static json_t *get_job(const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    ty_http_resp *r = ty_req(g_cli, "GET", path, NULL);
+    assert_int_equal(r->status, 200);
+    json_t *j = json_incref(r->json);
+    ty_resp_destroy(r);
+    return j;
+}
+
+static void dump_events(const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/events", id);
+    ty_http_resp *r = ty_req(g_cli, "GET", path, NULL);
+    print_message("events of %s: %s\n", id, r->body);
+    ty_resp_destroy(r);
+    char *log = ty_server_log(g_srv);
+    size_t n = log ? strlen(log) : 0;
+    print_message("server log (tail):\n%s\n", log ? log + (n > 6000 ? n - 6000 : 0) : "");
+    free(log);
+}
+
+/* Waits until the job is in `state` (or fails the test with its events). Returns the job. */
+static json_t *wait_state(const char *id, const char *state)
+{
+    for (int i = 0; i < WAIT_S * 10; i++) {
+        json_t *j = get_job(id);
+        if (strcmp(ty_json_str(j, "state"), state) == 0)
+            return j;
+        json_decref(j);
+        sleep_ms(100);
+    }
+    dump_events(id);
+    fail_msg("job %s never reached %s", id, state);
+    return NULL;
+}
+
+static int has_event(const char *id, const char *reason, const char *text)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/events", id);
+    ty_http_resp *r = ty_req(g_cli, "GET", path, NULL);
+    int found = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(r->json, "events"), i, e)
+    {
+        if ((!reason || strcmp(ty_json_str(e, "reason"), reason) == 0) &&
+            (!text || strstr(ty_json_str(e, "message"), text)))
+            found = 1;
+    }
+    ty_resp_destroy(r);
+    return found;
+}
+
+static void wait_event(const char *id, const char *reason, const char *text)
+{
+    for (int i = 0; i < WAIT_S * 10; i++) {
+        if (has_event(id, reason, text))
+            return;
+        sleep_ms(100);
+    }
+    dump_events(id);
+    fail_msg("job %s: no event %s with \"%s\"", id, reason ? reason : "*", text ? text : "");
+}
+
+/* Submits a job (JSON fields after "name") and returns its id in id. */
+static void submit(const char *name, const char *fields, char id[64])
+{
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"name\": \"%s\", \"image\": \"registry.example/trainyard-worker:1.0\", "
+             "\"command\": [\"trainyard-worker\", \"train\"], %s}",
+             name, fields);
+    ty_http_resp *r = ty_req(g_cli, "POST", "/v1/jobs", body);
+    if (r->status != 201)
+        fail_msg("submit %s: %ld %s", name, r->status, r->body);
+    snprintf(id, 64, "%s", ty_json_str(r->json, "id"));
+    ty_resp_destroy(r);
+}
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static int start_fake(void)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    g_fake_pid = fork();
+    if (g_fake_pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl(g_fake_bin, g_fake_bin, "--port", "0", "--token", FAKE_TOKEN, "--nodes",
+              TY_KUBE_NODES, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char line[64] = "";
+    FILE *f = fdopen(fds[0], "r");
+    if (!f || !fgets(line, sizeof line, f))
+        return -1;
+    fclose(f);
+    snprintf(g_fake, sizeof g_fake, "http://127.0.0.1:%ld", strtol(line, NULL, 10));
+    fresp r = fake_call("POST", "/api/v1/namespaces",
+                        "{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", "
+                        "\"metadata\": {\"name\": \"" NS "\"}}");
+    json_decref(r.json);
+    return r.status == 201 ? 0 : -1;
+}
+
+static int start_server_on(const char *profile, ty_server **out)
+{
+    char err[512];
+    const char *args[] = {"--cluster-profile", profile, "--kubeconfig", g_kubeconfig,
+                          "--kube-qps", "0", NULL};
+    ty_server_opts o = {.args = args};
+    if (ty_server_start(&o, out, err, sizeof err) != 0) {
+        fprintf(stderr, "cannot start the server: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    char text[1024];
+    if (!mkdtemp(g_dir) || start_fake() != 0)
+        return -1;
+    snprintf(g_kubeconfig, sizeof g_kubeconfig, "%s/kubeconfig", g_dir);
+    snprintf(text, sizeof text,
+             "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+             "clusters:\n- name: fake\n  cluster:\n    server: %s\n"
+             "users:\n- name: admin\n  user:\n    token: %s\n"
+             "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: admin\n"
+             "    namespace: " NS "\n",
+             g_fake, FAKE_TOKEN);
+    if (write_file(g_kubeconfig, text) != 0 || start_server_on(TY_KUBE_PROFILE, &g_srv) != 0)
+        return -1;
+    g_cli = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    return g_cli ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    ty_client_free(g_cli);
+    ty_server_free(g_srv);
+    if (g_fake_pid > 0) {
+        kill(g_fake_pid, SIGTERM);
+        waitpid(g_fake_pid, NULL, 0);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---- cases --------------------------------------------------------------- */
+
+/* A job without an image cannot run on a cluster: 422 at $.image, nothing stored. */
+static void test_image_required(void **state)
+{
+    (void)state;
+    ty_http_resp *r = ty_req(g_cli, "POST", "/v1/jobs",
+                             "{\"name\": \"no-image\", \"command\": [\"run\"], "
+                             "\"workers\": {\"count\": 1}}");
+    assert_int_equal(r->status, 422);
+    const json_t *e0 = json_array_get(json_object_get(r->json, "errors"), 0);
+    assert_string_equal(ty_json_str(e0, "path"), "$.image");
+    ty_resp_destroy(r);
+}
+
+/*
+ * Two ranks of 4 A100s on spot: one Job and one Service, every pod pinned to the same zone,
+ * RUNNING once both pods run (ranks carry pod and node), SUCCEEDED when both succeed.
+ */
+static void test_success(void **state)
+{
+    (void)state;
+    char id[64];
+    submit("ok", "\"workers\": {\"count\": 2}, \"resources\": {\"gpu\": {\"type\": \"a100\", "
+                 "\"count\": 4}}, \"placement\": {\"capacity\": \"spot\"}",
+           id);
+    json_t *pods = wait_pods_bound(id, 1, 2);
+    assert_int_equal(count_objects(JOBS, id, 0), 1);
+    assert_int_equal(count_objects(SERVICES, id, 0), 1);
+    const char *zone = pod_zone_affinity(json_array_get(pods, 0));
+    assert_non_null(zone);
+    assert_string_equal(zone, pod_zone_affinity(json_array_get(pods, 1)));
+    json_decref(pods);
+
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_t *j = wait_state(id, "RUNNING");
+    const json_t *ranks = json_object_get(json_object_get(j, "current_attempt"), "ranks");
+    assert_int_equal(json_array_size(ranks), 2);
+    assert_non_null(ty_json_str(json_array_get(ranks, 0), "pod"));
+    assert_non_null(ty_json_str(json_array_get(ranks, 0), "node"));
+    json_decref(j);
+
+    set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    j = wait_state(id, "SUCCEEDED");
+    assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+    json_decref(j);
+    assert_int_equal(count_objects(JOBS, id, 0), 1); /* left to ttlSecondsAfterFinished */
+}
+
+/* An OOMKilled rank spends a restart; the next attempt succeeds. */
+static void test_oom_then_success(void **state)
+{
+    (void)state;
+    char id[64];
+    submit("oom", "\"workers\": {\"count\": 2}, \"resources\": {\"gpu\": {\"type\": \"h100\", "
+                  "\"count\": 1}}, \"restart\": {\"max\": 2, \"backoff_seconds\": 0}",
+           id);
+    json_decref(wait_pods_bound(id, 1, 2));
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    char sel[256], path[512];
+    selector(sel, sizeof sel, id, 1);
+    json_t *pods = fake_list(PODS, sel);
+    snprintf(path, sizeof path, "/fake/pods/" NS "/%s/phase",
+             ty_json_str(json_object_get(json_array_get(pods, 1), "metadata"), "name"));
+    json_decref(pods);
+    fake_ctl(path, "{\"phase\": \"Failed\", \"exitCode\": 137, \"reason\": \"OOMKilled\"}");
+    wait_event(id, NULL, "OOMKilled");
+
+    json_decref(wait_pods_bound(id, 2, 2));
+    set_phase(id, 2, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    set_phase(id, 2, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    json_t *j = wait_state(id, "SUCCEEDED");
+    assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 2);
+    json_decref(j);
+}
+
+/* A rank that exits non-zero with no restart left: FAILED, its exit code in the events. */
+static void test_restarts_exhausted(void **state)
+{
+    (void)state;
+    char id[64];
+    submit("fails", "\"workers\": {\"count\": 1}, \"restart\": {\"max\": 0}", id);
+    json_decref(wait_pods_bound(id, 1, 1));
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    set_phase(id, 1, "{\"phase\": \"Failed\", \"exitCode\": 3}");
+    json_t *j = wait_state(id, "FAILED");
+    json_decref(j);
+    wait_event(id, NULL, "3");
+}
+
+/*
+ * A spot notice (the termination handler's taint) on a node of a running gang: the gang is
+ * stopped, no restart is spent, and the next attempt goes to another zone.
+ */
+static void test_spot_notice_moves_the_gang(void **state)
+{
+    (void)state;
+    char id[64];
+    submit("spot", "\"workers\": {\"count\": 2}, \"resources\": {\"gpu\": {\"type\": \"a100\", "
+                   "\"count\": 4}}, \"placement\": {\"capacity\": \"spot\"}, "
+                   "\"restart\": {\"max\": 0, \"backoff_seconds\": 0}",
+           id);
+    json_t *pods = wait_pods_bound(id, 1, 2);
+    char zone1[64], node[256], path[512];
+    snprintf(zone1, sizeof zone1, "%s", pod_zone_affinity(json_array_get(pods, 0)));
+    snprintf(node, sizeof node, "%s", pod_node(json_array_get(pods, 0)));
+    json_decref(pods);
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+
+    snprintf(path, sizeof path, "/fake/nodes/%s/taint", node);
+    fake_ctl(path, "{\"key\": \"aws-node-termination-handler/spot-itn\", \"value\": \"true\", "
+                   "\"effect\": \"NoSchedule\"}");
+    pods = wait_pods_bound(id, 2, 2);
+    const char *zone2 = pod_zone_affinity(json_array_get(pods, 0));
+    assert_non_null(zone2);
+    if (strcmp(zone1, zone2) == 0)
+        fail_msg("attempt 2 stayed in %s, where the spot capacity is being reclaimed", zone1);
+    json_decref(pods);
+    set_phase(id, 2, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    set_phase(id, 2, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    json_t *j = wait_state(id, "SUCCEEDED");
+    assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+    json_decref(j);
+    snprintf(path, sizeof path, "/fake/nodes/%s/untaint", node);
+    fake_ctl(path, "{\"key\": \"aws-node-termination-handler/spot-itn\"}");
+}
+
+/* Cancel: the attempt's objects are deleted, then CANCELLED. */
+static void test_cancel(void **state)
+{
+    (void)state;
+    char id[64], path[128];
+    submit("cancel", "\"workers\": {\"count\": 2}", id);
+    json_decref(wait_pods_bound(id, 1, 2));
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    snprintf(path, sizeof path, "/v1/jobs/%s:cancel", id);
+    ty_http_resp *r = ty_req(g_cli, "POST", path, NULL);
+    assert_true(r->status == 200 || r->status == 202);
+    ty_resp_destroy(r);
+    json_decref(wait_state(id, "CANCELLED"));
+    assert_int_equal(count_objects(JOBS, id, 0), 0);
+    assert_int_equal(count_objects(PODS, id, 0), 0);
+}
+
+/*
+ * A gang for which the nodes that exist have no room, on groups that scale from zero: its pods
+ * are created pinned to a zone whose group can grow, and run once the autoscaler's nodes come.
+ */
+static void test_scale_from_zero(void **state)
+{
+    (void)state;
+    char id[64];
+    /* Four ranks of 8 on-demand A100s: us-west-2a has two such nodes, the others none. */
+    fake_ctl("/fake/nodegroups",
+             "{\"name\": \"p4d-od-2b\", \"max\": 4, \"delaySeconds\": 0, \"node\": {"
+             "\"metadata\": {\"labels\": {\"topology.kubernetes.io/zone\": \"us-west-2b\", "
+             "\"nvidia.com/gpu.product\": \"NVIDIA-A100-SXM4-40GB\", "
+             "\"node.kubernetes.io/instance-type\": \"p4d.24xlarge\", "
+             "\"eks.amazonaws.com/capacityType\": \"ON_DEMAND\", "
+             "\"karpenter.sh/capacity-type\": \"on-demand\", "
+             "\"eks.amazonaws.com/nodegroup\": \"p4d-od-2b\"}}, "
+             "\"spec\": {\"taints\": [{\"key\": \"nvidia.com/gpu\", \"value\": \"present\", "
+             "\"effect\": \"NoSchedule\"}]}, "
+             "\"status\": {\"allocatable\": {\"nvidia.com/gpu\": \"8\", \"cpu\": \"96\", "
+             "\"memory\": \"1152Gi\", \"pods\": \"110\"}, \"capacity\": {\"nvidia.com/gpu\": "
+             "\"8\", \"cpu\": \"96\", \"memory\": \"1152Gi\", \"pods\": \"110\"}, "
+             "\"conditions\": [{\"type\": \"Ready\", \"status\": \"True\"}]}}}");
+    submit("grow", "\"workers\": {\"count\": 4}, \"resources\": {\"gpu\": {\"type\": \"a100\", "
+                   "\"count\": 8}}, \"placement\": {\"zone\": \"us-west-2b\"}",
+           id);
+    json_t *pods = wait_pods_bound(id, 1, 4);
+    json_decref(pods);
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    json_decref(wait_state(id, "SUCCEEDED"));
+    fresp r = fake_call("DELETE", "/fake/nodegroups/p4d-od-2b", NULL);
+    json_decref(r.json);
+}
+
+/*
+ * The server killed with -9 while a gang runs, then started again: it adopts the attempt
+ * (no second Job, no restart) and follows it to the end.
+ */
+static void test_server_killed_adopts(void **state)
+{
+    (void)state;
+    char id[64], err[512];
+    submit("adopt", "\"workers\": {\"count\": 2}", id);
+    json_decref(wait_pods_bound(id, 1, 2));
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    ty_client_free(g_cli);
+    ty_server_kill(g_srv);
+    assert_int_equal(ty_server_restart(g_srv, err, sizeof err), 0);
+    g_cli = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    json_t *j = wait_state(id, "RUNNING");
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 1);
+    json_decref(j);
+    assert_int_equal(count_objects(JOBS, id, 0), 1);
+    set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    j = wait_state(id, "SUCCEEDED");
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+    json_decref(j);
+}
+
+/* 500s and 429s on the writes and dropped watches: the job still reaches its true state. */
+static void test_api_faults(void **state)
+{
+    (void)state;
+    char id[64];
+    fake_ctl("/fake/faults", "{\"method\": \"POST\", \"path\": \"/apis/batch/v1/\", "
+                             "\"count\": 2, \"status\": 500}");
+    fake_ctl("/fake/faults", "{\"method\": \"POST\", \"path\": \"/api/v1/namespaces/" NS
+                             "/services\", \"count\": 1, \"status\": 429, \"retryAfter\": 1}");
+    submit("faults", "\"workers\": {\"count\": 2}", id);
+    json_decref(wait_pods_bound(id, 1, 2));
+    fake_ctl("/fake/watches/drop", "{}");
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    fake_ctl("/fake/watches/drop", "{}");
+    set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    json_decref(wait_state(id, "SUCCEEDED"));
+    assert_int_equal(count_objects(JOBS, id, 0), 1);
+    fresp r = fake_call("DELETE", "/fake/faults", NULL);
+    json_decref(r.json);
+}
+
+/*
+ * On a cluster that cannot grow (a profile without node groups), a gang that fits no zone
+ * waits with a reason a person can read, and starts when nodes appear. Runs last: it replaces
+ * the group's server by one on that profile.
+ */
+static void test_no_zone_waits_for_nodes(void **state)
+{
+    (void)state;
+    char id[64];
+    ty_client_free(g_cli);
+    ty_server_free(g_srv);
+    g_cli = NULL;
+    assert_int_equal(start_server_on(TY_KUBE_PROFILE_FIXED, &g_srv), 0);
+    g_cli = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    /* Three ranks of 8 on-demand H100s: us-west-2a and us-west-2c have one such node each. */
+    submit("wait", "\"workers\": {\"count\": 3}, \"resources\": {\"gpu\": {\"type\": \"h100\", "
+                   "\"count\": 8}}",
+           id);
+    wait_event(id, "Waiting", "no zone");
+    json_t *j = get_job(id);
+    assert_string_equal(ty_json_str(j, "state"), "PENDING");
+    json_decref(j);
+    assert_int_equal(count_objects(JOBS, id, 0), 0);
+    for (int i = 1; i <= 2; i++) {
+        char node[1024];
+        snprintf(node, sizeof node,
+                 "{\"metadata\": {\"name\": \"usw2c-h100-od-new-%d\", \"labels\": {"
+                 "\"topology.kubernetes.io/zone\": \"us-west-2c\", "
+                 "\"nvidia.com/gpu.product\": \"NVIDIA-H100-80GB-HBM3\", "
+                 "\"node.kubernetes.io/instance-type\": \"p5.48xlarge\", "
+                 "\"eks.amazonaws.com/capacityType\": \"ON_DEMAND\", "
+                 "\"karpenter.sh/capacity-type\": \"on-demand\"}}, "
+                 "\"spec\": {\"taints\": [{\"key\": \"nvidia.com/gpu\", \"value\": \"present\", "
+                 "\"effect\": \"NoSchedule\"}]}, "
+                 "\"status\": {\"allocatable\": {\"nvidia.com/gpu\": \"8\", \"cpu\": \"192\", "
+                 "\"memory\": \"2048Gi\", \"pods\": \"110\"}, \"capacity\": {\"nvidia.com/gpu\": "
+                 "\"8\", \"cpu\": \"192\", \"memory\": \"2048Gi\", \"pods\": \"110\"}, "
+                 "\"conditions\": [{\"type\": \"Ready\", \"status\": \"True\"}]}}",
+                 i);
+        fake_ctl("/fake/nodes", node);
+    }
+    json_t *pods = wait_pods_bound(id, 1, 3);
+    assert_string_equal(pod_zone_affinity(json_array_get(pods, 0)), "us-west-2c");
+    json_decref(pods);
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+}
+
+/* /metrics carries the backend's families. */
+static void test_metrics(void **state)
+{
+    (void)state;
+    ty_http_resp *r = ty_req(g_cli, "GET", "/metrics", NULL);
+    assert_int_equal(r->status, 200);
+    if (!strstr(r->body, "trainyard_kube_"))
+        fail_msg("no trainyard_kube_ family in /metrics:\n%s", r->body);
+    ty_resp_destroy(r);
+}
+
+int main(int argc, char **argv)
+{
+    char err[512];
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s TRAINYARD OPENAPI FAKE_APISERVER\n", argv[0]);
+        return 2;
+    }
+    g_fake_bin = argv[3];
+    if (ty_harness_init(argc, argv, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_image_required),
+        cmocka_unit_test(test_success),
+        cmocka_unit_test(test_oom_then_success),
+        cmocka_unit_test(test_restarts_exhausted),
+        cmocka_unit_test(test_spot_notice_moves_the_gang),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_scale_from_zero),
+        cmocka_unit_test(test_server_killed_adopts),
+        cmocka_unit_test(test_api_faults),
+        cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_no_zone_waits_for_nodes),
+    };
+    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    ty_harness_cleanup();
+    return rc;
+}
