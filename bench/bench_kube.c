@@ -1,0 +1,454 @@
+/*
+ * bench_kube.c - the Kubernetes backend against the fake API server, at cluster scale.
+ *
+ *   bench_kube [--nodes 3000] [--jobs 1000] [--ranks 2] [--samples 200]
+ *              [--trainyard PATH] [--fake PATH] [--profile FILE]
+ *
+ * Starts fake-kube-apiserver with --nodes nodes in us-west-2a/b/c (8 on-demand A100s each, as
+ * deploy/cluster-profile.example.yaml describes them) and `trainyard serve` on that profile
+ * with no client-side rate limit (--kube-qps 0), then prints:
+ *   1. creation: --jobs jobs of --ranks ranks (1 GPU each) submitted in batches of 1,000;
+ *      jobs/s from submission until every job's batch/v1 Job exists in the API server;
+ *   2. every pod set Running at once: seconds until the server shows every job RUNNING;
+ *   3. status latency with every job running: for --samples jobs one at a time, the pods
+ *      of one job set Succeeded (one control call), then GET /v1/jobs/{id} polled until it
+ *      says SUCCEEDED; p50/p99/max of that time, which includes the fake's own reaction and
+ *      the polling interval (1 ms);
+ *   4. the server's resident memory now and at its peak (VmRSS, VmHWM).
+ * Everything runs on this machine: the fake's and the client's CPU compete with the
+ * server's, so the figures are a lower bound of what the server alone can do.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ty_net.h"
+
+#define TOKEN "bench-admin-token-0123456789abcdef"
+#define FAKE_TOKEN "bench-cluster-token"
+#define NS "trainyard"
+
+static char g_fake[64], g_srv[64], g_dir[] = "/tmp/ty-bench-kube-XXXXXX";
+static pid_t g_fake_pid = -1, g_srv_pid = -1;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench_kube: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (g_srv_pid > 0)
+        kill(g_srv_pid, SIGKILL);
+    if (g_fake_pid > 0)
+        kill(g_fake_pid, SIGKILL);
+    exit(1);
+}
+
+typedef struct buf {
+    char *p;
+    size_t n;
+} buf;
+
+static size_t collect(char *p, size_t sz, size_t n, void *ud)
+{
+    buf *b = ud;
+    char *m = realloc(b->p, b->n + sz * n + 1);
+    if (!m)
+        return 0;
+    memcpy(m + b->n, p, sz * n);
+    b->n += sz * n;
+    m[b->n] = '\0';
+    b->p = m;
+    return sz * n;
+}
+
+/* One keep-alive handle per target. */
+static CURL *g_hf, *g_hs;
+
+static long call(CURL *h, const char *base, const char *token, const char *method,
+                 const char *path, const char *body, json_t **out)
+{
+    char url[2048], auth[128];
+    buf b = {0};
+    snprintf(url, sizeof url, "%s%s", base, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    hd = curl_slist_append(hd, auth);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    long status = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hd);
+    if (out)
+        *out = b.p ? json_loads(b.p, 0, NULL) : NULL;
+    free(b.p);
+    return status;
+}
+
+static long fake(const char *method, const char *path, const char *body, json_t **out)
+{
+    return call(g_hf, g_fake, FAKE_TOKEN, method, path, body, out);
+}
+
+static long srv(const char *method, const char *path, const char *body, json_t **out)
+{
+    return call(g_hs, g_srv, TOKEN, method, path, body, out);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Starts argv with stdout to a pipe (when port_line) or to log; returns the pid. */
+static pid_t spawn(char *const argv[], char *const env[], int *port_fd, const char *log)
+{
+    int fds[2] = {-1, -1};
+    if (port_fd && pipe(fds) != 0)
+        die("pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (port_fd) {
+            dup2(fds[1], 1);
+            close(fds[0]);
+            close(fds[1]);
+        }
+        if (log) {
+            FILE *f = fopen(log, "a");
+            if (f) {
+                dup2(fileno(f), 2);
+                if (!port_fd)
+                    dup2(fileno(f), 1);
+            }
+        }
+        for (size_t i = 0; env && env[i]; i++)
+            putenv(env[i]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    if (port_fd) {
+        close(fds[1]);
+        *port_fd = fds[0];
+    }
+    return pid;
+}
+
+static void write_nodes(const char *path, int n)
+{
+    static const char *const zones[] = {"us-west-2a", "us-west-2b", "us-west-2c"};
+    FILE *f = fopen(path, "w");
+    if (!f)
+        die("%s: %s", path, strerror(errno));
+    fprintf(f, "{\"items\": [");
+    for (int i = 0; i < n; i++) {
+        const char *z = zones[i % 3];
+        fprintf(f,
+                "%s{\"metadata\": {\"name\": \"node-%s-%05d\", \"labels\": {"
+                "\"topology.kubernetes.io/zone\": \"%s\", "
+                "\"nvidia.com/gpu.product\": \"NVIDIA-A100-SXM4-40GB\", "
+                "\"node.kubernetes.io/instance-type\": \"p4d.24xlarge\", "
+                "\"eks.amazonaws.com/capacityType\": \"ON_DEMAND\", "
+                "\"karpenter.sh/capacity-type\": \"on-demand\", "
+                "\"eks.amazonaws.com/nodegroup\": \"p4d-od-%s\"}}, "
+                "\"spec\": {\"taints\": [{\"key\": \"nvidia.com/gpu\", \"value\": \"present\", "
+                "\"effect\": \"NoSchedule\"}]}, "
+                "\"status\": {\"allocatable\": {\"nvidia.com/gpu\": \"8\", \"cpu\": \"96\", "
+                "\"memory\": \"1152Gi\", \"pods\": \"110\"}, \"capacity\": {\"nvidia.com/gpu\": "
+                "\"8\", \"cpu\": \"96\", \"memory\": \"1152Gi\", \"pods\": \"110\"}, "
+                "\"conditions\": [{\"type\": \"Ready\", \"status\": \"True\"}]}}",
+                i ? ", " : "", z + 8, i, z, z + 8);
+    }
+    fprintf(f, "]}\n");
+    fclose(f);
+}
+
+/* Jobs of the cluster that carry our label, counted through a paged list. */
+static long count_kube_jobs(void)
+{
+    long n = 0;
+    char path[1024], cont[512] = "";
+    for (;;) {
+        json_t *j = NULL;
+        snprintf(path, sizeof path,
+                 "/apis/batch/v1/namespaces/" NS "/jobs?labelSelector=trainyard.io%%2Fjob-id"
+                 "&limit=500%s%s",
+                 cont[0] ? "&continue=" : "", cont);
+        if (fake("GET", path, NULL, &j) != 200)
+            die("listing Jobs failed");
+        n += (long)json_array_size(json_object_get(j, "items"));
+        const char *c =
+            json_string_value(json_object_get(json_object_get(j, "metadata"), "continue"));
+        snprintf(cont, sizeof cont, "%s", c ? c : "");
+        json_decref(j);
+        if (!cont[0])
+            return n;
+    }
+}
+
+/* The server's trainyard_jobs{state="STATE"} gauge. */
+static long jobs_in_state(const char *state)
+{
+    char *m = NULL;
+    buf b = {0};
+    char url[128], auth[128], needle[64];
+    snprintf(url, sizeof url, "%s/metrics", g_srv);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", TOKEN);
+    curl_easy_reset(g_hs);
+    curl_easy_setopt(g_hs, CURLOPT_URL, url);
+    curl_easy_setopt(g_hs, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(g_hs, CURLOPT_WRITEDATA, &b);
+    long v = -1;
+    if (curl_easy_perform(g_hs) == CURLE_OK && b.p) {
+        snprintf(needle, sizeof needle, "trainyard_jobs{state=\"%s\"} ", state);
+        if ((m = strstr(b.p, needle)))
+            v = strtol(m + strlen(needle), NULL, 10);
+    }
+    free(b.p);
+    return v;
+}
+
+static void rss(pid_t pid, long *now_kb, long *peak_kb)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    *now_kb = *peak_kb = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            *now_kb = strtol(line + 6, NULL, 10);
+        else if (strncmp(line, "VmHWM:", 6) == 0)
+            *peak_kb = strtol(line + 6, NULL, 10);
+    }
+    if (f)
+        fclose(f);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    int nodes = 3000, jobs = 1000, ranks = 2, samples = 200;
+    const char *trainyard = BENCH_TRAINYARD, *fakebin = BENCH_FAKE, *profile = BENCH_PROFILE;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            die("%s needs a value", argv[i]);
+        if (strcmp(argv[i], "--nodes") == 0)
+            nodes = atoi(v);
+        else if (strcmp(argv[i], "--jobs") == 0)
+            jobs = atoi(v);
+        else if (strcmp(argv[i], "--ranks") == 0)
+            ranks = atoi(v);
+        else if (strcmp(argv[i], "--samples") == 0)
+            samples = atoi(v);
+        else if (strcmp(argv[i], "--trainyard") == 0)
+            trainyard = v;
+        else if (strcmp(argv[i], "--fake") == 0)
+            fakebin = v;
+        else if (strcmp(argv[i], "--profile") == 0)
+            profile = v;
+        else
+            die("unknown argument %s", argv[i]);
+        i++;
+    }
+    if (nodes < 3 || jobs < 1 || ranks < 1 || samples < 0 || samples > jobs)
+        die("bad sizes");
+    if (!mkdtemp(g_dir))
+        die("mkdtemp: %s", strerror(errno));
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    g_hf = curl_easy_init();
+    g_hs = curl_easy_init();
+
+    char nodes_path[256], kubeconfig[256], db[256], log[256], text[1024];
+    snprintf(nodes_path, sizeof nodes_path, "%s/nodes.json", g_dir);
+    snprintf(kubeconfig, sizeof kubeconfig, "%s/kubeconfig", g_dir);
+    snprintf(db, sizeof db, "%s/data/trainyard.db", g_dir);
+    snprintf(log, sizeof log, "%s/server.log", g_dir);
+    write_nodes(nodes_path, nodes);
+
+    int port_fd;
+    char *fargv[] = {(char *)fakebin, "--port", "0", "--token", FAKE_TOKEN, "--nodes",
+                     nodes_path, "--window", "1000000", NULL};
+    g_fake_pid = spawn(fargv, NULL, &port_fd, NULL);
+    FILE *pf = fdopen(port_fd, "r");
+    char line[64] = "";
+    if (!pf || !fgets(line, sizeof line, pf))
+        die("the fake API server did not start");
+    fclose(pf);
+    snprintf(g_fake, sizeof g_fake, "http://127.0.0.1:%ld", strtol(line, NULL, 10));
+    if (fake("POST", "/api/v1/namespaces",
+             "{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {\"name\": \"" NS
+             "\"}}",
+             NULL) != 201)
+        die("cannot create the namespace");
+    FILE *kf = fopen(kubeconfig, "w");
+    if (!kf)
+        die("%s: %s", kubeconfig, strerror(errno));
+    fprintf(kf,
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            "clusters:\n- name: fake\n  cluster:\n    server: %s\n"
+            "users:\n- name: admin\n  user:\n    token: %s\n"
+            "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: admin\n",
+            g_fake, FAKE_TOKEN);
+    fclose(kf);
+
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ty_net_free_port());
+    char *senv[] = {"TRAINYARD_ADMIN_TOKEN=" TOKEN, NULL};
+    char *sargv[] = {(char *)trainyard, "serve", "--listen", addr, "--db", db,
+                     "--cluster-profile", (char *)profile, "--kubeconfig", kubeconfig,
+                     "--kube-qps", "0", "--log-level", "warn", NULL};
+    g_srv_pid = spawn(sargv, senv, NULL, log);
+    snprintf(g_srv, sizeof g_srv, "http://%s", addr);
+    for (int i = 0; i < 600 && srv("GET", "/readyz", NULL, NULL) != 200; i++) {
+        int st;
+        if (waitpid(g_srv_pid, &st, WNOHANG) == g_srv_pid)
+            die("the server exited; its log is %s", log);
+        sleep_ms(100);
+    }
+    printf("fake API server: %d nodes in 3 zones (8 GPUs each); server: %s, --kube-qps 0\n",
+           nodes, trainyard);
+
+    /* 1. Creation. */
+    double t0 = now_s();
+    for (int done = 0; done < jobs;) {
+        int n = jobs - done > 1000 ? 1000 : jobs - done;
+        size_t cap = (size_t)n * 256 + 64, len = 0;
+        char *body = malloc(cap);
+        len += (size_t)snprintf(body + len, cap - len, "{\"jobs\": [");
+        for (int i = 0; i < n; i++)
+            len += (size_t)snprintf(body + len, cap - len,
+                                    "%s{\"name\": \"b%d\", \"image\": \"registry.example/w:1\", "
+                                    "\"command\": [\"train\"], \"workers\": {\"count\": %d}, "
+                                    "\"resources\": {\"gpu\": {\"type\": \"a100\", \"count\": 1}}}",
+                                    i ? ", " : "", done + i, ranks);
+        snprintf(body + len, cap - len, "]}");
+        char idem[64];
+        snprintf(idem, sizeof idem, "bench-%d", done);
+        json_t *r = NULL;
+        long st = srv("POST", "/v1/jobs:batch", body, &r);
+        free(body);
+        json_decref(r);
+        if (st != 201)
+            die(":batch answered %ld", st);
+        done += n;
+    }
+    double t_sub = now_s() - t0;
+    long created = 0;
+    while ((created = count_kube_jobs()) < jobs) {
+        if (now_s() - t0 > 600)
+            die("only %ld of %d Jobs created after 600 s", created, jobs);
+        sleep_ms(200);
+    }
+    double t_created = now_s() - t0;
+    printf("creation: %d jobs of %d ranks submitted in %.2f s; every batch/v1 Job created after "
+           "%.2f s: %.0f jobs/s\n",
+           jobs, ranks, t_sub, t_created, jobs / t_created);
+
+    /* 2. Every pod Running. */
+    t0 = now_s();
+    if (fake("POST", "/fake/pods/" NS "/phase?labelSelector=trainyard.io%2Fjob-id",
+             "{\"phase\": \"Running\"}", NULL) != 200)
+        die("setting pods Running failed");
+    double t_phase = now_s() - t0;
+    long running;
+    while ((running = jobs_in_state("RUNNING")) < jobs) {
+        if (now_s() - t0 > 600)
+            die("only %ld of %d jobs RUNNING after 600 s", running, jobs);
+        sleep_ms(50);
+    }
+    printf("all pods Running (one control call, %.2f s): every job RUNNING after %.2f s\n",
+           t_phase, now_s() - t0);
+
+    /* 3. Status latency, one job at a time, with the others running. */
+    double *lat = calloc((size_t)(samples ? samples : 1), sizeof *lat);
+    json_t *list = NULL;
+    char path[512];
+    int taken = 0;
+    snprintf(path, sizeof path, "/v1/jobs?state=RUNNING&limit=%d", samples ? samples : 1);
+    if (samples && srv("GET", path, NULL, &list) == 200) {
+        size_t i;
+        json_t *j;
+        json_array_foreach(json_object_get(list, "jobs"), i, j)
+        {
+            const char *id = json_string_value(json_object_get(j, "id"));
+            snprintf(path, sizeof path,
+                     "/fake/pods/" NS "/phase?labelSelector=trainyard.io%%2Fjob-id%%3D%s", id);
+            double s0 = now_s();
+            if (fake("POST", path, "{\"phase\": \"Succeeded\", \"exitCode\": 0}", NULL) != 200)
+                die("setting pods Succeeded failed");
+            double s1 = now_s();
+            char jp[128];
+            snprintf(jp, sizeof jp, "/v1/jobs/%s", id);
+            for (;;) {
+                json_t *got = NULL;
+                srv("GET", jp, NULL, &got);
+                const char *st = json_string_value(json_object_get(got, "state"));
+                int done = st && strcmp(st, "SUCCEEDED") == 0;
+                json_decref(got);
+                if (done)
+                    break;
+                if (now_s() - s1 > 60)
+                    die("job %s not SUCCEEDED 60 s after its pods", id);
+                sleep_ms(1);
+            }
+            lat[taken++] = (now_s() - s1) * 1e3;
+            if (s1 - s0 > 1.0)
+                fprintf(stderr, "bench_kube: the fake took %.1f s to change a job's pods\n",
+                        s1 - s0);
+        }
+    }
+    json_decref(list);
+    if (taken) {
+        qsort(lat, (size_t)taken, sizeof *lat, cmp_double);
+        printf("pod phase -> job state visible in GET /v1/jobs/{id} (%d jobs, %d running "
+               "beside): p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+               taken, jobs - 1, lat[taken / 2], lat[(int)(taken * 0.99)], lat[taken - 1]);
+    }
+    free(lat);
+
+    /* 4. Memory. */
+    long now_kb, peak_kb;
+    rss(g_srv_pid, &now_kb, &peak_kb);
+    printf("server RSS: %.1f MiB now, %.1f MiB peak\n", now_kb / 1024.0, peak_kb / 1024.0);
+
+    kill(g_srv_pid, SIGTERM);
+    waitpid(g_srv_pid, NULL, 0);
+    kill(g_fake_pid, SIGTERM);
+    waitpid(g_fake_pid, NULL, 0);
+    curl_easy_cleanup(g_hf);
+    curl_easy_cleanup(g_hs);
+    curl_global_cleanup();
+    snprintf(text, sizeof text, "rm -rf %s", g_dir);
+    return system(text) == 0 ? 0 : 1;
+}
