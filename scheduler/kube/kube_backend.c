@@ -418,7 +418,8 @@ static int max_gpus_per_node(kbe *kb, const inventory *inv, const char *gpu_type
     return best;
 }
 
-static void gang_of(const backend_attempt *a, const char *avoid, kube_gang *g)
+/* avoid points at the caller's zone name (placement keeps the pointer while it runs). */
+static void gang_of(const backend_attempt *a, const char *const *avoid, kube_gang *g)
 {
     memset(g, 0, sizeof *g);
     g->count = a->world;
@@ -426,8 +427,8 @@ static void gang_of(const backend_attempt *a, const char *avoid, kube_gang *g)
     g->gpu_type = a->gpus_per_rank ? a->gpu_type : NULL;
     g->capacity = a->capacity[0] ? a->capacity : NULL;
     g->zone = a->want_zone[0] ? a->want_zone : NULL;
-    if (avoid && *avoid) {
-        g->avoid = &avoid;
+    if (avoid && *avoid && **avoid) {
+        g->avoid = avoid;
         g->navoid = 1;
     }
 }
@@ -466,7 +467,7 @@ static ty_err place(kbe *kb, backend_attempt *a, const char *avoid, kube_placeme
         }
     }
     kube_inventory ki = {inv.flat, inv.nnodes, inv.groups, inv.ngroups};
-    gang_of(a, avoid, &g);
+    gang_of(a, &avoid, &g);
     e = kube_place(kb->p, &ki, &g, out, why, whylen);
     if (e == TY_OK && out->verdict == KUBE_WAIT && avoid && *avoid) {
         gang_of(a, NULL, &g); /* nothing else fits: the avoided zone is better than none */
@@ -1339,6 +1340,15 @@ static const backend_ops kb_ops = {
     .free = kb_free,
 };
 
+/* The first list of nodes is what there is, not capacity that grew: no CAPACITY for it. */
+static void nodes_synced(void *ud)
+{
+    kbe *kb = ud;
+    pthread_mutex_lock(&kb->mu);
+    kb->nodes_synced = 1;
+    pthread_mutex_unlock(&kb->mu);
+}
+
 static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb, ty_informer **out,
                              int64_t backoff_ms, char *err, size_t len)
 {
@@ -1346,6 +1356,8 @@ static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb, ty_i
     ty_informer_opts_default(&o);
     o.path = path;
     o.on_event = cb;
+    if (cb == kb_node_event)
+        o.on_synced = nodes_synced;
     o.ud = kb;
     if (backoff_ms > 0) {
         o.backoff_base_ms = backoff_ms;

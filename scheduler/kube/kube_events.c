@@ -338,7 +338,7 @@ void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json
     int reclaim = type != TY_INF_DELETED && has_taint(new_obj, KUBE_RECLAIM_TAINT) &&
                   !(old_obj && has_taint(old_obj, KUBE_RECLAIM_TAINT));
     pthread_mutex_lock(&kb->mu);
-    if (type != TY_INF_DELETED && capacity_grew(old_obj, new_obj))
+    if (kb->nodes_synced && type != TY_INF_DELETED && capacity_grew(old_obj, new_obj))
         kb_push_capacity(kb);
     for (backend_attempt *a = kb->attempts; a && (reclaim || type == TY_INF_DELETED);
          a = a->next) {

@@ -79,6 +79,7 @@ typedef struct kbe {
     uint64_t *qt;                  /* per event: when its informer delivered the change (mono ns) */
     size_t qlen, qcap;
     int efd;
+    int nodes_synced;              /* the nodes' first list has been delivered */
     kb_action *ahead, **atail;
     int quit, worker_started;
     pthread_t worker;

@@ -468,8 +468,11 @@ static void test_scale_up_withdrawn(void **state)
     backend_attempt *a = reserve_ok(&j);
     g_b->ops->launch(g_b, a, &j);
     expect(BACKEND_EV_PENDING, -1, a);
-    /* Rank 1 waits for a node that never comes; rank 0 may be placed meanwhile. */
-    backend_event *ev = expect(BACKEND_EV_DISRUPTED, -1, a);
+    /* Rank 1 waits for a node that never comes (the scheduler says why); rank 0 is placed. */
+    backend_event *ev = expect(BACKEND_EV_PENDING, -2, a);
+    assert_true(ev->rank >= 0);
+    assert_non_null(strstr(ev->detail, "nodes are available"));
+    ev = expect(BACKEND_EV_DISRUPTED, -1, a);
     assert_int_equal(ev->ended, 1);
     assert_non_null(strstr(ev->detail, "withdrawn"));
     assert_int_equal(metric("trainyard_kube_withdrawn_total "), 1);
@@ -527,6 +530,56 @@ static void test_create_conflict_adopts(void **state)
     expect(BACKEND_EV_DISRUPTED, 0, a);
     g_b->ops->release(g_b, a);
     json_decref(jobs);
+    json_decref(pods);
+}
+
+static void test_node_lost(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000l";
+    backend_job j = job_of(id, 1, 1, 8, "a100", "on-demand");
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    run_all(&j, a);
+    fakef("DELETE", NULL, "/fake/nodes/%s", node_of(pods, pod_of_rank(pods, 0)));
+    backend_event *ev = expect(BACKEND_EV_DISRUPTED, 0, a);
+    assert_int_equal(ev->ended, 1);
+    assert_int_equal(ev->disruption, BACKEND_DISRUPT_NODE_LOST);
+    /* Each rank ends once, whatever else the pod's deletion says later. */
+    assert_false(seen(BACKEND_EV_EXITED, 0, 300));
+    size_t ends = 0;
+    for (size_t i = 0; i < g_nev; i++)
+        ends += g_ev[i].kind == BACKEND_EV_DISRUPTED && g_ev[i].ended;
+    assert_int_equal(ends, 1);
+    g_b->ops->release(g_b, a);
+    json_decref(pods);
+}
+
+static void test_logs(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000m";
+    backend_job j = job_of(id, 1, 2, 4, "a100", "spot");
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    run_all(&j, a);
+    char path[256], buf[256];
+    snprintf(path, sizeof(path), "/fake/pods/" NS "/%s/log", pod_of_rank(pods, 1));
+    fake("PUT", path, "step 1\nstep 2\nstep 3\n");
+    backend_log *l = NULL;
+    assert_int_equal(g_b->ops->log_open(g_b, id, 1, 1, 2, &l), TY_OK);
+    long n = g_b->ops->log_read(l, buf, sizeof(buf) - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_string_equal(buf, "step 2\nstep 3\n");
+    assert_int_equal(g_b->ops->log_read(l, buf, sizeof(buf)), 0);
+    g_b->ops->log_close(l);
+    assert_int_equal(g_b->ops->log_open(g_b, id, 1, 3, -1, &l), TY_ENOTFOUND);
+    assert_int_equal(g_b->ops->log_open(g_b, id, 7, 0, -1, &l), TY_ENOTFOUND);
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    expect(BACKEND_EV_DISRUPTED, 1, a);
+    g_b->ops->release(g_b, a);
     json_decref(pods);
 }
 
@@ -621,7 +674,9 @@ static void test_rejected_launch(void **state)
     backend_event *ev = expect(BACKEND_EV_LAUNCH_FAILED, -1, a);
     assert_non_null(strstr(ev->detail, "injected fault"));
     assert_non_null(strstr(ev->detail, "422"));
-    assert_int_equal(json_array_size(objects("jobs", id)), 0);
+    json_t *none = objects("jobs", id);
+    assert_int_equal(json_array_size(none), 0);
+    json_decref(none);
     /* The reservation holds: the next attempt launches on it. */
     j.attempt = 2;
     json_t *pods = launch_placed(a, &j);
@@ -769,6 +824,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_recover_adopts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_faults_and_dropped_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejected_launch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
