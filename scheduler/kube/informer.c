@@ -291,7 +291,8 @@ static ty_err on_watch(void *ud, ty_kwatch_type type, json_t *obj)
     return oom ? TY_ENOMEM : TY_OK;
 }
 
-/* One watch from the cache's resourceVersion. *relist is set on 410. */
+/* One watch from the cache's resourceVersion. *need_list is set when the cache must be
+ * listed again (410, or an event it could not take); *progressed when any event came. */
 static ty_err watch_once(ty_informer *inf, int *need_list, int *progressed, char *err,
                          size_t errlen)
 {
@@ -360,6 +361,12 @@ static void *run(void *arg)
         rc = watch_once(inf, &need_list, &progressed, err, sizeof(err));
         if (rc == TY_ESHUTDOWN)
             break;
+        if (need_list && !progressed) {
+            /* 410 at once: a server that forgets every version right away is not listed in a
+             * tight loop. */
+            backoff(inf, failures++);
+            continue;
+        }
         if (need_list || (progressed && (rc == TY_OK || rc == TY_EIO))) {
             /* 410, or a stream that delivered and then ended or broke: again at once. */
             failures = 0;
@@ -387,7 +394,8 @@ ty_err ty_informer_start(ty_kclient *c, const ty_informer_opts *o, ty_informer *
     if (!c || !o || !o->path || o->path[0] != '/' || o->page_limit < 0 ||
         o->watch_timeout_s < 0 || o->backoff_base_ms <= 0 ||
         o->backoff_max_ms < o->backoff_base_ms) {
-        set_err(err, errlen, "informer: bad options (the path must start with '/')",
+        set_err(err, errlen, "informer: bad options (a path starting with '/', no negative limit, "
+                "0 < backoff_base_ms <= backoff_max_ms) for",
                 o && o->path ? o->path : "(none)");
         return TY_EINVAL;
     }
