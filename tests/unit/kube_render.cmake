@@ -17,3 +17,5 @@ target_compile_definitions(test_kube_render PRIVATE
 ty_unit_test(test_kube_placement ${CMAKE_CURRENT_LIST_DIR}/test_kube_placement.c ty_kube_render)
 target_compile_definitions(test_kube_placement PRIVATE
   TY_EXAMPLE_PROFILE="${PROJECT_SOURCE_DIR}/deploy/cluster-profile.example.yaml")
+ty_unit_test(test_kube_inventory ${CMAKE_CURRENT_LIST_DIR}/test_kube_inventory.c
+             ty_kube_inventory)

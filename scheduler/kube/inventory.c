@@ -1,0 +1,321 @@
+/*
+ * inventory.c - nodes and the GPUs in use, kept change by change (see inventory.h).
+ *
+ * Nodes live in an array (so that a view is one memcpy) with a name -> index map beside it;
+ * the GPUs in use are kept per node name, whether or not the node is known yet, and each
+ * counted pod remembers what it added so that its next change or its deletion takes exactly
+ * that back. The maps are jansson objects: hash tables keyed by string, with deletion.
+ */
+#include "scheduler/kube/inventory.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GPU "nvidia.com/gpu"
+#define LABEL_ZONE "topology.kubernetes.io/zone"
+#define LABEL_GROUP "eks.amazonaws.com/nodegroup"
+
+/* What the inventory keeps of a node: a copy of it, and arrays pointing into the copy. */
+typedef struct inode {
+    json_t *obj;
+    kube_label *labels;
+    kube_taint *taints;
+    int group; /* index into kube_inv.groups, -1 for none */
+} inode;
+
+struct kube_inv {
+    pthread_mutex_t mu;
+    char **groups;
+    kube_group_size *sizes;
+    size_t ngroups;
+    inode *nodes;     /* n entries, parallel to flat */
+    kube_node *flat;  /* the nodes as placement reads them */
+    size_t n, cap;
+    kube_node *scratch; /* the copy a view hands out */
+    size_t scratch_cap;
+    json_t *index;    /* node name -> index into nodes */
+    json_t *used;     /* node name -> GPUs of the counted pods bound there */
+    json_t *pods;     /* "namespace/name" -> [node name, GPUs] of each counted pod */
+};
+
+static const char *str_at(const json_t *obj, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(obj, a);
+    return json_string_value(b ? json_object_get(v, b) : v);
+}
+
+static int quantity(const json_t *q)
+{
+    if (json_is_integer(q))
+        return (int)json_integer_value(q);
+    const char *s = json_string_value(q);
+    return s ? atoi(s) : 0;
+}
+
+int kube_inv_pod_gpus(const json_t *pod)
+{
+    int n = 0;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
+    {
+        const json_t *res = json_object_get(c, "resources");
+        int q = quantity(json_object_get(json_object_get(res, "limits"), GPU));
+        n += q ? q : quantity(json_object_get(json_object_get(res, "requests"), GPU));
+    }
+    return n;
+}
+
+static int node_ready(const json_t *node)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c)
+    {
+        const char *type = str_at(c, "type", NULL), *status = str_at(c, "status", NULL);
+        if (type && !strcmp(type, "Ready"))
+            return status && !strcmp(status, "True");
+    }
+    return 0;
+}
+
+static void inode_clear(inode *in)
+{
+    json_decref(in->obj);
+    free(in->labels);
+    free(in->taints);
+    memset(in, 0, sizeof *in);
+}
+
+/* Parses a copy of node into *in and *out (whose strings point into the copy). */
+static ty_err inode_make(const kube_inv *inv, const json_t *node, inode *in, kube_node *out)
+{
+    memset(in, 0, sizeof *in);
+    memset(out, 0, sizeof *out);
+    in->group = -1;
+    if (!(in->obj = json_deep_copy(node)))
+        return TY_ENOMEM;
+    const json_t *labels = json_object_get(json_object_get(in->obj, "metadata"), "labels");
+    const json_t *taints = json_object_get(json_object_get(in->obj, "spec"), "taints");
+    size_t nl = json_object_size(labels), nt = json_array_size(taints), i = 0, k;
+    in->labels = calloc(nl ? nl : 1, sizeof *in->labels);
+    in->taints = calloc(nt ? nt : 1, sizeof *in->taints);
+    if (!in->labels || !in->taints) {
+        inode_clear(in);
+        return TY_ENOMEM;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)labels, key, v)
+    {
+        if (json_is_string(v))
+            in->labels[i++] = (kube_label){(char *)key, (char *)json_string_value(v)};
+    }
+    out->labels = in->labels;
+    out->nlabels = i;
+    i = 0;
+    json_array_foreach(taints, k, v)
+    {
+        const char *tk = str_at(v, "key", NULL);
+        if (!tk)
+            continue;
+        const char *tv = str_at(v, "value", NULL), *te = str_at(v, "effect", NULL);
+        in->taints[i++] = (kube_taint){(char *)tk, (char *)(tv ? tv : ""), (char *)(te ? te : "")};
+    }
+    out->taints = in->taints;
+    out->ntaints = i;
+    out->name = str_at(in->obj, "metadata", "name");
+    out->zone = str_at(labels, LABEL_ZONE, NULL);
+    out->gpus_allocatable =
+        quantity(json_object_get(json_object_get(json_object_get(in->obj, "status"),
+                                                 "allocatable"),
+                                 GPU));
+    out->ready = node_ready(in->obj);
+    out->unschedulable = json_is_true(json_object_get(json_object_get(in->obj, "spec"),
+                                                      "unschedulable"));
+    const char *group = str_at(labels, LABEL_GROUP, NULL);
+    for (size_t g = 0; group && g < inv->ngroups; g++)
+        if (!strcmp(inv->groups[g], group))
+            in->group = (int)g;
+    return TY_OK;
+}
+
+ty_err kube_inv_new(const char *const *groups, size_t ngroups, kube_inv **out)
+{
+    kube_inv *inv = calloc(1, sizeof *inv);
+    if (!inv)
+        return TY_ENOMEM;
+    pthread_mutex_init(&inv->mu, NULL);
+    inv->index = json_object();
+    inv->used = json_object();
+    inv->pods = json_object();
+    inv->groups = calloc(ngroups ? ngroups : 1, sizeof *inv->groups);
+    inv->sizes = calloc(ngroups ? ngroups : 1, sizeof *inv->sizes);
+    int ok = inv->index && inv->used && inv->pods && inv->groups && inv->sizes;
+    for (size_t g = 0; ok && g < ngroups; g++) {
+        if (!(inv->groups[g] = strdup(groups[g])))
+            ok = 0;
+        inv->ngroups = g + 1;
+    }
+    if (!ok) {
+        kube_inv_free(inv);
+        return TY_ENOMEM;
+    }
+    *out = inv;
+    return TY_OK;
+}
+
+void kube_inv_free(kube_inv *inv)
+{
+    if (!inv)
+        return;
+    for (size_t i = 0; i < inv->n; i++)
+        inode_clear(&inv->nodes[i]);
+    for (size_t g = 0; g < inv->ngroups; g++)
+        free(inv->groups[g]);
+    free(inv->groups);
+    free(inv->sizes);
+    free(inv->nodes);
+    free(inv->flat);
+    free(inv->scratch);
+    json_decref(inv->index);
+    json_decref(inv->used);
+    json_decref(inv->pods);
+    pthread_mutex_destroy(&inv->mu);
+    free(inv);
+}
+
+static int used_on(const kube_inv *inv, const char *node)
+{
+    return (int)json_integer_value(json_object_get(inv->used, node));
+}
+
+/* Adds delta GPUs in use on node (known or not); under mu. */
+static ty_err add_used(kube_inv *inv, const char *node, int delta)
+{
+    int now = used_on(inv, node) + delta;
+    if (now <= 0)
+        json_object_del(inv->used, node);
+    else if (json_object_set_new(inv->used, node, json_integer(now)))
+        return TY_ENOMEM;
+    const json_t *idx = json_object_get(inv->index, node);
+    if (idx)
+        inv->flat[json_integer_value(idx)].gpus_requested = now > 0 ? now : 0;
+    return TY_OK;
+}
+
+ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node)
+{
+    const char *name = str_at(node ? node : old, "metadata", "name");
+    if (!name)
+        return TY_OK;
+    inode in;
+    kube_node flat;
+    if (node && inode_make(inv, node, &in, &flat) != TY_OK)
+        return TY_ENOMEM;
+    ty_err e = TY_OK;
+    pthread_mutex_lock(&inv->mu);
+    const json_t *idx = json_object_get(inv->index, name);
+    if (!node) {
+        if (idx) {
+            size_t i = (size_t)json_integer_value(idx), last = inv->n - 1;
+            inode_clear(&inv->nodes[i]);
+            if (i != last) {
+                inv->nodes[i] = inv->nodes[last];
+                inv->flat[i] = inv->flat[last];
+                json_object_set_new(inv->index, inv->flat[i].name, json_integer((json_int_t)i));
+            }
+            inv->n--;
+            json_object_del(inv->index, name); /* name points into a freed copy no more */
+        }
+    } else if (idx) {
+        size_t i = (size_t)json_integer_value(idx);
+        inode_clear(&inv->nodes[i]);
+        inv->nodes[i] = in;
+        flat.gpus_requested = used_on(inv, flat.name);
+        inv->flat[i] = flat;
+    } else {
+        if (inv->n == inv->cap) {
+            size_t cap = inv->cap ? inv->cap * 2 : 64;
+            inode *nodes = realloc(inv->nodes, cap * sizeof *nodes);
+            if (nodes)
+                inv->nodes = nodes;
+            kube_node *f = nodes ? realloc(inv->flat, cap * sizeof *f) : NULL;
+            if (f) {
+                inv->flat = f;
+                inv->cap = cap;
+            }
+        }
+        if (inv->n < inv->cap &&
+            !json_object_set_new(inv->index, flat.name, json_integer((json_int_t)inv->n))) {
+            flat.gpus_requested = used_on(inv, flat.name);
+            inv->nodes[inv->n] = in;
+            inv->flat[inv->n] = flat;
+            inv->n++;
+        } else {
+            inode_clear(&in);
+            e = TY_ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&inv->mu);
+    return e;
+}
+
+ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod)
+{
+    const json_t *any = pod ? pod : old;
+    const char *ns = str_at(any, "metadata", "namespace"), *name = str_at(any, "metadata", "name");
+    char key[512];
+    snprintf(key, sizeof key, "%s/%s", ns ? ns : "", name ? name : "");
+    const char *node = pod ? str_at(pod, "spec", "nodeName") : NULL;
+    const char *phase = pod ? str_at(pod, "status", "phase") : NULL;
+    int gpus = 0;
+    if (node && *node && !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+        gpus = kube_inv_pod_gpus(pod);
+    ty_err e = TY_OK;
+    pthread_mutex_lock(&inv->mu);
+    const json_t *prev = json_object_get(inv->pods, key);
+    if (prev) {
+        const char *pn = json_string_value(json_array_get(prev, 0));
+        int pg = (int)json_integer_value(json_array_get(prev, 1));
+        if (gpus > 0 && !strcmp(pn, node) && pg == gpus)
+            goto out; /* counted as it is */
+        add_used(inv, pn, -pg);
+        json_object_del(inv->pods, key);
+    }
+    if (gpus > 0) {
+        if (json_object_set_new(inv->pods, key, json_pack("[si]", node, gpus)) ||
+            add_used(inv, node, gpus))
+            e = TY_ENOMEM;
+    }
+out:
+    pthread_mutex_unlock(&inv->mu);
+    return e;
+}
+
+ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud)
+{
+    pthread_mutex_lock(&inv->mu);
+    if (inv->scratch_cap < inv->n) {
+        kube_node *s = realloc(inv->scratch, inv->n * sizeof *s);
+        if (!s) {
+            pthread_mutex_unlock(&inv->mu);
+            return TY_ENOMEM;
+        }
+        inv->scratch = s;
+        inv->scratch_cap = inv->n;
+    }
+    if (inv->n)
+        memcpy(inv->scratch, inv->flat, inv->n * sizeof *inv->scratch);
+    for (size_t g = 0; g < inv->ngroups; g++)
+        inv->sizes[g] = (kube_group_size){inv->groups[g], 0};
+    for (size_t i = 0; i < inv->n; i++)
+        if (inv->nodes[i].group >= 0)
+            inv->sizes[inv->nodes[i].group].size++;
+    kube_inv_view view = {inv->scratch, inv->n, inv->sizes, inv->ngroups};
+    ty_err e = fn(ud, &view);
+    pthread_mutex_unlock(&inv->mu);
+    return e;
+}

@@ -1,0 +1,208 @@
+/*
+ * test_kube_inventory.c - scheduler/kube/inventory: what placement sees after each node and
+ * pod change, in the orders informers deliver them.
+ */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scheduler/kube/inventory.h"
+
+static const char *const groups[] = {"p4d-spot-2b", "p4d-od-2a"};
+
+static json_t *node(const char *name, const char *zone, const char *group, int gpus, int ready)
+{
+    return json_pack("{s:{s:s, s:{s:s, s:s, s:s}}, s:{s:[{s:s, s:s, s:s}]}, "
+                     "s:{s:{s:s}, s:[{s:s, s:s}]}}",
+                     "metadata", "name", name, "labels", "topology.kubernetes.io/zone", zone,
+                     "eks.amazonaws.com/nodegroup", group, "nvidia.com/gpu.product",
+                     "NVIDIA-A100-SXM4-40GB", "spec", "taints", "key", "nvidia.com/gpu", "value",
+                     "present", "effect", "NoSchedule", "status", "allocatable",
+                     "nvidia.com/gpu", gpus == 8 ? "8" : "4", "conditions", "type", "Ready",
+                     "status", ready ? "True" : "False");
+}
+
+static json_t *pod(const char *name, const char *node_name, int gpus, const char *phase)
+{
+    json_t *p = json_pack("{s:{s:s, s:s}, s:{s:[{s:s, s:{s:{s:I}}}]}, s:{s:s}}", "metadata",
+                          "namespace", "trainyard", "name", name, "spec", "containers", "name",
+                          "worker", "resources", "limits", "nvidia.com/gpu", (json_int_t)gpus,
+                          "status", "phase", phase);
+    if (node_name)
+        json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(node_name));
+    return p;
+}
+
+typedef struct seen {
+    char names[8][64];
+    int alloc[8], used[8], ready[8], ntaints[8];
+    size_t n;
+    int sizes[2];
+    char zone0[64];
+} seen;
+
+static ty_err look(void *ud, kube_inv_view *view)
+{
+    seen *s = ud;
+    s->n = view->nnodes;
+    for (size_t i = 0; i < view->nnodes && i < 8; i++) {
+        snprintf(s->names[i], sizeof s->names[i], "%s", view->nodes[i].name);
+        s->alloc[i] = view->nodes[i].gpus_allocatable;
+        s->used[i] = view->nodes[i].gpus_requested;
+        s->ready[i] = view->nodes[i].ready;
+        s->ntaints[i] = (int)view->nodes[i].ntaints;
+    }
+    snprintf(s->zone0, sizeof s->zone0, "%s", view->nnodes ? view->nodes[0].zone : "");
+    assert_int_equal(view->ngroups, 2);
+    for (size_t g = 0; g < 2; g++)
+        s->sizes[g] = view->groups[g].size;
+    /* The view is a scratch copy: booking on it changes nothing kept. */
+    if (view->nnodes)
+        view->nodes[0].gpus_requested += 100;
+    return TY_OK;
+}
+
+static int used_of(const seen *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->names[i], name))
+            return s->used[i];
+    fail_msg("no node %s in the view", name);
+    return -1;
+}
+
+static void feed_node(kube_inv *inv, json_t *old, json_t *n)
+{
+    assert_int_equal(kube_inv_node(inv, old, n), TY_OK);
+    json_decref(old);
+    json_decref(n);
+}
+
+static void feed_pod(kube_inv *inv, json_t *old, json_t *p)
+{
+    assert_int_equal(kube_inv_pod(inv, old, p), TY_OK);
+    json_decref(old);
+    json_decref(p);
+}
+
+static void test_nodes_and_pods(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    seen s;
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(s.n, 0);
+
+    feed_node(inv, NULL, node("b0", "us-west-2b", "p4d-spot-2b", 8, 1));
+    feed_node(inv, NULL, node("b1", "us-west-2b", "p4d-spot-2b", 8, 1));
+    feed_node(inv, NULL, node("a0", "us-west-2a", "p4d-od-2a", 8, 0));
+    /* A pod bound before its node was seen counts once the node appears. */
+    feed_pod(inv, NULL, pod("early", "c0", 2, "Running"));
+    feed_pod(inv, NULL, pod("p1", "b0", 4, "Pending"));
+    feed_pod(inv, NULL, pod("unbound", NULL, 8, "Pending"));
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(s.n, 3);
+    assert_string_equal(s.zone0, "us-west-2b");
+    assert_int_equal(used_of(&s, "b0"), 4);
+    assert_int_equal(used_of(&s, "b1"), 0);
+    assert_int_equal(s.alloc[0], 8);
+    assert_int_equal(s.ntaints[0], 1);
+    assert_int_equal(s.sizes[0], 2);
+    assert_int_equal(s.sizes[1], 1);
+    feed_node(inv, NULL, node("c0", "us-west-2c", "other-group", 8, 1));
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "c0"), 2);
+    assert_int_equal(used_of(&s, "b0"), 4); /* the last view's booking was on a copy */
+
+    /* The pod is bound elsewhere, then ends: its GPUs move, then free. */
+    feed_pod(inv, pod("p1", "b0", 4, "Pending"), pod("p1", "b1", 4, "Running"));
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 0);
+    assert_int_equal(used_of(&s, "b1"), 4);
+    feed_pod(inv, NULL, pod("p2", "b1", 2, "Running"));
+    feed_pod(inv, pod("p1", "b1", 4, "Running"), pod("p1", "b1", 4, "Failed"));
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b1"), 2);
+    /* A deletion takes back exactly what the pod added. */
+    feed_pod(inv, pod("p2", "b1", 2, "Running"), NULL);
+    feed_pod(inv, pod("p1", "b1", 4, "Failed"), NULL); /* counted no more: nothing to take */
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b1"), 0);
+
+    /* A node that changes (Ready now) keeps what is used on it; a deleted one leaves the
+     * view, and the others keep their place in it and their counts. */
+    feed_node(inv, node("a0", "us-west-2a", "p4d-od-2a", 8, 0),
+              node("a0", "us-west-2a", "p4d-od-2a", 8, 1));
+    feed_node(inv, node("b0", "us-west-2b", "p4d-spot-2b", 8, 1), NULL);
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(s.n, 3);
+    for (size_t i = 0; i < s.n; i++) {
+        assert_string_not_equal(s.names[i], "b0");
+        if (!strcmp(s.names[i], "a0"))
+            assert_int_equal(s.ready[i], 1);
+    }
+    assert_int_equal(used_of(&s, "c0"), 2);
+    assert_int_equal(s.sizes[0], 1);
+    /* The node comes back (a replacement with the same name): counts start from its pods. */
+    feed_node(inv, NULL, node("b0", "us-west-2b", "p4d-spot-2b", 4, 1));
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 0);
+    kube_inv_free(inv);
+    kube_inv_free(NULL);
+}
+
+static ty_err sum_used(void *ud, kube_inv_view *view)
+{
+    long *got = ud;
+    for (size_t i = 0; i < view->nnodes; i++)
+        got[0] += view->nodes[i].gpus_requested;
+    got[1] = (long)view->nnodes;
+    return TY_OK;
+}
+
+/* Thousands of nodes and pods: every pod's GPUs land on its node, whatever the order. */
+static void test_many(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    char name[32], pname[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        if (i % 2)
+            feed_node(inv, NULL, node(name, "us-west-2a", "p4d-od-2a", 8, 1));
+        snprintf(pname, sizeof pname, "p%d", i);
+        feed_pod(inv, NULL, pod(pname, name, 1 + i % 8, "Running"));
+        if (!(i % 2))
+            feed_node(inv, NULL, node(name, "us-west-2a", "p4d-od-2a", 8, 1));
+    }
+    for (int i = 0; i < 3000; i += 3) {
+        snprintf(pname, sizeof pname, "p%d", i);
+        snprintf(name, sizeof name, "n%d", i);
+        feed_pod(inv, pod(pname, name, 1 + i % 8, "Running"), NULL);
+    }
+    long want = 0;
+    for (int i = 0; i < 3000; i++)
+        if (i % 3)
+            want += 1 + i % 8;
+    long got[2] = {0, 0};
+    assert_int_equal(kube_inv_with(inv, sum_used, got), TY_OK);
+    assert_int_equal(got[1], 3000);
+    assert_int_equal(got[0], want);
+    kube_inv_free(inv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nodes_and_pods),
+        cmocka_unit_test(test_many),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
