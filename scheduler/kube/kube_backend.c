@@ -108,9 +108,11 @@ static size_t kb_observe(backend *b, backend_event *ev, size_t max)
         kb->hist_sum += s;
         kb->hist_count++;
     }
-    memmove(kb->q, kb->q + n, (kb->qlen - n) * sizeof *kb->q);
-    memmove(kb->qt, kb->qt + n, (kb->qlen - n) * sizeof *kb->qt);
-    kb->qlen -= n;
+    if (n) {
+        memmove(kb->q, kb->q + n, (kb->qlen - n) * sizeof *kb->q);
+        memmove(kb->qt, kb->qt + n, (kb->qlen - n) * sizeof *kb->qt);
+        kb->qlen -= n;
+    }
     if (kb->qlen) {
         uint64_t one = 1; /* still readable: the rest waits for the next call */
         if (write(kb->efd, &one, sizeof one) < 0 && errno != EAGAIN)
@@ -1146,10 +1148,59 @@ static ty_err kb_recover(backend *b, const backend_job *job, int may_adopt, int 
 
 /* ---- logs ---------------------------------------------------------------------------------- */
 
+/*
+ * A rank's log: what pods/log answers now, then, once that is read, the log fetched again for
+ * what was written since (at most every KB_LOG_REFETCH_MS; the reader waits for it, so that a
+ * reader's "one more pass" after the rank ended sees its last lines). The API has no byte
+ * offset to resume from; `seen` counts the bytes of the whole log already handed out, and a log
+ * that got shorter (the kubelet rotated it) starts over from its new beginning.
+ */
+#define KB_LOG_REFETCH_MS 500
+
 struct backend_log {
-    char *text;
+    ty_kclient *c;
+    char path[512];               /* pods/log without a query */
+    char *text;                   /* unread bytes of the last fetch */
     size_t len, off;
+    size_t seen;                  /* bytes of the log handed out or skipped (tail) */
+    int64_t fetched_ms;           /* monotonic, of the last fetch */
 };
+
+static int64_t mono_ms(void)
+{
+    return (int64_t)(ty_time_mono_ns() / 1000000u);
+}
+
+/* GETs the whole log into l (text owned by l); TY_OK with text NULL for an empty log. */
+static ty_err log_fetch(backend_log *l, char **text, size_t *len)
+{
+    ty_kresp r = {0};
+    char err[512];
+    ty_err e = ty_kclient_request(l->c, "GET", l->path, NULL, &r, err, sizeof err);
+    l->fetched_ms = mono_ms();
+    *text = e == TY_OK ? r.body : NULL;
+    *len = e == TY_OK && r.body ? r.body_len : 0;
+    if (e == TY_OK)
+        r.body = NULL;
+    ty_kresp_clear(&r);
+    return e;
+}
+
+/* Where the last n lines of text[0..len) begin (a final line without '\n' counts). */
+static size_t tail_start(const char *text, size_t len, long n)
+{
+    size_t i = len;
+    if (n <= 0)
+        return len;
+    if (i > 0 && text[i - 1] == '\n')
+        i--;
+    while (i > 0) {
+        if (text[i - 1] == '\n' && --n == 0)
+            return i;
+        i--;
+    }
+    return 0;
+}
 
 typedef struct find_pod {
     const char *job_id;
@@ -1171,7 +1222,6 @@ static ty_err match_pod(void *ud, const json_t *pod)
     return TY_OK;
 }
 
-/* The log as the kubelet has it now (no follow: a reader asks again for more). */
 static ty_err kb_log_open(backend *b, const char *job_id, int attempt, int rank, long tail_lines,
                           backend_log **out)
 {
@@ -1181,35 +1231,46 @@ static ty_err kb_log_open(backend *b, const char *job_id, int attempt, int rank,
     ty_informer_foreach(kb->pods, match_pod, &fp);
     if (!fp.name[0])
         return TY_ENOTFOUND;
-    char path[512], err[512];
-    if (tail_lines >= 0)
-        kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/log?tailLines=%ld", kb->ns,
-                 fp.name, tail_lines);
-    else
-        kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/log", kb->ns, fp.name);
-    ty_kresp r = {0};
-    ty_err e = ty_kclient_request(kb->c, "GET", path, NULL, &r, err, sizeof err);
+    backend_log *l = calloc(1, sizeof *l);
+    if (!l)
+        return TY_ENOMEM;
+    l->c = kb->c;
+    kb_fmt(l->path, sizeof l->path, "/api/v1/namespaces/%s/pods/%s/log", kb->ns, fp.name);
+    ty_err e = log_fetch(l, &l->text, &l->len);
     if (e != TY_OK) {
-        ty_kresp_clear(&r);
+        free(l);
         return e;
     }
-    backend_log *l = calloc(1, sizeof *l);
-    if (!l) {
-        ty_kresp_clear(&r);
-        return TY_ENOMEM;
-    }
-    l->text = r.body;
-    l->len = r.body ? r.body_len : 0;
-    r.body = NULL;
-    ty_kresp_clear(&r);
+    l->seen = l->len;
+    if (tail_lines >= 0 && l->text)
+        l->off = tail_start(l->text, l->len, tail_lines);
     *out = l;
     return TY_OK;
 }
 
 static long kb_log_read(backend_log *l, char *buf, size_t max)
 {
+    if (l->off == l->len) {
+        int64_t wait = l->fetched_ms + KB_LOG_REFETCH_MS - mono_ms();
+        if (wait > 0) {
+            struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        char *text;
+        size_t len;
+        if (log_fetch(l, &text, &len) != TY_OK)
+            return -1;
+        if (len < l->seen)
+            l->seen = 0; /* rotated: what is there now is new */
+        free(l->text);
+        l->text = text;
+        l->len = len;
+        l->off = l->seen;
+        l->seen = len;
+    }
     size_t n = l->len - l->off < max ? l->len - l->off : max;
-    memcpy(buf, l->text + l->off, n);
+    if (n)
+        memcpy(buf, l->text + l->off, n);
     l->off += n;
     return (long)n;
 }

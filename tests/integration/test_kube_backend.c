@@ -104,6 +104,19 @@ static json_t *objects(const char *kind, const char *job)
     return items;
 }
 
+/* The objects once there are n of them (the worker creates the Service after the Job), new. */
+static json_t *objects_n(const char *kind, const char *job, size_t n)
+{
+    json_t *l = objects(kind, job);
+    for (int i = 0; i < 250 && json_array_size(l) != n; i++) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+        json_decref(l);
+        l = objects(kind, job);
+    }
+    return l;
+}
+
 static const char *pod_of_rank(json_t *pods, int rank)
 {
     size_t i;
@@ -285,7 +298,7 @@ static void test_gang_succeeds(void **state)
     json_t *pods = launch_placed(a, &j);
 
     /* One Job and one Service, labelled, the gang pinned to the zone with the most room. */
-    json_t *jobs = objects("jobs", id), *svcs = objects("services", id);
+    json_t *jobs = objects("jobs", id), *svcs = objects_n("services", id, 1);
     assert_int_equal(json_array_size(jobs), 1);
     assert_int_equal(json_array_size(svcs), 1);
     const json_t *labels =
@@ -573,6 +586,17 @@ static void test_logs(void **state)
     buf[n] = '\0';
     assert_string_equal(buf, "step 2\nstep 3\n");
     assert_int_equal(g_b->ops->log_read(l, buf, sizeof(buf)), 0);
+    /* A follower reads on: what the rank writes next, not again what it had. */
+    fake("PUT", path, "step 1\nstep 2\nstep 3\nstep 4\n");
+    n = g_b->ops->log_read(l, buf, sizeof(buf) - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_string_equal(buf, "step 4\n");
+    g_b->ops->log_close(l);
+    assert_int_equal(g_b->ops->log_open(g_b, id, 1, 1, -1, &l), TY_OK);
+    n = g_b->ops->log_read(l, buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    assert_string_equal(buf, "step 1\nstep 2\nstep 3\nstep 4\n");
     g_b->ops->log_close(l);
     assert_int_equal(g_b->ops->log_open(g_b, id, 1, 3, -1, &l), TY_ENOTFOUND);
     assert_int_equal(g_b->ops->log_open(g_b, id, 7, 0, -1, &l), TY_ENOTFOUND);
@@ -654,7 +678,7 @@ static void test_faults_and_dropped_watches(void **state)
     pods_phase(id, 1, "Succeeded", 0, "");
     for (int r = 0; r < 2; r++)
         assert_int_equal(expect(BACKEND_EV_EXITED, r, a)->exit_code, 0);
-    json_t *svcs = objects("services", id);
+    json_t *svcs = objects_n("services", id, 1);
     assert_int_equal(json_array_size(svcs), 1);
     g_b->ops->release(g_b, a);
     json_decref(svcs);
