@@ -80,6 +80,12 @@ typedef struct backend_job {
     size_t nvolumes;
     int64_t timeout_s;          /* timeout_seconds, 0 for none. The loop enforces it; a backend
                                    may pass it on as well (activeDeadlineSeconds) */
+    /* What a backend that creates objects of its own (Kubernetes) shows or keeps of them: */
+    const char *name;           /* the job's name, or NULL */
+    int ncommand;               /* argv's first ncommand strings are the spec's command, the rest
+                                   its args (a rendered container keeps them apart); 0: all */
+    int has_ttl;                /* 1 when the spec gave ttl_seconds_after_finished */
+    int64_t ttl_seconds_after_finished; /* with has_ttl: how long a finished job's objects stay */
 } backend_job;
 
 /* Where a rank runs, as far as the backend knows; "" / 0 for what it does not know. */

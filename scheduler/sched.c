@@ -137,6 +137,9 @@ typedef struct sjob {
     backend_volume *volumes; /* owned array of borrowed strings */
     size_t nvolumes;
     int64_t timeout_s; /* 0: none */
+    const char *name;  /* borrowed from spec, or NULL */
+    int ncommand, has_ttl;
+    int64_t ttl_s;
     /* The backend's reservation and the current attempt. */
     backend_attempt *res;
     srank *ranks;      /* world entries; protected by mu for readers */
@@ -340,6 +343,11 @@ static ty_err job_new(const store_job *row, sjob **out)
         (j->memory && ty_quantity_parse(j->memory, strlen(j->memory), &j->memory_bytes) != TY_OK))
         goto fail;
     const json_t *vols = json_object_get(j->spec, "volumes");
+    const json_t *ttl = json_object_get(j->spec, "ttl_seconds_after_finished");
+    j->name = json_string_value(json_object_get(j->spec, "name"));
+    j->ncommand = (int)json_array_size(cmd);
+    j->has_ttl = json_is_integer(ttl);
+    j->ttl_s = json_integer_value(ttl);
 
     e = TY_ENOMEM;
     if ((j->nvolumes = json_array_size(vols)) > 0) {
@@ -399,6 +407,10 @@ static void job_backend_view(const sjob *j, int attempt, backend_job *bj)
         .volumes = j->volumes,
         .nvolumes = j->nvolumes,
         .timeout_s = j->timeout_s,
+        .name = j->name,
+        .ncommand = j->ncommand,
+        .has_ttl = j->has_ttl,
+        .ttl_seconds_after_finished = j->ttl_s,
     };
 }
 
