@@ -64,7 +64,163 @@ ty_err kube_render_name(const char *job_id, unsigned attempt, char *out, size_t 
     return TY_OK;
 }
 
-/* ---- what a spec needs of the cluster ---- */
+/* ---- the attempt as the renderer reads it ---- */
+
+/* One variable of the job's env: key[0..klen) = value. */
+typedef struct kv {
+    const char *key;
+    size_t klen;
+    const char *value;
+} kv;
+
+/*
+ * What rendering reads, from a typed job (backend.h) or a normalized spec; strings borrowed
+ * from either, arrays owned (view_free).
+ */
+typedef struct view {
+    const char *job_id;
+    unsigned attempt;
+    const char *zone;          /* the placement's zone, or NULL */
+    const char *name;          /* the job's name, or NULL */
+    const char *image;
+    json_int_t count;
+    const char *cpu, *memory;
+    json_int_t gpus;
+    const char *gpu_type;
+    const char *capacity;      /* as asked: NULL or "any" for any */
+    const char *want_zone;     /* as asked: NULL or "auto" for any */
+    const char **argv;         /* command then args */
+    size_t nargv, ncommand;
+    kv *env;                   /* sorted by key */
+    size_t nenv;
+    backend_volume *vols;
+    size_t nvols;
+    json_int_t timeout_s;      /* 0: none */
+    int has_ttl;
+    json_int_t ttl;
+} view;
+
+static void view_free(view *v)
+{
+    free(v->argv);
+    free(v->env);
+    free(v->vols);
+    memset(v, 0, sizeof *v);
+}
+
+static int cmp_kv(const void *a, const void *b)
+{
+    const kv *x = a, *y = b;
+    int c = memcmp(x->key, y->key, x->klen < y->klen ? x->klen : y->klen);
+    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+/* Allocates v's arrays for n argv strings, m variables and k volumes; -1 when out of memory. */
+static int view_alloc(view *v, size_t n, size_t m, size_t k)
+{
+    v->argv = calloc(n ? n : 1, sizeof *v->argv);
+    v->env = calloc(m ? m : 1, sizeof *v->env);
+    v->vols = calloc(k ? k : 1, sizeof *v->vols);
+    return v->argv && v->env && v->vols ? 0 : -1;
+}
+
+static ty_err view_of_job(const backend_job *job, const char *zone, view *v)
+{
+    size_t n = 0, m = 0;
+    memset(v, 0, sizeof *v);
+    while (job->argv && job->argv[n])
+        n++;
+    while (job->env && job->env[m])
+        m++;
+    if (view_alloc(v, n, m, job->nvolumes)) {
+        view_free(v);
+        return TY_ENOMEM;
+    }
+    v->job_id = job->id;
+    v->attempt = job->attempt > 0 ? (unsigned)job->attempt : 0;
+    v->zone = zone;
+    v->name = job->name;
+    v->image = job->image;
+    v->count = job->world_size;
+    v->cpu = job->cpu;
+    v->memory = job->memory;
+    v->gpus = job->gpus_per_rank;
+    v->gpu_type = job->gpu_type;
+    v->capacity = job->capacity;
+    v->want_zone = job->zone;
+    memcpy(v->argv, job->argv, n * sizeof *v->argv);
+    v->nargv = n;
+    v->ncommand = job->ncommand > 0 && (size_t)job->ncommand <= n ? (size_t)job->ncommand : n;
+    for (size_t i = 0; i < m; i++) {
+        const char *eq = strchr(job->env[i], '=');
+        size_t klen = eq ? (size_t)(eq - job->env[i]) : strlen(job->env[i]);
+        v->env[v->nenv++] = (kv){job->env[i], klen, eq ? eq + 1 : ""};
+    }
+    qsort(v->env, v->nenv, sizeof *v->env, cmp_kv);
+    if (job->nvolumes)
+        memcpy(v->vols, job->volumes, job->nvolumes * sizeof *v->vols);
+    v->nvols = job->nvolumes;
+    v->timeout_s = job->timeout_s;
+    v->has_ttl = job->has_ttl;
+    v->ttl = job->ttl_seconds_after_finished;
+    return TY_OK;
+}
+
+static ty_err view_of_spec(const json_t *spec, const char *job_id, unsigned attempt,
+                           const char *zone, view *v)
+{
+    const json_t *cmd = json_object_get(spec, "command"), *args = json_object_get(spec, "args");
+    const json_t *env = json_object_get(spec, "env"), *vols = json_object_get(spec, "volumes");
+    const json_t *res = json_object_get(spec, "resources");
+    const json_t *gpu = json_object_get(res, "gpu"), *pl = json_object_get(spec, "placement");
+    const json_t *ttl = json_object_get(spec, "ttl_seconds_after_finished");
+    memset(v, 0, sizeof *v);
+    if (view_alloc(v, json_array_size(cmd) + json_array_size(args),
+                   json_is_object(env) ? json_object_size(env) : 0, json_array_size(vols))) {
+        view_free(v);
+        return TY_ENOMEM;
+    }
+    v->job_id = job_id;
+    v->attempt = attempt;
+    v->zone = zone;
+    v->name = json_string_value(json_object_get(spec, "name"));
+    v->image = json_string_value(json_object_get(spec, "image"));
+    v->count = json_integer_value(json_object_get(json_object_get(spec, "workers"), "count"));
+    v->cpu = json_string_value(json_object_get(res, "cpu"));
+    v->memory = json_string_value(json_object_get(res, "memory"));
+    if (json_is_object(gpu)) {
+        v->gpus = json_integer_value(json_object_get(gpu, "count"));
+        v->gpu_type = json_string_value(json_object_get(gpu, "type"));
+    }
+    v->capacity = json_string_value(json_object_get(pl, "capacity"));
+    v->want_zone = json_string_value(json_object_get(pl, "zone"));
+    size_t i;
+    const json_t *x;
+    json_array_foreach(cmd, i, x) v->argv[v->nargv++] = json_string_value(x);
+    v->ncommand = v->nargv;
+    json_array_foreach(args, i, x) v->argv[v->nargv++] = json_string_value(x);
+    const char *k;
+    json_object_foreach((json_t *)env, k, x)
+    {
+        const char *val = json_string_value(x);
+        v->env[v->nenv++] = (kv){k, strlen(k), val ? val : ""};
+    }
+    qsort(v->env, v->nenv, sizeof *v->env, cmp_kv);
+    json_array_foreach(vols, i, x)
+    {
+        v->vols[v->nvols++] = (backend_volume){
+            .claim = json_string_value(json_object_get(x, "claim")),
+            .mount = json_string_value(json_object_get(x, "mount")),
+            .read_only = json_is_true(json_object_get(x, "read_only")),
+        };
+    }
+    v->timeout_s = json_integer_value(json_object_get(spec, "timeout_seconds"));
+    v->has_ttl = json_is_integer(ttl);
+    v->ttl = json_integer_value(ttl);
+    return TY_OK;
+}
+
+/* ---- what a job needs of the cluster ---- */
 
 typedef struct need {
     const char *image;
@@ -75,44 +231,35 @@ typedef struct need {
     const char *zone;                /* NULL: auto */
 } need;
 
-static ty_err read_need(const kube_profile *p, const json_t *spec, need *n, char *path,
+static ty_err read_need(const kube_profile *p, const view *v, need *n, char *path,
                         size_t pathlen, char *msg, size_t msglen)
 {
     memset(n, 0, sizeof *n);
-    if (!json_is_object(spec))
-        return fail(path, pathlen, msg, msglen, "$", "the spec is not an object");
-    n->image = json_string_value(json_object_get(spec, "image"));
+    n->image = v->image;
     if (!n->image || !*n->image)
         return fail(path, pathlen, msg, msglen, "$.image",
                     "is required to run on Kubernetes: the container image of every rank");
-    n->count = json_integer_value(json_object_get(json_object_get(spec, "workers"), "count"));
+    n->count = v->count;
     if (n->count < 1 || n->count > 4096)
         return fail(path, pathlen, msg, msglen, "$.workers.count", "must be 1 to 4096");
-    const json_t *res = json_object_get(spec, "resources");
-    if (!json_is_string(json_object_get(res, "cpu")) ||
-        !json_is_string(json_object_get(res, "memory")))
+    if (!v->cpu || !v->memory)
         return fail(path, pathlen, msg, msglen, "$.resources", "needs cpu and memory");
-    const json_t *gpu = json_object_get(res, "gpu");
-    if (json_is_object(gpu)) {
-        const char *type = json_string_value(json_object_get(gpu, "type"));
-        n->gpus = json_integer_value(json_object_get(gpu, "count"));
-        if (n->gpus > 0) {
-            n->gpu = kube_profile_gpu_type(p, type);
-            if (!n->gpu)
-                return fail(path, pathlen, msg, msglen, "$.resources.gpu.type",
-                            "GPU type '%s' is not one of this cluster's (its profile's gpu_types)",
-                            type ? type : "");
-        }
+    n->gpus = v->gpus;
+    if (n->gpus > 0) {
+        n->gpu = kube_profile_gpu_type(p, v->gpu_type);
+        if (!n->gpu)
+            return fail(path, pathlen, msg, msglen, "$.resources.gpu.type",
+                        "GPU type '%s' is not one of this cluster's (its profile's gpu_types)",
+                        v->gpu_type ? v->gpu_type : "");
     }
-    const json_t *pl = json_object_get(spec, "placement");
-    const char *cap = json_string_value(json_object_get(pl, "capacity"));
+    const char *cap = v->capacity;
     if (cap && strcmp(cap, "any") && p->ncapacity_types > 0) {
         n->capacity = kube_profile_capacity(p, cap);
         if (!n->capacity)
             return fail(path, pathlen, msg, msglen, "$.placement.capacity",
                         "capacity type '%s' is not one of this cluster's", cap);
     }
-    const char *zone = json_string_value(json_object_get(pl, "zone"));
+    const char *zone = v->want_zone;
     if (zone && strcmp(zone, "auto")) {
         int known = p->nzones == 0;
         for (size_t i = 0; i < p->nzones; i++)
@@ -129,7 +276,14 @@ ty_err kube_render_check(const kube_profile *p, const json_t *spec, char *path, 
                          char *msg, size_t msglen)
 {
     need n;
-    return read_need(p, spec, &n, path, pathlen, msg, msglen);
+    view v;
+    if (!json_is_object(spec))
+        return fail(path, pathlen, msg, msglen, "$", "the spec is not an object");
+    if (view_of_spec(spec, NULL, 0, NULL, &v) != TY_OK)
+        return TY_ENOMEM;
+    ty_err e = read_need(p, &v, &n, path, pathlen, msg, msglen);
+    view_free(&v);
+    return e;
 }
 
 /* ---- pieces of the pod ---- */
@@ -141,10 +295,9 @@ static json_t *attempt_labels(const char *job_id, unsigned attempt)
     return json_pack("{s:s, s:s}", KUBE_LABEL_JOB_ID, job_id, KUBE_LABEL_ATTEMPT, a);
 }
 
-static json_t *metadata(const kube_profile *p, const char *name, const kube_render_in *in,
-                        int with_ns)
+static json_t *metadata(const kube_profile *p, const char *name, const view *in, int with_ns)
 {
-    const char *job_name = json_string_value(json_object_get(in->spec, "name"));
+    const char *job_name = in->name;
     json_t *m = json_object();
     int bad = !m;
     if (name)
@@ -166,12 +319,7 @@ static void env_value(json_t *env, const char *name, const char *value, int *bad
     push(env, json_pack("{s:s, s:s}", "name", name, "value", value), bad);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static json_t *env_list(const kube_profile *p, const kube_render_in *in, const need *n,
+static json_t *env_list(const kube_profile *p, const view *in, const need *n,
                         const char *name)
 {
     char buf[512];
@@ -205,27 +353,13 @@ static json_t *env_list(const kube_profile *p, const kube_render_in *in, const n
     snprintf(buf, sizeof buf, "%s/%s", p->checkpoint_dir, in->job_id);
     env_value(env, "TRAINYARD_CHECKPOINT_DIR", buf, &bad);
 
-    /* The job's own variables, in key order so that a spec renders the same bytes whatever
-     * order its object was built in. spec.c has already refused the reserved names. */
-    const json_t *user = json_object_get(in->spec, "env");
-    size_t nuser = json_is_object(user) ? json_object_size(user) : 0;
-    if (nuser) {
-        const char **keys = calloc(nuser, sizeof *keys);
-        const char *k;
-        const json_t *v;
-        size_t i = 0;
-        if (!keys) {
-            json_decref(env);
-            return NULL;
-        }
-        json_object_foreach((json_t *)user, k, v) keys[i++] = k;
-        qsort(keys, nuser, sizeof *keys, cmp_str);
-        for (i = 0; i < nuser; i++) {
-            const char *val = json_string_value(json_object_get(user, keys[i]));
-            env_value(env, keys[i], val ? val : "", &bad);
-        }
-        free(keys);
-    }
+    /* The job's own variables, in key order (the view's) so that a spec renders the same bytes
+     * whatever order its object was built in. spec.c has already refused the reserved names. */
+    for (size_t i = 0; i < in->nenv; i++)
+        push(env,
+             json_pack("{s:s#, s:s}", "name", in->env[i].key, in->env[i].klen, "value",
+                       in->env[i].value),
+             &bad);
     if (bad) {
         json_decref(env);
         return NULL;
@@ -250,7 +384,7 @@ static void add_selector(json_t *sel, const kube_node_class *c, int *bad)
         set(sel, c->labels[i].key, json_string(c->labels[i].value), bad);
 }
 
-static json_t *affinity(const kube_render_in *in, const need *n)
+static json_t *affinity(const view *in, const need *n)
 {
     json_t *aff = json_object();
     int bad = !aff;
@@ -274,13 +408,10 @@ static json_t *affinity(const kube_render_in *in, const need *n)
     return aff;
 }
 
-static json_t *pod_spec(const kube_profile *p, const kube_render_in *in, const need *n,
-                        const char *name)
+static json_t *pod_spec(const kube_profile *p, const view *in, const need *n, const char *name)
 {
-    const json_t *spec = in->spec;
-    const json_t *res = json_object_get(spec, "resources");
-    const char *cpu = json_string_value(json_object_get(res, "cpu"));
-    const char *mem = json_string_value(json_object_get(res, "memory"));
+    const char *cpu = in->cpu;
+    const char *mem = in->memory;
     json_t *pod = json_object();
     int bad = !pod;
     char buf[32];
@@ -289,7 +420,7 @@ static json_t *pod_spec(const kube_profile *p, const kube_render_in *in, const n
     if (!p->volcano)
         set(pod, "subdomain", json_string(name), &bad);
     if (p->volcano) {
-        json_int_t t = json_integer_value(json_object_get(spec, "timeout_seconds"));
+        json_int_t t = in->timeout_s;
         if (t > 0)
             set(pod, "activeDeadlineSeconds", json_integer(t), &bad);
     }
@@ -334,10 +465,14 @@ static json_t *pod_spec(const kube_profile *p, const kube_render_in *in, const n
     json_t *c = json_object();
     set(c, "name", json_string(CONTAINER), &bad);
     set(c, "image", json_string(n->image), &bad);
-    set(c, "command", json_deep_copy(json_object_get(spec, "command")), &bad);
-    const json_t *args = json_object_get(spec, "args");
+    json_t *cmd = json_array(), *args = json_array();
+    for (size_t i = 0; i < in->nargv; i++)
+        push(i < in->ncommand ? cmd : args, json_string(in->argv[i]), &bad);
+    set(c, "command", cmd, &bad);
     if (json_array_size(args))
-        set(c, "args", json_deep_copy(args), &bad);
+        set(c, "args", args, &bad);
+    else
+        json_decref(args);
     set(c, "env", env_list(p, in, n, name), &bad);
     set(c, "ports",
         json_pack("[{s:s, s:i, s:s}]", "name", "rendezvous", "containerPort", p->master_port,
@@ -357,14 +492,11 @@ static json_t *pod_spec(const kube_profile *p, const kube_render_in *in, const n
     json_t *mounts = json_array();
     push(vols, json_pack("{s:s, s:{s:s}}", "name", "dshm", "emptyDir", "medium", "Memory"), &bad);
     push(mounts, json_pack("{s:s, s:s}", "name", "dshm", "mountPath", "/dev/shm"), &bad);
-    const json_t *v;
-    size_t i;
-    json_array_foreach(json_object_get(spec, "volumes"), i, v)
-    {
+    for (size_t i = 0; i < in->nvols; i++) {
         char vname[32];
-        const char *claim = json_string_value(json_object_get(v, "claim"));
-        const char *mount = json_string_value(json_object_get(v, "mount"));
-        int ro = json_is_true(json_object_get(v, "read_only"));
+        const char *claim = in->vols[i].claim;
+        const char *mount = in->vols[i].mount;
+        int ro = in->vols[i].read_only != 0;
         if (!claim || !mount) {
             bad = 1;
             break;
@@ -387,22 +519,21 @@ static json_t *pod_spec(const kube_profile *p, const kube_render_in *in, const n
     return pod;
 }
 
-static json_int_t ttl_of(const kube_profile *p, const json_t *spec)
+static json_int_t ttl_of(const kube_profile *p, const view *in)
 {
     if (p->ttl_seconds_after_finished >= 0)
         return p->ttl_seconds_after_finished;
-    const json_t *t = json_object_get(spec, "ttl_seconds_after_finished");
-    return json_is_integer(t) ? json_integer_value(t) : -1;
+    return in->has_ttl ? in->ttl : -1;
 }
 
-static json_t *batch_job(const kube_profile *p, const kube_render_in *in, const need *n,
+static json_t *batch_job(const kube_profile *p, const view *in, const need *n,
                          const char *name)
 {
     json_t *job = json_object();
     json_t *js = json_object();
     int bad = !job || !js;
-    json_int_t timeout = json_integer_value(json_object_get(in->spec, "timeout_seconds"));
-    json_int_t ttl = ttl_of(p, in->spec);
+    json_int_t timeout = in->timeout_s;
+    json_int_t ttl = ttl_of(p, in);
 
     set(job, "apiVersion", json_string("batch/v1"), &bad);
     set(job, "kind", json_string("Job"), &bad);
@@ -427,13 +558,13 @@ static json_t *batch_job(const kube_profile *p, const kube_render_in *in, const 
     return job;
 }
 
-static json_t *volcano_job(const kube_profile *p, const kube_render_in *in, const need *n,
+static json_t *volcano_job(const kube_profile *p, const view *in, const need *n,
                            const char *name)
 {
     json_t *job = json_object();
     json_t *js = json_object();
     int bad = !job || !js;
-    json_int_t ttl = ttl_of(p, in->spec);
+    json_int_t ttl = ttl_of(p, in);
 
     set(job, "apiVersion", json_string("batch.volcano.sh/v1alpha1"), &bad);
     set(job, "kind", json_string("Job"), &bad);
@@ -467,40 +598,69 @@ static json_t *volcano_job(const kube_profile *p, const kube_render_in *in, cons
     return job;
 }
 
-ty_err kube_render_job(const kube_profile *p, const kube_render_in *in, json_t **out, char *msg,
-                       size_t msglen)
+/* Renders the workload of v (consumed: freed here). */
+static ty_err render_job(const kube_profile *p, view *v, json_t **out, char *msg, size_t msglen)
 {
     char name[KUBE_NAME_MAX];
     char path[64];
     char why[200];
     need n;
-    if (!p || !in || !out)
-        return TY_EINVAL;
-    if (kube_render_name(in->job_id, in->attempt, name, sizeof name))
+    if (kube_render_name(v->job_id, v->attempt, name, sizeof name)) {
+        view_free(v);
         return fail(NULL, 0, msg, msglen, "", "bad job id or attempt");
-    if (read_need(p, in->spec, &n, path, sizeof path, why, sizeof why))
+    }
+    if (read_need(p, v, &n, path, sizeof path, why, sizeof why)) {
+        view_free(v);
         return fail(NULL, 0, msg, msglen, "", "%s: %s", path, why);
-    json_t *job = p->volcano ? volcano_job(p, in, &n, name) : batch_job(p, in, &n, name);
+    }
+    json_t *job = p->volcano ? volcano_job(p, v, &n, name) : batch_job(p, v, &n, name);
+    view_free(v);
     if (!job)
         return TY_ENOMEM;
     *out = job;
     return TY_OK;
 }
 
-ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, const char *job_uid,
-                           json_t **out, char *msg, size_t msglen)
+ty_err kube_render_job(const kube_profile *p, const kube_render_in *in, json_t **out, char *msg,
+                       size_t msglen)
 {
-    char name[KUBE_NAME_MAX];
+    view v;
     if (!p || !in || !out)
         return TY_EINVAL;
-    if (p->volcano)
-        return fail(NULL, 0, msg, msglen, "", "with Volcano, its svc plugin makes the Service");
-    if (!job_uid || !*job_uid)
-        return fail(NULL, 0, msg, msglen, "", "the Service needs the created Job's uid");
-    if (kube_render_name(in->job_id, in->attempt, name, sizeof name))
-        return fail(NULL, 0, msg, msglen, "", "bad job id or attempt");
+    if (!json_is_object(in->spec))
+        return fail(NULL, 0, msg, msglen, "", "$: the spec is not an object");
+    if (view_of_spec(in->spec, in->job_id, in->attempt, in->zone, &v) != TY_OK)
+        return TY_ENOMEM;
+    return render_job(p, &v, out, msg, msglen);
+}
 
-    json_t *meta = metadata(p, name, in, 1);
+ty_err kube_render_job_typed(const kube_profile *p, const backend_job *job, const char *zone,
+                             json_t **out, char *msg, size_t msglen)
+{
+    view v;
+    if (!p || !job || !out)
+        return TY_EINVAL;
+    if (view_of_job(job, zone, &v) != TY_OK)
+        return TY_ENOMEM;
+    return render_job(p, &v, out, msg, msglen);
+}
+
+/* Renders the Service of v (consumed: freed here). */
+static ty_err render_service(const kube_profile *p, view *v, const char *job_uid, json_t **out,
+                             char *msg, size_t msglen)
+{
+    char name[KUBE_NAME_MAX];
+    if (p->volcano || !job_uid || !*job_uid || kube_render_name(v->job_id, v->attempt, name,
+                                                                sizeof name)) {
+        view_free(v);
+        if (p->volcano)
+            return fail(NULL, 0, msg, msglen, "", "with Volcano, its svc plugin makes the Service");
+        if (!job_uid || !*job_uid)
+            return fail(NULL, 0, msg, msglen, "", "the Service needs the created Job's uid");
+        return fail(NULL, 0, msg, msglen, "", "bad job id or attempt");
+    }
+
+    json_t *meta = metadata(p, name, v, 1);
     int bad = !meta;
     /* Owned by the Job, so that deleting the Job (Background propagation) deletes the Service.
      * No blockOwnerDeletion: it would need update rights on jobs/finalizers. */
@@ -511,12 +671,35 @@ ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, cons
     json_t *svc = json_pack(
         "{s:s, s:s, s:o, s:{s:s, s:b, s:o, s:[{s:s, s:i, s:i, s:s}]}}", "apiVersion", "v1", "kind",
         "Service", "metadata", meta, "spec", "clusterIP", "None", "publishNotReadyAddresses", 1,
-        "selector", attempt_labels(in->job_id, in->attempt), "ports", "name", "rendezvous", "port",
+        "selector", attempt_labels(v->job_id, v->attempt), "ports", "name", "rendezvous", "port",
         p->master_port, "targetPort", p->master_port, "protocol", "TCP");
+    view_free(v);
     if (!svc || bad) {
         json_decref(svc);
         return TY_ENOMEM;
     }
     *out = svc;
     return TY_OK;
+}
+
+ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, const char *job_uid,
+                           json_t **out, char *msg, size_t msglen)
+{
+    view v;
+    if (!p || !in || !out)
+        return TY_EINVAL;
+    if (view_of_spec(in->spec, in->job_id, in->attempt, in->zone, &v) != TY_OK)
+        return TY_ENOMEM;
+    return render_service(p, &v, job_uid, out, msg, msglen);
+}
+
+ty_err kube_render_service_typed(const kube_profile *p, const backend_job *job,
+                                 const char *job_uid, json_t **out, char *msg, size_t msglen)
+{
+    view v;
+    if (!p || !job || !out)
+        return TY_EINVAL;
+    if (view_of_job(job, NULL, &v) != TY_OK)
+        return TY_ENOMEM;
+    return render_service(p, &v, job_uid, out, msg, msglen);
 }

@@ -1,7 +1,9 @@
 /*
- * render.h - one attempt of a job as Kubernetes objects: pure functions from the normalized job
- * spec (api/spec.c), the job id, the attempt number, the placement's zone and the cluster profile
- * (profile.h) to jansson objects ready to POST with fieldValidation=Strict. Nothing here talks to
+ * render.h - one attempt of a job as Kubernetes objects: pure functions from the job as the
+ * backend sees it (backend_job, backend.h: id, attempt, image, argv, resources, ...), or from its
+ * normalized spec (api/spec.c) with the id and attempt number, the placement's zone and the
+ * cluster profile (profile.h) to jansson objects ready to POST with fieldValidation=Strict. Both
+ * inputs of one job render the same bytes. Nothing here talks to
  * a server, reads a clock or draws a random number: the same input renders the same bytes.
  *
  * Objects of an attempt (names from kube_render_name(), "ty-<job id>-a<attempt>"):
@@ -43,6 +45,7 @@
 #include <stddef.h>
 
 #include "common/ty_error.h"
+#include "scheduler/backend.h"
 #include "scheduler/kube/profile.h"
 
 /* Label keys on every object and pod of an attempt. */
@@ -90,5 +93,14 @@ ty_err kube_render_job(const kube_profile *p, const kube_render_in *in, json_t *
  */
 ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, const char *job_uid,
                            json_t **out, char *msg, size_t msglen);
+
+/*
+ * The same from the typed job the backend is given (job->id, job->attempt; borrowed): what the
+ * Kubernetes backend renders with. zone as kube_render_in's.
+ */
+ty_err kube_render_job_typed(const kube_profile *p, const backend_job *job, const char *zone,
+                             json_t **out, char *msg, size_t msglen);
+ty_err kube_render_service_typed(const kube_profile *p, const backend_job *job,
+                                 const char *job_uid, json_t **out, char *msg, size_t msglen);
 
 #endif

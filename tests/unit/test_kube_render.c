@@ -133,26 +133,126 @@ static const char *env_of(const json_t *job, const char *name)
     return NULL;
 }
 
-/* Renders (Job and, without Volcano, Service) into {"job":..., "service":...} (new). */
+/* The typed job (backend.h) the scheduler makes of a normalized spec, as sched.c does; the
+ * arrays are allocated in t and freed by typed_free(). */
+typedef struct typed {
+    backend_job job;
+    const char **argv;
+    char **env;
+    backend_volume *vols;
+    int64_t ttl;
+} typed;
+
+static void typed_of(const json_t *spec, unsigned attempt, typed *t)
+{
+    const json_t *cmd = json_object_get(spec, "command"), *args = json_object_get(spec, "args");
+    const json_t *env = json_object_get(spec, "env"), *vols = json_object_get(spec, "volumes");
+    const json_t *res = json_object_get(spec, "resources");
+    const json_t *gpu = json_object_get(res, "gpu"), *pl = json_object_get(spec, "placement");
+    const json_t *ttl = json_object_get(spec, "ttl_seconds_after_finished");
+    size_t n = 0, i;
+    const json_t *v;
+    const char *k;
+    memset(t, 0, sizeof *t);
+    t->argv = calloc(json_array_size(cmd) + json_array_size(args) + 1, sizeof *t->argv);
+    t->env = calloc(json_object_size(env) + 1, sizeof *t->env);
+    t->vols = calloc(json_array_size(vols) + 1, sizeof *t->vols);
+    assert_true(t->argv && t->env && t->vols);
+    json_array_foreach(cmd, i, v) t->argv[n++] = json_string_value(v);
+    json_array_foreach(args, i, v) t->argv[n++] = json_string_value(v);
+    n = 0;
+    json_object_foreach((json_t *)env, k, v)
+    {
+        size_t len = strlen(k) + strlen(json_string_value(v)) + 2;
+        t->env[n] = malloc(len);
+        assert_non_null(t->env[n]);
+        snprintf(t->env[n++], len, "%s=%s", k, json_string_value(v));
+    }
+    json_array_foreach(vols, i, v)
+    {
+        t->vols[i] = (backend_volume){
+            .claim = json_string_value(json_object_get(v, "claim")),
+            .mount = json_string_value(json_object_get(v, "mount")),
+            .read_only = json_is_true(json_object_get(v, "read_only")),
+        };
+    }
+    t->job = (backend_job){
+        .id = JOB_ID,
+        .attempt = (int)attempt,
+        .world_size = (int)json_integer_value(json_object_get(json_object_get(spec, "workers"),
+                                                              "count")),
+        .argv = t->argv,
+        .env = (const char *const *)t->env,
+        .image = json_string_value(json_object_get(spec, "image")),
+        .cpu = json_string_value(json_object_get(res, "cpu")),
+        .memory = json_string_value(json_object_get(res, "memory")),
+        .gpus_per_rank = (int)json_integer_value(json_object_get(gpu, "count")),
+        .gpu_type = json_string_value(json_object_get(gpu, "type")),
+        .zone = json_string_value(json_object_get(pl, "zone")),
+        .capacity = json_string_value(json_object_get(pl, "capacity")),
+        .volumes = t->vols,
+        .nvolumes = json_array_size(vols),
+        .timeout_s = json_integer_value(json_object_get(spec, "timeout_seconds")),
+        .name = json_string_value(json_object_get(spec, "name")),
+        .ncommand = (int)json_array_size(cmd),
+        .has_ttl = json_is_integer(ttl),
+        .ttl_seconds_after_finished = json_integer_value(ttl),
+    };
+}
+
+static void typed_free(typed *t)
+{
+    for (size_t i = 0; t->env && t->env[i]; i++)
+        free(t->env[i]);
+    free(t->env);
+    free(t->argv);
+    free(t->vols);
+}
+
+/* The same JSON text, byte for byte. */
+static void assert_same(const json_t *a, const json_t *b)
+{
+    char *x = json_dumps(a, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    char *y = json_dumps(b, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_string_equal(x, y);
+    free(x);
+    free(y);
+}
+
+/* Renders (Job and, without Volcano, Service) into {"job":..., "service":...} (new), from the
+ * typed job the backend is given; the normalized spec must render the same bytes. */
 static json_t *render(const kube_profile *p, const char *spec_text, unsigned attempt,
                       const char *zone)
 {
     json_t *spec = normalized(spec_text);
     kube_render_in in = {spec, JOB_ID, attempt, zone};
-    json_t *job = NULL, *svc = NULL;
+    typed t;
+    json_t *job = NULL, *svc = NULL, *from_spec = NULL;
     char msg[256] = "";
-    if (kube_render_job(p, &in, &job, msg, sizeof msg) != TY_OK)
+    typed_of(spec, attempt, &t);
+    if (kube_render_job_typed(p, &t.job, zone, &job, msg, sizeof msg) != TY_OK)
+        fail_msg("render_job_typed: %s", msg);
+    if (kube_render_job(p, &in, &from_spec, msg, sizeof msg) != TY_OK)
         fail_msg("render_job: %s", msg);
+    assert_same(job, from_spec);
+    json_decref(from_spec);
     json_t *both = json_pack("{s:o}", "job", job);
     if (!p->volcano) {
-        if (kube_render_service(p, &in, JOB_UID, &svc, msg, sizeof msg) != TY_OK)
+        if (kube_render_service_typed(p, &t.job, JOB_UID, &svc, msg, sizeof msg) != TY_OK)
+            fail_msg("render_service_typed: %s", msg);
+        if (kube_render_service(p, &in, JOB_UID, &from_spec, msg, sizeof msg) != TY_OK)
             fail_msg("render_service: %s", msg);
+        assert_same(svc, from_spec);
+        json_decref(from_spec);
         json_object_set_new(both, "service", svc);
         validate_k8s(job, "io.k8s.api.batch.v1.Job");
         validate_k8s(svc, "io.k8s.api.core.v1.Service");
     } else {
         validate_volcano(job);
     }
+    typed_free(&t);
     json_decref(spec);
     return both;
 }
