@@ -538,59 +538,6 @@ static void act_queue(kbe *kb, kb_action *act)
     pthread_cond_signal(&kb->cv);
 }
 
-/* The normalized spec (api/spec.c) the renderer reads, from the typed job. */
-static json_t *spec_of(const backend_job *job)
-{
-    json_t *s = json_object(), *cmd = json_array(), *args = json_array(), *env = json_object();
-    json_t *res = json_object(), *pl = json_object(), *vols = json_array();
-    if (!s || !cmd || !args || !env || !res || !pl || !vols)
-        goto fail;
-    for (size_t i = 0; job->argv && job->argv[i]; i++)
-        json_array_append_new(i ? args : cmd, json_string(job->argv[i]));
-    for (size_t i = 0; job->env && job->env[i]; i++) {
-        const char *eq = strchr(job->env[i], '=');
-        if (!eq)
-            continue;
-        char *k = strndup(job->env[i], (size_t)(eq - job->env[i]));
-        if (!k)
-            goto fail;
-        json_object_set_new(env, k, json_string(eq + 1));
-        free(k);
-    }
-    json_object_set_new(res, "cpu", json_string(job->cpu ? job->cpu : "1"));
-    json_object_set_new(res, "memory", json_string(job->memory ? job->memory : "1Gi"));
-    if (job->gpus_per_rank > 0)
-        json_object_set_new(res, "gpu",
-                            json_pack("{s:s?, s:i}", "type", job->gpu_type, "count",
-                                      job->gpus_per_rank));
-    json_object_set_new(pl, "zone", json_string(job->zone ? job->zone : "auto"));
-    json_object_set_new(pl, "capacity", json_string(job->capacity ? job->capacity : "any"));
-    for (size_t i = 0; i < job->nvolumes; i++)
-        json_array_append_new(vols, json_pack("{s:s, s:s, s:b}", "claim", job->volumes[i].claim,
-                                              "mount", job->volumes[i].mount, "read_only",
-                                              job->volumes[i].read_only));
-    json_object_set_new(s, "image", json_string(job->image));
-    json_object_set_new(s, "command", cmd);
-    json_object_set_new(s, "args", args);
-    json_object_set_new(s, "env", env);
-    json_object_set_new(s, "workers", json_pack("{s:i}", "count", job->world_size));
-    json_object_set_new(s, "resources", res);
-    json_object_set_new(s, "placement", pl);
-    json_object_set_new(s, "volumes", vols);
-    if (job->timeout_s > 0)
-        json_object_set_new(s, "timeout_seconds", json_integer(job->timeout_s));
-    return s;
-fail:
-    json_decref(s);
-    json_decref(cmd);
-    json_decref(args);
-    json_decref(env);
-    json_decref(res);
-    json_decref(pl);
-    json_decref(vols);
-    return NULL;
-}
-
 static void launch_failed_locked(kbe *kb, backend_attempt *a, const char *msg)
 {
     backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED, .attempt = a, .rank = -1,
@@ -631,10 +578,9 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     a->launched_once = 1;
     a->avoid[0] = '\0';
 
-    json_t *spec = spec_of(job);
     json_t *obj = NULL;
-    kube_render_in in = {spec, job->id, (unsigned)job->attempt, a->zone[0] ? a->zone : NULL};
-    ty_err e = spec ? kube_render_job(kb->p, &in, &obj, msg, sizeof msg) : TY_ENOMEM;
+    ty_err e = kube_render_job_typed(kb->p, job, a->zone[0] ? a->zone : NULL, &obj, msg,
+                                     sizeof msg);
     kb_action *act = e == TY_OK ? calloc(1, sizeof *act) : NULL;
 
     pthread_mutex_lock(&kb->mu);
@@ -646,7 +592,6 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     if (!act) {
         launch_failed_locked(kb, a, e == TY_OK || e == TY_ENOMEM ? "out of memory" : msg);
         pthread_mutex_unlock(&kb->mu);
-        json_decref(spec);
         json_decref(obj);
         return;
     }
@@ -655,7 +600,7 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     act->attempt = job->attempt;
     kube_render_name(job->id, (unsigned)job->attempt, act->name, sizeof act->name);
     act->obj = obj;
-    act->spec = spec;
+    kb_fmt(act->job_name, sizeof act->job_name, "%s", job->name ? job->name : "");
     act_queue(kb, act);
     if (a->grow_nodes > 0) {
         a->grow_deadline_ms = ty_time_now_ms() + kb->p->scale_up_timeout_seconds * 1000;
@@ -859,8 +804,10 @@ static void do_create(kbe *kb, kb_action *act)
         return;
     }
     json_t *svc = NULL;
-    kube_render_in in = {act->spec, act->job_id, (unsigned)act->attempt, NULL};
-    e = kube_render_service(kb->p, &in, uid, &svc, msg, sizeof msg);
+    /* The Service shows only the job's id, attempt and name. */
+    backend_job bj = {.id = act->job_id, .attempt = act->attempt,
+                      .name = act->job_name[0] ? act->job_name : NULL};
+    e = kube_render_service_typed(kb->p, &bj, uid, &svc, msg, sizeof msg);
     if (e == TY_OK) {
         kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/services", kb->ns);
         e = create_or_adopt(kb, path, act->name, svc, NULL, 0, err, sizeof err);
@@ -1041,7 +988,6 @@ static void *worker_main(void *arg)
         else
             do_delete(kb, act);
         json_decref(act->obj);
-        json_decref(act->spec);
         free(act);
         pthread_mutex_lock(&kb->mu);
     }
@@ -1365,7 +1311,6 @@ static void kb_free(backend *b)
         kb_action *act = kb->ahead;
         kb->ahead = act->next;
         json_decref(act->obj);
-        json_decref(act->spec);
         free(act);
     }
     while (kb->attempts) {

@@ -59,7 +59,7 @@ typedef struct kb_action {
     int attempt;
     char name[KUBE_NAME_MAX];
     json_t *obj;                   /* CREATE: the workload */
-    json_t *spec;                  /* CREATE: the spec it was rendered from (for the Service) */
+    char job_name[256];            /* CREATE: the job's name, for the Service ("" for none) */
     int grace;                     /* DELETE: gracePeriodSeconds, -1 for the default */
     int hard;                      /* DELETE: the pods too, at once */
     int report;                    /* DELETE: a failure is a STOP_FAILED (a stop asked it) */

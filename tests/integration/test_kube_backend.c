@@ -222,6 +222,8 @@ static backend_job job_of(const char *id, int attempt, int world, int gpus, cons
                           const char *capacity)
 {
     return (backend_job){
+        .name = "resnet-sweep",
+        .ncommand = 2,
         .id = id,
         .attempt = attempt,
         .world_size = world,
@@ -305,6 +307,23 @@ static void test_gang_succeeds(void **state)
         json_object_get(json_object_get(json_array_get(svcs, 0), "metadata"), "labels");
     assert_string_equal(json_string_value(json_object_get(labels, "trainyard.io/attempt")), "1");
     assert_true(pinned_to(id, 1, "us-west-2b"));
+    /* Rendered from the typed job: its name, its command apart from its args. */
+    const json_t *md = json_object_get(json_array_get(jobs, 0), "metadata");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(md, "annotations"),
+                                                          "trainyard.io/job-name")),
+                        "resnet-sweep");
+    const json_t *ctr = json_array_get(
+        json_object_get(json_object_get(json_object_get(json_object_get(
+                                            json_array_get(jobs, 0), "spec"), "template"),
+                                        "spec"),
+                        "containers"),
+        0);
+    char *cmd = json_dumps(json_object_get(ctr, "command"), JSON_COMPACT);
+    char *args = json_dumps(json_object_get(ctr, "args"), JSON_COMPACT);
+    assert_string_equal(cmd, "[\"python\",\"train.py\"]");
+    assert_string_equal(args, "[\"--epochs\",\"1\"]");
+    free(cmd);
+    free(args);
     assert_int_equal(json_array_size(pods), 2);
     assert_non_null(strstr(node_of(pods, pod_of_rank(pods, 0)), "usw2b-a100-spot"));
 
@@ -517,20 +536,14 @@ static void test_create_conflict_adopts(void **state)
     const char *id = "01kbe00000000000000000000h";
     backend_job j = job_of(id, 1, 1, 8, "a100", "on-demand");
     /* The Job exists already (a create whose answer was lost): the launch adopts it. */
-    json_t *spec = json_pack("{s:s, s:[s], s:{s:i}, s:{s:s, s:s, s:{s:s, s:i}}, s:{s:s, s:s}}",
-                             "image", j.image, "command", "python", "workers", "count", 1,
-                             "resources", "cpu", "4", "memory", "16Gi", "gpu", "type", "a100",
-                             "count", 8, "placement", "zone", "us-west-2a", "capacity",
-                             "on-demand");
-    kube_render_in in = {spec, id, 1, "us-west-2a"};
     json_t *obj = NULL;
     char msg[256];
-    assert_int_equal(kube_render_job(g_prof, &in, &obj, msg, sizeof(msg)), TY_OK);
+    assert_int_equal(kube_render_job_typed(g_prof, &j, "us-west-2a", &obj, msg, sizeof(msg)),
+                     TY_OK);
     char *body = json_dumps(obj, JSON_COMPACT);
     json_decref(api("POST", "/apis/batch/v1/namespaces/" NS "/jobs", body, 201));
     free(body);
     json_decref(obj);
-    json_decref(spec);
 
     backend_attempt *a = reserve_ok(&j);
     json_t *pods = launch_placed(a, &j);
