@@ -552,20 +552,31 @@ static void launch_failed_locked(kbe *kb, backend_attempt *a, const char *msg)
 static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
 {
     kbe *kb = (kbe *)b;
-    char msg[512] = "";
+    char msg[512] = "", avoid[64];
     kube_placement pl = {0};
 
+    /* The informers' threads read the attempt: it changes under the lock. */
+    pthread_mutex_lock(&kb->mu);
+    a->live = 0; /* the previous attempt's late events are not wanted */
     if (job->world_size != a->world) {
-        krank *r = calloc((size_t)job->world_size, sizeof *r);
-        if (r) {
-            free(a->ranks);
-            a->ranks = r;
+        krank *r = calloc((size_t)(job->world_size > 0 ? job->world_size : 1), sizeof *r);
+        if (!r) {
+            launch_failed_locked(kb, a, "out of memory");
+            pthread_mutex_unlock(&kb->mu);
+            return;
         }
+        free(a->ranks);
+        a->ranks = r;
     }
     attempt_set_job(a, job);
+    kb_fmt(avoid, sizeof avoid, "%s", a->avoid);
+    a->avoid[0] = '\0';
+    pthread_mutex_unlock(&kb->mu);
+
     if (a->launched_once) {
         /* A restart goes where capacity is now; the previous zone only if nothing else fits. */
-        ty_err e = place(kb, a, a->avoid, &pl, msg, sizeof msg);
+        ty_err e = place(kb, a, avoid, &pl, msg, sizeof msg);
+        pthread_mutex_lock(&kb->mu);
         if (e == TY_OK && pl.verdict == KUBE_PLACE) {
             kb_fmt(a->zone, sizeof a->zone, "%s", pl.zone);
             a->grow_nodes = pl.grow_nodes;
@@ -574,9 +585,9 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
         } else {
             a->grow_nodes = 0; /* pinned where it was: its pods wait for room there */
         }
+        pthread_mutex_unlock(&kb->mu);
     }
     a->launched_once = 1;
-    a->avoid[0] = '\0';
 
     json_t *obj = NULL;
     ty_err e = kube_render_job_typed(kb->p, job, a->zone[0] ? a->zone : NULL, &obj, msg,

@@ -148,7 +148,8 @@ static ty_err view_of_job(const backend_job *job, const char *zone, view *v)
     v->gpu_type = job->gpu_type;
     v->capacity = job->capacity;
     v->want_zone = job->zone;
-    memcpy(v->argv, job->argv, n * sizeof *v->argv);
+    if (n)
+        memcpy(v->argv, job->argv, n * sizeof *v->argv);
     v->nargv = n;
     v->ncommand = job->ncommand > 0 && (size_t)job->ncommand <= n ? (size_t)job->ncommand : n;
     for (size_t i = 0; i < m; i++) {
