@@ -178,41 +178,6 @@ static backend_attempt *attempt_new(kbe *kb, const backend_job *job)
 
 /* ---- the inventory ------------------------------------------------------------------------ */
 
-typedef struct inv_node {
-    kube_node n;
-    json_t *obj; /* owns the strings n points to */
-    kube_label *labels;
-    kube_taint *taints;
-    char *group;
-} inv_node;
-
-typedef struct inventory {
-    inv_node *nodes;
-    size_t nnodes, cap;
-    kube_group_size *groups;
-    size_t ngroups;
-    kube_node *flat;
-} inventory;
-
-static ty_err collect_node(void *ud, const json_t *obj)
-{
-    inventory *inv = ud;
-    if (inv->nnodes == inv->cap) {
-        size_t cap = inv->cap ? inv->cap * 2 : 32;
-        inv_node *n = realloc(inv->nodes, cap * sizeof *n);
-        if (!n)
-            return TY_ENOMEM;
-        inv->nodes = n;
-        inv->cap = cap;
-    }
-    inv_node *in = &inv->nodes[inv->nnodes];
-    memset(in, 0, sizeof *in);
-    if (!(in->obj = json_deep_copy(obj)))
-        return TY_ENOMEM;
-    inv->nnodes++;
-    return TY_OK;
-}
-
 int kb_quantity_int(const json_t *q)
 {
     if (json_is_integer(q))
@@ -221,104 +186,9 @@ int kb_quantity_int(const json_t *q)
     return s ? atoi(s) : 0;
 }
 
-static int node_fill(inv_node *in)
-{
-    const json_t *obj = in->obj;
-    const json_t *md = json_object_get(obj, "metadata");
-    const json_t *labels = json_object_get(md, "labels");
-    const json_t *taints = json_object_get(json_object_get(obj, "spec"), "taints");
-    in->n.name = json_string_value(json_object_get(md, "name"));
-    in->n.zone = json_string_value(json_object_get(labels, KB_LABEL_ZONE));
-    size_t nl = json_object_size(labels), nt = json_array_size(taints), i = 0;
-    in->labels = calloc(nl ? nl : 1, sizeof *in->labels);
-    in->taints = calloc(nt ? nt : 1, sizeof *in->taints);
-    if (!in->labels || !in->taints)
-        return -1;
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)labels, k, v)
-    {
-        if (!json_is_string(v))
-            continue;
-        in->labels[i].key = (char *)k;
-        in->labels[i].value = (char *)json_string_value(v);
-        i++;
-    }
-    in->n.labels = in->labels;
-    in->n.nlabels = i;
-    i = 0;
-    json_array_foreach(taints, nl, v)
-    {
-        const char *key = json_string_value(json_object_get(v, "key"));
-        if (!key)
-            continue;
-        const char *val = json_string_value(json_object_get(v, "value"));
-        const char *eff = json_string_value(json_object_get(v, "effect"));
-        in->taints[i].key = (char *)key;
-        in->taints[i].value = (char *)(val ? val : "");
-        in->taints[i].effect = (char *)(eff ? eff : "");
-        i++;
-    }
-    in->n.taints = in->taints;
-    in->n.ntaints = i;
-    const json_t *st = json_object_get(obj, "status");
-    in->n.gpus_allocatable =
-        kb_quantity_int(json_object_get(json_object_get(st, "allocatable"), KB_GPU));
-    in->n.ready = kb_node_ready(obj);
-    in->n.unschedulable = json_is_true(json_object_get(json_object_get(obj, "spec"),
-                                                       "unschedulable"));
-    in->group = (char *)json_string_value(json_object_get(labels, KB_LABEL_GROUP));
-    return 0;
-}
-
-typedef struct pod_use {
-    inventory *inv;
-} pod_use;
-
 int kb_pod_gpus(const json_t *pod)
 {
-    int n = 0;
-    size_t i;
-    const json_t *c;
-    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
-    {
-        const json_t *res = json_object_get(c, "resources");
-        int q = kb_quantity_int(json_object_get(json_object_get(res, "limits"), KB_GPU));
-        if (!q)
-            q = kb_quantity_int(json_object_get(json_object_get(res, "requests"), KB_GPU));
-        n += q;
-    }
-    return n;
-}
-
-static ty_err count_pod(void *ud, const json_t *pod)
-{
-    inventory *inv = ud;
-    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"),
-                                                         "nodeName"));
-    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"),
-                                                          "phase"));
-    if (!node || !*node || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
-        return TY_OK;
-    for (size_t i = 0; i < inv->nnodes; i++)
-        if (inv->nodes[i].n.name && !strcmp(inv->nodes[i].n.name, node)) {
-            inv->nodes[i].n.gpus_requested += kb_pod_gpus(pod);
-            break;
-        }
-    return TY_OK;
-}
-
-static void inventory_free(inventory *inv)
-{
-    for (size_t i = 0; i < inv->nnodes; i++) {
-        json_decref(inv->nodes[i].obj);
-        free(inv->nodes[i].labels);
-        free(inv->nodes[i].taints);
-    }
-    free(inv->nodes);
-    free(inv->groups);
-    free(inv->flat);
-    memset(inv, 0, sizeof *inv);
+    return kube_inv_pod_gpus(pod);
 }
 
 static int node_matches_type(const kbe *kb, const kube_node *n, const char *gpu_type)
@@ -340,9 +210,9 @@ static int node_matches_type(const kbe *kb, const kube_node *n, const char *gpu_
 /*
  * The GPUs a reservation booked but whose pods are not bound yet count on the nodes of its zone
  * that have room (most free first), so that two gangs reserved in one round do not both count
- * on the same free GPUs.
+ * on the same free GPUs. Under kb->mu, on the inventory's scratch view.
  */
-static void book_pending(kbe *kb, inventory *inv, const backend_attempt *skip)
+static void book_pending(kbe *kb, kube_node *nodes, size_t nnodes, const backend_attempt *skip)
 {
     for (const backend_attempt *a = kb->attempts; a; a = a->next) {
         if (a == skip || !a->zone[0] || !a->gpus_per_rank)
@@ -353,8 +223,8 @@ static void book_pending(kbe *kb, inventory *inv, const backend_attempt *skip)
                 pending++;
         while (pending > 0) {
             kube_node *best = NULL;
-            for (size_t i = 0; i < inv->nnodes; i++) {
-                kube_node *n = &inv->nodes[i].n;
+            for (size_t i = 0; i < nnodes; i++) {
+                kube_node *n = &nodes[i];
                 if (!n->zone || strcmp(n->zone, a->zone) || !node_matches_type(kb, n, a->gpu_type))
                     continue;
                 int free_gpus = n->gpus_allocatable - n->gpus_requested;
@@ -370,53 +240,17 @@ static void book_pending(kbe *kb, inventory *inv, const backend_attempt *skip)
     }
 }
 
-/* Builds the inventory from the informers' caches; call without kb->mu, it takes it. */
-static ty_err inventory_build(kbe *kb, inventory *inv, const backend_attempt *skip)
-{
-    memset(inv, 0, sizeof *inv);
-    ty_err e = ty_informer_foreach(kb->nodes, collect_node, inv);
-    for (size_t i = 0; e == TY_OK && i < inv->nnodes; i++)
-        if (node_fill(&inv->nodes[i]) != 0)
-            e = TY_ENOMEM;
-    if (e == TY_OK)
-        e = ty_informer_foreach(kb->pods, count_pod, inv);
-    if (e == TY_OK) {
-        inv->flat = calloc(inv->nnodes ? inv->nnodes : 1, sizeof *inv->flat);
-        inv->groups = calloc(kb->p->ngroups ? kb->p->ngroups : 1, sizeof *inv->groups);
-        if (!inv->flat || !inv->groups)
-            e = TY_ENOMEM;
-    }
-    if (e != TY_OK) {
-        inventory_free(inv);
-        return e;
-    }
-    pthread_mutex_lock(&kb->mu);
-    book_pending(kb, inv, skip);
-    pthread_mutex_unlock(&kb->mu);
-    for (size_t i = 0; i < inv->nnodes; i++)
-        inv->flat[i] = inv->nodes[i].n;
-    for (size_t g = 0; g < kb->p->ngroups; g++) {
-        inv->groups[g].name = kb->p->groups[g].name;
-        for (size_t i = 0; i < inv->nnodes; i++)
-            if (inv->nodes[i].group && !strcmp(inv->nodes[i].group, kb->p->groups[g].name))
-                inv->groups[g].size++;
-    }
-    inv->ngroups = kb->p->ngroups;
-    return TY_OK;
-}
-
 /* The largest GPU count one node of the type has or a group's node would have. */
-static int max_gpus_per_node(kbe *kb, const inventory *inv, const char *gpu_type)
+static int max_gpus_per_node(kbe *kb, const kube_node *nodes, size_t nnodes, const char *gpu_type)
 {
     int best = 0;
     for (size_t g = 0; g < kb->p->ngroups; g++)
         if (!strcmp(kb->p->groups[g].gpu_type, gpu_type) &&
             kb->p->groups[g].gpus_per_node > best)
             best = kb->p->groups[g].gpus_per_node;
-    for (size_t i = 0; i < inv->nnodes; i++)
-        if (node_matches_type(kb, &inv->nodes[i].n, gpu_type) &&
-            inv->nodes[i].n.gpus_allocatable > best)
-            best = inv->nodes[i].n.gpus_allocatable;
+    for (size_t i = 0; i < nnodes; i++)
+        if (node_matches_type(kb, &nodes[i], gpu_type) && nodes[i].gpus_allocatable > best)
+            best = nodes[i].gpus_allocatable;
     return best;
 }
 
@@ -444,38 +278,55 @@ static void count_placement(kbe *kb, const char *result)
     pthread_mutex_unlock(&kb->mu);
 }
 
+typedef struct place_ctx {
+    kbe *kb;
+    backend_attempt *a;
+    const char *avoid;
+    kube_placement *out;
+    char *why;
+    size_t whylen;
+} place_ctx;
+
+/* kube_inv_with()'s callback: books what other gangs await, then places. */
+static ty_err place_on(void *ud, kube_inv_view *view)
+{
+    place_ctx *c = ud;
+    kbe *kb = c->kb;
+    backend_attempt *a = c->a;
+    kube_gang g;
+    pthread_mutex_lock(&kb->mu);
+    book_pending(kb, view->nodes, view->nnodes, a);
+    pthread_mutex_unlock(&kb->mu);
+    if (a->gpus_per_rank > 0 && kube_profile_gpu_type(kb->p, a->gpu_type)) {
+        int most = max_gpus_per_node(kb, view->nodes, view->nnodes, a->gpu_type);
+        if (a->gpus_per_rank > most) {
+            why_set(c->why, c->whylen, "needs %d GPUs of type %s per rank; no node or node "
+                    "group of this cluster has more than %d", a->gpus_per_rank, a->gpu_type,
+                    most);
+            return TY_EINVAL;
+        }
+    }
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups};
+    gang_of(a, &c->avoid, &g);
+    ty_err e = kube_place(kb->p, &ki, &g, c->out, c->why, c->whylen);
+    if (e == TY_OK && c->out->verdict == KUBE_WAIT && c->avoid && *c->avoid) {
+        gang_of(a, NULL, &g); /* nothing else fits: the avoided zone is better than none */
+        e = kube_place(kb->p, &ki, &g, c->out, c->why, c->whylen);
+    }
+    return e;
+}
+
 /*
  * Places a (skipping its own booking) avoiding `avoid` when another zone fits; TY_OK with out
- * filled, TY_EINVAL for what can never run here, TY_ENOMEM.
+ * filled, TY_EINVAL for what can never run here, TY_ENOMEM. Takes kb->mu itself.
  */
 static ty_err place(kbe *kb, backend_attempt *a, const char *avoid, kube_placement *out,
                     char *why, size_t whylen)
 {
-    inventory inv;
-    kube_gang g;
-    ty_err e = inventory_build(kb, &inv, a);
-    if (e != TY_OK) {
+    place_ctx c = {kb, a, avoid, out, why, whylen};
+    ty_err e = kube_inv_with(kb->inv, place_on, &c);
+    if (e == TY_ENOMEM)
         why_set(why, whylen, "kube backend: the inventory: %s", ty_strerror(e));
-        return e;
-    }
-    if (a->gpus_per_rank > 0 && kube_profile_gpu_type(kb->p, a->gpu_type)) {
-        int most = max_gpus_per_node(kb, &inv, a->gpu_type);
-        if (a->gpus_per_rank > most) {
-            inventory_free(&inv);
-            count_placement(kb, "invalid");
-            why_set(why, whylen, "needs %d GPUs of type %s per rank; no node or node group of "
-                    "this cluster has more than %d", a->gpus_per_rank, a->gpu_type, most);
-            return TY_EINVAL;
-        }
-    }
-    kube_inventory ki = {inv.flat, inv.nnodes, inv.groups, inv.ngroups};
-    gang_of(a, &avoid, &g);
-    e = kube_place(kb->p, &ki, &g, out, why, whylen);
-    if (e == TY_OK && out->verdict == KUBE_WAIT && avoid && *avoid) {
-        gang_of(a, NULL, &g); /* nothing else fits: the avoided zone is better than none */
-        e = kube_place(kb->p, &ki, &g, out, why, whylen);
-    }
-    inventory_free(&inv);
     if (e != TY_OK)
         count_placement(kb, "invalid");
     else if (out->verdict == KUBE_WAIT)
@@ -1318,6 +1169,7 @@ static void kb_free(backend *b)
     ty_informer_free(kb->nodes);
     ty_informer_free(kb->pods);
     ty_informer_free(kb->jobs);
+    kube_inv_free(kb->inv);
     while (kb->ahead) {
         kb_action *act = kb->ahead;
         kb->ahead = act->next;
@@ -1408,6 +1260,15 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
     if (e == TY_OK && (kb->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         why_set(err, len, "kube backend: eventfd: %s", strerror(errno));
         e = TY_EIO;
+    }
+    if (e == TY_OK) {
+        const char **names = calloc(kb->p->ngroups ? kb->p->ngroups : 1, sizeof *names);
+        for (size_t g = 0; names && g < kb->p->ngroups; g++)
+            names[g] = kb->p->groups[g].name;
+        e = names ? kube_inv_new(names, kb->p->ngroups, &kb->inv) : TY_ENOMEM;
+        free(names);
+        if (e != TY_OK)
+            why_set(err, len, "out of memory");
     }
     if (e == TY_OK)
         e = ty_kclient_new(cfg->kubeconfig, cfg->client, &kb->c, err, len);

@@ -298,6 +298,7 @@ void kb_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_
 {
     kbe *kb = ud;
     uint64_t t0 = ty_time_mono_ns();
+    kube_inv_pod(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj);
     pthread_mutex_lock(&kb->mu);
     if (type == TY_INF_DELETED)
         kb_pod_changed(kb, old_obj, 1, t0);
@@ -335,6 +336,7 @@ void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json
     const char *zone = json_string_value(json_object_get(md(node, "labels"), KB_LABEL_ZONE));
     if (!name)
         return;
+    kube_inv_node(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj);
     int reclaim = type != TY_INF_DELETED && has_taint(new_obj, KUBE_RECLAIM_TAINT) &&
                   !(old_obj && has_taint(old_obj, KUBE_RECLAIM_TAINT));
     pthread_mutex_lock(&kb->mu);

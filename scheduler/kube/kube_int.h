@@ -11,6 +11,7 @@
 
 #include "scheduler/backend.h"
 #include "scheduler/kube/informer.h"
+#include "scheduler/kube/inventory.h"
 #include "scheduler/kube/kclient.h"
 #include "scheduler/kube/kube_backend.h"
 #include "scheduler/kube/profile.h"
@@ -71,6 +72,7 @@ typedef struct kbe {
     char ns[64];
     ty_kclient *c;
     ty_informer *nodes, *pods, *jobs;
+    kube_inv *inv;                 /* nodes and GPUs in use, fed by the informers' callbacks */
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;
     backend_attempt *attempts;
