@@ -360,6 +360,32 @@ static void test_oom_killed(void **state)
     json_decref(pods);
 }
 
+static void test_image_pull_pending(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000n";
+    backend_job j = job_of(id, 1, 1, 8, "a100", "on-demand");
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    /* The kubelet cannot pull the image: the rank waits, and says why. */
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/" NS "/pods/%s/status", pod_of_rank(pods, 0));
+    json_decref(api("PATCH", path,
+                    "{\"status\":{\"containerStatuses\":[{\"name\":\"trainer\",\"image\":"
+                    "\"ghcr.io/example/train:1\",\"imageID\":\"\",\"ready\":false,"
+                    "\"restartCount\":0,\"state\":{\"waiting\":{\"reason\":\"ErrImagePull\","
+                    "\"message\":\"manifest unknown\"}}}]}}",
+                    200));
+    backend_event *ev = expect(BACKEND_EV_PENDING, 0, a);
+    assert_non_null(strstr(ev->detail, "ErrImagePull"));
+    assert_non_null(strstr(ev->detail, "manifest unknown"));
+    g_b->ops->stop(g_b, a, 1);
+    ev = expect(BACKEND_EV_DISRUPTED, 0, a);
+    assert_int_equal(ev->disruption, BACKEND_DISRUPT_STOP_REQUESTED);
+    g_b->ops->release(g_b, a);
+    json_decref(pods);
+}
+
 static void test_eviction(void **state)
 {
     (void)state;
@@ -852,6 +878,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gang_succeeds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oom_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_image_pull_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spot_reclaim_moves_zone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_then_capacity, setup, teardown),
