@@ -207,37 +207,79 @@ static int node_matches_type(const kbe *kb, const kube_node *n, const char *gpu_
     return 1;
 }
 
+/* A max-heap of node indices by free GPUs, for book_pending(). */
+typedef struct free_heap {
+    size_t *idx;
+    size_t n;
+    kube_node *nodes;
+} free_heap;
+
+static int free_of(const free_heap *h, size_t i)
+{
+    const kube_node *n = &h->nodes[h->idx[i]];
+    return n->gpus_allocatable - n->gpus_requested;
+}
+
+static void heap_down(free_heap *h, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && free_of(h, l) > free_of(h, m))
+            m = l;
+        if (r < h->n && free_of(h, r) > free_of(h, m))
+            m = r;
+        if (m == i)
+            return;
+        size_t t = h->idx[i];
+        h->idx[i] = h->idx[m];
+        h->idx[m] = t;
+        i = m;
+    }
+}
+
 /*
  * The GPUs a reservation booked but whose pods are not bound yet count on the nodes of its zone
  * that have room (most free first), so that two gangs reserved in one round do not both count
- * on the same free GPUs. Under kb->mu, on the inventory's scratch view.
+ * on the same free GPUs. Under kb->mu, on the inventory's scratch view. One heap per zone and
+ * GPU type that has such gangs: a decision costs O(nodes + pending ranks x log nodes), however
+ * many gangs wait for their pods.
  */
 static void book_pending(kbe *kb, kube_node *nodes, size_t nnodes, const backend_attempt *skip)
 {
-    for (const backend_attempt *a = kb->attempts; a; a = a->next) {
-        if (a == skip || !a->zone[0] || !a->gpus_per_rank)
+    free_heap h = {calloc(nnodes ? nnodes : 1, sizeof *h.idx), 0, nodes};
+    if (!h.idx)
+        return; /* the placement then counts fewer GPUs as taken: the scheduler still decides */
+    for (const backend_attempt *lead = kb->attempts; lead; lead = lead->next) {
+        if (lead == skip || !lead->zone[0] || !lead->gpus_per_rank || lead->booked_pass)
             continue;
-        int pending = 0;
-        for (int r = 0; r < a->world; r++)
-            if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
-                pending++;
-        while (pending > 0) {
-            kube_node *best = NULL;
-            for (size_t i = 0; i < nnodes; i++) {
-                kube_node *n = &nodes[i];
-                if (!n->zone || strcmp(n->zone, a->zone) || !node_matches_type(kb, n, a->gpu_type))
-                    continue;
-                int free_gpus = n->gpus_allocatable - n->gpus_requested;
-                if (free_gpus >= a->gpus_per_rank &&
-                    (!best || free_gpus > best->gpus_allocatable - best->gpus_requested))
-                    best = n;
+        /* The first pending attempt of a (zone, GPU type) builds its heap; later attempts of
+         * the same pair use it, in the list's order. */
+        h.n = 0;
+        for (size_t i = 0; i < nnodes; i++)
+            if (nodes[i].zone && !strcmp(nodes[i].zone, lead->zone) &&
+                node_matches_type(kb, &nodes[i], lead->gpu_type))
+                h.idx[h.n++] = i;
+        for (size_t i = h.n / 2; i-- > 0;)
+            heap_down(&h, i);
+        for (backend_attempt *a = (backend_attempt *)lead; a; a = a->next) {
+            if (a == skip || !a->gpus_per_rank || strcmp(a->zone, lead->zone) ||
+                strcmp(a->gpu_type, lead->gpu_type))
+                continue;
+            a->booked_pass = 1;
+            int pending = 0;
+            for (int r = 0; r < a->world; r++)
+                if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
+                    pending++;
+            while (pending > 0 && h.n > 0 && free_of(&h, 0) >= a->gpus_per_rank) {
+                nodes[h.idx[0]].gpus_requested += a->gpus_per_rank;
+                heap_down(&h, 0);
+                pending--;
             }
-            if (!best)
-                break;
-            best->gpus_requested += a->gpus_per_rank;
-            pending--;
         }
     }
+    for (backend_attempt *a = kb->attempts; a; a = a->next)
+        a->booked_pass = 0;
+    free(h.idx);
 }
 
 /* The largest GPU count one node of the type has or a group's node would have. */

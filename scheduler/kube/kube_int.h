@@ -39,6 +39,7 @@ struct backend_attempt {
     int world, gpus_per_rank;
     char gpu_type[64], capacity[32], want_zone[64];
     char zone[64];                 /* the zone booked and pinned; "" when none */
+    int booked_pass;               /* book_pending() counted it in the current pass */
     char avoid[64];                /* the zone the next placement avoids (reclaimed, withdrawn) */
     int attempt;                   /* the attempt launched last (0 before) */
     int launched_once;
