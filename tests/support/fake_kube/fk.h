@@ -85,6 +85,7 @@ typedef struct fk_store {
     size_t sched_next;      /* where the scheduler's next search of a large cluster starts */
     /* Indexes of the pods, kept by fk_create/fk_update/fk_remove: */
     json_t *pods_by_owner; /* controller uid -> {"ns/name": true}, in creation order */
+    json_t *pods_by_label; /* "key=value" -> {"ns/name": true}: pod affinity's candidates */
     json_t *pending;       /* "ns/name" -> true: pods the scheduler has to place */
     json_t *gpu_used;      /* node -> GPUs requested by the active pods bound there */
     json_t *owners;        /* uid of a Job or Volcano job -> [res, "ns/name"] */

@@ -773,6 +773,20 @@ static int gc(fk_store *st, gc_todo *todo, int full)
         for (int d = 0; d < 3; d++) {
             const char *key;
             json_t *o;
+            if (deps[d] == FK_PODS && !full) {
+                /* Their pods through the index by owner, not a walk over every pod. */
+                const char *uid;
+                json_t *u, *v;
+                json_object_foreach(todo->owners, uid, u)
+                {
+                    json_object_foreach(json_object_get(st->pods_by_owner, uid), key, v)
+                    {
+                        if ((o = json_object_get(st->objs[FK_PODS], key)))
+                            todo_object(todo, FK_PODS, o);
+                    }
+                }
+                continue;
+            }
             json_object_foreach(st->objs[deps[d]], key, o)
             {
                 if (full || json_object_get(todo->owners, fk_owner_uid(o)))

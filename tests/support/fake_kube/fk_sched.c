@@ -158,10 +158,27 @@ static void affinity_prepare(fk_store *st, const json_t *pod, affinity *a)
         int any = 0;
         if (fk_sel_from_json(json_object_get(t, "labelSelector"), &sel) == 0) {
             const json_t *nss = json_object_get(t, "namespaces");
-            const char *pkey;
-            json_t *p;
-            json_object_foreach(st->objs[FK_PODS], pkey, p)
+            /* The candidates: the pods carrying one of matchLabels' pairs (through the index)
+             * when there is one, else every pod; the whole selector is checked below. */
+            const json_t *candidates = st->objs[FK_PODS];
+            const char *mk;
+            json_t *mv;
+            json_object_foreach(fk_path(t, "labelSelector.matchLabels", 0), mk, mv)
             {
+                char pair[700];
+                const char *val = json_string_value(mv);
+                snprintf(pair, sizeof pair, "%s=%s", mk, val ? val : "");
+                const json_t *set = json_object_get(st->pods_by_label, pair);
+                candidates = set ? set : json_object_get(st->pods_by_label, "");
+                break;
+            }
+            const char *pkey;
+            json_t *c;
+            json_object_foreach((json_t *)candidates, pkey, c)
+            {
+                json_t *p = json_is_object(c) ? c : json_object_get(st->objs[FK_PODS], pkey);
+                if (!p)
+                    continue;
                 const char *pns = fk_str(p, "metadata.namespace");
                 int ns_ok =
                     json_array_size(nss) == 0 ? !strcmp(pns, fk_str(pod, "metadata.namespace")) : 0;

@@ -37,6 +37,7 @@ int fk_store_init(fk_store *st, size_t window)
     st->logs = json_object();
     st->groups = json_object();
     st->pods_by_owner = json_object();
+    st->pods_by_label = json_object();
     st->pending = json_object();
     st->gpu_used = json_object();
     st->owners = json_object();
@@ -53,6 +54,7 @@ void fk_store_fini(fk_store *st)
     json_decref(st->logs);
     json_decref(st->groups);
     json_decref(st->pods_by_owner);
+    json_decref(st->pods_by_label);
     json_decref(st->pending);
     json_decref(st->gpu_used);
     json_decref(st->owners);
@@ -209,6 +211,27 @@ static void index_pod(fk_store *st, const json_t *pod, int sign)
             json_object_del(set, key);
             if (json_object_size(set) == 0)
                 json_object_del(st->pods_by_owner, owner);
+        }
+    }
+    const char *lk;
+    json_t *lv;
+    json_object_foreach(fk_path((json_t *)pod, "metadata.labels", 0), lk, lv)
+    {
+        char pair[700];
+        if (!json_is_string(lv))
+            continue;
+        snprintf(pair, sizeof pair, "%s=%s", lk, json_string_value(lv));
+        json_t *set = json_object_get(st->pods_by_label, pair);
+        if (sign > 0) {
+            if (!set) {
+                set = json_object();
+                json_object_set_new(st->pods_by_label, pair, set);
+            }
+            json_object_set_new(set, key, json_true());
+        } else if (set) {
+            json_object_del(set, key);
+            if (json_object_size(set) == 0)
+                json_object_del(st->pods_by_label, pair);
         }
     }
     if (fk_pod_pending(pod)) {
