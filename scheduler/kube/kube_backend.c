@@ -610,7 +610,7 @@ static void report_launch_failure(kbe *kb, const kb_action *act, const char *msg
 
 /* POSTs obj to path; 409 AlreadyExists GETs the existing one (deterministic names: ours). */
 static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const json_t *obj,
-                              char *uid, size_t uidlen, char *err, size_t errlen)
+                              char *uid, size_t uidlen, int *adopted, char *err, size_t errlen)
 {
     char *body = json_dumps(obj, JSON_COMPACT);
     ty_kresp r = {0};
@@ -629,6 +629,8 @@ static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const
             pthread_mutex_lock(&kb->mu);
             kb->adopted++;
             pthread_mutex_unlock(&kb->mu);
+            if (adopted)
+                *adopted = 1;
         }
     } else if (e == TY_OK) {
         pthread_mutex_lock(&kb->mu);
@@ -698,7 +700,9 @@ static void do_create(kbe *kb, kb_action *act)
 {
     char path[512], err[1024] = "", uid[128] = "", msg[512];
     workload_path(kb, NULL, path, sizeof path);
-    ty_err e = create_or_adopt(kb, path, act->name, act->obj, uid, sizeof uid, err, sizeof err);
+    int adopted = 0;
+    ty_err e = create_or_adopt(kb, path, act->name, act->obj, uid, sizeof uid, &adopted, err,
+                               sizeof err);
     if (e != TY_OK) {
         report_launch_failure(kb, act, err);
         return;
@@ -714,7 +718,7 @@ static void do_create(kbe *kb, kb_action *act)
     e = kube_render_service_typed(kb->p, &bj, uid, &svc, msg, sizeof msg);
     if (e == TY_OK) {
         kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/services", kb->ns);
-        e = create_or_adopt(kb, path, act->name, svc, NULL, 0, err, sizeof err);
+        e = create_or_adopt(kb, path, act->name, svc, NULL, 0, NULL, err, sizeof err);
     } else {
         kb_fmt(err, sizeof err, "%s", msg);
     }
@@ -730,7 +734,10 @@ static void do_create(kbe *kb, kb_action *act)
         report_launch_failure(kb, act, err);
         return;
     }
-    replay_pods(kb, act->job_id, act->attempt);
+    /* The pods of a Job that already existed changed before this attempt could hear of them;
+     * those of a Job just created arrive as events (the attempt was live before the create). */
+    if (adopted)
+        replay_pods(kb, act->job_id, act->attempt);
 }
 
 typedef struct pod_names {
