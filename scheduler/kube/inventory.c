@@ -95,10 +95,18 @@ static ty_err inode_make(const kube_inv *inv, const json_t *node, inode *in, kub
     memset(in, 0, sizeof *in);
     memset(out, 0, sizeof *out);
     in->group = -1;
-    if (!(in->obj = json_deep_copy(node)))
+    /* Only what placement reads is kept (a node's status, images included, can be large):
+     * {"name", "labels", "taints"}; the facts below are read from the node itself. */
+    const json_t *md = json_object_get(node, "metadata");
+    json_t *lab = json_deep_copy(json_object_get(md, "labels"));
+    json_t *tai = json_deep_copy(json_object_get(json_object_get(node, "spec"), "taints"));
+    const char *name = json_string_value(json_object_get(md, "name"));
+    /* json_pack steals lab and tai, even when it fails */
+    in->obj = json_pack("{s:s?, s:o?, s:o?}", "name", name, "labels", lab, "taints", tai);
+    if (!in->obj)
         return TY_ENOMEM;
-    const json_t *labels = json_object_get(json_object_get(in->obj, "metadata"), "labels");
-    const json_t *taints = json_object_get(json_object_get(in->obj, "spec"), "taints");
+    const json_t *labels = json_object_get(in->obj, "labels");
+    const json_t *taints = json_object_get(in->obj, "taints");
     size_t nl = json_object_size(labels), nt = json_array_size(taints), i = 0, k;
     in->labels = calloc(nl ? nl : 1, sizeof *in->labels);
     in->taints = calloc(nt ? nt : 1, sizeof *in->taints);
@@ -126,14 +134,13 @@ static ty_err inode_make(const kube_inv *inv, const json_t *node, inode *in, kub
     }
     out->taints = in->taints;
     out->ntaints = i;
-    out->name = str_at(in->obj, "metadata", "name");
+    out->name = str_at(in->obj, "name", NULL);
     out->zone = str_at(labels, LABEL_ZONE, NULL);
     out->gpus_allocatable =
-        quantity(json_object_get(json_object_get(json_object_get(in->obj, "status"),
-                                                 "allocatable"),
+        quantity(json_object_get(json_object_get(json_object_get(node, "status"), "allocatable"),
                                  GPU));
-    out->ready = node_ready(in->obj);
-    out->unschedulable = json_is_true(json_object_get(json_object_get(in->obj, "spec"),
+    out->ready = node_ready(node);
+    out->unschedulable = json_is_true(json_object_get(json_object_get(node, "spec"),
                                                       "unschedulable"));
     const char *group = str_at(labels, LABEL_GROUP, NULL);
     for (size_t g = 0; group && g < inv->ngroups; g++)
