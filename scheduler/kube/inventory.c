@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ty_quantity.h"
+
 #define GPU "nvidia.com/gpu"
 #define LABEL_ZONE "topology.kubernetes.io/zone"
 #define LABEL_GROUP "eks.amazonaws.com/nodegroup"
@@ -46,12 +48,14 @@ static const char *str_at(const json_t *obj, const char *a, const char *b)
     return json_string_value(b ? json_object_get(v, b) : v);
 }
 
+/* A count as Kubernetes writes it: a JSON integer or a quantity string ("8"). */
 static int quantity(const json_t *q)
 {
+    double v;
     if (json_is_integer(q))
         return (int)json_integer_value(q);
     const char *s = json_string_value(q);
-    return s ? atoi(s) : 0;
+    return s && ty_quantity_parse(s, strlen(s), &v) == TY_OK ? (int)v : 0;
 }
 
 int kube_inv_pod_gpus(const json_t *pod)
@@ -68,7 +72,7 @@ int kube_inv_pod_gpus(const json_t *pod)
     return n;
 }
 
-static int node_ready(const json_t *node)
+int kube_inv_node_ready(const json_t *node)
 {
     size_t i;
     const json_t *c;
@@ -79,6 +83,12 @@ static int node_ready(const json_t *node)
             return status && !strcmp(status, "True");
     }
     return 0;
+}
+
+int kube_inv_node_gpus(const json_t *node)
+{
+    return quantity(
+        json_object_get(json_object_get(json_object_get(node, "status"), "allocatable"), GPU));
 }
 
 static void inode_clear(inode *in)
@@ -136,10 +146,8 @@ static ty_err inode_make(const kube_inv *inv, const json_t *node, inode *in, kub
     out->ntaints = i;
     out->name = str_at(in->obj, "name", NULL);
     out->zone = str_at(labels, LABEL_ZONE, NULL);
-    out->gpus_allocatable =
-        quantity(json_object_get(json_object_get(json_object_get(node, "status"), "allocatable"),
-                                 GPU));
-    out->ready = node_ready(node);
+    out->gpus_allocatable = kube_inv_node_gpus(node);
+    out->ready = kube_inv_node_ready(node);
     out->unschedulable = json_is_true(json_object_get(json_object_get(node, "spec"),
                                                       "unschedulable"));
     const char *group = str_at(labels, LABEL_GROUP, NULL);

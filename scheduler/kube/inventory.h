@@ -58,5 +58,8 @@ ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud);
 
 /* The nvidia.com/gpu a pod's containers ask for (limits, else requests). */
 int kube_inv_pod_gpus(const json_t *pod);
+/* A node's allocatable nvidia.com/gpu, and whether its Ready condition is True. */
+int kube_inv_node_gpus(const json_t *node);
+int kube_inv_node_ready(const json_t *node);
 
 #endif

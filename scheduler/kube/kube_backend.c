@@ -178,19 +178,6 @@ static backend_attempt *attempt_new(kbe *kb, const backend_job *job)
 
 /* ---- the inventory ------------------------------------------------------------------------ */
 
-int kb_quantity_int(const json_t *q)
-{
-    if (json_is_integer(q))
-        return (int)json_integer_value(q);
-    const char *s = json_string_value(q);
-    return s ? atoi(s) : 0;
-}
-
-int kb_pod_gpus(const json_t *pod)
-{
-    return kube_inv_pod_gpus(pod);
-}
-
 static int node_matches_type(const kbe *kb, const kube_node *n, const char *gpu_type)
 {
     const kube_node_class *c = kube_profile_gpu_type(kb->p, gpu_type);

@@ -65,11 +65,6 @@ static int condition_true(const json_t *obj, const char *type)
     return s && !strcmp(s, "True");
 }
 
-int kb_node_ready(const json_t *node)
-{
-    return condition_true(node, "Ready");
-}
-
 static int has_taint(const json_t *node, const char *key)
 {
     size_t i;
@@ -312,19 +307,14 @@ static int capacity_grew(const json_t *old_obj, const json_t *new_obj)
 {
     if (!old_obj)
         return 1;
-    const char *key = KB_GPU;
-    int before = kb_quantity_int(
-        json_object_get(json_object_get(json_object_get(old_obj, "status"), "allocatable"), key));
-    int after = kb_quantity_int(
-        json_object_get(json_object_get(json_object_get(new_obj, "status"), "allocatable"), key));
     int unsched_before = json_is_true(json_object_get(json_object_get(old_obj, "spec"),
                                                       "unschedulable"));
     int unsched_after = json_is_true(json_object_get(json_object_get(new_obj, "spec"),
                                                      "unschedulable"));
-    return (!kb_node_ready(old_obj) && kb_node_ready(new_obj)) ||
+    return (!kube_inv_node_ready(old_obj) && kube_inv_node_ready(new_obj)) ||
            (unsched_before && !unsched_after) || hard_taints(new_obj) < hard_taints(old_obj) ||
            (has_taint(old_obj, KUBE_RECLAIM_TAINT) && !has_taint(new_obj, KUBE_RECLAIM_TAINT)) ||
-           after > before;
+           kube_inv_node_gpus(new_obj) > kube_inv_node_gpus(old_obj);
 }
 
 void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj)

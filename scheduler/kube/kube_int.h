@@ -107,9 +107,6 @@ void kb_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_
 void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj);
 
 /* Pure helpers. */
-int kb_quantity_int(const json_t *q);
-int kb_pod_gpus(const json_t *pod);
 int kb_pod_rank(const json_t *pod);
-int kb_node_ready(const json_t *node);
 
 #endif
