@@ -2,7 +2,8 @@
 # against the recorded answers of a real v1.26 apiserver.
 add_executable(test_fake_kube ${CMAKE_CURRENT_LIST_DIR}/test_fake_kube.c)
 ty_target(test_fake_kube)
-target_link_libraries(test_fake_kube PRIVATE PkgConfig::CURL PkgConfig::JANSSON PkgConfig::CMOCKA)
+target_link_libraries(test_fake_kube PRIVATE ty_test_support PkgConfig::CURL PkgConfig::JANSSON
+                      PkgConfig::CMOCKA)
 target_compile_definitions(test_fake_kube PRIVATE
   FK_TRANSCRIPTS="${PROJECT_SOURCE_DIR}/tests/fixtures/kubernetes-transcripts"
   FK_NODES="${PROJECT_SOURCE_DIR}/tests/fixtures/fake-kube/nodes-14.json")

@@ -3,7 +3,7 @@
 # growing from zero (or not), 409 adoption, recovery by a second backend, faults, a rejected Job.
 add_executable(test_kube_backend ${CMAKE_CURRENT_LIST_DIR}/test_kube_backend.c)
 ty_target(test_kube_backend)
-target_link_libraries(test_kube_backend PRIVATE ty_kube_backend PkgConfig::CURL
+target_link_libraries(test_kube_backend PRIVATE ty_test_support ty_kube_backend PkgConfig::CURL
                       PkgConfig::JANSSON PkgConfig::CMOCKA)
 target_compile_definitions(test_kube_backend PRIVATE
   FK_NODES="${PROJECT_SOURCE_DIR}/tests/fixtures/fake-kube/nodes-14.json"

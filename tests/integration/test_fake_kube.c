@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "tests/support/fake_kube_proc.h"
 #include <curl/curl.h>
 #include <jansson.h>
 
@@ -256,25 +258,11 @@ static void fake(const char *path, const char *body)
 static int start_server(void **state)
 {
     (void)state;
-    int fds[2];
-    if (pipe(fds) != 0)
+    int port;
+    const char *const extra[] = {"--window", "100000", NULL};
+    if ((g_pid = fk_proc_start(g_binary, g_token, FK_NODES, extra, &port)) < 0)
         return -1;
-    g_pid = fork();
-    if (g_pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execl(g_binary, g_binary, "--port", "0", "--token", g_token, "--nodes", FK_NODES,
-              "--window", "100000", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    char line[64] = "";
-    FILE *f = fdopen(fds[0], "r");
-    if (!f || !fgets(line, sizeof line, f))
-        return -1;
-    fclose(f);
-    snprintf(g_base, sizeof g_base, "http://127.0.0.1:%ld", strtol(line, NULL, 10));
+    snprintf(g_base, sizeof g_base, "http://127.0.0.1:%d", port);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     resp *r = call("POST", "/api/v1/namespaces",
                    "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\","

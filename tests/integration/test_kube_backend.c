@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +31,7 @@
 #include "scheduler/kube/kubeconfig.h"
 #include "scheduler/kube/profile.h"
 #include "scheduler/kube/render.h"
+#include "tests/support/fake_kube_proc.h"
 
 #define NS "kbe"
 #define SEL "labelSelector=trainyard.io%%2Fjob-id%%3D" /* in formats */
@@ -777,37 +777,22 @@ static backend *new_backend(void)
 static int setup(void **state)
 {
     (void)state;
-    int fds[2];
-    char line[64] = "", path[128], err[1024] = "";
-    if (pipe(fds) != 0)
+    char path[128], err[1024] = "";
+    int port;
+    if ((g_pid = fk_proc_start(g_binary, "kbe-token", FK_NODES, NULL, &port)) < 0)
         return -1;
-    g_pid = fork();
-    if (g_pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* a test that dies must not leave the fake running */
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execl(g_binary, g_binary, "--port", "0", "--token", "kbe-token", "--nodes", FK_NODES,
-              (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    FILE *f = fdopen(fds[0], "r");
-    if (!f || !fgets(line, sizeof(line), f))
-        return -1;
-    fclose(f);
     snprintf(g_dir, sizeof(g_dir), "/tmp/ty-kbe-XXXXXX");
     if (!mkdtemp(g_dir))
         return -1;
     snprintf(path, sizeof(path), "%s/config", g_dir);
-    f = fopen(path, "w");
+    FILE *f = fopen(path, "w");
     if (!f)
         return -1;
     fprintf(f, "current-context: t\n"
                "contexts: [{name: t, context: {cluster: c, user: u, namespace: " NS "}}]\n"
-               "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%ld\n"
+               "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%d\n"
                "users:\n- name: u\n  user:\n    token: kbe-token\n",
-            strtol(line, NULL, 10));
+            port);
     fclose(f);
     ty_kclient_opts o;
     ty_kclient_opts_default(&o);

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +28,7 @@
 #include "scheduler/kube/informer.h"
 #include "scheduler/kube/kclient.h"
 #include "scheduler/kube/kubeconfig.h"
+#include "tests/support/fake_kube_proc.h"
 
 #define NS "inf"
 #define PODS "/api/v1/namespaces/" NS "/pods"
@@ -710,38 +710,23 @@ static void test_bad_options(void **state)
 static int start_server(void **state)
 {
     (void)state;
-    int fds[2];
-    char line[64] = "", path[128], err[512] = "";
-    if (pipe(fds) != 0)
+    char path[128], err[512] = "";
+    int port;
+    const char *const extra[] = {"--window", "100000", NULL};
+    if ((g_pid = fk_proc_start(g_binary, "fake-admin-token", FK_NODES, extra, &port)) < 0)
         return -1;
-    g_pid = fork();
-    if (g_pid == 0) {
-        /* A test that dies must not leave the server running. */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execl(g_binary, g_binary, "--port", "0", "--token", "fake-admin-token", "--nodes",
-              FK_NODES, "--window", "100000", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    FILE *f = fdopen(fds[0], "r");
-    if (!f || !fgets(line, sizeof(line), f))
-        return -1;
-    fclose(f);
     snprintf(g_dir, sizeof(g_dir), "/tmp/ty-informer-XXXXXX");
     if (!mkdtemp(g_dir))
         return -1;
     snprintf(path, sizeof(path), "%s/config", g_dir);
-    f = fopen(path, "w");
+    FILE *f = fopen(path, "w");
     if (!f)
         return -1;
     fprintf(f, "current-context: t\n"
                "contexts: [{name: t, context: {cluster: c, user: u, namespace: " NS "}}]\n"
-               "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%ld\n"
+               "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%d\n"
                "users:\n- name: u\n  user:\n    token: fake-admin-token\n",
-            strtol(line, NULL, 10));
+            port);
     fclose(f);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     ty_kclient_opts o;

@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/fake_kube_proc.h"
 #include "tests/support/ty_harness.h"
 
 #ifndef TY_KUBE_PROFILE
@@ -303,25 +304,10 @@ static int write_file(const char *path, const char *text)
 
 static int start_fake(void)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
+    int port;
+    if ((g_fake_pid = fk_proc_start(g_fake_bin, FAKE_TOKEN, TY_KUBE_NODES, NULL, &port)) < 0)
         return -1;
-    g_fake_pid = fork();
-    if (g_fake_pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execl(g_fake_bin, g_fake_bin, "--port", "0", "--token", FAKE_TOKEN, "--nodes",
-              TY_KUBE_NODES, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    char line[64] = "";
-    FILE *f = fdopen(fds[0], "r");
-    if (!f || !fgets(line, sizeof line, f))
-        return -1;
-    fclose(f);
-    snprintf(g_fake, sizeof g_fake, "http://127.0.0.1:%ld", strtol(line, NULL, 10));
+    snprintf(g_fake, sizeof g_fake, "http://127.0.0.1:%d", port);
     fresp r = fake_call("POST", "/api/v1/namespaces",
                         "{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", "
                         "\"metadata\": {\"name\": \"" NS "\"}}");

@@ -4,7 +4,8 @@ add_library(ty_test_support STATIC
   ${CMAKE_CURRENT_LIST_DIR}/oas.c
   ${CMAKE_CURRENT_LIST_DIR}/oas_yaml.c
   ${CMAKE_CURRENT_LIST_DIR}/oas_schema.c
-  ${CMAKE_CURRENT_LIST_DIR}/ty_harness.c)
+  ${CMAKE_CURRENT_LIST_DIR}/ty_harness.c
+  ${CMAKE_CURRENT_LIST_DIR}/fake_kube_proc.c)
 ty_target(ty_test_support)
 target_link_libraries(ty_test_support PUBLIC PkgConfig::JANSSON PkgConfig::YAML PkgConfig::CURL
                       PkgConfig::CMOCKA Threads::Threads m)
