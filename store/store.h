@@ -261,6 +261,40 @@ void store_attempts_free(store_attempt *a, size_t n);
  * job. */
 ty_err store_job_attempts(store *s, const char *id, store_attempt **out, size_t *nout);
 
+/* ---- feed ------------------------------------------------------------------ */
+
+/*
+ * The change feed as the live event stream (api/feed) shows it: one
+ * job_events row with its job's id, name, queue and labels. Notes (from == to,
+ * see store_update.note) are rows too.
+ */
+typedef struct store_feed_event {
+    int64_t seq;                 /* the event's seq: increases in commit order */
+    int64_t time_ms;
+    job_state from;              /* JOB_STATE_NONE for the creation event */
+    job_state to;
+    char *reason;
+    char *message;               /* may be "" */
+    char id[STORE_ID_LEN + 1];   /* the job */
+    char *name;
+    char *queue;
+    char *labels_json;           /* the job's labels: a compact JSON object, "{}" for none */
+} store_feed_event;
+
+/* Frees the members of n events and the array. Accepts NULL. */
+void store_feed_free(store_feed_event *ev, size_t n);
+/*
+ * Events with seq > after (>= 0), oldest first, at most limit (1..1000), in one read
+ * snapshot and one statement. *out is new (NULL when there are none).
+ */
+ty_err store_feed_read(store *s, int64_t after, int limit, store_feed_event **out, size_t *nout);
+/* The same for the events of job `id` only; an unknown job has none (not an error). */
+ty_err store_feed_read_job(store *s, const char *id, int64_t after, int limit,
+                           store_feed_event **out, size_t *nout);
+/* The hook store_set_change_hook() set (NULL when none), so that a second listener can be
+ * chained behind it: set a hook that calls both. */
+void store_change_hook_get(store *s, void (**fn)(void *ud), void **ud);
+
 /* ---- API tokens ---------------------------------------------------------- */
 
 enum {
