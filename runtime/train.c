@@ -21,6 +21,7 @@
 #include "runtime/data.h"
 #include "runtime/engine.h"
 #include "runtime/model.h"
+#include "runtime/report.h"
 #include "runtime/rng.h"
 #include "runtime/rt_error.h"
 #include "runtime/shard.h"
@@ -31,6 +32,7 @@
 typedef struct trainer {
     const worker_config *cfg;
     FILE *out;               /* NULL on ranks other than 0 */
+    report *report;          /* rank 0's metrics to the server; NULL when not reporting */
     dataset train, test;
     float mean, inv_std;
     model_layout model;
@@ -64,9 +66,10 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Writes one JSON line (rank 0 only) and steals obj. */
+/* Writes one JSON line (rank 0 only), reports its figures, and steals obj. */
 static void emit(trainer *t, json_t *obj)
 {
+    report_event(t->report, obj);
     if (t->out && obj) {
         char *s = json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(9));
         if (s) {
@@ -586,6 +589,7 @@ static void trainer_free(trainer *t)
     free(t->perm);
     if (t->sample_log)
         fclose(t->sample_log);
+    report_close(t->report, stderr, NULL);
 }
 
 static json_t *layer_array(const model_layout *m)
@@ -600,6 +604,7 @@ ty_err train_run(const worker_config *cfg, const volatile sig_atomic_t *stop, FI
                  train_report *rep, char *err, size_t errlen)
 {
     trainer t = {.cfg = cfg, .out = cfg->rank == 0 ? out : NULL};
+    t.report = cfg->rank == 0 ? report_open_env(stderr) : NULL;
     ty_err rc;
     int preempted = 0;
     double wall0 = now_s();
