@@ -34,7 +34,9 @@
  * before waking the callers of the group, the writer calls the hook set by
  * store_set_change_hook(): a scheduler sleeping on it wakes up to read the
  * change feed, and a caller that returns from a write knows the hook has
- * already fired for it.
+ * already fired for it. A commit that stored metric points calls the metrics
+ * hook instead (or as well): the points a job reports by the thousand a second
+ * must not wake the scheduler, which has nothing to do with them.
  *
  * Checkpoints. The writer's connection has no automatic checkpoint: a
  * background thread with its own connection copies the WAL back into the
@@ -265,6 +267,7 @@ static void op_clear_effects(store_op *op)
     op->new_pending = 0;
     memset(op->moved, 0, sizeof op->moved);
     op->wrote_events = 0;
+    op->wrote_metrics = 0;
 }
 
 void store_op_moved(store_op *op, job_state from, job_state to)
@@ -281,6 +284,8 @@ static size_t op_rows(const store_op *op)
         return op->u.submit.n;
     if (op->kind == STORE_OP_UPDATE)
         return op->u.update.n;
+    if (op->kind == STORE_OP_METRICS) /* a point costs a small fraction of a job */
+        return 1 + op->u.metrics.n / 16;
     return 1;
 }
 
@@ -325,6 +330,8 @@ static ty_err op_apply(store *s, store_op *op)
     case STORE_OP_TOKEN_CREATE:
     case STORE_OP_TOKEN_REVOKE:
         return store_token_apply(s, &s->writer, op);
+    case STORE_OP_METRICS:
+        return store_metrics_apply(s, &s->writer, op);
     }
     return TY_EINTERNAL;
 }
@@ -388,12 +395,12 @@ static ty_err injected_fault(store *s)
     return e;
 }
 
-/* Calls the change hook, if any; writer thread, after a commit. */
-static void call_change_hook(store *s)
+/* Calls the change hook (or the metrics hook), if any; writer thread, after a commit. */
+static void call_change_hook(store *s, int metrics)
 {
     pthread_mutex_lock(&s->qmu);
-    void (*fn)(void *) = s->change_hook;
-    void *ud = s->change_hook_ud;
+    void (*fn)(void *) = metrics ? s->metrics_hook : s->change_hook;
+    void *ud = metrics ? s->metrics_hook_ud : s->change_hook_ud;
     pthread_mutex_unlock(&s->qmu);
     if (fn)
         fn(ud);
@@ -466,6 +473,7 @@ static void run_group(store *s, store_op *group, size_t nops)
 wake:;
     double secs = (double)(ty_time_mono_ns() - t0) / 1e9;
     int changed = 0; /* a committed op wrote job events */
+    int measured = 0; /* a committed op stored metric points */
     pthread_mutex_lock(&s->smu);
     s->commits_total += (uint64_t)committed;
     for (store_op *op = group; op; op = op->next) {
@@ -476,13 +484,16 @@ wake:;
         for (int st = 0; st < JOB_STATE_COUNT; st++)
             s->jobs_by_state[st] += (uint64_t)op->moved[st]; /* modular: adds a negative too */
         changed |= op->wrote_events;
+        measured |= op->wrote_metrics;
     }
     pthread_mutex_unlock(&s->smu);
     if (committed) {
         ty_histogram_observe(&s->commit_seconds, secs);
         ty_histogram_observe(&s->commit_batch_ops, (double)nops);
         if (changed)
-            call_change_hook(s);
+            call_change_hook(s, 0);
+        if (measured)
+            call_change_hook(s, 1);
     }
     for (store_op *op = group, *next; op; op = next) {
         next = op->next; /* op may vanish (caller's stack) as soon as it is posted */
@@ -866,6 +877,16 @@ void store_set_change_hook(store *s, void (*fn)(void *ud), void *ud)
     pthread_mutex_lock(&s->qmu);
     s->change_hook = fn;
     s->change_hook_ud = fn ? ud : NULL;
+    pthread_mutex_unlock(&s->qmu);
+}
+
+void store_set_metrics_hook(store *s, void (*fn)(void *ud), void *ud)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->qmu);
+    s->metrics_hook = fn;
+    s->metrics_hook_ud = fn ? ud : NULL;
     pthread_mutex_unlock(&s->qmu);
 }
 

@@ -178,6 +178,11 @@ typedef struct store_update {
     const char *attempt_json;    /* JSON object text stored verbatim: as a row of the job's
                                     attempts and as its current attempt (store_job.attempt_json) */
     int restarts;                /* the job's new restart count; -1 = unchanged */
+    const unsigned char *job_token_hash; /* NULL, or with a transition into STARTING: the
+                                    SHA-256 (32 bytes) of the new attempt's job token, stored
+                                    bound to the job and that attempt while every earlier token
+                                    of the job is revoked (see store_job_token_lookup); with any
+                                    other transition TY_EINVAL */
     /* Results, set by store_jobs_update() for each update: */
     ty_err result;               /* TY_OK; TY_ECONFLICT when the job was not in `from` (nothing
                                     written); TY_ENOTFOUND; TY_EINTERNAL for a transition that
@@ -295,12 +300,120 @@ ty_err store_feed_read_job(store *s, const char *id, int64_t after, int limit,
  * chained behind it: set a hook that calls both. */
 void store_change_hook_get(store *s, void (**fn)(void *ud), void **ud);
 
+/* ---- metrics ------------------------------------------------------------- */
+
+/*
+ * Scalar series a job reports (loss, accuracy, ...): one value per (job,
+ * name, step). Writing a step again replaces its value and time (the last
+ * write wins) and gives the point a new seq. Every stored point has a seq,
+ * global and increasing in commit order, so "the points of a job with seq >
+ * X" misses nothing a later commit adds.
+ */
+#define STORE_METRIC_NAME_MAX 64 /* bytes of a metric name */
+
+/* A point to store: names[name] at step. */
+typedef struct store_metric_in {
+    size_t name;                 /* index into the names array of the call */
+    int64_t step;                /* >= 0 */
+    int64_t time_ms;             /* when it was measured (Unix ms) */
+    double value;                /* finite */
+} store_metric_in;
+
+/*
+ * Stores n points (1..) of job `id` through the writer: TY_OK only after the
+ * group commit that holds them, all or none. names (nnames, borrowed) are the
+ * distinct metric names the points refer to, each 1..STORE_METRIC_NAME_MAX
+ * bytes. TY_ENOTFOUND for an unknown job; TY_ECONFLICT when the job is in a
+ * terminal state (nothing stored); TY_EINVAL for a malformed point (a name
+ * index out of range, a negative step, a value that is not finite).
+ */
+ty_err store_metrics_append(store *s, const char *id, const char *const *names, size_t nnames,
+                            const store_metric_in *points, size_t n);
+
+typedef struct store_metric_point {
+    int64_t step;
+    int64_t time_ms;
+    double value;
+} store_metric_point;
+
+typedef struct store_metric_series {
+    char *name;
+    int64_t total_points;        /* points of the series in the step range read */
+    store_metric_point *points;  /* ascending by step; NULL when none */
+    size_t npoints;
+} store_metric_series;
+
+/* Frees the members of *ser and zeroes it. Accepts NULL. */
+void store_metric_series_clear(store_metric_series *ser);
+/* Frees the members of n series and the array. Accepts NULL. */
+void store_metric_series_free(store_metric_series *ser, size_t n);
+
+/*
+ * One series of job `id`: its points with step_min <= step <= step_max,
+ * ascending by step. When the range holds more than max_points (>= 2) points
+ * it is downsampled to at most max_points: the first and the last point are
+ * kept, and the steps between are cut into (max_points - 2) / 2 buckets of
+ * equal width, each keeping the point of its lowest and of its highest value,
+ * so no extreme is lost. One read snapshot, one walk of the range.
+ * TY_ENOTFOUND for an unknown job; a name the job never reported is an empty
+ * series (total_points 0). On TY_OK *out (zeroed first) holds new members.
+ */
+ty_err store_metrics_read(store *s, const char *id, const char *name, int64_t step_min,
+                          int64_t step_max, size_t max_points, store_metric_series *out);
+
+/* The names of the job's series in byte order; *out is a new array of new strings (NULL when
+ * none), free with store_queues_free(). TY_ENOTFOUND for an unknown job. */
+ty_err store_metrics_names(store *s, const char *id, char ***out, size_t *nout);
+
+/* A stored point as the live stream reads it. */
+typedef struct store_metric_row {
+    int64_t seq;
+    char name[STORE_METRIC_NAME_MAX + 1];
+    int64_t step;
+    int64_t time_ms;
+    double value;
+} store_metric_row;
+
+/*
+ * The points of job `id` with seq > after_seq, by seq, at most limit
+ * (1..100000). *out is new (free(); NULL when none). An unknown job has none
+ * (not an error).
+ */
+ty_err store_metrics_since(store *s, const char *id, int64_t after_seq, int limit,
+                           store_metric_row **out, size_t *nout);
+
+/*
+ * Registers fn to be called by the writer thread after every commit that
+ * stored metric points, apart from the change hook so that metric traffic
+ * never wakes the scheduler. fn must be quick and must not call the store.
+ * One hook per store; NULL removes it.
+ */
+void store_set_metrics_hook(store *s, void (*fn)(void *ud), void *ud);
+
+/* ---- job tokens ---------------------------------------------------------- */
+
+/*
+ * A job token authenticates the ranks of one job's attempt (they report
+ * metrics with it). Only its SHA-256 is stored, written with the transition
+ * into STARTING (store_update.job_token_hash); it is revoked when the next
+ * attempt's token is stored and, in the same transaction, when the job
+ * reaches a terminal state.
+ *
+ * store_job_token_lookup(): TY_OK with the job's id and the attempt when hash
+ * belongs to a token not revoked; TY_ENOTFOUND otherwise. One index seek on a
+ * read connection.
+ */
+ty_err store_job_token_lookup(store *s, const unsigned char hash[32],
+                              char id[STORE_ID_LEN + 1], int *attempt);
+
 /* ---- API tokens ---------------------------------------------------------- */
 
 enum {
     STORE_SCOPE_READ = 1u << 0,
     STORE_SCOPE_SUBMIT = 1u << 1,
     STORE_SCOPE_ADMIN = 1u << 2,
+    STORE_SCOPE_REPORT = 1u << 3, /* POST a job's metrics: a job token of that job; never
+                                     stored with an API token (an admin token may report) */
 };
 
 typedef struct store_token {

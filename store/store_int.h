@@ -9,7 +9,9 @@
  *   store_list.c    the filtered, keyset-paginated job listing
  *   store_sched.c   the scheduler's side: batched updates, attempts, the
  *                   admission order, the change feed
- *   store_tokens.c  API tokens
+ *   store_tokens.c  API tokens and job tokens
+ *   store_metrics.c the metrics jobs report: the batched upsert, the
+ *                   downsampled read, the stream's read by seq
  *
  * Threads: the writer thread alone uses the writer connection and the id
  * generator; a read connection is used by one caller at a time between
@@ -109,6 +111,7 @@ typedef enum store_op_kind {
     STORE_OP_UPDATE,
     STORE_OP_TOKEN_CREATE,
     STORE_OP_TOKEN_REVOKE,
+    STORE_OP_METRICS,
 } store_op_kind;
 
 /*
@@ -125,6 +128,7 @@ typedef struct store_op {
     uint64_t new_pending;           /* jobs inserted in PENDING */
     int64_t moved[JOB_STATE_COUNT]; /* net change of the number of jobs in each state */
     int wrote_events;               /* job_events rows written: the change hook is due */
+    int wrote_metrics;              /* metric points written: the metrics hook is due */
     union {
         struct {
             const store_job_new *jobs;
@@ -155,6 +159,13 @@ typedef struct store_op {
             unsigned scopes;
             const unsigned char *hash;
         } token;
+        struct {
+            const char *id;
+            const char *const *names;
+            size_t nnames;
+            const store_metric_in *points;
+            size_t n;
+        } metrics;
     } u;
 } store_op;
 
@@ -168,6 +179,17 @@ ty_err store_submit_apply(store *s, store_conn *w, store_op *op);
 ty_err store_transition_apply(store *s, store_conn *w, store_op *op);
 ty_err store_update_apply(store *s, store_conn *w, store_op *op);
 ty_err store_token_apply(store *s, store_conn *w, store_op *op);
+ty_err store_metrics_apply(store *s, store_conn *w, store_op *op);
+
+/*
+ * Job tokens (store_tokens.c), writer only, inside the transaction that
+ * changes the job: store_job_token_put() revokes the job's live tokens and
+ * stores hash for attempt; store_job_tokens_revoke() revokes them all (the
+ * job ended).
+ */
+ty_err store_job_token_put(store_conn *w, int64_t job_seq, int attempt,
+                           const unsigned char hash[32]);
+ty_err store_job_tokens_revoke(store_conn *w, int64_t job_seq);
 
 /* Records a transition that op wrote: the job counts change, and the change
  * hook is called, once the group holding op has committed. */
@@ -252,6 +274,7 @@ int store_id_decode(const char *id, int64_t *ms, uint64_t *rhi, uint64_t *rlo);
 extern const char *const store_list_sql[];
 extern const char *const store_jobs_sql[];
 extern const char *const store_sched_sql[];
+extern const char *const store_metrics_sql[];
 
 /* ---- the store ----------------------------------------------------------- */
 
@@ -306,6 +329,9 @@ struct store {
     /* Called by the writer after a commit that wrote job events (qmu). */
     void (*change_hook)(void *ud);
     void *change_hook_ud;
+    /* Called by the writer after a commit that stored metric points (qmu). */
+    void (*metrics_hook)(void *ud);
+    void *metrics_hook_ud;
 
     /* Test hook: while set, the writer takes no new group (see store_test_hold_writer). */
     int hold_writer;

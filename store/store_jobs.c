@@ -22,7 +22,8 @@
  * attempt counts the attempts started: it is incremented by every transition
  * into STARTING (from ADMITTED for the first attempt, from RESTARTING later).
  * store_job_move() is the one place a job changes state, for
- * store_job_transition() and the scheduler's batched updates (store_sched.c).
+ * store_job_transition() and the scheduler's batched updates (store_sched.c),
+ * and it revokes a job's tokens in the transaction that ends the job.
  *
  * Reads (get, events, the replay of an idempotent submission) use a read
  * connection and a single statement each, hence one consistent snapshot.
@@ -430,6 +431,9 @@ ty_err store_job_move(store_conn *w, store_job *job, job_state to, const char *r
     sqlite3_bind_int64(st, 4, now);
     if ((e = store_step_done(st)) != TY_OK ||
         (e = insert_event(w, job->seq, now, cur, to, reason, message)) != TY_OK)
+        return e;
+    /* A job that ended has nothing left to report: its tokens die with this commit. */
+    if (job_state_is_terminal(to) && (e = store_job_tokens_revoke(w, job->seq)) != TY_OK)
         return e;
     job->state = to;
     job->attempt = attempt;

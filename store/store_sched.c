@@ -85,7 +85,8 @@ static int update_valid(const store_update *u)
     return u->id && u->from >= 0 && u->from < JOB_STATE_COUNT && u->to >= 0 &&
            u->to < JOB_STATE_COUNT && ((u->to == u->from && !u->note) || u->reason) &&
            (!u->note || u->to == u->from) && u->restarts >= -1 &&
-           (!u->attempt_json || u->attempt > 0);
+           (!u->attempt_json || u->attempt > 0) &&
+           (!u->job_token_hash || (u->to == JOB_STARTING && u->from != JOB_STARTING));
 }
 
 /* Writes the attempt record and the restart count of an update that passed its checks. */
@@ -139,6 +140,8 @@ static ty_err update_one(store_conn *w, store_update *u)
         e = TY_ECONFLICT; /* a record for another attempt than the job's */
     if (e == TY_OK)
         e = write_records(w, &job, u);
+    if (e == TY_OK && u->job_token_hash)
+        e = store_job_token_put(w, job.seq, job.attempt, u->job_token_hash);
     /* A failed update is rolled back: the job stays as it was read. */
     u->now = e == TY_OK ? job.state : cur;
     u->now_attempt = e == TY_OK ? job.attempt : cur_attempt;

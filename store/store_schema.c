@@ -36,6 +36,21 @@
  *      attempts, jobs_pending
  *   3  jobs_pending_queue replaces jobs_pending: admission merges the queues
  *      it may admit from, so a queue at its limit is never walked
+ *   4  job_tokens (per-attempt tokens with which a job reports), metrics,
+ *      metric_names, job_metric_names, metric_seq
+ *
+ * Why the metrics tables look like this (store_metrics.c): a point is one row
+ * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
+ * step range is one range of the table itself, sorted, with no second lookup,
+ * and "the same step again" is an upsert of that key (the last write wins).
+ * A name is an integer (metric_names) so a row stays about 30 bytes whatever
+ * the name's length. seq is global and increasing in commit order (the one
+ * writer takes it from metric_seq, one row); metrics_job_seq (job_seq, seq)
+ * makes "the points of job J after seq X" one range for the live stream.
+ * job_metric_names lists a job's series without walking its points.
+ * job_tokens is keyed by the token's SHA-256, so checking a token is one
+ * seek; job_tokens_live holds only the tokens not revoked, so revoking a
+ * job's tokens at its end is one seek too.
  */
 #include "store/store_int.h"
 
@@ -108,6 +123,40 @@ static const char *const migrations[] = {
     /* 3: the admission order per queue; the global one has no reader left. */
     "DROP INDEX jobs_pending;"
     "CREATE INDEX jobs_pending_queue ON jobs (queue, priority DESC, seq) WHERE state = 0;",
+
+    /* 4: per-job tokens and the metrics workers report. */
+    "CREATE TABLE job_tokens ("
+    "  hash       BLOB PRIMARY KEY CHECK (length(hash) = 32),"
+    "  job_seq    INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL CHECK (attempt > 0),"
+    "  created_ms INTEGER NOT NULL,"
+    "  revoked_ms INTEGER"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE INDEX job_tokens_live ON job_tokens (job_seq) WHERE revoked_ms IS NULL;"
+    "CREATE TABLE metric_names ("
+    "  id   INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 64)"
+    ") STRICT;"
+    "CREATE TABLE job_metric_names ("
+    "  job_seq INTEGER NOT NULL,"
+    "  name_id INTEGER NOT NULL,"
+    "  PRIMARY KEY (job_seq, name_id)"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE TABLE metrics ("
+    "  job_seq INTEGER NOT NULL,"
+    "  name_id INTEGER NOT NULL,"
+    "  step    INTEGER NOT NULL CHECK (step >= 0),"
+    "  value   REAL NOT NULL,"
+    "  time_ms INTEGER NOT NULL,"
+    "  seq     INTEGER NOT NULL,"
+    "  PRIMARY KEY (job_seq, name_id, step)"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE INDEX metrics_job_seq ON metrics (job_seq, seq);"
+    "CREATE TABLE metric_seq ("
+    "  id   INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  last INTEGER NOT NULL"
+    ") STRICT;"
+    "INSERT INTO metric_seq (id, last) VALUES (1, 0);",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

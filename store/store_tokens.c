@@ -6,6 +6,12 @@
  * its name) so the audit trail of who could do what stays readable. Creation
  * and revocation go through the writer like every other write; listing and
  * counting use a read connection.
+ *
+ * Job tokens (job_tokens) are not named: each belongs to one attempt of one
+ * job and is written and revoked by the job's own transitions (store_sched.c,
+ * store_jobs.c), so a token can never outlive its job's end, even by one
+ * commit. They are looked up by hash (one seek), not cached: a revocation
+ * takes effect on the next request.
  */
 #include "store/store_int.h"
 
@@ -22,6 +28,14 @@ static const char SQL_TOKENS_LIST[] =
     "SELECT name, scopes, hash, created_ms, revoked_ms FROM tokens ORDER BY name";
 static const char SQL_TOKENS_ADMIN[] =
     "SELECT count(*) FROM tokens WHERE revoked_ms IS NULL AND (scopes & 4) != 0";
+
+static const char SQL_JOB_TOKEN_INSERT[] =
+    "INSERT INTO job_tokens (hash, job_seq, attempt, created_ms) VALUES (?1, ?2, ?3, ?4)";
+static const char SQL_JOB_TOKENS_REVOKE[] =
+    "UPDATE job_tokens SET revoked_ms = ?2 WHERE job_seq = ?1 AND revoked_ms IS NULL";
+static const char SQL_JOB_TOKEN_LOOKUP[] =
+    "SELECT j.id, t.attempt FROM job_tokens AS t JOIN jobs AS j ON j.seq = t.job_seq "
+    "WHERE t.hash = ?1 AND t.revoked_ms IS NULL";
 
 #define SCOPES_ALL (STORE_SCOPE_READ | STORE_SCOPE_SUBMIT | STORE_SCOPE_ADMIN)
 
@@ -113,4 +127,56 @@ ty_err store_token_count_admin(store *s, int64_t *count)
     if (!s || !count)
         return TY_EINVAL;
     return store_read_int64(s, SQL_TOKENS_ADMIN, count);
+}
+
+/* ---- job tokens ------------------------------------------------------------ */
+
+ty_err store_job_tokens_revoke(store_conn *w, int64_t job_seq)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, SQL_JOB_TOKENS_REVOKE, 0, &st);
+    if (e != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int64(st, 2, ty_time_now_ms());
+    return store_step_done(st);
+}
+
+ty_err store_job_token_put(store_conn *w, int64_t job_seq, int attempt,
+                           const unsigned char hash[32])
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_job_tokens_revoke(w, job_seq);
+    if (e != TY_OK || (e = store_conn_stmt(w, SQL_JOB_TOKEN_INSERT, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, job_seq);
+    sqlite3_bind_int(st, 3, attempt);
+    sqlite3_bind_int64(st, 4, ty_time_now_ms());
+    return store_step_done(st);
+}
+
+ty_err store_job_token_lookup(store *s, const unsigned char hash[32], char id[STORE_ID_LEN + 1],
+                              int *attempt)
+{
+    if (!s || !hash || !id || !attempt)
+        return TY_EINVAL;
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_JOB_TOKEN_LOOKUP, 0, &st);
+    if (e == TY_OK) {
+        sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 0) == STORE_ID_LEN) {
+            memcpy(id, sqlite3_column_text(st, 0), STORE_ID_LEN + 1);
+            *attempt = sqlite3_column_int(st, 1);
+        } else {
+            e = rc == SQLITE_ROW ? TY_ESCHEMA
+                : rc == SQLITE_DONE ? TY_ENOTFOUND
+                                    : store_sqlite_err(rc);
+        }
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
+    return e;
 }

@@ -1,0 +1,489 @@
+/*
+ * store_metrics.c - the metrics jobs report: one value per (job, name, step).
+ *
+ * Writes. A report is one writer operation, so the points of many jobs that
+ * arrive together share one group commit and one fsync, like submissions. The
+ * operation checks the job inside the transaction (unknown: TY_ENOTFOUND;
+ * terminal: TY_ECONFLICT), so a report that races the job's end is either
+ * committed before it or refused, never stored after it. Each distinct name of
+ * the report costs two seeks (metric_names, job_metric_names); each point is
+ * one upsert of its primary key, the last write winning. seq is taken for the
+ * whole report from metric_seq with one UPDATE ... RETURNING, so every point
+ * gets a seq above every point committed before it.
+ *
+ * Downsampled reads. The range's first and last steps come from two seeks
+ * (SQLite's min/max optimization handles one aggregate per statement), which
+ * fixes the buckets' width before anything is read; then one walk of the
+ * range in step order feeds them. The bucketing is done here, in C, over that
+ * one walk, not in SQL: keeping each bucket's min and max *points* (their
+ * steps and times, not only the values) in SQL would take a GROUP BY per
+ * extreme plus a count, i.e. several walks of the same range, where C keeps
+ * two points per bucket as it goes. While the walk has seen at most
+ * max_points points they are kept as they are (a short series comes back
+ * whole); past that they are folded into the buckets.
+ */
+#include "store/store_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SINCE_MAX_LIMIT 100000
+
+static const char SQL_JOB_FOR_METRICS[] = "SELECT seq, state FROM jobs WHERE id = ?1";
+static const char SQL_NAME_INSERT[] =
+    "INSERT INTO metric_names (name) VALUES (?1) ON CONFLICT (name) DO NOTHING";
+static const char SQL_NAME_ID[] = "SELECT id FROM metric_names WHERE name = ?1";
+static const char SQL_JOB_NAME_INSERT[] =
+    "INSERT OR IGNORE INTO job_metric_names (job_seq, name_id) VALUES (?1, ?2)";
+static const char SQL_SEQ_TAKE[] =
+    "UPDATE metric_seq SET last = last + ?1 WHERE id = 1 RETURNING last";
+static const char SQL_POINT_UPSERT[] =
+    "INSERT INTO metrics (job_seq, name_id, step, value, time_ms, seq) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job_seq, name_id, step) DO UPDATE SET "
+    "value = excluded.value, time_ms = excluded.time_ms, seq = excluded.seq";
+
+static const char SQL_FIRST_STEP[] =
+    "SELECT step FROM metrics WHERE job_seq = ?1 AND name_id = ?2 AND step BETWEEN ?3 AND ?4 "
+    "ORDER BY step LIMIT 1";
+static const char SQL_LAST_STEP[] =
+    "SELECT step FROM metrics WHERE job_seq = ?1 AND name_id = ?2 AND step BETWEEN ?3 AND ?4 "
+    "ORDER BY step DESC LIMIT 1";
+static const char SQL_RANGE[] =
+    "SELECT step, time_ms, value FROM metrics "
+    "WHERE job_seq = ?1 AND name_id = ?2 AND step BETWEEN ?3 AND ?4 ORDER BY step";
+static const char SQL_NAMES[] =
+    "SELECT n.name FROM job_metric_names AS jm JOIN metric_names AS n ON n.id = jm.name_id "
+    "WHERE jm.job_seq = ?1";
+static const char SQL_SINCE[] =
+    "SELECT m.seq, n.name, m.step, m.time_ms, m.value FROM jobs AS j "
+    "JOIN metrics AS m ON m.job_seq = j.seq JOIN metric_names AS n ON n.id = m.name_id "
+    "WHERE j.id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3";
+
+const char *const store_metrics_sql[] = {SQL_FIRST_STEP, SQL_LAST_STEP, SQL_RANGE, SQL_NAMES,
+                                         SQL_SINCE,      NULL};
+
+/* ---- writes (writer thread) ----------------------------------------------- */
+
+/* The id of name, inserted when new, with the job's series list kept. */
+static ty_err name_id(store_conn *w, int64_t job_seq, const char *name, int64_t *id)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, SQL_NAME_INSERT, 0, &st);
+    if (e != TY_OK)
+        return e;
+    store_bind_text(st, 1, name);
+    if ((e = store_step_done(st)) != TY_OK || (e = store_conn_stmt(w, SQL_NAME_ID, 0, &st)))
+        return e;
+    store_bind_text(st, 1, name);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *id = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? TY_EINTERNAL : store_sqlite_err(rc);
+    if ((e = store_conn_stmt(w, SQL_JOB_NAME_INSERT, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int64(st, 2, *id);
+    return store_step_done(st);
+}
+
+ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
+{
+    (void)s;
+    sqlite3_stmt *st = NULL;
+    int64_t job_seq = 0, last = 0, *ids = NULL;
+    ty_err e = store_conn_stmt(w, SQL_JOB_FOR_METRICS, 0, &st);
+    if (e != TY_OK)
+        return e;
+    store_bind_text(st, 1, op->u.metrics.id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        job_seq = sqlite3_column_int64(st, 0);
+        if (job_state_is_terminal((job_state)sqlite3_column_int(st, 1)))
+            e = TY_ECONFLICT;
+    } else {
+        e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
+    }
+    sqlite3_reset(st);
+    if (e != TY_OK)
+        return e;
+    if (!(ids = malloc(op->u.metrics.nnames * sizeof *ids)))
+        return TY_ENOMEM;
+    for (size_t i = 0; i < op->u.metrics.nnames && e == TY_OK; i++)
+        e = name_id(w, job_seq, op->u.metrics.names[i], &ids[i]);
+    if (e != TY_OK || (e = store_conn_stmt(w, SQL_SEQ_TAKE, 0, &st)) != TY_OK)
+        goto out;
+    sqlite3_bind_int64(st, 1, (int64_t)op->u.metrics.n);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        last = sqlite3_column_int64(st, 0);
+    rc = rc == SQLITE_ROW ? sqlite3_step(st) : rc; /* RETURNING: done after the one row */
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+        e = store_sqlite_err(rc) != TY_OK ? store_sqlite_err(rc) : TY_ESCHEMA;
+        goto out;
+    }
+    int64_t seq = last - (int64_t)op->u.metrics.n;
+    if ((e = store_conn_stmt(w, SQL_POINT_UPSERT, 0, &st)) != TY_OK)
+        goto out;
+    for (size_t i = 0; i < op->u.metrics.n; i++) {
+        const store_metric_in *p = &op->u.metrics.points[i];
+        sqlite3_bind_int64(st, 1, job_seq);
+        sqlite3_bind_int64(st, 2, ids[p->name]);
+        sqlite3_bind_int64(st, 3, p->step);
+        sqlite3_bind_double(st, 4, p->value);
+        sqlite3_bind_int64(st, 5, p->time_ms);
+        sqlite3_bind_int64(st, 6, ++seq);
+        if ((e = store_step_done(st)) != TY_OK)
+            goto out;
+    }
+    op->wrote_metrics = 1;
+out:
+    free(ids);
+    return e;
+}
+
+ty_err store_metrics_append(store *s, const char *id, const char *const *names, size_t nnames,
+                            const store_metric_in *points, size_t n)
+{
+    if (!s || !id || !names || nnames == 0 || !points || n == 0)
+        return TY_EINVAL;
+    for (size_t i = 0; i < nnames; i++) {
+        size_t len = names[i] ? strlen(names[i]) : 0;
+        if (len == 0 || len > STORE_METRIC_NAME_MAX)
+            return TY_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (points[i].name >= nnames || points[i].step < 0 || !isfinite(points[i].value))
+            return TY_EINVAL;
+    if (strlen(id) != STORE_ID_LEN)
+        return TY_ENOTFOUND;
+    store_op op = {.kind = STORE_OP_METRICS};
+    op.u.metrics.id = id;
+    op.u.metrics.names = names;
+    op.u.metrics.nnames = nnames;
+    op.u.metrics.points = points;
+    op.u.metrics.n = n;
+    return store_writer_run(s, &op);
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+void store_metric_series_clear(store_metric_series *ser)
+{
+    if (!ser)
+        return;
+    free(ser->name);
+    free(ser->points);
+    memset(ser, 0, sizeof *ser);
+}
+
+void store_metric_series_free(store_metric_series *ser, size_t n)
+{
+    if (!ser)
+        return;
+    for (size_t i = 0; i < n; i++)
+        store_metric_series_clear(&ser[i]);
+    free(ser);
+}
+
+/* One integer of the first row of sql bound to (?1 text, or ?1 int64 when text is NULL). */
+static ty_err one_int(store_conn *c, const char *sql, const char *text, int64_t a, int64_t b,
+                      int64_t lo, int64_t hi, int64_t *out)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, sql, 0, &st);
+    if (e != TY_OK)
+        return e;
+    if (text) {
+        store_bind_text(st, 1, text);
+    } else {
+        sqlite3_bind_int64(st, 1, a);
+        sqlite3_bind_int64(st, 2, b);
+        sqlite3_bind_int64(st, 3, lo);
+        sqlite3_bind_int64(st, 4, hi);
+    }
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
+    sqlite3_reset(st);
+    return e;
+}
+
+/* The job's seq on c; TY_ENOTFOUND when there is no such job. */
+static ty_err job_seq_of(store_conn *c, const char *id, int64_t *seq)
+{
+    static const char sql[] = "SELECT seq FROM jobs WHERE id = ?1";
+    if (strlen(id) != STORE_ID_LEN)
+        return TY_ENOTFOUND;
+    return one_int(c, sql, id, 0, 0, 0, 0, seq);
+}
+
+/* The walk's state: points kept as they are, then buckets. */
+typedef struct sampler {
+    size_t max;                  /* max_points */
+    store_metric_point *raw;     /* while total <= max */
+    size_t nraw, capraw;
+    size_t nb;                   /* buckets; 0 until the walk passes max */
+    store_metric_point *bmin, *bmax;
+    unsigned char *bused;
+    int64_t lo;                  /* the range's first step */
+    double span;                 /* last - first + 1 */
+    store_metric_point first, last;
+    int64_t total;
+} sampler;
+
+static void bucket_add(sampler *sp, const store_metric_point *p)
+{
+    size_t b = (size_t)((double)(p->step - sp->lo) / sp->span * (double)sp->nb);
+    if (b >= sp->nb)
+        b = sp->nb - 1;
+    if (!sp->bused[b]) {
+        sp->bused[b] = 1;
+        sp->bmin[b] = sp->bmax[b] = *p;
+    } else if (p->value < sp->bmin[b].value) {
+        sp->bmin[b] = *p;
+    } else if (p->value > sp->bmax[b].value) {
+        sp->bmax[b] = *p;
+    }
+}
+
+static ty_err sampler_add(sampler *sp, const store_metric_point *p)
+{
+    if (sp->total++ == 0)
+        sp->first = *p;
+    sp->last = *p;
+    if (sp->nb) {
+        bucket_add(sp, p);
+        return TY_OK;
+    }
+    if (sp->nraw < sp->max) {
+        if (sp->nraw == sp->capraw) {
+            size_t cap = sp->capraw ? sp->capraw * 2 : 256;
+            if (cap > sp->max)
+                cap = sp->max;
+            store_metric_point *grown = realloc(sp->raw, cap * sizeof *grown);
+            if (!grown)
+                return TY_ENOMEM;
+            sp->raw = grown;
+            sp->capraw = cap;
+        }
+        sp->raw[sp->nraw++] = *p;
+        return TY_OK;
+    }
+    /* One point more than fits: from here on, buckets (at least one, even when max_points
+     * leaves room for the first and last points only: then nothing else is emitted). */
+    sp->nb = (sp->max - 2) / 2;
+    size_t nb = sp->nb ? sp->nb : 1;
+    sp->nb = nb;
+    if (!(sp->bmin = malloc(nb * sizeof *sp->bmin)) ||
+        !(sp->bmax = malloc(nb * sizeof *sp->bmax)) || !(sp->bused = calloc(nb, 1)))
+        return TY_ENOMEM;
+    for (size_t i = 0; i < sp->nraw; i++)
+        bucket_add(sp, &sp->raw[i]);
+    bucket_add(sp, p);
+    return TY_OK;
+}
+
+/* Appends p to out unless its step is not above the last one appended. */
+static void emit(store_metric_point *out, size_t *n, const store_metric_point *p)
+{
+    if (*n == 0 || p->step > out[*n - 1].step)
+        out[(*n)++] = *p;
+}
+
+/* The sampler's result into ser (points new). */
+static ty_err sampler_finish(sampler *sp, store_metric_series *ser)
+{
+    ser->total_points = sp->total;
+    if (!sp->nb) {
+        ser->points = sp->raw;
+        ser->npoints = sp->nraw;
+        sp->raw = NULL;
+        return TY_OK;
+    }
+    store_metric_point *out = malloc(sp->max * sizeof *out);
+    size_t n = 0;
+    if (!out)
+        return TY_ENOMEM;
+    emit(out, &n, &sp->first);
+    int room = sp->max >= 4; /* besides the first and the last point */
+    for (size_t b = 0; room && b < sp->nb; b++) {
+        if (!sp->bused[b])
+            continue;
+        const store_metric_point *a = &sp->bmin[b], *z = &sp->bmax[b];
+        if (a->step > z->step) {
+            const store_metric_point *t = a;
+            a = z;
+            z = t;
+        }
+        if (a->step < sp->last.step)
+            emit(out, &n, a);
+        if (z->step < sp->last.step)
+            emit(out, &n, z);
+    }
+    emit(out, &n, &sp->last);
+    ser->points = out;
+    ser->npoints = n;
+    return TY_OK;
+}
+
+static void sampler_free(sampler *sp)
+{
+    free(sp->raw);
+    free(sp->bmin);
+    free(sp->bmax);
+    free(sp->bused);
+}
+
+/* Reads one series of the job job_seq on c (inside a read transaction). */
+static ty_err read_series(store_conn *c, int64_t job_seq, const char *name, int64_t step_min,
+                          int64_t step_max, size_t max_points, store_metric_series *ser)
+{
+    int64_t nid = 0, first = 0, last = 0;
+    sampler sp = {.max = max_points};
+    sqlite3_stmt *st = NULL;
+    ty_err e = one_int(c, SQL_NAME_ID, name, 0, 0, 0, 0, &nid);
+    if (e == TY_ENOTFOUND)
+        return TY_OK; /* never reported: an empty series */
+    if (e != TY_OK)
+        return e;
+    e = one_int(c, SQL_FIRST_STEP, NULL, job_seq, nid, step_min, step_max, &first);
+    if (e == TY_OK)
+        e = one_int(c, SQL_LAST_STEP, NULL, job_seq, nid, step_min, step_max, &last);
+    if (e == TY_ENOTFOUND)
+        return TY_OK; /* nothing in the range */
+    if (e != TY_OK)
+        return e;
+    sp.lo = first;
+    sp.span = (double)(uint64_t)(last - first) + 1.0;
+    if ((e = store_conn_stmt(c, SQL_RANGE, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int64(st, 2, nid);
+    sqlite3_bind_int64(st, 3, step_min);
+    sqlite3_bind_int64(st, 4, step_max);
+    int rc;
+    while (e == TY_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_metric_point p = {
+            .step = sqlite3_column_int64(st, 0),
+            .time_ms = sqlite3_column_int64(st, 1),
+            .value = sqlite3_column_double(st, 2),
+        };
+        e = sampler_add(&sp, &p);
+    }
+    if (e == TY_OK && rc != SQLITE_DONE)
+        e = store_sqlite_err(rc);
+    sqlite3_reset(st);
+    if (e == TY_OK)
+        e = sampler_finish(&sp, ser);
+    sampler_free(&sp);
+    return e;
+}
+
+ty_err store_metrics_read(store *s, const char *id, const char *name, int64_t step_min,
+                          int64_t step_max, size_t max_points, store_metric_series *out)
+{
+    if (!s || !id || !name || !out || max_points < 2)
+        return TY_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!(out->name = strdup(name)))
+        return TY_ENOMEM;
+    int64_t job_seq = 0;
+    store_conn *c = store_reader_acquire(s);
+    ty_err e = store_read_begin(c);
+    if (e == TY_OK) {
+        if ((e = job_seq_of(c, id, &job_seq)) == TY_OK && step_min <= step_max)
+            e = read_series(c, job_seq, name, step_min, step_max, max_points, out);
+        store_read_end(c);
+    }
+    store_reader_release(s, c);
+    if (e != TY_OK)
+        store_metric_series_clear(out);
+    return e;
+}
+
+static ty_err name_from_row(sqlite3_stmt *st, void *item)
+{
+    char **name = item;
+    return (*name = store_column_dup(st, 0)) ? TY_OK : TY_ENOMEM;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+ty_err store_metrics_names(store *s, const char *id, char ***out, size_t *nout)
+{
+    if (!s || !id || !out || !nout)
+        return TY_EINVAL;
+    store_vec v = {0};
+    int64_t job_seq = 0;
+    sqlite3_stmt *st = NULL;
+    store_conn *c = store_reader_acquire(s);
+    ty_err e = store_read_begin(c);
+    if (e == TY_OK) {
+        if ((e = job_seq_of(c, id, &job_seq)) == TY_OK &&
+            (e = store_conn_stmt(c, SQL_NAMES, 0, &st)) == TY_OK) {
+            sqlite3_bind_int64(st, 1, job_seq);
+            e = store_collect(st, sizeof(char *), name_from_row, &v);
+        }
+        store_read_end(c);
+    }
+    store_reader_release(s, c);
+    if (e != TY_OK) {
+        store_queues_free(v.items, v.n);
+        v = (store_vec){0};
+    }
+    if (v.n > 1) /* a job has a few series: sorted here, not by a temporary B-tree */
+        qsort(v.items, v.n, sizeof(char *), cmp_names);
+    *out = v.items;
+    *nout = v.n;
+    return e;
+}
+
+static ty_err row_from_since(sqlite3_stmt *st, void *item)
+{
+    store_metric_row *r = item;
+    r->seq = sqlite3_column_int64(st, 0);
+    const unsigned char *name = sqlite3_column_text(st, 1);
+    size_t len = (size_t)sqlite3_column_bytes(st, 1);
+    if (!name || len == 0 || len > STORE_METRIC_NAME_MAX)
+        return TY_ESCHEMA;
+    memcpy(r->name, name, len);
+    r->name[len] = '\0';
+    r->step = sqlite3_column_int64(st, 2);
+    r->time_ms = sqlite3_column_int64(st, 3);
+    r->value = sqlite3_column_double(st, 4);
+    return TY_OK;
+}
+
+ty_err store_metrics_since(store *s, const char *id, int64_t after_seq, int limit,
+                           store_metric_row **out, size_t *nout)
+{
+    if (!s || !id || !out || !nout || limit < 1 || limit > SINCE_MAX_LIMIT)
+        return TY_EINVAL;
+    store_vec v = {0};
+    sqlite3_stmt *st = NULL;
+    store_conn *c = store_reader_acquire(s);
+    ty_err e = store_conn_stmt(c, SQL_SINCE, 0, &st);
+    if (e == TY_OK) {
+        store_bind_text(st, 1, id);
+        sqlite3_bind_int64(st, 2, after_seq);
+        sqlite3_bind_int(st, 3, limit);
+        e = store_collect(st, sizeof(store_metric_row), row_from_since, &v);
+    }
+    store_reader_release(s, c);
+    if (e != TY_OK) {
+        free(v.items);
+        v = (store_vec){0};
+    }
+    *out = v.items;
+    *nout = v.n;
+    return e;
+}

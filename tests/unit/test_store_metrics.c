@@ -1,0 +1,398 @@
+/*
+ * test_store_metrics.c - store_metrics.c and the job tokens: what a reporting job and a
+ * reader of its curves see.
+ */
+#include <math.h>
+#include <stdatomic.h>
+
+#include "test_store_util.h"
+
+/* Appends one point of `name` (borrowed). */
+static ty_err put1(store *s, const char *id, const char *name, int64_t step, double value)
+{
+    const char *names[] = {name};
+    store_metric_in p = {.name = 0, .step = step, .time_ms = 1000 + step, .value = value};
+    return store_metrics_append(s, id, names, 1, &p, 1);
+}
+
+/* Moves a fresh job to STARTING with the token hash h (all bytes = b). */
+static void start_with_token(store *s, const char *id, job_state from, unsigned char b)
+{
+    unsigned char h[32];
+    memset(h, b, sizeof h);
+    store_update u[2] = {0};
+    size_t n = 0;
+    if (from == JOB_PENDING)
+        u[n++] = (store_update){.id = id, .from = JOB_PENDING, .to = JOB_ADMITTED,
+                                .reason = "Admitted", .restarts = -1};
+    u[n++] = (store_update){.id = id,
+                            .from = from == JOB_PENDING ? JOB_ADMITTED : from,
+                            .to = JOB_STARTING,
+                            .reason = "Starting",
+                            .restarts = -1,
+                            .job_token_hash = h};
+    assert_int_equal(store_jobs_update(s, u, n), TY_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(u[i].result, TY_OK);
+}
+
+static ty_err lookup(store *s, unsigned char b, char id[STORE_ID_LEN + 1], int *attempt)
+{
+    unsigned char h[32];
+    memset(h, b, sizeof h);
+    return store_job_token_lookup(s, h, id, attempt);
+}
+
+static void test_round_trip_and_last_write_wins(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q");
+    const char *names[] = {"loss", "accuracy"};
+    store_metric_in pts[] = {
+        {0, 10, 5000, 2.5}, {1, 10, 5000, 0.1}, {0, 20, 6000, 1.5},
+        {0, 10, 7000, 2.0}, /* the same step again in one report: the later one stays */
+    };
+    assert_int_equal(store_metrics_append(f->s, job->id, names, 2, pts, 4), TY_OK);
+    assert_int_equal(put1(f->s, job->id, "loss", 20, 1.25), TY_OK); /* and in a later one */
+
+    store_metric_series ser;
+    assert_int_equal(store_metrics_read(f->s, job->id, "loss", 0, INT64_MAX, 1000, &ser), TY_OK);
+    assert_string_equal(ser.name, "loss");
+    assert_int_equal(ser.total_points, 2);
+    assert_int_equal(ser.npoints, 2);
+    assert_int_equal(ser.points[0].step, 10);
+    assert_true(ser.points[0].value == 2.0);
+    assert_int_equal(ser.points[0].time_ms, 7000);
+    assert_int_equal(ser.points[1].step, 20);
+    assert_true(ser.points[1].value == 1.25);
+    store_metric_series_clear(&ser);
+
+    /* A step range: only steps > 10 (what since_step=10 asks). */
+    assert_int_equal(store_metrics_read(f->s, job->id, "loss", 11, INT64_MAX, 1000, &ser), TY_OK);
+    assert_int_equal(ser.total_points, 1);
+    assert_int_equal(ser.points[0].step, 20);
+    store_metric_series_clear(&ser);
+
+    /* A name the job never reported is an empty series, not an error. */
+    assert_int_equal(store_metrics_read(f->s, job->id, "lr", 0, INT64_MAX, 1000, &ser), TY_OK);
+    assert_int_equal(ser.total_points, 0);
+    assert_int_equal(ser.npoints, 0);
+    store_metric_series_clear(&ser);
+
+    char **list = NULL;
+    size_t n = 0;
+    assert_int_equal(store_metrics_names(f->s, job->id, &list, &n), TY_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0], "accuracy");
+    assert_string_equal(list[1], "loss");
+    store_queues_free(list, n);
+    store_jobs_free(job, 1);
+}
+
+static void test_unknown_job_and_bad_points(void **state)
+{
+    store_fixture *f = *state;
+    const char *unknown = "00000000000000000000000000";
+    store_metric_series ser;
+    char **list = NULL;
+    size_t n = 0;
+    assert_int_equal(put1(f->s, unknown, "loss", 1, 1.0), TY_ENOTFOUND);
+    assert_int_equal(store_metrics_read(f->s, unknown, "loss", 0, INT64_MAX, 10, &ser),
+                     TY_ENOTFOUND);
+    assert_int_equal(store_metrics_names(f->s, unknown, &list, &n), TY_ENOTFOUND);
+
+    store_job *job = submit_one(f->s, "a", "q");
+    assert_int_equal(put1(f->s, job->id, "loss", -1, 1.0), TY_EINVAL);
+    assert_int_equal(put1(f->s, job->id, "loss", 1, NAN), TY_EINVAL);
+    assert_int_equal(put1(f->s, job->id, "loss", 1, INFINITY), TY_EINVAL);
+    assert_int_equal(put1(f->s, job->id, "", 1, 1.0), TY_EINVAL);
+    const char *names[] = {"loss"};
+    store_metric_in p = {.name = 1, .step = 1, .value = 1.0};
+    assert_int_equal(store_metrics_append(f->s, job->id, names, 1, &p, 1), TY_EINVAL);
+    assert_int_equal(store_metrics_read(f->s, job->id, "loss", 0, INT64_MAX, 10, &ser), TY_OK);
+    assert_int_equal(ser.total_points, 0);
+    store_metric_series_clear(&ser);
+    store_jobs_free(job, 1);
+}
+
+/* A series of n points: a smooth curve with a few spikes the downsampling must keep. */
+static void test_downsampling_keeps_extremes(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q");
+    enum { N = 10000 };
+    store_metric_in *pts = calloc(N, sizeof *pts);
+    assert_non_null(pts);
+    for (int i = 0; i < N; i++)
+        pts[i] = (store_metric_in){.name = 0, .step = i * 3, .time_ms = i, .value = 1.0};
+    pts[1234].value = 100.0;  /* the maximum */
+    pts[7777].value = -50.0;  /* the minimum */
+    pts[4000].value = 42.0;   /* a spike in another bucket */
+    pts[0].value = 7.0;       /* the first */
+    pts[N - 1].value = 8.0;   /* the last */
+    const char *names[] = {"loss"};
+    assert_int_equal(store_metrics_append(f->s, job->id, names, 1, pts, N), TY_OK);
+
+    static const size_t maxes[] = {2, 3, 4, 5, 100, 101, 9999};
+    for (size_t m = 0; m < sizeof maxes / sizeof *maxes; m++) {
+        store_metric_series ser;
+        assert_int_equal(
+            store_metrics_read(f->s, job->id, "loss", 0, INT64_MAX, maxes[m], &ser), TY_OK);
+        assert_int_equal(ser.total_points, N);
+        assert_true(ser.npoints <= maxes[m]);
+        assert_true(ser.npoints >= 2);
+        assert_int_equal(ser.points[0].step, 0);
+        assert_true(ser.points[0].value == 7.0);
+        assert_int_equal(ser.points[ser.npoints - 1].step, (N - 1) * 3);
+        assert_true(ser.points[ser.npoints - 1].value == 8.0);
+        int saw_max = 0, saw_min = 0, saw_spike = 0;
+        for (size_t i = 0; i < ser.npoints; i++) {
+            if (i)
+                assert_true(ser.points[i].step > ser.points[i - 1].step);
+            saw_max |= ser.points[i].step == 1234 * 3 && ser.points[i].value == 100.0;
+            saw_min |= ser.points[i].step == 7777 * 3 && ser.points[i].value == -50.0;
+            saw_spike |= ser.points[i].step == 4000 * 3;
+        }
+        if (maxes[m] >= 4) {
+            assert_true(saw_max);
+            assert_true(saw_min);
+        }
+        if (maxes[m] >= 100)
+            assert_true(saw_spike);
+        store_metric_series_clear(&ser);
+    }
+    /* Not more than max_points: the series comes back whole. */
+    store_metric_series ser;
+    assert_int_equal(store_metrics_read(f->s, job->id, "loss", 0, INT64_MAX, N, &ser), TY_OK);
+    assert_int_equal(ser.npoints, N);
+    store_metric_series_clear(&ser);
+    free(pts);
+    store_jobs_free(job, 1);
+}
+
+static void test_since_follows_seq(void **state)
+{
+    store_fixture *f = *state;
+    store_job *a = submit_one(f->s, "a", "q"), *b = submit_one(f->s, "b", "q");
+    assert_int_equal(put1(f->s, a->id, "loss", 1, 1.0), TY_OK);
+    assert_int_equal(put1(f->s, b->id, "loss", 1, 9.0), TY_OK);
+    assert_int_equal(put1(f->s, a->id, "acc", 1, 0.5), TY_OK);
+
+    store_metric_row *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_metrics_since(f->s, a->id, 0, 100, &rows, &n), TY_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].name, "loss");
+    assert_string_equal(rows[1].name, "acc");
+    assert_true(rows[1].seq > rows[0].seq);
+    int64_t head = rows[1].seq;
+    free(rows);
+
+    /* Nothing new after the head; rewriting a step shows again with a higher seq. */
+    assert_int_equal(store_metrics_since(f->s, a->id, head, 100, &rows, &n), TY_OK);
+    assert_int_equal(n, 0);
+    free(rows);
+    assert_int_equal(put1(f->s, a->id, "loss", 1, 0.75), TY_OK);
+    assert_int_equal(store_metrics_since(f->s, a->id, head, 100, &rows, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_true(rows[0].seq > head);
+    assert_true(rows[0].value == 0.75);
+    free(rows);
+    /* limit */
+    assert_int_equal(store_metrics_since(f->s, a->id, 0, 1, &rows, &n), TY_OK);
+    assert_int_equal(n, 1);
+    free(rows);
+    store_jobs_free(a, 1);
+    store_jobs_free(b, 1);
+}
+
+static void test_failing_write_stores_nothing(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q");
+    store_fail_writes(f->s, 1, 1, TY_EIO);
+    assert_int_equal(put1(f->s, job->id, "loss", 5, 1.0), TY_EIO);
+    store_metric_series ser;
+    assert_int_equal(store_metrics_read(f->s, job->id, "loss", 0, INT64_MAX, 10, &ser), TY_OK);
+    assert_int_equal(ser.total_points, 0);
+    store_metric_series_clear(&ser);
+    char **list = NULL;
+    size_t n = 0;
+    assert_int_equal(store_metrics_names(f->s, job->id, &list, &n), TY_OK);
+    assert_int_equal(n, 0);
+    store_queues_free(list, n);
+    /* The store carries on. */
+    assert_int_equal(put1(f->s, job->id, "loss", 5, 1.0), TY_OK);
+    store_jobs_free(job, 1);
+}
+
+static void test_finished_job_refuses_points(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q");
+    assert_int_equal(put1(f->s, job->id, "loss", 1, 1.0), TY_OK);
+    assert_int_equal(move_job(f->s, job->id, JOB_CANCELLED), TY_OK);
+    assert_int_equal(put1(f->s, job->id, "loss", 2, 1.0), TY_ECONFLICT);
+    store_metric_series ser;
+    assert_int_equal(store_metrics_read(f->s, job->id, "loss", 0, INT64_MAX, 10, &ser), TY_OK);
+    assert_int_equal(ser.total_points, 1); /* what it reported before its end stays readable */
+    store_metric_series_clear(&ser);
+    store_jobs_free(job, 1);
+}
+
+static atomic_int metric_hooks, change_hooks;
+static void count_metric_hook(void *ud)
+{
+    (void)ud;
+    atomic_fetch_add(&metric_hooks, 1);
+}
+static void count_change_hook(void *ud)
+{
+    (void)ud;
+    atomic_fetch_add(&change_hooks, 1);
+}
+
+static void test_metrics_hook_apart_from_change_hook(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q");
+    atomic_store(&metric_hooks, 0);
+    atomic_store(&change_hooks, 0);
+    store_set_metrics_hook(f->s, count_metric_hook, NULL);
+    store_set_change_hook(f->s, count_change_hook, NULL);
+    assert_int_equal(put1(f->s, job->id, "loss", 1, 1.0), TY_OK);
+    assert_int_equal(atomic_load(&metric_hooks), 1); /* fired before the caller woke */
+    assert_int_equal(atomic_load(&change_hooks), 0); /* the scheduler sleeps on */
+    assert_int_equal(put1(f->s, job->id, "loss", -1, 1.0), TY_EINVAL);
+    assert_int_equal(atomic_load(&metric_hooks), 1);
+    assert_int_equal(move_job(f->s, job->id, JOB_CANCELLED), TY_OK);
+    assert_int_equal(atomic_load(&metric_hooks), 1);
+    assert_int_equal(atomic_load(&change_hooks), 1);
+    store_set_metrics_hook(f->s, NULL, NULL);
+    store_set_change_hook(f->s, NULL, NULL);
+    store_jobs_free(job, 1);
+}
+
+static void test_job_tokens_live_until_the_end(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q");
+    char id[STORE_ID_LEN + 1];
+    int attempt = 0;
+    assert_int_equal(lookup(f->s, 0xa1, id, &attempt), TY_ENOTFOUND);
+    start_with_token(f->s, job->id, JOB_PENDING, 0xa1);
+    assert_int_equal(lookup(f->s, 0xa1, id, &attempt), TY_OK);
+    assert_string_equal(id, job->id);
+    assert_int_equal(attempt, 1);
+
+    /* The next attempt's token replaces the first one. */
+    store_update u[] = {
+        {.id = job->id, .from = JOB_STARTING, .to = JOB_RUNNING, .reason = "Running",
+         .restarts = -1},
+        {.id = job->id, .from = JOB_RUNNING, .to = JOB_RESTARTING, .reason = "RankFailed",
+         .restarts = -1},
+    };
+    assert_int_equal(store_jobs_update(f->s, u, 2), TY_OK);
+    start_with_token(f->s, job->id, JOB_RESTARTING, 0xa2);
+    assert_int_equal(lookup(f->s, 0xa1, id, &attempt), TY_ENOTFOUND);
+    assert_int_equal(lookup(f->s, 0xa2, id, &attempt), TY_OK);
+    assert_int_equal(attempt, 2);
+
+    /* A terminal transition revokes it in the same commit (through store_jobs_update). */
+    store_update run = {.id = job->id, .from = JOB_STARTING, .to = JOB_RUNNING,
+                        .reason = "Running", .restarts = -1};
+    store_update end = {.id = job->id, .from = JOB_RUNNING, .to = JOB_SUCCEEDED,
+                        .reason = "Succeeded", .restarts = -1};
+    assert_int_equal(store_jobs_update(f->s, &run, 1), TY_OK);
+    uint64_t before = commits(f->s);
+    assert_int_equal(store_jobs_update(f->s, &end, 1), TY_OK);
+    assert_int_equal(end.result, TY_OK);
+    assert_int_equal(commits(f->s), before + 1);
+    assert_int_equal(lookup(f->s, 0xa2, id, &attempt), TY_ENOTFOUND);
+
+    /* and through store_job_transition() (a client's cancel of a starting job). */
+    store_job *other = submit_one(f->s, "b", "q");
+    start_with_token(f->s, other->id, JOB_PENDING, 0xb1);
+    assert_int_equal(lookup(f->s, 0xb1, id, &attempt), TY_OK);
+    assert_int_equal(move_job(f->s, other->id, JOB_CANCELLING), TY_OK);
+    assert_int_equal(lookup(f->s, 0xb1, id, &attempt), TY_OK); /* still stopping */
+    assert_int_equal(move_job(f->s, other->id, JOB_CANCELLED), TY_OK);
+    assert_int_equal(lookup(f->s, 0xb1, id, &attempt), TY_ENOTFOUND);
+    store_jobs_free(other, 1);
+    store_jobs_free(job, 1);
+}
+
+static void test_job_token_only_with_starting(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q");
+    unsigned char h[32] = {1};
+    store_update u = {.id = job->id, .from = JOB_PENDING, .to = JOB_ADMITTED,
+                      .reason = "Admitted", .restarts = -1, .job_token_hash = h};
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_EINVAL);
+    char id[STORE_ID_LEN + 1];
+    int attempt;
+    assert_int_equal(store_job_token_lookup(f->s, h, id, &attempt), TY_ENOTFOUND);
+    /* A failed commit stores no token. */
+    store_fail_writes(f->s, 1, 1, TY_EIO);
+    store_update v[] = {
+        {.id = job->id, .from = JOB_PENDING, .to = JOB_ADMITTED, .reason = "Admitted",
+         .restarts = -1},
+        {.id = job->id, .from = JOB_ADMITTED, .to = JOB_STARTING, .reason = "Starting",
+         .restarts = -1, .job_token_hash = h},
+    };
+    assert_int_equal(store_jobs_update(f->s, v, 2), TY_EIO);
+    assert_int_equal(store_job_token_lookup(f->s, h, id, &attempt), TY_ENOTFOUND);
+    store_jobs_free(job, 1);
+}
+
+/* Every read path searches an index range and never sorts (as test_store_list checks its own). */
+static void test_query_plans_use_indexes(void **state)
+{
+    store_fixture *f = *state;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(f->t.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    for (const char *const *sql = store_metrics_sql; *sql; sql++) {
+        char q[1024];
+        int n = snprintf(q, sizeof q, "EXPLAIN QUERY PLAN %s", *sql);
+        assert_true(n > 0 && (size_t)n < sizeof q);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK)
+            fail_msg("cannot prepare %s: %s", *sql, sqlite3_errmsg(db));
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *detail = (const char *)sqlite3_column_text(st, 3);
+            if (strstr(detail, "TEMP B-TREE") || strncmp(detail, "SCAN ", 5) == 0)
+                fail_msg("%s: %s", *sql, detail);
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip_and_last_write_wins, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_job_and_bad_points, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_downsampling_keeps_extremes, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_since_follows_seq, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_failing_write_stores_nothing, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_finished_job_refuses_points, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_hook_apart_from_change_hook,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_job_tokens_live_until_the_end, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_job_token_only_with_starting, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_query_plans_use_indexes, store_fixture_setup,
+                                        store_fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
