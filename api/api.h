@@ -52,6 +52,8 @@ typedef struct api_ctx {
     size_t max_body;                 /* bytes; bodies above it are 413 */
     ty_counter_vec *http_requests;   /* {route, code}, owned by server/ */
     ty_histogram *http_duration;     /* seconds, owned by server/ */
+    struct api_feed *feed;           /* wakes the event streams (api/feed.h); NULL: they are
+                                        unavailable (503) */
 } api_ctx;
 
 typedef struct api_kv {
@@ -75,6 +77,7 @@ typedef struct api_req {
     size_t nquery;
     const char *content_type;        /* Content-Type header or NULL */
     const char *idempotency_key;     /* Idempotency-Key header or NULL */
+    const char *last_event_id;       /* Last-Event-ID header (an event stream resumes) or NULL */
     const char *body;                /* may contain NUL bytes; body_len is authoritative */
     size_t body_len;
     const api_principal *principal;

@@ -70,6 +70,34 @@ void api_reply_job_not_found(api_resp *resp);
  */
 void api_reply_invalid(api_resp *resp, unsigned status, const char *code, spec_errors *errs);
 
+/* ---- job filters (jobs.c): GET /v1/jobs's state, queue and label, also GET /v1/events's ---- */
+
+#define API_MAX_LABEL_FILTERS SPEC_MAX_LABELS
+
+/* Zero-initialize; free with api_job_filter_free(). */
+typedef struct api_job_filter {
+    store_job_filter f;          /* state_mask, queue (borrowed from the request) and labels */
+    store_label labels[API_MAX_LABEL_FILTERS];
+    char *label_text[API_MAX_LABEL_FILTERS]; /* owned copies "key\0value" the labels point in */
+    int seen_queue;
+} api_job_filter;
+
+/*
+ * When k is "state", "queue" or "label": parses v (borrowed; must outlive q) into q, appends
+ * any error to errs ("query.state", ...) and returns 1. Returns 0 for any other parameter.
+ */
+int api_job_filter_param(api_job_filter *q, const char *k, const char *v, spec_errors *errs);
+void api_job_filter_free(api_job_filter *q);
+
+/* ---- event streams (events.c) ---------------------------------------------- */
+
+/* GET /v1/events?follow=true: every job's events as Server-Sent Events. */
+void api_events_follow(const api_req *req, api_resp *resp);
+/* Whether GET /v1/jobs/{id}/events asks for the stream (any follow parameter but "false"). */
+bool api_events_follow_asked(const api_req *req);
+/* GET /v1/jobs/{id}/events?follow=true: the job's events and metric points as a stream. */
+void api_jobs_events_follow(const api_req *req, api_resp *resp);
+
 /* ---- requests (request.c) ------------------------------------------------- */
 
 /* Content-Type is application/json (parameters allowed), else 415. */

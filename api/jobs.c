@@ -364,20 +364,19 @@ static int page_token_decode(const char *s, unsigned char out[PAGE_TOKEN_BYTES])
     return o == PAGE_TOKEN_BYTES && (acc & ((1ul << bits) - 1)) == 0 ? 0 : -1;
 }
 
-#define MAX_LABEL_FILTERS SPEC_MAX_LABELS
+#define MAX_LABEL_FILTERS API_MAX_LABEL_FILTERS
 
 typedef struct list_query {
-    store_job_filter f;
-    store_label labels[MAX_LABEL_FILTERS];
-    char *label_text[MAX_LABEL_FILTERS]; /* owned copies "key\0value" */
+    api_job_filter jf;           /* state, queue, label */
     const char *page_token;
-    int seen_queue, seen_prefix, seen_after, seen_before, seen_limit, seen_token;
+    int seen_prefix, seen_after, seen_before, seen_limit, seen_token;
 } list_query;
 
-static void list_query_free(list_query *q)
+void api_job_filter_free(api_job_filter *q)
 {
     for (size_t i = 0; i < q->f.nlabels; i++)
         free(q->label_text[i]);
+    q->f.nlabels = 0;
 }
 
 static int cmp_label(const void *a, const void *b)
@@ -392,17 +391,17 @@ static ty_err filter_digest(const list_query *q, unsigned char out[8])
 {
     store_label sorted[MAX_LABEL_FILTERS];
     ty_buf b = {0};
-    size_t n = q->f.nlabels;
-    memcpy(sorted, q->labels, n * sizeof *sorted);
+    size_t n = q->jf.f.nlabels;
+    memcpy(sorted, q->jf.labels, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, cmp_label);
-    ty_err e = ty_buf_printf(&b, "s=%u\n", q->f.state_mask);
-    if (!e && q->f.queue)
-        e = ty_buf_printf(&b, "q=%s\n", q->f.queue);
-    if (!e && q->f.name_prefix)
-        e = ty_buf_printf(&b, "n=%s\n", q->f.name_prefix);
+    ty_err e = ty_buf_printf(&b, "s=%u\n", q->jf.f.state_mask);
+    if (!e && q->jf.f.queue)
+        e = ty_buf_printf(&b, "q=%s\n", q->jf.f.queue);
+    if (!e && q->jf.f.name_prefix)
+        e = ty_buf_printf(&b, "n=%s\n", q->jf.f.name_prefix);
     if (!e)
-        e = ty_buf_printf(&b, "a=%lld\nb=%lld\n", (long long)q->f.created_after_ms,
-                          (long long)q->f.created_before_ms);
+        e = ty_buf_printf(&b, "a=%lld\nb=%lld\n", (long long)q->jf.f.created_after_ms,
+                          (long long)q->jf.f.created_before_ms);
     for (size_t i = 0; i < n && !e; i++)
         e = ty_buf_printf(&b, "l=%s=%s\n", sorted[i].key, sorted[i].value);
     if (!e) {
@@ -425,7 +424,7 @@ static int once(spec_errors *errs, const char *path, int *seen)
     return 1;
 }
 
-static void parse_states(const char *v, list_query *q, spec_errors *errs)
+static void parse_states(const char *v, api_job_filter *q, spec_errors *errs)
 {
     const char *p = v;
     for (;;) {
@@ -454,7 +453,7 @@ static void parse_states(const char *v, list_query *q, spec_errors *errs)
     }
 }
 
-static void parse_label(const char *v, list_query *q, spec_errors *errs)
+static void parse_label(const char *v, api_job_filter *q, spec_errors *errs)
 {
     const char *eq = strchr(v, '=');
     if (!eq || !spec_is_label_key(v, (size_t)(eq - v)) ||
@@ -478,6 +477,26 @@ static void parse_label(const char *v, list_query *q, spec_errors *errs)
     q->labels[i].value = copy + (eq - v) + 1;
 }
 
+int api_job_filter_param(api_job_filter *q, const char *k, const char *v, spec_errors *errs)
+{
+    q->f.labels = q->labels;
+    if (strcmp(k, "state") == 0) {
+        parse_states(v, q, errs);
+    } else if (strcmp(k, "queue") == 0) {
+        if (once(errs, "query.queue", &q->seen_queue))
+            return 1;
+        if (spec_is_dns_label(v, strlen(v)))
+            q->f.queue = v;
+        else
+            spec_errors_add(errs, "query.queue", "must be a queue name (a DNS label)");
+    } else if (strcmp(k, "label") == 0) {
+        parse_label(v, q, errs);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static void parse_time(const char *v, const char *path, int64_t *out, spec_errors *errs)
 {
     if (ty_time_parse_rfc3339(v, out) != 0)
@@ -496,28 +515,19 @@ static void parse_limit(const char *v, list_query *q, spec_errors *errs)
     if (!ok)
         spec_errors_add(errs, "query.limit", "must be an integer between 1 and 1000");
     else
-        q->f.limit = (int)n;
+        q->jf.f.limit = (int)n;
 }
 
 /* Parses the query into q; every problem is appended to errs. */
 static void parse_list_query(const api_req *req, list_query *q, spec_errors *errs)
 {
-    q->f.limit = API_DEFAULT_PAGE;
-    q->f.labels = q->labels;
+    q->jf.f.limit = API_DEFAULT_PAGE;
+    q->jf.f.labels = q->jf.labels;
     for (size_t i = 0; i < req->nquery; i++) {
         const char *k = req->query[i].key, *v = req->query[i].value ? req->query[i].value : "";
-        if (strcmp(k, "state") == 0) {
-            parse_states(v, q, errs);
-        } else if (strcmp(k, "queue") == 0) {
-            if (once(errs, "query.queue", &q->seen_queue))
-                continue;
-            if (spec_is_dns_label(v, strlen(v)))
-                q->f.queue = v;
-            else
-                spec_errors_add(errs, "query.queue", "must be a queue name (a DNS label)");
-        } else if (strcmp(k, "label") == 0) {
-            parse_label(v, q, errs);
-        } else if (strcmp(k, "name_prefix") == 0) {
+        if (api_job_filter_param(&q->jf, k, v, errs))
+            continue;
+        if (strcmp(k, "name_prefix") == 0) {
             if (once(errs, "query.name_prefix", &q->seen_prefix))
                 continue;
             size_t n = strlen(v);
@@ -529,16 +539,16 @@ static void parse_list_query(const api_req *req, list_query *q, spec_errors *err
                 spec_errors_add(errs, "query.name_prefix",
                                 "must be 1-63 characters of a-z, 0-9 and '-'");
             else
-                q->f.name_prefix = v;
+                q->jf.f.name_prefix = v;
         } else if (strcmp(k, "created_after") == 0) {
             if (!once(errs, "query.created_after", &q->seen_after))
-                parse_time(v, "query.created_after", &q->f.created_after_ms, errs);
+                parse_time(v, "query.created_after", &q->jf.f.created_after_ms, errs);
         } else if (strcmp(k, "created_before") == 0) {
             if (!once(errs, "query.created_before", &q->seen_before)) {
-                parse_time(v, "query.created_before", &q->f.created_before_ms, errs);
+                parse_time(v, "query.created_before", &q->jf.f.created_before_ms, errs);
                 /* 0 means "no bound" to the store; before the epoch means nothing. */
-                if (q->f.created_before_ms == 0)
-                    q->f.created_before_ms = -1;
+                if (q->jf.f.created_before_ms == 0)
+                    q->jf.f.created_before_ms = -1;
             }
         } else if (strcmp(k, "limit") == 0) {
             if (!once(errs, "query.limit", &q->seen_limit))
@@ -564,7 +574,7 @@ static void parse_list_query(const api_req *req, list_query *q, spec_errors *err
             spec_errors_add(errs, "query.page_token",
                             "belongs to a query with other filters; start again without it");
         } else {
-            q->f.before_seq = seq;
+            q->jf.f.before_seq = seq;
         }
     }
 }
@@ -587,7 +597,7 @@ void api_jobs_list(const api_req *req, api_resp *resp)
         api_reply_invalid(resp, 400, "invalid-query", &errs);
         goto out;
     }
-    if ((e = store_jobs_list(req->ctx->store, &q.f, &jobs, &njobs, &next)))
+    if ((e = store_jobs_list(req->ctx->store, &q.jf.f, &jobs, &njobs, &next)))
         goto fail;
     e = ty_buf_puts(&text, "{\"jobs\":[");
     for (size_t i = 0; i < njobs && !e; i++) {
@@ -621,7 +631,7 @@ out:
     ty_buf_free(&text);
     store_jobs_free(jobs, njobs);
     spec_errors_free(&errs);
-    list_query_free(&q);
+    api_job_filter_free(&q.jf);
 }
 
 /* ---- one job ------------------------------------------------------------- */
@@ -648,6 +658,10 @@ void api_jobs_events(const api_req *req, api_resp *resp)
     store_event *events = NULL;
     size_t n = 0;
     json_t *list = NULL;
+    if (api_events_follow_asked(req)) {
+        api_jobs_events_follow(req, resp); /* events.c: the stream */
+        return;
+    }
     if (!api_is_job_id(req->id)) {
         api_reply_job_not_found(resp);
         return;

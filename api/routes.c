@@ -16,6 +16,7 @@ const api_route api_routes[] = {
     {"POST", "/v1/jobs:batch", api_jobs_batch, STORE_SCOPE_SUBMIT},
     {"GET", "/v1/jobs/{id}", api_jobs_get, STORE_SCOPE_READ},
     {"GET", "/v1/jobs/{id}/events", api_jobs_events, STORE_SCOPE_READ},
+    {"GET", "/v1/events", api_events_follow, STORE_SCOPE_READ},
     {"GET", "/v1/jobs/{id}/attempts", api_jobs_attempts, STORE_SCOPE_READ},
     {"GET", "/v1/jobs/{id}/logs", api_jobs_logs, STORE_SCOPE_READ},
     {"POST", "/v1/jobs/{id}:cancel", api_jobs_cancel, STORE_SCOPE_SUBMIT},

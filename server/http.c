@@ -1171,6 +1171,7 @@ static enum MHD_Result finish_request(http_server *srv, struct MHD_Connection *c
         .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                     MHD_HTTP_HEADER_CONTENT_TYPE),
         .idempotency_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key"),
+        .last_event_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"),
         .body = st->body.data ? st->body.data : "",
         .body_len = st->body.len,
         .principal = st->principal ? &principal : NULL,

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "api/api.h"
+#include "api/feed.h"
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
 #include "scheduler/kube/kube_backend.h"
@@ -70,6 +71,25 @@ static void local_url(const config_serve *cfg, unsigned port, char *buf, size_t 
     else if (strcmp(host, "::") == 0)
         host = "::1";
     snprintf(buf, len, v6 ? "http://[%s]:%u" : "http://%s:%u", host, port);
+}
+
+/*
+ * The store has one change hook, which sched_start() sets to wake the scheduler. The event
+ * streams follow the same commits: this hook calls the scheduler's, then wakes the streams'
+ * followers (api/feed.h). Both only signal, so the writer is not held up.
+ */
+typedef struct change_hooks {
+    void (*sched_fn)(void *ud);
+    void *sched_ud;
+    api_feed *feed;
+} change_hooks;
+
+static void on_change(void *ud)
+{
+    const change_hooks *h = ud;
+    if (h->sched_fn)
+        h->sched_fn(h->sched_ud);
+    api_feed_notify(h->feed);
 }
 
 /* What the Kubernetes backend borrows for its whole life. */
@@ -189,6 +209,8 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     kube_parts kube = {0};
     auth_cache *auth = NULL;
     http_server *srv = NULL;
+    api_feed *feed = NULL;
+    change_hooks hooks = {0};
     ty_counter_vec requests;
     ty_histogram duration;
     char addr[CONFIG_ADDR_LEN];
@@ -245,8 +267,16 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
                err[0] ? err : ty_strerror(e));
         goto out;
     }
+    if ((e = api_feed_new(&feed)) != TY_OK) {
+        TY_LOG(TY_LOG_ERROR, "cannot create the event feed", "{s:s}", "error", ty_strerror(e));
+        goto out;
+    }
+    store_change_hook_get(st, &hooks.sched_fn, &hooks.sched_ud);
+    hooks.feed = feed;
+    store_set_change_hook(st, on_change, &hooks);
     api_ctx ctx = {
         .store = st,
+        .feed = feed,
         .sched = sc,
         .max_body = cfg->max_body,
         .http_requests = &requests,
@@ -270,19 +300,22 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         sig = 0;
     TY_LOG(TY_LOG_INFO, "shutting down", "{s:s}", "signal",
            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "?");
-    /* Log followers end and gangs are asked to stop while requests drain. */
+    /* Log followers and event streams end and gangs are asked to stop while requests drain. */
     sched_shutdown(sc);
+    api_feed_shutdown(feed);
     http_server_shutdown(srv, DRAIN_MS);
     rc = 0;
 out:
+    api_feed_shutdown(feed); /* streams still open end before their threads are joined */
     http_server_free(srv);
-    sched_stop(sc); /* waits for the gangs; records them as RESTARTING */
+    sched_stop(sc); /* waits for the gangs; records them as RESTARTING; unsets the hook */
     if (be)
         be->ops->free(be);
     ty_kubeconfig_free(kube.kubeconfig);
     kube_profile_free(kube.profile);
     auth_cache_free(auth);
     store_close(st); /* finishes queued commits */
+    api_feed_free(feed);
     ty_histogram_destroy(&duration);
     ty_counter_vec_destroy(&requests);
     if (rc == 0)

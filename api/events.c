@@ -1,0 +1,391 @@
+/*
+ * events.c - the live event streams, as Server-Sent Events (text/event-stream):
+ *
+ *   GET /v1/events?follow=true[&state=..][&queue=..][&label=k=v]
+ *       every job's events; the filters are GET /v1/jobs's (jobs.c parses them) and apply
+ *       to the job: its queue and labels, and `state` to the state the event moved it to.
+ *   GET /v1/jobs/{id}/events?follow=true
+ *       first every event the job has, then its new ones; the stream ends after the event
+ *       that moves the job to a terminal state.
+ *
+ * Each event of a job is
+ *
+ *   id: 812
+ *   event: job
+ *   data: {"seq":812,"job_id":"...","name":"...","queue":"...","labels":{...},
+ *          "from":"PENDING","to":"ADMITTED","time":"...","reason":"...","message":"..."}
+ *
+ * with the data on one line (JSON escapes every line break). The id is the
+ * event's seq in the change feed. A client that reconnects sends the last id
+ * it received as Last-Event-ID (or ?after=SEQ) and gets exactly the events
+ * after it: the stream is a read of the feed from a cursor, never a relay of
+ * wake-ups, so nothing is lost across a reconnect and nothing comes twice.
+ * Without either, GET /v1/events starts at the feed's head (only new events)
+ * and the per-job stream at the job's first event. A comment line (": ping")
+ * is sent after 15 s without an event, which keeps proxies and
+ * libmicrohttpd's inactivity timeout from closing a quiet stream and lets a
+ * stream whose client went away notice it at that write.
+ *
+ * Threads: everything below the handlers runs on the connection's thread, in
+ * the stream's read() (see api_stream), which blocks in api_feed_wait() while
+ * there is nothing to send. It holds no lock while it reads the store or while
+ * server/ writes what it returned, so a slow client slows only itself. What
+ * one read() returns is bounded: at most FEED_BATCH events are formatted at a
+ * time, and only when the previous batch has been handed out.
+ */
+#include "api/api_int.h"
+#include "api/feed.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ty_json.h"
+#include "common/ty_time.h"
+
+#define SSE_CONTENT_TYPE "text/event-stream"
+/* Events read from the store at a time: about 400 bytes each, so a batch fits one chunk. */
+#define FEED_BATCH 64
+#define HEARTBEAT_NS (15ull * 1000000000ull)
+/* The longest cursor accepted: digits of a seq (an int64 has 19). */
+#define MAX_SEQ_DIGITS 18
+
+typedef struct follower {
+    store *store;                /* borrowed: outlives the server and its streams */
+    api_feed *feed;              /* borrowed, likewise */
+    char job[STORE_ID_LEN + 1];  /* the job of a per-job stream; "" for every job */
+    int64_t cursor;              /* the last event read, sent or filtered out */
+    api_job_filter filter;       /* state_mask and labels; owns its label copies */
+    char *queue;                 /* the queue filter (owned), or NULL */
+    ty_buf out;                  /* formatted and not yet handed out, from `off` */
+    size_t off;
+    uint64_t last_sent_ns;       /* when read() last returned bytes (monotonic) */
+    int64_t mcursor;             /* a per-job stream: the last metric point sent */
+    int ending;                  /* a per-job stream sent its terminal event: end after out */
+    int finished;                /* the job was terminal when the stream began: end once
+                                    caught up */
+} follower;
+
+static void follower_free(void *ud)
+{
+    follower *fl = ud;
+    if (!fl)
+        return;
+    api_feed_follow(fl->feed, -1);
+    api_job_filter_free(&fl->filter);
+    free(fl->queue);
+    ty_buf_free(&fl->out);
+    free(fl);
+}
+
+/* Whether the job of ev passes the filters (see the top of the file). */
+static bool matches(const follower *fl, const store_feed_event *ev)
+{
+    if (fl->filter.f.state_mask && !(fl->filter.f.state_mask & (1u << ev->to)))
+        return false;
+    if (fl->queue && strcmp(fl->queue, ev->queue) != 0)
+        return false;
+    if (fl->filter.f.nlabels == 0)
+        return true;
+    json_t *labels = json_loads(ev->labels_json, 0, NULL);
+    bool ok = json_is_object(labels);
+    for (size_t i = 0; i < fl->filter.f.nlabels && ok; i++) {
+        const char *v = json_string_value(json_object_get(labels, fl->filter.labels[i].key));
+        ok = v && strcmp(v, fl->filter.labels[i].value) == 0;
+    }
+    json_decref(labels);
+    return ok;
+}
+
+/* Appends one `job` event; the data is on one line. */
+static ty_err put_job_event(ty_buf *b, const store_feed_event *ev)
+{
+    char time[32];
+    ty_time_format_rfc3339(ev->time_ms, time, sizeof time);
+    const char *labels = ev->labels_json[0] == '{' ? ev->labels_json : "{}";
+    ty_err e = ty_buf_printf(b, "id: %lld\nevent: job\ndata: {\"seq\":%lld,\"job_id\":\"%s\",",
+                             (long long)ev->seq, (long long)ev->seq, ev->id);
+    if (!e)
+        e = ty_buf_puts(b, "\"name\":");
+    if (!e)
+        e = ty_json_put_string(b, ev->name, SIZE_MAX);
+    if (!e)
+        e = ty_buf_puts(b, ",\"queue\":");
+    if (!e)
+        e = ty_json_put_string(b, ev->queue, SIZE_MAX);
+    if (!e)
+        e = ty_buf_printf(b, ",\"labels\":%s,\"from\":", labels);
+    if (!e)
+        e = ev->from == JOB_STATE_NONE ? ty_buf_puts(b, "null")
+                                       : ty_buf_printf(b, "\"%s\"", job_state_name(ev->from));
+    if (!e)
+        e = ty_buf_printf(b, ",\"to\":\"%s\",\"time\":\"%s\",\"reason\":", job_state_name(ev->to),
+                          time);
+    if (!e)
+        e = ty_json_put_string(b, ev->reason, SIZE_MAX);
+    if (!e)
+        e = ty_buf_puts(b, ",\"message\":");
+    if (!e)
+        e = ty_json_put_string(b, ev->message, SIZE_MAX);
+    if (!e)
+        e = ty_buf_puts(b, "}\n\n");
+    return e;
+}
+
+/*
+ * Reads the next batch after the cursor and formats what passes the filters
+ * into out. *more is set when the batch was full (more may follow at once).
+ */
+static ty_err fill(follower *fl, int *more)
+{
+    store_feed_event *ev = NULL;
+    size_t n = 0;
+    ty_err e = fl->job[0] ? store_feed_read_job(fl->store, fl->job, fl->cursor, FEED_BATCH, &ev, &n)
+                          : store_feed_read(fl->store, fl->cursor, FEED_BATCH, &ev, &n);
+    *more = e == TY_OK && n == FEED_BATCH;
+    for (size_t i = 0; i < n && !e && !fl->ending; i++) {
+        if (matches(fl, &ev[i]))
+            e = put_job_event(&fl->out, &ev[i]);
+        fl->cursor = ev[i].seq;
+        if (fl->job[0] && job_state_is_terminal(ev[i].to))
+            fl->ending = 1;
+    }
+    store_feed_free(ev, n);
+    return e;
+}
+
+/* api_stream.read: blocks until there is something to send, the heartbeat, or the end. */
+static long follower_read(void *ud, char *buf, size_t max)
+{
+    follower *fl = ud;
+    for (;;) {
+        if (fl->off < fl->out.len) {
+            size_t n = fl->out.len - fl->off;
+            if (n > max)
+                n = max;
+            memcpy(buf, fl->out.data + fl->off, n);
+            fl->off += n;
+            if (fl->off == fl->out.len) {
+                ty_buf_reset(&fl->out);
+                fl->off = 0;
+            }
+            fl->last_sent_ns = ty_time_mono_ns();
+            return (long)n;
+        }
+        if (fl->ending)
+            return 0;
+        /* Noted before reading: a commit during the read moves it, so the wait below
+         * returns at once and nothing committed meanwhile is left unread. */
+        uint64_t gen = api_feed_generation(fl->feed);
+        uint64_t deadline = fl->last_sent_ns + HEARTBEAT_NS;
+        if (api_feed_wait(fl->feed, gen, 0) == API_FEED_CLOSED)
+            return 0;
+        int more = 0;
+        if (fill(fl, &more) != TY_OK)
+            return -1; /* cut off: the client resumes from the last id it received */
+        if (!more && fl->finished)
+            fl->ending = 1;
+        if (fl->out.len || more || fl->ending)
+            continue;
+        int w = api_feed_wait(fl->feed, gen, deadline);
+        if (w == API_FEED_CLOSED)
+            return 0;
+        if (w == API_FEED_TIMEOUT && ty_buf_puts(&fl->out, ": ping\n\n") != TY_OK)
+            return -1;
+    }
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+/* A cursor: decimal digits, no sign, at most MAX_SEQ_DIGITS; -1 otherwise. */
+static int64_t parse_seq(const char *v, size_t n)
+{
+    if (n == 0 || n > MAX_SEQ_DIGITS)
+        return -1;
+    int64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -1;
+        x = x * 10 + (v[i] - '0');
+    }
+    return x;
+}
+
+typedef struct stream_query {
+    int follow;                  /* follow=true given */
+    int seen_follow, seen_after;
+    const char *after;           /* the after parameter, borrowed, or NULL */
+    api_job_filter filter;       /* GET /v1/events only */
+} stream_query;
+
+/* Parses the query of either stream; `filters` allows state, queue and label. */
+static void parse_query(const api_req *req, int filters, stream_query *q, spec_errors *errs)
+{
+    for (size_t i = 0; i < req->nquery; i++) {
+        const char *k = req->query[i].key, *v = req->query[i].value ? req->query[i].value : "";
+        if (filters && api_job_filter_param(&q->filter, k, v, errs))
+            continue;
+        if (strcmp(k, "follow") == 0) {
+            if (q->seen_follow++)
+                spec_errors_add(errs, "query.follow", "must be given once");
+            else if (strcmp(v, "true") == 0)
+                q->follow = 1;
+        } else if (strcmp(k, "after") == 0) {
+            if (q->seen_after++)
+                spec_errors_add(errs, "query.after", "must be given once");
+            else
+                q->after = v;
+        } else {
+            char path[96];
+            snprintf(path, sizeof path, "query.%.80s", k);
+            spec_errors_add(errs, path, "unknown query parameter");
+        }
+    }
+    if (!q->follow)
+        spec_errors_add(errs, "query.follow",
+                        "must be true: this resource is a stream (Server-Sent Events)");
+}
+
+/*
+ * The cursor a stream starts after: Last-Event-ID wins over ?after= (a
+ * client reconnecting repeats its first URL, the header is newer); -1 when
+ * neither is given. A bad one is an error in errs.
+ */
+static int64_t start_cursor(const api_req *req, const stream_query *q, spec_errors *errs)
+{
+    const char *v = req->last_event_id && req->last_event_id[0] ? req->last_event_id : q->after;
+    const char *path = v == q->after ? "query.after" : "header.Last-Event-ID";
+    if (!v)
+        return -1;
+    int64_t seq = parse_seq(v, strlen(v));
+    if (seq < 0)
+        spec_errors_add(errs, path, "must be the id of an event: a seq, digits only");
+    return seq;
+}
+
+/* Creates the follower and hands it to resp as a stream; filter (if any) is stolen. */
+static void reply_stream(const api_req *req, api_resp *resp, const store_job *job,
+                         int64_t cursor, api_job_filter *filter)
+{
+    follower *fl = calloc(1, sizeof *fl);
+    if (!fl || ty_buf_puts(&fl->out, ": ok\n\n") != TY_OK) {
+        free(fl);
+        api_reply_error(resp, TY_ENOMEM, NULL);
+        return;
+    }
+    fl->store = req->ctx->store;
+    fl->feed = req->ctx->feed;
+    if (job) {
+        memcpy(fl->job, job->id, STORE_ID_LEN + 1);
+        fl->finished = job_state_is_terminal(job->state);
+    }
+    fl->cursor = cursor;
+    if (filter) {
+        if (filter->f.queue && !(fl->queue = strdup(filter->f.queue))) {
+            ty_buf_free(&fl->out);
+            free(fl);
+            api_reply_error(resp, TY_ENOMEM, NULL);
+            return;
+        }
+        fl->filter = *filter; /* the label copies move to fl */
+        fl->filter.f.queue = NULL;
+        fl->filter.f.labels = NULL;
+        filter->f.nlabels = 0;
+    }
+    fl->last_sent_ns = ty_time_mono_ns();
+    api_feed_follow(fl->feed, 1);
+    api_reply_stream(resp, 200, SSE_CONTENT_TYPE,
+                     (api_stream){.read = follower_read, .free = follower_free, .ud = fl});
+    /* A proxy must neither cache the stream nor hold its events back. */
+    api_resp_header(resp, "Cache-Control", "no-store");
+    api_resp_header(resp, "X-Accel-Buffering", "no");
+}
+
+static bool need_feed(const api_req *req, api_resp *resp)
+{
+    if (req->ctx->feed)
+        return true;
+    api_reply_problem(resp, 503, "unavailable", NULL, "event streams are not available", NULL);
+    return false;
+}
+
+void api_events_follow(const api_req *req, api_resp *resp)
+{
+    stream_query q;
+    spec_errors errs = {0};
+    memset(&q, 0, sizeof q);
+    ty_err e = spec_errors_init(&errs);
+    if (e)
+        goto fail;
+    parse_query(req, 1, &q, &errs);
+    int64_t cursor = start_cursor(req, &q, &errs);
+    if (errs.count) {
+        api_reply_invalid(resp, 400, "invalid-query", &errs);
+        goto out;
+    }
+    if (!need_feed(req, resp))
+        goto out;
+    int64_t head = 0;
+    if ((e = store_changes_head(req->ctx->store, &head)))
+        goto fail;
+    if (cursor > head) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "is after the newest event (%lld)", (long long)head);
+        spec_errors_add(&errs, req->last_event_id && req->last_event_id[0]
+                                   ? "header.Last-Event-ID" : "query.after", msg);
+        api_reply_invalid(resp, 400, "invalid-query", &errs);
+        goto out;
+    }
+    reply_stream(req, resp, NULL, cursor < 0 ? head : cursor, &q.filter);
+    goto out;
+fail:
+    api_reply_error(resp, e, NULL);
+out:
+    spec_errors_free(&errs);
+    api_job_filter_free(&q.filter);
+}
+
+bool api_events_follow_asked(const api_req *req)
+{
+    for (size_t i = 0; i < req->nquery; i++)
+        if (strcmp(req->query[i].key, "follow") == 0 &&
+            (!req->query[i].value || strcmp(req->query[i].value, "false") != 0))
+            return true;
+    return false;
+}
+
+void api_jobs_events_follow(const api_req *req, api_resp *resp)
+{
+    stream_query q;
+    spec_errors errs = {0};
+    store_job *job = NULL;
+    memset(&q, 0, sizeof q);
+    if (!api_is_job_id(req->id)) {
+        api_reply_job_not_found(resp);
+        return;
+    }
+    ty_err e = spec_errors_init(&errs);
+    if (e)
+        goto fail;
+    parse_query(req, 0, &q, &errs);
+    int64_t cursor = start_cursor(req, &q, &errs);
+    if (errs.count) {
+        api_reply_invalid(resp, 400, "invalid-query", &errs);
+        goto out;
+    }
+    if (!need_feed(req, resp))
+        goto out;
+    e = store_job_get(req->ctx->store, req->id, &job);
+    if (e == TY_ENOTFOUND) {
+        api_reply_job_not_found(resp);
+        goto out;
+    }
+    if (e)
+        goto fail;
+    reply_stream(req, resp, job, cursor < 0 ? 0 : cursor, NULL);
+    goto out;
+fail:
+    api_reply_error(resp, e, NULL);
+out:
+    spec_errors_free(&errs);
+    store_jobs_free(job, job ? 1 : 0);
+}
