@@ -299,6 +299,9 @@ ty_err store_feed_read_job(store *s, const char *id, int64_t after, int limit,
 /* The hook store_set_change_hook() set (NULL when none), so that a second listener can be
  * chained behind it: set a hook that calls both. */
 void store_change_hook_get(store *s, void (**fn)(void *ud), void **ud);
+/* The seq of the newest metric point of any job, 0 when there is none: a stream that starts
+ * after it sends only points stored from now on (store_metrics_since()). */
+ty_err store_metrics_head(store *s, int64_t *seq);
 
 /* ---- metrics ------------------------------------------------------------- */
 

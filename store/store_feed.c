@@ -10,7 +10,8 @@
  * which is keyed for filtering by (key, value) and has no index by job.
  *
  * The change hook is single (store_set_change_hook()); store_change_hook_get()
- * lets the server chain a second listener behind the scheduler's.
+ * lets the server chain a second listener behind the scheduler's. The metrics
+ * head is the one row of metric_seq, from which the writer numbers points.
  */
 #include "store/store_int.h"
 
@@ -26,6 +27,7 @@
 static const char SQL_FEED[] = "SELECT " FEED_COLUMNS " FROM job_events AS e "
                                "JOIN jobs AS j ON j.seq = e.job_seq "
                                "WHERE e.seq > ?1 ORDER BY e.seq LIMIT ?2";
+static const char SQL_METRICS_HEAD[] = "SELECT last FROM metric_seq WHERE id = 1";
 static const char SQL_FEED_JOB[] = "SELECT " FEED_COLUMNS " FROM jobs AS j "
                                    "JOIN job_events AS e ON e.job_seq = j.seq "
                                    "WHERE j.id = ?3 AND e.seq > ?1 ORDER BY e.seq LIMIT ?2";
@@ -112,4 +114,12 @@ void store_change_hook_get(store *s, void (**fn)(void *ud), void **ud)
     *fn = s->change_hook;
     *ud = s->change_hook_ud;
     pthread_mutex_unlock(&s->qmu);
+}
+
+ty_err store_metrics_head(store *s, int64_t *seq)
+{
+    if (!s || !seq)
+        return TY_EINVAL;
+    *seq = 0;
+    return store_read_int64(s, SQL_METRICS_HEAD, seq);
 }

@@ -161,6 +161,30 @@ static void test_change_hook_get_allows_chaining(void **state)
     store_set_change_hook(f->s, NULL, NULL);
 }
 
+static void test_metrics_head_follows_points(void **state)
+{
+    store_fixture *f = *state;
+    int64_t head = -1;
+    assert_int_equal(store_metrics_head(f->s, &head), TY_OK);
+    assert_int_equal(head, 0);
+    store_job *a = submit_one(f->s, "alpha", "default");
+    const char *names[] = {"loss", "accuracy"};
+    store_metric_in pts[] = {{0, 1, 1000, 2.5}, {1, 1, 1000, 0.1}, {0, 2, 2000, 2.0}};
+    assert_int_equal(store_metrics_append(f->s, a->id, names, 2, pts, 3), TY_OK);
+    assert_int_equal(store_metrics_head(f->s, &head), TY_OK);
+    store_metric_row *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_metrics_since(f->s, a->id, 0, 100, &rows, &n), TY_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(head, rows[2].seq); /* the newest point */
+    free(rows);
+    /* Nothing is newer than the head. */
+    assert_int_equal(store_metrics_since(f->s, a->id, head, 100, &rows, &n), TY_OK);
+    assert_int_equal(n, 0);
+    free(rows);
+    store_jobs_free(a, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +195,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_feed_shows_notes, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_feed_refuses_bad_arguments, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_head_follows_points, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_change_hook_get_allows_chaining,
                                         store_fixture_setup, store_fixture_teardown),
