@@ -20,6 +20,8 @@ void api_ops_healthz(const api_req *req, api_resp *resp);
 void api_ops_readyz(const api_req *req, api_resp *resp);
 void api_ops_metrics(const api_req *req, api_resp *resp);
 void api_ops_openapi(const api_req *req, api_resp *resp);
+/* The web page and its files (ui.c): "/" and each file under "/ui/" in the table. */
+void api_ui_get(const api_req *req, api_resp *resp);
 
 void api_jobs_create(const api_req *req, api_resp *resp);
 void api_jobs_batch(const api_req *req, api_resp *resp);

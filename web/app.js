@@ -1,0 +1,801 @@
+/*
+ * app.js - the Trainyard web page: jobs, one job, and runs compared, over the REST API.
+ *
+ * Rules this file keeps:
+ * - Every string that comes from the server (names, labels, env, log lines, messages) reaches the
+ *   DOM as text: through h() (children become text nodes), textContent or Text.appendData.
+ *   Nothing here parses a string as HTML (tests/unit/test_api_ui.c checks for the DOM's ways to);
+ *   user data goes into no attribute but data-* values.
+ * - The token lives in sessionStorage only and goes out as `Authorization: Bearer` on every call;
+ *   a 401 asks for another one.
+ * - Live updates come from Server-Sent Events read with fetch() and a stream reader (EventSource
+ *   cannot send a header), parsed here, resumed with Last-Event-ID after a drop.
+ * - Everything a view starts (streams, charts, timers) belongs to its Page and ends with it.
+ */
+'use strict';
+
+(function () {
+  const TOKEN_KEY = 'trainyard.token';
+  const STATES = ['PENDING', 'ADMITTED', 'STARTING', 'RUNNING', 'RESTARTING', 'CANCELLING',
+    'SUCCEEDED', 'FAILED', 'CANCELLED'];
+  const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777',
+    '#65a30d', '#475569', '#ea580c'];
+  const LOG_KEEP = 256 * 1024;   /* characters of a log tail kept on the page */
+  const STALL_MS = 45000;        /* no byte (not even the 15 s ping) for this long: reconnect */
+  const MAX_COMPARE = 50;        /* jobs overlaid in the compare view */
+
+  /* What the browser tests read (window.trainyard). */
+  const exported = { cspViolations: [], SseParser: null, charts: {} };
+  window.trainyard = exported;
+  document.addEventListener('securitypolicyviolation', (e) => {
+    exported.cspViolations.push({ directive: e.violatedDirective, blocked: e.blockedURI });
+  });
+
+  /* ---- DOM ------------------------------------------------------------------------------- */
+
+  /* An element; string children become text nodes, never markup. */
+  function h(tag, props, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') el.className = v;
+      else if (k === 'dataset') Object.assign(el.dataset, v);
+      else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    add(el, children);
+    return el;
+  }
+
+  function add(el, children) {
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  function badge(state) {
+    return h('span', { class: 'badge state-' + String(state).toLowerCase() }, state);
+  }
+
+  function labelChips(labels) {
+    return Object.entries(labels || {}).map(([k, v]) => h('span', { class: 'chip' }, k + '=' + v));
+  }
+
+  function fmtTime(t) {
+    if (!t) return '';
+    const d = new Date(t);
+    if (Number.isNaN(d.getTime())) return String(t);
+    const p = (n) => String(n).padStart(2, '0');
+    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' +
+      p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+  }
+
+  function jobHref(id) { return '#/jobs/' + encodeURIComponent(id); }
+
+  function setLive(mode, text) {
+    const el = document.getElementById('live');
+    el.dataset.mode = mode;
+    el.textContent = text;
+  }
+
+  /* ---- the API --------------------------------------------------------------------------- */
+
+  class AuthError extends Error {}
+
+  class ApiError extends Error {
+    constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+  }
+
+  function token() { return sessionStorage.getItem(TOKEN_KEY); }
+
+  async function api(path, opts) {
+    const o = Object.assign({ cache: 'no-store' }, opts || {});
+    const headers = new Headers(o.headers || {});
+    headers.set('Authorization', 'Bearer ' + token());
+    o.headers = headers;
+    const r = await fetch(path, o);
+    if (r.status === 401) {
+      askToken('The server refused that token (401); enter another.');
+      throw new AuthError('unauthorized');
+    }
+    return r;
+  }
+
+  async function apiError(r) {
+    let code = '', msg = r.status + ' ' + r.statusText;
+    try {
+      const p = await r.json();
+      code = p.code || '';
+      msg = [p.title, p.detail].filter(Boolean).join(': ') || msg;
+    } catch (e) { /* not a problem document */ }
+    return new ApiError(r.status, code, msg);
+  }
+
+  async function apiJson(path, opts) {
+    const r = await api(path, opts);
+    if (!r.ok) throw await apiError(r);
+    return r.json();
+  }
+
+  function sleep(ms, signal) {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      if (signal) signal.addEventListener('abort', () => { clearTimeout(t); resolve(); },
+        { once: true });
+    });
+  }
+
+  /* ---- Server-Sent Events ---------------------------------------------------------------- */
+
+  /*
+   * The event-stream format (HTML Living Standard, "Server-sent events"): lines ended by CRLF,
+   * LF or CR; `field: value` lines; a blank line dispatches the event; `:` starts a comment.
+   * push() takes text in chunks cut anywhere; onEvent gets {event, id, data} where id is the
+   * last id seen so far (the value to resume from).
+   */
+  class SseParser {
+    constructor(onEvent) {
+      this.onEvent = onEvent;
+      this.buf = '';
+      this.data = [];
+      this.type = '';
+      this.lastId = null;
+      this.retry = null;
+    }
+
+    push(text) {
+      this.buf += text;
+      for (;;) {
+        const m = /\r\n|\r|\n/.exec(this.buf);
+        if (!m) break;
+        /* A CR that ends the text may be the first half of a CRLF cut between chunks. */
+        if (m[0] === '\r' && m.index === this.buf.length - 1) break;
+        const line = this.buf.slice(0, m.index);
+        this.buf = this.buf.slice(m.index + m[0].length);
+        this.line(line);
+      }
+    }
+
+    line(line) {
+      if (line === '') {
+        if (this.data.length) {
+          this.onEvent({ event: this.type || 'message', id: this.lastId,
+            data: this.data.join('\n') });
+        }
+        this.data = [];
+        this.type = '';
+        return;
+      }
+      if (line[0] === ':') return;
+      const c = line.indexOf(':');
+      const field = c < 0 ? line : line.slice(0, c);
+      let value = c < 0 ? '' : line.slice(c + 1);
+      if (value[0] === ' ') value = value.slice(1);
+      if (field === 'event') this.type = value;
+      else if (field === 'data') this.data.push(value);
+      else if (field === 'id' && !value.includes('\0')) this.lastId = value;
+      else if (field === 'retry' && /^[0-9]+$/.test(value)) this.retry = Number(value);
+    }
+  }
+  exported.SseParser = SseParser;
+
+  /*
+   * Follows an event stream until page ends: h.onEvent(ev) per event, h.onMode(mode) when the
+   * connection goes live or drops. After a drop (the server restarted, a proxy cut it, nothing
+   * arrived for STALL_MS) it connects again with Last-Event-ID, waiting longer each time (1 s
+   * to 15 s). A route that answers anything but an event stream (404: this server has no such
+   * stream; 400) ends the loop with h.onUnsupported(response).
+   */
+  async function follow(page, url, hd) {
+    let lastId = null;
+    let delay = 1000;
+    while (!page.signal.aborted) {
+      const conn = new AbortController();
+      const stop = () => conn.abort();
+      page.signal.addEventListener('abort', stop, { once: true });
+      let watchdog = null;
+      const arm = () => { clearTimeout(watchdog); watchdog = setTimeout(stop, STALL_MS); };
+      try {
+        const headers = { Accept: 'text/event-stream' };
+        if (lastId !== null) headers['Last-Event-ID'] = lastId;
+        arm();
+        const r = await api(url, { headers, signal: conn.signal });
+        const ct = r.headers.get('Content-Type') || '';
+        if (r.ok && ct.startsWith('text/event-stream')) {
+          hd.onMode('live');
+          delay = 1000;
+          const parser = new SseParser((ev) => {
+            lastId = ev.id;
+            try { hd.onEvent(ev); } catch (e) { console.error(e); }
+          });
+          const reader = r.body.getReader();
+          const dec = new TextDecoder();
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            arm();
+            parser.push(dec.decode(value, { stream: true }));
+          }
+        } else if (r.status < 500) {
+          hd.onUnsupported(r);
+          return;
+        }
+      } catch (e) {
+        if (e instanceof AuthError) return;
+      } finally {
+        clearTimeout(watchdog);
+        page.signal.removeEventListener('abort', stop);
+      }
+      if (page.signal.aborted) return;
+      hd.onMode('reconnecting');
+      await sleep(delay, page.signal);
+      delay = Math.min(delay * 2, 15000);
+    }
+  }
+
+  /* ---- pages ----------------------------------------------------------------------------- */
+
+  /* What one view owns; route() ends it before the next view starts. */
+  class Page {
+    constructor() { this.ac = new AbortController(); this.charts = []; this.timers = []; }
+    get signal() { return this.ac.signal; }
+    end() {
+      this.ac.abort();
+      for (const c of this.charts) c.destroy();
+      for (const t of this.timers) clearInterval(t);
+    }
+  }
+
+  let current = null;
+
+  function parseHash() {
+    const raw = location.hash.replace(/^#/, '') || '/jobs';
+    const q = raw.indexOf('?');
+    return {
+      path: q < 0 ? raw : raw.slice(0, q),
+      params: new URLSearchParams(q < 0 ? '' : raw.slice(q + 1)),
+    };
+  }
+
+  function route() {
+    if (current) current.end();
+    current = null;
+    const view = document.getElementById('view');
+    view.replaceChildren();
+    document.body.dataset.ready = '';
+    if (!token()) { askToken(''); return; }
+    document.getElementById('login').hidden = true;
+    document.getElementById('signout').hidden = false;
+    setLive('off', 'not live');
+    const page = current = new Page();
+    const { path, params } = parseHash();
+    let m, run;
+    if (path === '/jobs' || path === '/') run = jobsPage(page, view, params);
+    else if ((m = /^\/jobs\/([0-9a-z]{1,64})$/.exec(path))) run = jobPage(page, view, m[1]);
+    else if (path === '/compare') run = comparePage(page, view, params);
+    else run = Promise.resolve(add(view, [h('p', { class: 'error' }, 'No such page: ' + path)]));
+    document.body.dataset.view = path.split('/')[1] || 'jobs';
+    run.then(() => { if (!page.signal.aborted) document.body.dataset.ready = '1'; },
+      (e) => {
+        if (e instanceof AuthError || page.signal.aborted) return;
+        add(view, [h('p', { class: 'error' }, String(e.message || e))]);
+        document.body.dataset.ready = 'error';
+      });
+  }
+
+  function askToken(message) {
+    if (current) current.end();
+    current = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    document.getElementById('view').replaceChildren();
+    document.getElementById('signout').hidden = true;
+    document.getElementById('login').hidden = false;
+    document.getElementById('login-error').textContent = message || '';
+    setLive('off', 'not live');
+    document.body.dataset.view = 'login';
+    document.getElementById('login-token').focus();
+  }
+
+  /* ---- the jobs table -------------------------------------------------------------------- */
+
+  function filtersQuery(params) {
+    const q = new URLSearchParams();
+    for (const s of params.getAll('state')) if (s) q.append('state', s);
+    if (params.get('queue')) q.set('queue', params.get('queue'));
+    for (const l of params.getAll('label')) {
+      for (const one of l.split(/[\s,]+/)) if (one) q.append('label', one);
+    }
+    return q;
+  }
+
+  function matches(job, params) {
+    const states = params.getAll('state').filter(Boolean).flatMap((s) => s.split(','))
+      .map((s) => s.toUpperCase());
+    if (states.length && !states.includes(job.state)) return false;
+    const queue = params.get('queue');
+    if (queue && job.queue !== queue) return false;
+    const labels = (job.spec && job.spec.labels) || {};
+    for (const l of params.getAll('label').flatMap((s) => s.split(/[\s,]+/))) {
+      if (!l) continue;
+      const eq = l.indexOf('=');
+      if (eq < 0 || labels[l.slice(0, eq)] !== l.slice(eq + 1)) return false;
+    }
+    return true;
+  }
+
+  function jobRow(job) {
+    return h('tr', { dataset: { id: job.id, state: job.state } },
+      h('td', { class: 'name' }, h('a', { href: jobHref(job.id) }, job.name)),
+      h('td', { class: 'id mono' }, job.id),
+      h('td', { class: 'state' }, badge(job.state)),
+      h('td', {}, job.queue),
+      h('td', { class: 'labels' }, labelChips(job.spec && job.spec.labels)),
+      h('td', { class: 'time' }, fmtTime(job.created_at)),
+      h('td', { class: 'num' }, String(job.attempt)));
+  }
+
+  function filterForm(params) {
+    const state = h('select', { name: 'state' }, h('option', { value: '' }, 'any state'),
+      STATES.map((s) => h('option', { value: s }, s)));
+    state.value = (params.get('state') || '').toUpperCase();
+    const queue = h('input', { name: 'queue', placeholder: 'queue', spellcheck: 'false' });
+    queue.value = params.get('queue') || '';
+    const label = h('input', { name: 'label', placeholder: 'label k=v (several: k=v,k2=v2)',
+      spellcheck: 'false', class: 'wide' });
+    label.value = params.getAll('label').join(',');
+    return h('form', {
+      class: 'filters',
+      onsubmit: (e) => {
+        e.preventDefault();
+        const q = new URLSearchParams();
+        if (state.value) q.set('state', state.value);
+        if (queue.value.trim()) q.set('queue', queue.value.trim());
+        if (label.value.trim()) q.set('label', label.value.trim());
+        const s = q.toString();
+        location.hash = '#/jobs' + (s ? '?' + s : '');
+      },
+    }, state, queue, label, h('button', { type: 'submit' }, 'Filter'),
+    h('a', { href: '#/compare' + (label.value ? '?' + new URLSearchParams({ label: label.value })
+      : ''), class: 'button' }, 'Compare these'));
+  }
+
+  async function jobsPage(page, view, params) {
+    const filters = filtersQuery(params);
+    const tbody = h('tbody');
+    const rows = new Map();
+    const more = h('button', { type: 'button', hidden: true }, 'More');
+    const count = h('span', { class: 'muted' });
+    add(view, [
+      h('h1', {}, 'Jobs'), filterForm(params),
+      h('table', { class: 'jobs', id: 'jobs' },
+        h('thead', {}, h('tr', {}, ['name', 'id', 'state', 'queue', 'labels', 'created',
+          'attempt'].map((c) => h('th', {}, c)))),
+        tbody),
+      h('p', {}, more, ' ', count),
+    ]);
+
+    const place = (job, atTop) => {
+      const old = rows.get(job.id);
+      if (!matches(job, params)) {
+        if (old) { old.remove(); rows.delete(job.id); }
+        return;
+      }
+      const tr = jobRow(job);
+      if (old) old.replaceWith(tr);
+      else if (atTop) tbody.prepend(tr);
+      else tbody.append(tr);
+      rows.set(job.id, tr);
+      count.textContent = rows.size + ' jobs shown';
+    };
+
+    let pageToken = null;
+    const load = async () => {
+      const q = new URLSearchParams(filters);
+      q.set('limit', '100');
+      if (pageToken) q.set('page_token', pageToken);
+      const list = await apiJson('/v1/jobs?' + q, { signal: page.signal });
+      for (const job of list.jobs) if (!rows.has(job.id)) place(job, false);
+      pageToken = list.next_page_token || null;
+      more.hidden = !pageToken;
+      count.textContent = rows.size + ' jobs shown';
+    };
+    more.addEventListener('click', () => load().catch(() => {}));
+    await load();
+
+    /* Events say what changed; the row is drawn from the job as GET returns it (attempt). */
+    const due = new Set();
+    let flushing = false;
+    const flush = async () => {
+      if (flushing) return;
+      flushing = true;
+      try {
+        while (due.size && !page.signal.aborted) {
+          const ids = [...due].slice(0, 8);
+          ids.forEach((id) => due.delete(id));
+          await Promise.all(ids.map((id) =>
+            apiJson('/v1/jobs/' + encodeURIComponent(id), { signal: page.signal })
+              .then((job) => place(job, true), () => {})));
+        }
+      } finally { flushing = false; }
+    };
+    follow(page, '/v1/events?' + new URLSearchParams([...filters, ['follow', 'true']]), {
+      onMode: (m) => setLive(m, m === 'live' ? 'live' : 'reconnecting…'),
+      onUnsupported: () => setLive('unavailable', 'not live (no event stream)'),
+      onEvent: (ev) => {
+        if (ev.event !== 'job') return;
+        const d = JSON.parse(ev.data);
+        const tr = rows.get(d.job_id);
+        if (tr && d.to) {
+          tr.dataset.state = d.to;
+          tr.querySelector('td.state').replaceChildren(badge(d.to));
+        }
+        due.add(d.job_id);
+        flush();
+      },
+    });
+  }
+
+  /* ---- one job --------------------------------------------------------------------------- */
+
+  function section(title, ...body) {
+    return h('section', { class: 'panel' }, h('h2', {}, title), body);
+  }
+
+  function kv(pairs) {
+    return h('dl', { class: 'kv' }, pairs.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+  }
+
+  function eventItem(ev) {
+    return h('li', {},
+      h('span', { class: 'time' }, fmtTime(ev.time)), ' ',
+      ev.from && ev.from !== ev.to ? [badge(ev.from), ' → '] : null, badge(ev.to), ' ',
+      h('strong', {}, ev.reason), ev.message ? [' ', h('span', { class: 'msg' }, ev.message)]
+        : null);
+  }
+
+  function rankRow(rk) {
+    const where = [rk.pid ? 'pid ' + rk.pid : '', rk.pod || '', rk.node ? 'on ' + rk.node : '']
+      .filter(Boolean).join(' ');
+    const end = rk.signal ? 'signal ' + rk.signal
+      : (rk.exit_code !== null && rk.exit_code !== undefined ? 'exit ' + rk.exit_code : '');
+    return h('tr', {}, h('td', { class: 'num' }, String(rk.rank)),
+      h('td', {}, h('span', { class: 'rank-state rank-' + rk.state }, rk.state)),
+      h('td', {}, where), h('td', {}, end), h('td', { class: 'time' }, fmtTime(rk.started_at)),
+      h('td', { class: 'time' }, fmtTime(rk.ended_at)));
+  }
+
+  function attemptsView(attempts) {
+    if (!attempts.length) return h('p', { class: 'muted' }, 'No attempt has started yet.');
+    return attempts.slice().reverse().map((a) => h('div', { class: 'attempt' },
+      h('h3', {}, 'Attempt ' + a.attempt + ' ', h('span', { class: 'rank-state' }, a.state),
+        a.reason ? ' ' + a.reason : '', a.message ? ' — ' + a.message : ''),
+      h('p', { class: 'muted' }, 'started ' + fmtTime(a.started_at) +
+        (a.ended_at ? ', ended ' + fmtTime(a.ended_at) : '')),
+      h('table', { class: 'ranks' }, h('thead', {}, h('tr', {},
+        ['rank', 'state', 'where', 'end', 'started', 'ended'].map((c) => h('th', {}, c)))),
+      h('tbody', {}, a.ranks.map(rankRow)))));
+  }
+
+  /* A Chart.js line chart of {x: step, y: value} series; labels are drawn as text. */
+  function lineChart(page, canvas, title, datasets) {
+    const chart = new window.Chart(canvas, {
+      type: 'line',
+      data: { datasets },
+      options: {
+        animation: false,
+        parsing: false,
+        normalized: true,
+        responsive: true,
+        maintainAspectRatio: false,
+        interaction: { mode: 'nearest', intersect: false, axis: 'x' },
+        elements: { point: { radius: 0 }, line: { borderWidth: 1.5 } },
+        scales: {
+          x: { type: 'linear', title: { display: true, text: 'step' } },
+          y: { title: { display: true, text: title } },
+        },
+        plugins: {
+          legend: { display: datasets.length > 1 },
+          title: { display: true, text: title },
+        },
+      },
+    });
+    page.charts.push(chart);
+    return chart;
+  }
+
+  /* Inserts (or replaces, for a step reported again) a point, keeping data sorted by step. */
+  function putPoint(data, x, y) {
+    const n = data.length;
+    if (!n || data[n - 1].x < x) { data.push({ x, y }); return; }
+    let lo = 0, hi = n;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (data[mid].x < x) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < n && data[lo].x === x) data[lo] = { x, y };
+    else data.splice(lo, 0, { x, y });
+  }
+
+  function logPanel(page, jobId, rank) {
+    const pre = h('pre', { class: 'log', dataset: { rank: String(rank) } });
+    const text = document.createTextNode('');
+    pre.appendChild(text);
+    const status = h('span', { class: 'muted' }, 'connecting…');
+    const ac = new AbortController();
+    const stop = h('button', { type: 'button', onclick: () => ac.abort() }, 'Stop');
+    const panel = h('div', { class: 'logpanel' },
+      h('h3', {}, 'rank ' + rank + ' ', status, ' ', stop), pre);
+    page.signal.addEventListener('abort', () => ac.abort(), { once: true });
+    (async () => {
+      try {
+        const q = new URLSearchParams({ rank: String(rank), follow: 'true', tail: '500' });
+        const r = await api('/v1/jobs/' + encodeURIComponent(jobId) + '/logs?' + q,
+          { signal: ac.signal });
+        if (!r.ok) { status.textContent = (await apiError(r)).message; return; }
+        status.textContent = 'following';
+        const reader = r.body.getReader();
+        const dec = new TextDecoder();
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+          text.appendData(dec.decode(value, { stream: true }));
+          if (text.length > LOG_KEEP) {
+            const cut = text.data.indexOf('\n', text.length - LOG_KEEP);
+            text.deleteData(0, cut < 0 ? text.length - LOG_KEEP : cut + 1);
+          }
+          if (atEnd) pre.scrollTop = pre.scrollHeight;
+        }
+        status.textContent = 'ended (the rank ended)';
+      } catch (e) {
+        if (!(e instanceof AuthError)) status.textContent = ac.signal.aborted ? 'stopped'
+          : 'dropped: ' + (e.message || e);
+      }
+    })();
+    return panel;
+  }
+
+  async function jobPage(page, view, id) {
+    const base = '/v1/jobs/' + encodeURIComponent(id);
+    let job = await apiJson(base, { signal: page.signal });
+    const head = h('div', { class: 'jobhead' });
+    const summary = h('div');
+    const attemptsBox = h('div');
+    const timeline = h('ol', { class: 'timeline', id: 'timeline' });
+    const chartNote = h('p', { class: 'muted' });
+    const canvases = {
+      loss: h('canvas', { id: 'chart-loss' }),
+      accuracy: h('canvas', { id: 'chart-accuracy' }),
+    };
+    const logs = h('div', { class: 'logs' });
+    const logButtons = h('p', {});
+    add(view, [
+      head,
+      section('Summary', summary),
+      section('Metrics', chartNote, h('div', { class: 'charts' },
+        h('div', { class: 'chartbox' }, canvases.loss),
+        h('div', { class: 'chartbox' }, canvases.accuracy))),
+      section('Attempts and ranks', attemptsBox),
+      section('Logs', logButtons, logs),
+      section('Events', timeline),
+      section('Spec', h('pre', { class: 'spec', id: 'spec' }, JSON.stringify(job.spec, null, 2))),
+    ]);
+
+    const drawJob = () => {
+      head.replaceChildren(h('h1', {}, job.name, ' ', badge(job.state)),
+        h('p', { class: 'mono muted' }, job.id), h('p', {}, labelChips(job.spec.labels)));
+      summary.replaceChildren(kv([
+        ['queue', job.queue], ['priority', String(job.priority)],
+        ['workers', String(job.spec.workers.count)], ['attempt', String(job.attempt)],
+        ['restarts', String(job.restarts) + ' of ' + job.spec.restart.max],
+        ['created', fmtTime(job.created_at)], ['updated', fmtTime(job.updated_at)],
+        ['command', [...job.spec.command, ...job.spec.args].join(' ')],
+      ]));
+    };
+    const drawAttempts = async () => {
+      const a = await apiJson(base + '/attempts', { signal: page.signal });
+      attemptsBox.replaceChildren(...[attemptsView(a.attempts)].flat());
+    };
+    drawJob();
+    await drawAttempts();
+    for (let r = 0; r < Math.min(job.spec.workers.count, 64); r++) {
+      logButtons.appendChild(h('button', {
+        type: 'button',
+        onclick: () => logs.prepend(logPanel(page, id, r)),
+      }, 'Follow rank ' + r));
+    }
+
+    /* Charts: the downsampled series now, then the points the job stream brings. */
+    const charts = {};
+    let metricsSeq = 0;
+    try {
+      const m = await apiJson(base + '/metrics?max_points=1000', { signal: page.signal });
+      for (const name of ['loss', 'accuracy']) {
+        const s = (m.series || []).find((x) => x.name === name);
+        const data = s ? s.points.map((p) => ({ x: p.step, y: p.value })) : [];
+        charts[name] = lineChart(page, canvases[name], name,
+          [{ label: name, data, borderColor: COLORS[name === 'loss' ? 0 : 2],
+            backgroundColor: COLORS[name === 'loss' ? 0 : 2] }]);
+        exported.charts[name] = charts[name];
+      }
+      const names = (m.series || []).map((s) => s.name + ' (' + s.total_points + ' points)');
+      chartNote.textContent = names.length ? 'Series: ' + names.join(', ')
+        : 'No metric reported yet.';
+    } catch (e) {
+      if (e instanceof AuthError || page.signal.aborted) throw e;
+      chartNote.textContent = 'Metrics unavailable: ' + e.message;
+    }
+    let redraw = 0;
+    const addPoints = (points) => {
+      for (const p of points) {
+        for (const name of Object.keys(charts)) {
+          if (typeof p[name] === 'number') putPoint(charts[name].data.datasets[0].data, p.step,
+            p[name]);
+        }
+      }
+      if (!redraw) {
+        redraw = requestAnimationFrame(() => {
+          redraw = 0;
+          for (const c of Object.values(charts)) c.update('none');
+          metricsSeq++;
+          document.body.dataset.metricsUpdates = String(metricsSeq);
+        });
+      }
+    };
+
+    let refreshing = null;
+    const refresh = () => {
+      if (refreshing) return;
+      refreshing = setTimeout(async () => {
+        refreshing = null;
+        try {
+          job = await apiJson(base, { signal: page.signal });
+          drawJob();
+          await drawAttempts();
+        } catch (e) { /* the next event tries again */ }
+      }, 200);
+      page.timers.push(refreshing);
+    };
+
+    /* The job stream sends every existing event first: the timeline is drawn from it. */
+    let fromStream = false;
+    follow(page, base + '/events?follow=true', {
+      onMode: (m) => {
+        setLive(m, m === 'live' ? 'live' : 'reconnecting…');
+        if (m === 'live' && !fromStream) { timeline.replaceChildren(); fromStream = true; }
+      },
+      onUnsupported: async (r) => {
+        setLive('unavailable', 'not live (no event stream)');
+        /* A server without the stream answers the plain list, as JSON. */
+        const list = r.ok ? await r.json() : await apiJson(base + '/events',
+          { signal: page.signal });
+        timeline.replaceChildren(...list.events.map(eventItem));
+      },
+      onEvent: (ev) => {
+        const d = JSON.parse(ev.data);
+        if (ev.event === 'job') {
+          timeline.appendChild(eventItem(d));
+          refresh();
+        } else if (ev.event === 'metrics' && Array.isArray(d.points)) {
+          addPoints(d.points);
+        }
+      },
+    });
+  }
+
+  /* ---- compare --------------------------------------------------------------------------- */
+
+  /* The parameters of a run: its labels, its --flags and its env, by name. */
+  function params(job, selectorKeys) {
+    const out = new Map();
+    for (const [k, v] of Object.entries(job.spec.labels || {})) {
+      if (!selectorKeys.has(k)) out.set(k, v);
+    }
+    const args = job.spec.args || [];
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i];
+      if (!a.startsWith('--') || a.length < 3) continue;
+      const eq = a.indexOf('=');
+      if (eq > 0) out.set(a.slice(2, eq), a.slice(eq + 1));
+      else if (i + 1 < args.length && !args[i + 1].startsWith('--')) out.set(a.slice(2), args[++i]);
+      else out.set(a.slice(2), 'true');
+    }
+    for (const [k, v] of Object.entries(job.spec.env || {})) out.set('$' + k, v);
+    return out;
+  }
+
+  /* The names whose values are not the same in every run. */
+  function differing(paramsList) {
+    const names = new Set(paramsList.flatMap((p) => [...p.keys()]));
+    return [...names].filter((n) => new Set(paramsList.map((p) => p.get(n))).size > 1).sort();
+  }
+
+  async function comparePage(page, view, qp) {
+    const selector = qp.getAll('label').join(',');
+    const metric = qp.get('metric') || 'loss';
+    const sel = h('input', { name: 'label', class: 'wide',
+      placeholder: 'label k=v, e.g. sweep=lr-grid', spellcheck: 'false' });
+    sel.value = selector;
+    const met = h('input', { name: 'metric', placeholder: 'metric', spellcheck: 'false' });
+    met.value = metric;
+    add(view, [h('h1', {}, 'Compare runs'), h('form', {
+      class: 'filters',
+      onsubmit: (e) => {
+        e.preventDefault();
+        location.hash = '#/compare?' + new URLSearchParams({ label: sel.value.trim(),
+          metric: met.value.trim() || 'loss' });
+      },
+    }, sel, met, h('button', { type: 'submit' }, 'Compare'))]);
+    if (!selector) {
+      add(view, [h('p', { class: 'muted' }, 'Name a label selector: every job that has it is ' +
+        'drawn on one chart, each curve named by the parameter that differs between them.')]);
+      return;
+    }
+    const q = filtersQuery(new URLSearchParams([['label', selector]]));
+    q.set('limit', String(MAX_COMPARE));
+    const list = await apiJson('/v1/jobs?' + q, { signal: page.signal });
+    const jobs = list.jobs.slice(0, MAX_COMPARE).reverse(); /* oldest first: stable colours */
+    if (!jobs.length) {
+      add(view, [h('p', { class: 'muted' }, 'No job has ' + selector + '.')]);
+      return;
+    }
+    const keys = new Set(selector.split(/[\s,]+/).map((s) => s.split('=')[0]));
+    const plist = jobs.map((j) => params(j, keys));
+    const diff = differing(plist);
+    const names = jobs.map((j, i) => {
+      const parts = diff.map((n) => n + '=' + (plist[i].has(n) ? plist[i].get(n) : '(none)'));
+      return parts.length ? parts.join(', ') : j.name;
+    });
+    /* Two runs with the same parameters still get two names. */
+    const twice = names.map((n) => names.indexOf(n) !== names.lastIndexOf(n));
+    twice.forEach((t, i) => { if (t) names[i] += ' [' + jobs[i].id.slice(-6) + ']'; });
+
+    const series = [];
+    for (let i = 0; i < jobs.length; i += 6) {
+      const batch = jobs.slice(i, i + 6).map((j) => apiJson('/v1/jobs/' +
+        encodeURIComponent(j.id) + '/metrics?' + new URLSearchParams({ name: metric,
+        max_points: '500' }), { signal: page.signal }).then((m) => {
+        const s = (m.series || []).find((x) => x.name === metric);
+        return s ? s.points.map((p) => ({ x: p.step, y: p.value })) : [];
+      }, (e) => { if (e instanceof AuthError) throw e; return []; }));
+      series.push(...await Promise.all(batch));
+    }
+    const canvas = h('canvas', { id: 'chart-compare' });
+    add(view, [
+      h('p', {}, jobs.length + ' jobs with ' + selector +
+        (list.next_page_token ? ' (the newest ' + MAX_COMPARE + ')' : '') + '; differing: ' +
+        (diff.length ? diff.join(', ') : 'nothing but the name')),
+      h('div', { class: 'chartbox tall' }, canvas),
+      h('table', { class: 'jobs' }, h('thead', {}, h('tr', {}, ['curve', 'job', 'state',
+        'points', 'last ' + metric].map((c) => h('th', {}, c)))),
+      h('tbody', {}, jobs.map((j, i) => h('tr', { dataset: { id: j.id } },
+        h('td', {}, h('span', { class: 'swatch c' + (i % COLORS.length) }), ' ', names[i]),
+        h('td', {}, h('a', { href: jobHref(j.id) }, j.name)), h('td', {}, badge(j.state)),
+        h('td', { class: 'num' }, String(series[i].length)),
+        h('td', { class: 'num' }, series[i].length ? String(series[i][series[i].length - 1].y)
+          : ''))))),
+    ]);
+    exported.charts.compare = lineChart(page, canvas, metric, jobs.map((j, i) => ({
+      label: names[i], data: series[i], borderColor: COLORS[i % COLORS.length],
+      backgroundColor: COLORS[i % COLORS.length],
+    })));
+  }
+
+  /* ---- start ----------------------------------------------------------------------------- */
+
+  document.getElementById('login-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const input = document.getElementById('login-token');
+    const t = input.value.trim();
+    if (!t) return;
+    sessionStorage.setItem(TOKEN_KEY, t);
+    input.value = '';
+    route();
+  });
+  document.getElementById('signout').addEventListener('click', () => askToken(''));
+  window.addEventListener('hashchange', route);
+  route();
+}());
