@@ -30,6 +30,15 @@
  * under /attempts) is rebuilt from the sjob whenever a rank or the attempt
  * changes, and written with the round's commit.
  *
+ * Job tokens. Every attempt's ranks get a token of their own in
+ * TRAINYARD_TOKEN, with which they report metrics for their job and nothing
+ * else. The commit phase mints it for each transition into STARTING (a side
+ * effect, so not while deciding) and the store keeps only its SHA-256, written
+ * with that transition, which revokes the previous attempt's token. The
+ * secret lives in the sjob from the commit to launch() and is wiped once the
+ * backend has its copy: it is never stored, logged or put in a record. A
+ * commit that fails mints again when it is retried.
+ *
  * Threads: everything here runs on the scheduler thread except
  * sched_get_stats() and sched_log_*(), which read `mu`-protected fields:
  * the job list and each rank's state (for follow).
@@ -50,6 +59,7 @@
 #include <unistd.h>
 
 #include "common/ty_buf.h"
+#include "common/ty_crypto.h"
 #include "common/ty_json.h"
 #include "common/ty_log.h"
 #include "common/ty_quantity.h"
@@ -163,6 +173,7 @@ typedef struct sjob {
     char waiting[BACKEND_DETAIL_MAX]; /* the backend's last PENDING reason, "" when none */
     int recheck;           /* the store refused an update: read the job again */
     int retry;             /* the store failed: this round's changes are tried again */
+    char token[TY_TOKEN_BUFLEN]; /* the starting attempt's job token until launch(), else "" */
 } sjob;
 
 typedef struct queue_count {
@@ -295,6 +306,7 @@ static void job_free(sjob *j)
     free(j->ranks);
     free(j->queue);
     json_decref(j->spec);
+    explicit_bzero(j->token, sizeof j->token);
     free(j);
 }
 
@@ -601,6 +613,7 @@ typedef struct change {
     act act;
     char msg[320];
     char *record; /* owned */
+    unsigned char token_hash[TY_SHA256_LEN]; /* into STARTING: the new job token's hash */
 } change;
 
 typedef struct round {
@@ -1223,17 +1236,57 @@ out:
 
 /* ---- acting after the commit ---------------------------------------------- */
 
-/* Launches j's current attempt (its STARTING committed); the backend answers with events. */
+/*
+ * Launches j's current attempt (its STARTING committed); the backend answers with events.
+ * The attempt's env is the job's plus TRAINYARD_TOKEN, which the backend copies.
+ */
 static void launch(sched *s, sjob *j)
 {
     backend_job bj;
+    char entry[sizeof "TRAINYARD_TOKEN=" + TY_TOKEN_BUFLEN];
+    const char **env = NULL;
     job_backend_view(j, j->attempt, &bj);
+    if (j->token[0]) {
+        size_t n = 0;
+        while (j->env[n])
+            n++;
+        snprintf(entry, sizeof entry, "TRAINYARD_TOKEN=%s", j->token);
+        /* Out of memory: the ranks start without a token (they cannot report). */
+        if ((env = calloc(n + 2, sizeof *env))) {
+            memcpy(env, j->env, n * sizeof *env);
+            env[n] = entry;
+            bj.env = env;
+        }
+    }
     j->launched = 1;
     j->alive = j->world;
     pthread_mutex_lock(&s->mu);
     s->launches++;
     pthread_mutex_unlock(&s->mu);
     s->be->ops->launch(s->be, j->res, &bj);
+    free(env);
+    explicit_bzero(entry, sizeof entry);
+    explicit_bzero(j->token, sizeof j->token);
+}
+
+/*
+ * Mints the job token of the attempt a change into STARTING begins: the secret into the
+ * job, its hash into the change (which the store writes with the transition). A failing
+ * RNG leaves the attempt without a token: its ranks run but cannot report.
+ */
+static void mint_token(change *c)
+{
+    sjob *j = c->job;
+    explicit_bzero(j->token, sizeof j->token);
+    ty_err e = ty_token_generate(j->token);
+    if (e != TY_OK) {
+        explicit_bzero(j->token, sizeof j->token);
+        TY_LOG(TY_LOG_ERROR, "scheduler: cannot mint a job token", "{s:s, s:s}", "job_id",
+               j->id, "error", ty_strerror(e));
+        return;
+    }
+    ty_sha256(j->token, strlen(j->token), c->token_hash);
+    c->u.job_token_hash = c->token_hash;
 }
 
 /* Reads a job the store refused to move, so the next round decides from its real state. */
@@ -1321,8 +1374,11 @@ static void commit(sched *s, round *r, round *next)
         s->commit_failed = 1;
         return;
     }
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->c[i].u.to == JOB_STARTING && r->c[i].u.from != JOB_STARTING)
+            mint_token(&r->c[i]);
         u[i] = r->c[i].u;
+    }
     ty_err e = r->n ? store_jobs_update(s->st, u, r->n) : TY_OK, failed = TY_OK;
     s->commit_failed = 0;
     for (size_t i = 0; i < r->n; i++) {

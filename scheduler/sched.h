@@ -28,7 +28,11 @@
  *
  * A state is written before the action it announces (STARTING before the
  * ranks exist), so a crash leaves the store ahead of the world, never behind.
- * RUNNING is written when the backend reports every rank running. At start
+ * RUNNING is written when the backend reports every rank running. Every
+ * attempt's ranks get a job token of their own in TRAINYARD_TOKEN (in the env
+ * the backend gets for that attempt only); the store keeps its SHA-256,
+ * written with the transition into STARTING, which revokes the previous
+ * attempt's token, and revokes it when the job ends. At start
  * the loop recovers every job a previous process left STARTING, RUNNING,
  * RESTARTING or CANCELLING: the backend adopts the attempt that still runs
  * (it carries on), or stops what is left of it and the attempt restarts

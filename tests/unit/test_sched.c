@@ -15,6 +15,8 @@
  * (retried, nothing done twice), a commit that conflicts with a concurrent
  * cancel, stops the backend could not deliver, a wake-up when capacity grows
  * (and the Waiting reason before it), and an attempt adopted on recovery.
+ * Every attempt's ranks get a job token the store knows the hash of, and a
+ * restart's new token revokes the old one.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +34,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "common/ty_crypto.h"
 #include "common/ty_log.h"
 #include "scheduler/local.h"
 #include "scheduler/sched.h"
@@ -969,6 +972,168 @@ static void test_fake_adopt_on_recover(void **state)
     expect_call(f, "release", kept, NULL, 1);
 }
 
+/*
+ * A backend in front of the fake that keeps the TRAINYARD_TOKEN of each launch (the fake
+ * keeps no env); everything else goes to the fake, which the test drives as usual.
+ */
+typedef struct spy_backend {
+    backend base;
+    backend_ops ops;
+    backend *inner;
+    pthread_mutex_t mu;
+    char tokens[8][TY_TOKEN_BUFLEN]; /* by attempt; "" when a launch had none */
+    int launches;
+} spy_backend;
+
+static spy_backend *spy_of(backend *b)
+{
+    return (spy_backend *)b;
+}
+
+static ty_err spy_reserve(backend *b, const backend_job *job, backend_attempt **out, char *why,
+                          size_t whylen)
+{
+    backend *in = spy_of(b)->inner;
+    return in->ops->reserve(in, job, out, why, whylen);
+}
+
+static void spy_launch(backend *b, backend_attempt *a, const backend_job *job)
+{
+    spy_backend *sp = spy_of(b);
+    pthread_mutex_lock(&sp->mu);
+    if (job->attempt > 0 && job->attempt < 8) {
+        sp->tokens[job->attempt][0] = '\0';
+        for (size_t i = 0; job->env && job->env[i]; i++)
+            if (strncmp(job->env[i], "TRAINYARD_TOKEN=", 16) == 0)
+                snprintf(sp->tokens[job->attempt], TY_TOKEN_BUFLEN, "%s", job->env[i] + 16);
+    }
+    sp->launches++;
+    pthread_mutex_unlock(&sp->mu);
+    sp->inner->ops->launch(sp->inner, a, job);
+}
+
+static int spy_event_fd(backend *b)
+{
+    backend *in = spy_of(b)->inner;
+    return in->ops->event_fd(in);
+}
+
+static size_t spy_observe(backend *b, backend_event *ev, size_t max)
+{
+    backend *in = spy_of(b)->inner;
+    return in->ops->observe(in, ev, max);
+}
+
+static void spy_stop(backend *b, backend_attempt *a, int hard)
+{
+    backend *in = spy_of(b)->inner;
+    in->ops->stop(in, a, hard);
+}
+
+static void spy_release(backend *b, backend_attempt *a)
+{
+    backend *in = spy_of(b)->inner;
+    in->ops->release(in, a);
+}
+
+static ty_err spy_recover(backend *b, const backend_job *job, int may_adopt, int grace_ms,
+                          backend_recovery *out, char *why, size_t whylen)
+{
+    backend *in = spy_of(b)->inner;
+    return in->ops->recover(in, job, may_adopt, grace_ms, out, why, whylen);
+}
+
+static void spy_capacity(const backend *b, int *total, int *used)
+{
+    const backend *in = ((const spy_backend *)b)->inner;
+    in->ops->capacity(in, total, used);
+}
+
+static void spy_free(backend *b)
+{
+    (void)b; /* the fixture frees the fake */
+}
+
+/* The job's token for `attempt` as the spy saw it: (id, attempt) in the store. */
+static void expect_token(spy_backend *sp, const fixture *f, const char *id, int attempt)
+{
+    pthread_mutex_lock(&sp->mu);
+    char token[TY_TOKEN_BUFLEN];
+    memcpy(token, sp->tokens[attempt], sizeof token);
+    pthread_mutex_unlock(&sp->mu);
+    assert_int_equal(strncmp(token, "ty_", 3), 0);
+    assert_int_equal(strlen(token), 3 + 43); /* "ty_" and 32 bytes in base64url */
+    unsigned char hash[TY_SHA256_LEN];
+    ty_sha256(token, strlen(token), hash);
+    char got[STORE_ID_LEN + 1];
+    int got_attempt = 0;
+    assert_int_equal(store_job_token_lookup(f->st, hash, got, &got_attempt), TY_OK);
+    assert_string_equal(got, id);
+    assert_int_equal(got_attempt, attempt);
+}
+
+static int token_valid(spy_backend *sp, const fixture *f, int attempt)
+{
+    unsigned char hash[TY_SHA256_LEN];
+    pthread_mutex_lock(&sp->mu);
+    ty_sha256(sp->tokens[attempt], strlen(sp->tokens[attempt]), hash);
+    pthread_mutex_unlock(&sp->mu);
+    char id[STORE_ID_LEN + 1];
+    int attempt_seen;
+    return store_job_token_lookup(f->st, hash, id, &attempt_seen) == TY_OK;
+}
+
+/* Each attempt's ranks get a token of their own; a restart revokes the old; the end, the last. */
+static void test_fake_job_token_per_attempt(void **state)
+{
+    fixture *f = *state;
+    assert_non_null(f->be = fake_backend_new(4));
+    static spy_backend sp; /* outlives a failed assertion: the loop may still run */
+    memset(&sp, 0, sizeof sp);
+    sp.inner = f->be;
+    sp.ops = *f->be->ops;
+    sp.ops.reserve = spy_reserve;
+    sp.ops.launch = spy_launch;
+    sp.ops.event_fd = spy_event_fd;
+    sp.ops.observe = spy_observe;
+    sp.ops.stop = spy_stop;
+    sp.ops.release = spy_release;
+    sp.ops.recover = spy_recover;
+    sp.ops.capacity = spy_capacity;
+    sp.ops.free = spy_free;
+    sp.base.ops = &sp.ops;
+    pthread_mutex_init(&sp.mu, NULL);
+    char err[256] = "";
+    sched_options so = {.store = f->st, .backend = &sp.base, .queue_limit = SCHED_UNLIMITED,
+                        .stop_grace_ms = 2000};
+    assert_int_equal(sched_start(&so, &f->sc, err, sizeof err), TY_OK);
+
+    char id[27];
+    submit(f, "reporting", "default", 0, 2, 1, "true", id);
+    expect_call(f, "launch", id, "1", 1);
+    expect_token(&sp, f, id, 1);
+
+    /* A rank fails: attempt 2 gets a new token and the first one stops working. */
+    assert_int_equal(fake_emit_running(f->be, id, -1, "node-a"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    assert_int_equal(fake_emit_exit(f->be, id, 0, 1, 0, NULL), 0);
+    expect_call(f, "launch", id, "2", 1);
+    expect_token(&sp, f, id, 2);
+    assert_string_not_equal(sp.tokens[1], sp.tokens[2]);
+    assert_false(token_valid(&sp, f, 1));
+
+    /* The job ends: its token is revoked with the transition. */
+    assert_int_equal(fake_emit_running(f->be, id, -1, "node-a"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    assert_int_equal(fake_emit_exit(f->be, id, -1, 0, 0, NULL), 0);
+    expect_done(f, id, JOB_SUCCEEDED);
+    assert_false(token_valid(&sp, f, 2));
+
+    sched_stop(f->sc);
+    f->sc = NULL;
+    pthread_mutex_destroy(&sp.mu);
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_WARN);
@@ -990,6 +1155,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fake_stop_failure_asked_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_capacity_wakes_waiting_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_adopt_on_recover, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_job_token_per_attempt, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
