@@ -492,7 +492,7 @@ static const char submit_body[] =
 static int one_request(client *c, uint64_t *points)
 {
     char path[128];
-    long st;
+    long st = 0;
     *points = 0;
     switch (g_mode) {
     case MODE_HEALTHZ:

@@ -67,17 +67,16 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* "2026-11-23T11:30:00.123Z" */
+/* "2026-11-23T11:30:00.123Z" into buf (at least 32 bytes). */
 static void format_time(int64_t ms, char *buf, size_t len)
 {
     time_t secs = (time_t)(ms / 1000);
     struct tm tm;
-    if (!gmtime_r(&secs, &tm)) {
+    size_t n = gmtime_r(&secs, &tm) ? strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm) : 0;
+    if (n == 0 || len - n < 6)
         snprintf(buf, len, "1970-01-01T00:00:00.000Z");
-        return;
-    }
-    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    else
+        snprintf(buf + n, len - n, ".%03dZ", (int)(ms % 1000));
 }
 
 void report_config_defaults(report_config *c)
