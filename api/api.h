@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "common/ty_buf.h"
 #include "common/ty_error.h"
@@ -63,9 +64,24 @@ typedef struct api_kv {
 
 /* The authenticated caller; NULL on open routes. */
 typedef struct api_principal {
-    const char *name;                /* token name */
-    unsigned scopes;                 /* STORE_SCOPE_* */
+    const char *name;                /* token name; a job token's is API_JOB_PRINCIPAL_PREFIX
+                                        and its job's id */
+    unsigned scopes;                 /* STORE_SCOPE_*; a job token's: STORE_SCOPE_REPORT alone */
 } api_principal;
+
+/* The name prefix of a job token's principal. API token names cannot hold ':'. */
+#define API_JOB_PRINCIPAL_PREFIX "job:"
+
+/* The id of the job a job token's principal is bound to (borrowed from p), or NULL for any
+ * other principal. */
+static inline const char *api_principal_job_id(const api_principal *p)
+{
+    size_t n = sizeof API_JOB_PRINCIPAL_PREFIX - 1;
+    if (!p || !p->name || p->scopes != STORE_SCOPE_REPORT ||
+        strncmp(p->name, API_JOB_PRINCIPAL_PREFIX, n) != 0)
+        return NULL;
+    return p->name + n;
+}
 
 /* One request; everything borrowed for the duration of the handler call. */
 typedef struct api_req {

@@ -32,6 +32,9 @@ void api_jobs_attempts(const api_req *req, api_resp *resp);
 void api_jobs_cancel(const api_req *req, api_resp *resp);
 void api_jobs_logs(const api_req *req, api_resp *resp);
 
+void api_metrics_report(const api_req *req, api_resp *resp);
+void api_metrics_read(const api_req *req, api_resp *resp);
+
 void api_tokens_list(const api_req *req, api_resp *resp);
 void api_tokens_create(const api_req *req, api_resp *resp);
 void api_tokens_revoke(const api_req *req, api_resp *resp);

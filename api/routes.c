@@ -23,6 +23,8 @@ const api_route api_routes[] = {
     {"GET", "/v1/events", api_events_follow, STORE_SCOPE_READ},
     {"GET", "/v1/jobs/{id}/attempts", api_jobs_attempts, STORE_SCOPE_READ},
     {"GET", "/v1/jobs/{id}/logs", api_jobs_logs, STORE_SCOPE_READ},
+    {"POST", "/v1/jobs/{id}/metrics", api_metrics_report, STORE_SCOPE_REPORT},
+    {"GET", "/v1/jobs/{id}/metrics", api_metrics_read, STORE_SCOPE_READ},
     {"POST", "/v1/jobs/{id}:cancel", api_jobs_cancel, STORE_SCOPE_SUBMIT},
     {"GET", "/v1/tokens", api_tokens_list, STORE_SCOPE_ADMIN},
     {"POST", "/v1/tokens", api_tokens_create, STORE_SCOPE_ADMIN},

@@ -40,6 +40,12 @@ void auth_cache_invalidate(auth_cache *c);
 /*
  * Checks an Authorization header value (may be NULL) for a route that needs
  * `scope` (one STORE_SCOPE_* bit; STORE_SCOPE_ADMIN satisfies every scope).
+ * A token that is no API token may be a job token (store_job_token_lookup):
+ * its principal's name is "job:<id>" (API_JOB_PRINCIPAL_PREFIX, api/api.h;
+ * api_principal_job_id() reads it back) with the scopes STORE_SCOPE_REPORT
+ * alone, so any other route is TY_EFORBIDDEN for it; that
+ * the route's job is its own is the handler's check. A revoked job token is
+ * TY_EAUTH like an unknown one.
  * Returns:
  *   TY_OK          *name (new, the token's name) and *scopes are set
  *   TY_EAUTH       missing header, not "Bearer <token>", or no valid token matches

@@ -31,6 +31,9 @@ static void test_table_is_well_formed(void **state)
         assert_true(v1 ? r->scope != 0 : r->scope == 0);
         if (v1 && strncmp(r->path, "/v1/tokens", 10) == 0)
             assert_int_equal(r->scope, STORE_SCOPE_ADMIN);
+        else if (v1 && r->scope == STORE_SCOPE_REPORT) /* a job's token reports its metrics */
+            assert_true(strcmp(r->method, "POST") == 0 &&
+                        strcmp(r->path, "/v1/jobs/{id}/metrics") == 0);
         else if (v1 && strcmp(r->method, "GET") == 0)
             assert_int_equal(r->scope, STORE_SCOPE_READ);
         else if (v1)
@@ -67,6 +70,7 @@ static void test_scopes_match_openapi(void **state)
         }
         const char *want = r->scope == STORE_SCOPE_ADMIN    ? "admin"
                            : r->scope == STORE_SCOPE_SUBMIT ? "submit"
+                           : r->scope == STORE_SCOPE_REPORT ? "report"
                                                             : "read";
         if (!scope || strcmp(scope, want) != 0)
             fail_msg("%s %s: x-trainyard-scope %s, want %s", r->method, r->path,

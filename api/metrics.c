@@ -1,0 +1,418 @@
+/*
+ * metrics.c - POST and GET /v1/jobs/{id}/metrics: the scalars a job reports
+ * (loss, accuracy, ...) by step, and their curves read back downsampled.
+ *
+ * A report comes from a job's own token (the principal "job:<id>", see
+ * server/auth.h), which may report for that job only, or from an admin token.
+ * The body is decoded strictly like a job spec and validated whole: every
+ * offending field is listed by its path ("$.points[3].loss") and nothing is
+ * stored unless all of it is valid. The points go to the store's writer as
+ * one operation, so the 200 comes after the group commit that holds them, and
+ * reports of many jobs share a commit.
+ *
+ * A curve is read downsampled by the store (store_metrics_read): at most
+ * max_points points keeping the first, the last and each bucket's extremes.
+ * The response is written straight into a buffer: a 10,000-point series
+ * would otherwise be 10,000 jansson objects built to be printed once.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "common/ty_json.h"
+#include "common/ty_time.h"
+
+#define METRICS_MAX_POINTS 5000           /* points in one report */
+#define METRICS_MAX_STEP 9007199254740991 /* 2^53 - 1: exact in every JSON reader */
+#define METRICS_DEFAULT_READ 1000
+#define METRICS_MIN_READ 2
+#define METRICS_MAX_READ 10000
+#define METRICS_MAX_NAMES 256             /* name= parameters in one read */
+
+/* [A-Za-z_][A-Za-z0-9_.:/-]{0,63} */
+static int metric_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > STORE_METRIC_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                 (i > 0 && ((c >= '0' && c <= '9') || c == '.' || c == ':' || c == '/' ||
+                            c == '-'));
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- POST: a report ------------------------------------------------------- */
+
+typedef struct report {
+    const char **names;     /* borrowed from the body's keys */
+    size_t nnames, capnames;
+    json_t *index;          /* name -> its position in names (a hash set) */
+    store_metric_in *pts;
+    size_t npts, cappts;
+} report;
+
+static void report_free(report *r)
+{
+    free(r->names);
+    json_decref(r->index);
+    free(r->pts);
+}
+
+/* Appends a value of `name` (borrowed) to the report. */
+static ty_err report_add(report *r, const char *name, int64_t step, int64_t time_ms, double v)
+{
+    json_t *at = json_object_get(r->index, name);
+    size_t idx;
+    if (at) {
+        idx = (size_t)json_integer_value(at);
+    } else {
+        if (r->nnames == r->capnames) {
+            size_t cap = r->capnames ? r->capnames * 2 : 16;
+            const char **grown = realloc(r->names, cap * sizeof *grown);
+            if (!grown)
+                return TY_ENOMEM;
+            r->names = grown;
+            r->capnames = cap;
+        }
+        idx = r->nnames;
+        if (json_object_set_new(r->index, name, json_integer((json_int_t)idx)))
+            return TY_ENOMEM;
+        r->names[r->nnames++] = name;
+    }
+    if (r->npts == r->cappts) {
+        size_t cap = r->cappts ? r->cappts * 2 : 64;
+        store_metric_in *grown = realloc(r->pts, cap * sizeof *grown);
+        if (!grown)
+            return TY_ENOMEM;
+        r->pts = grown;
+        r->cappts = cap;
+    }
+    r->pts[r->npts++] = (store_metric_in){.name = idx, .step = step, .time_ms = time_ms,
+                                          .value = v};
+    return TY_OK;
+}
+
+/* The path of a member of point i: "$.points[i].key", or "$.points[i]" for a key that
+ * cannot be shown in a path (too long, or not plain printable ASCII). */
+static void member_path(char *buf, size_t len, size_t i, const char *key)
+{
+    size_t n = strlen(key);
+    int plain = n > 0 && n <= 100;
+    for (size_t k = 0; k < n && plain; k++)
+        plain = key[k] > ' ' && key[k] < 0x7f && key[k] != '"' && key[k] != '\\';
+    if (plain)
+        snprintf(buf, len, "$.points[%zu].%s", i, key);
+    else
+        snprintf(buf, len, "$.points[%zu]", i);
+}
+
+/* Validates one point and, when valid, adds its values. Errors go to errs. */
+static ty_err parse_point(const json_t *pt, size_t i, int64_t now, report *r, spec_errors *errs)
+{
+    char path[160];
+    if (!json_is_object(pt)) {
+        snprintf(path, sizeof path, "$.points[%zu]", i);
+        return spec_errors_add(errs, path, "must be an object");
+    }
+    int64_t step = 0, time_ms = now;
+    const json_t *js = json_object_get(pt, "step");
+    snprintf(path, sizeof path, "$.points[%zu].step", i);
+    if (!js) {
+        spec_errors_add(errs, path, "is required");
+    } else if (!json_is_integer(js) || json_integer_value(js) < 0 ||
+               json_integer_value(js) > METRICS_MAX_STEP) {
+        spec_errors_add(errs, path, "must be an integer between 0 and 9007199254740991");
+    } else {
+        step = json_integer_value(js);
+    }
+    const json_t *jt = json_object_get(pt, "time");
+    if (jt) {
+        snprintf(path, sizeof path, "$.points[%zu].time", i);
+        if (!json_is_string(jt) || ty_time_parse_rfc3339(json_string_value(jt), &time_ms) != 0)
+            spec_errors_add(errs, path, "must be an RFC 3339 time");
+    }
+    size_t nvalues = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)pt, key, v)
+    {
+        if (strcmp(key, "step") == 0 || strcmp(key, "time") == 0)
+            continue;
+        member_path(path, sizeof path, i, key);
+        if (!metric_name_valid(key))
+            spec_errors_add(errs, path,
+                            "is not a metric name ([A-Za-z_][A-Za-z0-9_.:/-]{0,63})");
+        else if (!json_is_number(v) || !isfinite(json_number_value(v)))
+            spec_errors_add(errs, path, "must be a number");
+        nvalues++;
+    }
+    if (nvalues == 0) {
+        snprintf(path, sizeof path, "$.points[%zu]", i);
+        spec_errors_add(errs, path, "must hold at least one metric besides step and time");
+    }
+    if (errs->count)
+        return TY_OK; /* nothing is stored once anything is wrong */
+    json_object_foreach((json_t *)pt, key, v)
+    {
+        if (strcmp(key, "step") == 0 || strcmp(key, "time") == 0)
+            continue;
+        ty_err e = report_add(r, key, step, time_ms, json_number_value(v));
+        if (e)
+            return e;
+    }
+    return TY_OK;
+}
+
+static ty_err parse_report(const json_t *body, report *r, spec_errors *errs)
+{
+    if (!json_is_object(body))
+        return spec_errors_add(errs, "$", "must be an object");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)body, key, v)
+    {
+        if (strcmp(key, "points") != 0) {
+            char path[128];
+            snprintf(path, sizeof path, "$.%.100s", key);
+            spec_errors_add(errs, path, "unknown field");
+        }
+    }
+    const json_t *pts = json_object_get(body, "points");
+    if (!pts)
+        return spec_errors_add(errs, "$.points", "is required");
+    if (!json_is_array(pts) || json_array_size(pts) < 1 ||
+        json_array_size(pts) > METRICS_MAX_POINTS)
+        return spec_errors_add(errs, "$.points", "must be an array of 1 to 5000 points");
+    int64_t now = ty_time_now_ms();
+    size_t i;
+    json_array_foreach(pts, i, v)
+    {
+        ty_err e = parse_point(v, i, now, r, errs);
+        if (e)
+            return e;
+    }
+    return TY_OK;
+}
+
+/* 409 job-finished, with the job's state when it can be read. */
+static void reply_finished(const api_req *req, api_resp *resp)
+{
+    store_job *job = NULL;
+    const char *state = NULL;
+    if (store_job_get(req->ctx->store, req->id, &job) == TY_OK)
+        state = job_state_name(job->state);
+    json_t *p = api_problem_new(409, "job-finished", NULL,
+                                "the job has finished: it takes no more metrics", NULL);
+    if (p && state && json_object_set_new(p, "state", json_string(state))) {
+        json_decref(p);
+        p = NULL;
+    }
+    api_reply_problem_json(resp, p);
+    store_jobs_free(job, job ? 1 : 0);
+}
+
+void api_metrics_report(const api_req *req, api_resp *resp)
+{
+    json_t *body = NULL;
+    report r = {0};
+    spec_errors errs = {0};
+    if (!api_is_job_id(req->id)) {
+        api_reply_job_not_found(resp);
+        return;
+    }
+    const char *own = api_principal_job_id(req->principal);
+    if (own && strcmp(own, req->id) != 0) {
+        api_reply_problem(resp, 403, "forbidden", NULL,
+                          "a job's token reports for that job only", NULL);
+        return;
+    }
+    if (!api_need_json_body(req, resp, &body))
+        return;
+    ty_err e = spec_errors_init(&errs);
+    if (e || !(r.index = json_object()) || (e = parse_report(body, &r, &errs))) {
+        api_reply_error(resp, e ? e : TY_ENOMEM, NULL);
+        goto out;
+    }
+    if (errs.count) {
+        api_reply_invalid(resp, 422, "invalid-metrics", &errs);
+        goto out;
+    }
+    e = store_metrics_append(req->ctx->store, req->id, r.names, r.nnames, r.pts, r.npts);
+    if (e == TY_OK)
+        api_reply_json(resp, 200,
+                       json_pack("{s:I}", "accepted",
+                                 (json_int_t)json_array_size(json_object_get(body, "points"))));
+    else if (e == TY_ENOTFOUND)
+        api_reply_job_not_found(resp);
+    else if (e == TY_ECONFLICT)
+        reply_finished(req, resp);
+    else
+        api_reply_error(resp, e, NULL);
+out:
+    spec_errors_free(&errs);
+    report_free(&r);
+    json_decref(body);
+}
+
+/* ---- GET: the curves ------------------------------------------------------ */
+
+typedef struct read_query {
+    const char *names[METRICS_MAX_NAMES];
+    size_t nnames;
+    int64_t max_points;
+    int64_t since_step; /* -1: from the first step */
+    int seen_max, seen_since;
+} read_query;
+
+/* A decimal integer in [lo, hi] (the whole string), else -1. */
+static int parse_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end = NULL;
+    if (!*v || (*v != '-' && (*v < '0' || *v > '9')))
+        return -1;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || x < lo || x > hi)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static void parse_read_query(const api_req *req, read_query *q, spec_errors *errs)
+{
+    q->max_points = METRICS_DEFAULT_READ;
+    q->since_step = -1;
+    for (size_t i = 0; i < req->nquery; i++) {
+        const char *k = req->query[i].key, *v = req->query[i].value ? req->query[i].value : "";
+        if (strcmp(k, "name") == 0) {
+            int dup = 0;
+            for (size_t j = 0; j < q->nnames && !dup; j++)
+                dup = strcmp(q->names[j], v) == 0;
+            if (!metric_name_valid(v))
+                spec_errors_add(errs, "query.name",
+                                "must be a metric name ([A-Za-z_][A-Za-z0-9_.:/-]{0,63})");
+            else if (!dup && q->nnames == METRICS_MAX_NAMES)
+                spec_errors_add(errs, "query.name", "at most 256 names");
+            else if (!dup)
+                q->names[q->nnames++] = v;
+        } else if (strcmp(k, "max_points") == 0) {
+            if (q->seen_max++)
+                spec_errors_add(errs, "query.max_points", "must be given at most once");
+            else if (parse_int(v, METRICS_MIN_READ, METRICS_MAX_READ, &q->max_points))
+                spec_errors_add(errs, "query.max_points", "must be an integer from 2 to 10000");
+        } else if (strcmp(k, "since_step") == 0) {
+            if (q->seen_since++)
+                spec_errors_add(errs, "query.since_step", "must be given at most once");
+            else if (parse_int(v, 0, METRICS_MAX_STEP, &q->since_step))
+                spec_errors_add(errs, "query.since_step",
+                                "must be an integer between 0 and 9007199254740991");
+        } else {
+            char path[96];
+            snprintf(path, sizeof path, "query.%.80s", k);
+            spec_errors_add(errs, path, "unknown query parameter");
+        }
+    }
+}
+
+/* The shortest of %.15g / %.17g that reads back as v (0.53, not 0.53000000000000003). */
+static ty_err put_double(ty_buf *b, double v)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%.15g", v);
+    if (strtod(text, NULL) != v)
+        snprintf(text, sizeof text, "%.17g", v);
+    /* JSON has no bare "inf" or "nan"; stored values are finite, this is a guard. */
+    if (!isfinite(v))
+        snprintf(text, sizeof text, "0");
+    return ty_buf_puts(b, text);
+}
+
+static ty_err put_series(ty_buf *b, const store_metric_series *ser)
+{
+    ty_err e = ty_buf_puts(b, "{\"name\":");
+    if (!e)
+        e = ty_json_put_string(b, ser->name, STORE_METRIC_NAME_MAX);
+    if (!e)
+        e = ty_buf_printf(b, ",\"total_points\":%lld,\"points\":[", (long long)ser->total_points);
+    for (size_t i = 0; i < ser->npoints && !e; i++) {
+        char when[32];
+        const store_metric_point *p = &ser->points[i];
+        ty_time_format_rfc3339(p->time_ms, when, sizeof when);
+        e = ty_buf_printf(b, "%s{\"step\":%lld,\"time\":\"%s\",\"value\":", i ? "," : "",
+                          (long long)p->step, when);
+        if (!e)
+            e = put_double(b, p->value);
+        if (!e)
+            e = ty_buf_puts(b, "}");
+    }
+    return e ? e : ty_buf_puts(b, "]}");
+}
+
+void api_metrics_read(const api_req *req, api_resp *resp)
+{
+    read_query q;
+    spec_errors errs = {0};
+    char **all = NULL;
+    size_t nall = 0;
+    ty_buf text = {0};
+    store_metric_series ser = {0};
+    if (!api_is_job_id(req->id)) {
+        api_reply_job_not_found(resp);
+        return;
+    }
+    memset(&q, 0, sizeof q);
+    ty_err e = spec_errors_init(&errs);
+    if (e)
+        goto fail;
+    parse_read_query(req, &q, &errs);
+    if (errs.count) {
+        api_reply_invalid(resp, 400, "invalid-query", &errs);
+        goto out;
+    }
+    const char *const *names = q.names;
+    size_t nnames = q.nnames;
+    if (nnames == 0) {
+        if ((e = store_metrics_names(req->ctx->store, req->id, &all, &nall)))
+            goto fail;
+        names = (const char *const *)all;
+        nnames = nall;
+    }
+    e = ty_buf_puts(&text, "{\"job_id\":");
+    if (!e)
+        e = ty_json_put_string(&text, req->id, STORE_ID_LEN);
+    if (!e)
+        e = ty_buf_puts(&text, ",\"series\":[");
+    int64_t from = q.since_step + 1;
+    for (size_t i = 0; i < nnames && !e; i++) {
+        e = store_metrics_read(req->ctx->store, req->id, names[i], from, INT64_MAX,
+                               (size_t)q.max_points, &ser);
+        if (!e && i)
+            e = ty_buf_puts(&text, ",");
+        if (!e)
+            e = put_series(&text, &ser);
+        store_metric_series_clear(&ser);
+    }
+    if (!e)
+        e = ty_buf_puts(&text, "]}");
+    if (e)
+        goto fail;
+    api_reply_json_buf(resp, 200, &text);
+    goto out;
+fail:
+    if (e == TY_ENOTFOUND)
+        api_reply_job_not_found(resp);
+    else
+        api_reply_error(resp, e, NULL);
+out:
+    ty_buf_free(&text);
+    store_queues_free(all, nall);
+    spec_errors_free(&errs);
+}
