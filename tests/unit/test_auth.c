@@ -1,7 +1,9 @@
 /*
  * test_auth.c - bearer checks against tokens in a real store: valid, unknown,
  * revoked, scopes, many tokens, cache reload after a revocation made directly
- * in the store, and the first-start admin token.
+ * in the store, and the first-start admin token. Job tokens: valid for the
+ * report scope only, as the principal "job:<id>", from the commit that stores
+ * them to the one that ends the job, with no cache period in between.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -160,6 +162,77 @@ static void test_scopes(void **state)
                          cases[i].want);
         assert_string_equal(name, cases[i].name);
     }
+    auth_cache_free(c);
+}
+
+/* Writes what the scheduler writes when it starts a job's attempt with a token. */
+static void start_job(store *s, const char *secret, char id[STORE_ID_LEN + 1])
+{
+    store_job_new n = {.name = "j", .queue = "q", .spec_json = "{}"};
+    store_job *out = NULL;
+    size_t nout = 0;
+    int replayed = 0;
+    assert_int_equal(store_jobs_submit(s, &n, 1, NULL, NULL, &out, &nout, &replayed), TY_OK);
+    memcpy(id, out[0].id, STORE_ID_LEN + 1);
+    store_jobs_free(out, nout);
+    unsigned char hash[TY_SHA256_LEN];
+    ty_sha256(secret, strlen(secret), hash);
+    store_update u[] = {
+        {.id = id, .from = JOB_PENDING, .to = JOB_ADMITTED, .reason = "Admitted",
+         .restarts = -1},
+        {.id = id, .from = JOB_ADMITTED, .to = JOB_STARTING, .reason = "Starting",
+         .restarts = -1, .job_token_hash = hash},
+    };
+    assert_int_equal(store_jobs_update(s, u, 2), TY_OK);
+    assert_int_equal(u[1].result, TY_OK);
+}
+
+static void test_job_tokens(void **state)
+{
+    fixture *f = *state;
+    auth_cache *c = NULL;
+    char name[64], id[STORE_ID_LEN + 1], want[64];
+    add_token(f->s, "root", "ty_a", STORE_SCOPE_ADMIN);
+    add_token(f->s, "reader", "ty_r", STORE_SCOPE_READ);
+    /* A long cache period: job tokens must not depend on it. */
+    assert_int_equal(auth_cache_new(f->s, 3600 * 1000, &c), TY_OK);
+    assert_int_equal(check(c, "Bearer ty_job_a", STORE_SCOPE_REPORT, name, sizeof name), TY_EAUTH);
+    start_job(f->s, "ty_job_a", id);
+    snprintf(want, sizeof want, "job:%s", id);
+
+    static const struct {
+        const char *header;
+        unsigned scope;
+        ty_err want;
+    } cases[] = {
+        {"Bearer ty_job_a", STORE_SCOPE_REPORT, TY_OK},
+        {"Bearer ty_job_a", STORE_SCOPE_READ, TY_EFORBIDDEN},
+        {"Bearer ty_job_a", STORE_SCOPE_SUBMIT, TY_EFORBIDDEN},
+        {"Bearer ty_job_a", STORE_SCOPE_ADMIN, TY_EFORBIDDEN},
+        {"Bearer ty_job_b", STORE_SCOPE_REPORT, TY_EAUTH},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *who = NULL;
+        unsigned scopes = 0;
+        assert_int_equal(auth_check(c, cases[i].header, cases[i].scope, &who, &scopes),
+                         cases[i].want);
+        if (cases[i].want != TY_EAUTH) {
+            assert_string_equal(who, want);
+            assert_int_equal(scopes, STORE_SCOPE_REPORT);
+        }
+        free(who);
+    }
+    /* An admin token may report; read and submit never satisfy the report scope. */
+    assert_int_equal(check(c, "Bearer ty_a", STORE_SCOPE_REPORT, name, sizeof name), TY_OK);
+    assert_int_equal(check(c, "Bearer ty_r", STORE_SCOPE_REPORT, name, sizeof name),
+                     TY_EFORBIDDEN);
+
+    /* The job ends: its token stops at once, however young the cache. */
+    store_update end = {.id = id, .from = JOB_STARTING, .to = JOB_FAILED, .reason = "Failed",
+                        .restarts = -1};
+    assert_int_equal(store_jobs_update(f->s, &end, 1), TY_OK);
+    assert_int_equal(end.result, TY_OK);
+    assert_int_equal(check(c, "Bearer ty_job_a", STORE_SCOPE_REPORT, name, sizeof name), TY_EAUTH);
     auth_cache_free(c);
 }
 
@@ -328,6 +401,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bearer_header_forms, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scopes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revoked_in_store_with_reload_on_every_check, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_refreshes_after_max_age, setup, teardown),
