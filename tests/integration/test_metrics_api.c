@@ -1,0 +1,244 @@
+/*
+ * test_metrics_api.c - job tokens and metrics with the real `trainyard serve`
+ * over loopback: what a job's TRAINYARD_TOKEN may and may not do, that it
+ * stops working when its job ends, and a job that reports its own loss with
+ * one curl call, read back through the API.
+ *
+ * Usage: test_metrics_api TRAINYARD_BINARY OPENAPI_YAML (CTest passes both).
+ * Every response is checked against openapi.yaml by the harness. Deadlines
+ * only bound a hang; nothing asserts how long anything took.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/support/ty_harness.h"
+
+#define DEADLINE_MS 60000
+
+static ty_server *g_srv;
+static ty_client *g_admin;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void start_server(void)
+{
+    char err[1024];
+    static const char *const args[] = {"--local-slots", "4", "--stop-grace", "2", NULL};
+    ty_server_opts o = {.args = args};
+    if (ty_server_start(&o, &g_srv, err, sizeof err))
+        fail_msg("cannot start the server: %s", err);
+    g_admin = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    assert_non_null(g_admin);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ty_client_free(g_admin);
+    g_admin = NULL;
+    ty_server_free(g_srv);
+    g_srv = NULL;
+    return 0;
+}
+
+/* Stops the server with SIGTERM; it must exit 0. */
+static void stop_server(void)
+{
+    char err[512];
+    int ws = 0;
+    if (ty_server_stop(g_srv, 30000, &ws, err, sizeof err))
+        fail_msg("stopping the server: %s", err);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+}
+
+/* Submits a one-rank job running `sh -c script`; its id goes to id. */
+static void submit(const char *name, const char *script, char id[32])
+{
+    json_t *spec = json_pack("{s:s, s:[s,s,s], s:{s:i}}", "name", name, "command", "sh", "-c",
+                             script, "workers", "count", 1);
+    char *body = json_dumps(spec, JSON_COMPACT);
+    json_decref(spec);
+    ty_http_resp *r = ty_req(g_admin, "POST", "/v1/jobs", body);
+    free(body);
+    assert_int_equal(r->status, 201);
+    snprintf(id, 32, "%s", json_string_value(json_object_get(r->json, "id")));
+    ty_resp_destroy(r);
+}
+
+static void wait_state(const char *id, const char *want)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    int64_t deadline = now_ms() + DEADLINE_MS;
+    for (;;) {
+        ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
+        assert_int_equal(r->status, 200);
+        char state[32];
+        snprintf(state, sizeof state, "%s",
+                 json_string_value(json_object_get(r->json, "state")));
+        ty_resp_destroy(r);
+        if (strcmp(state, want) == 0)
+            return;
+        if (now_ms() > deadline)
+            fail_msg("job %s: waiting for %s, it is %s", id, want, state);
+        sleep_ms(50);
+    }
+}
+
+/* The token the job wrote to its output directory (the script below). */
+static void read_token(const char *id, char *token, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/jobs/%s/output/token", ty_server_dir(g_srv), id);
+    int64_t deadline = now_ms() + DEADLINE_MS;
+    FILE *fp;
+    while (!(fp = fopen(path, "r"))) {
+        if (now_ms() > deadline)
+            fail_msg("job %s never wrote its token", id);
+        sleep_ms(50);
+    }
+    assert_non_null(fgets(token, (int)len, fp));
+    fclose(fp);
+    token[strcspn(token, "\n")] = '\0';
+}
+
+/* A request with `token`, the given body, expecting `status` (and `code` for a problem). */
+static void expect(const char *token, const char *method, const char *path, const char *body,
+                   long status, const char *code)
+{
+    ty_http_req req = {.method = method, .path = path, .token = token, .body = body};
+    ty_http_resp *r = ty_reqx(g_admin, &req);
+    if (r->status != status)
+        fail_msg("%s %s: %ld, want %ld: %.300s", method, path, r->status, status, r->body);
+    if (code)
+        assert_string_equal(json_string_value(json_object_get(r->json, "code")), code);
+    ty_resp_destroy(r);
+}
+
+#define TOKEN_SCRIPT                                                                           \
+    "printf '%s\\n' \"$TRAINYARD_TOKEN\" > \"$TRAINYARD_OUTPUT_DIR/token.tmp\" && "             \
+    "mv \"$TRAINYARD_OUTPUT_DIR/token.tmp\" \"$TRAINYARD_OUTPUT_DIR/token\" && exec sleep 1000"
+
+static const char POINT[] = "{\"points\":[{\"step\":1,\"loss\":0.5}]}";
+
+/* A job token reports for its job only, can do nothing else, and dies with its job. */
+static void test_job_token_reports_for_its_job_only(void **state)
+{
+    (void)state;
+    start_server();
+    char a[32], b[32], ta[128], tb[128], path[128], other[128];
+    submit("token-a", TOKEN_SCRIPT, a);
+    submit("token-b", TOKEN_SCRIPT, b);
+    read_token(a, ta, sizeof ta);
+    read_token(b, tb, sizeof tb);
+    assert_int_equal(strncmp(ta, "ty_", 3), 0);
+    assert_string_not_equal(ta, tb);
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics", a);
+    snprintf(other, sizeof other, "/v1/jobs/%s/metrics", b);
+    expect(ta, "POST", path, POINT, 200, NULL);
+    expect(ta, "POST", other, POINT, 403, "forbidden");   /* another job's */
+    expect(ta, "GET", path, NULL, 403, "forbidden");      /* reading is not reporting */
+    expect(ta, "GET", "/v1/jobs", NULL, 403, "forbidden");
+    expect(ta, "POST", "/v1/jobs", "{\"command\":[\"true\"],\"workers\":{\"count\":1}}", 403,
+           "forbidden");
+    char cancel[96];
+    snprintf(cancel, sizeof cancel, "/v1/jobs/%s:cancel", b);
+    expect(ta, "POST", cancel, NULL, 403, "forbidden");
+    expect(ta, "GET", "/v1/tokens", NULL, 403, "forbidden");
+    expect("ty_not_a_token_of_anything", "POST", path, POINT, 401, "unauthorized");
+    /* An admin token may report for any job. */
+    expect(TY_TEST_ADMIN_TOKEN, "POST", other, POINT, 200, NULL);
+
+    ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
+    assert_int_equal(r->status, 200);
+    json_t *loss = json_array_get(json_object_get(r->json, "series"), 0);
+    assert_string_equal(json_string_value(json_object_get(loss, "name")), "loss");
+    assert_int_equal(json_integer_value(json_object_get(loss, "total_points")), 1);
+    ty_resp_destroy(r);
+
+    /* A ends: its token stops at once; B's still works. */
+    snprintf(cancel, sizeof cancel, "/v1/jobs/%s:cancel", a);
+    r = ty_req(g_admin, "POST", cancel, NULL);
+    assert_int_equal(r->status, 200);
+    ty_resp_destroy(r);
+    wait_state(a, "CANCELLED");
+    expect(ta, "POST", path, POINT, 401, "unauthorized");
+    expect(tb, "POST", other, POINT, 200, NULL);
+    /* and an admin's report for the finished job is refused. */
+    expect(TY_TEST_ADMIN_TOKEN, "POST", path, POINT, 409, "job-finished");
+
+    snprintf(cancel, sizeof cancel, "/v1/jobs/%s:cancel", b);
+    r = ty_req(g_admin, "POST", cancel, NULL);
+    assert_int_equal(r->status, 200);
+    ty_resp_destroy(r);
+    wait_state(b, "CANCELLED");
+    expect(tb, "POST", other, POINT, 401, "unauthorized");
+    stop_server();
+}
+
+/* The one line a job runs to report (README): curl with the variables every rank has. */
+#define CURL_REPORT                                                                            \
+    "for s in 0 1 2; do curl -sf -H \"Authorization: Bearer $TRAINYARD_TOKEN\" "               \
+    "-H 'Content-Type: application/json' "                                                     \
+    "-d \"{\\\"points\\\":[{\\\"step\\\":$s,\\\"loss\\\":$((3 - s)).5}]}\" "                  \
+    "\"$TRAINYARD_SERVER/v1/jobs/$TRAINYARD_JOB_ID/metrics\" >/dev/null || exit 1; done"
+
+static void test_job_reports_with_curl(void **state)
+{
+    (void)state;
+    start_server();
+    char id[32], path[128];
+    submit("curl-reporter", CURL_REPORT, id);
+    wait_state(id, "SUCCEEDED");
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?name=loss", id);
+    ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
+    assert_int_equal(r->status, 200);
+    json_t *loss = json_array_get(json_object_get(r->json, "series"), 0);
+    json_t *pts = json_object_get(loss, "points");
+    assert_int_equal(json_array_size(pts), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *p = json_array_get(pts, i);
+        assert_int_equal(json_integer_value(json_object_get(p, "step")), (json_int_t)i);
+        assert_true(json_number_value(json_object_get(p, "value")) == 3.5 - (double)i);
+    }
+    ty_resp_destroy(r);
+    stop_server();
+}
+
+int main(int argc, char **argv)
+{
+    char err[1024];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_job_token_reports_for_its_job_only, teardown),
+        cmocka_unit_test_teardown(test_job_reports_with_curl, teardown),
+    };
+    if (ty_harness_init(argc, argv, err, sizeof err)) {
+        fprintf(stderr, "test_metrics_api: %s\n", err);
+        return 2;
+    }
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    ty_harness_cleanup();
+    return rc;
+}
