@@ -6,5 +6,6 @@ target_link_libraries(test_metrics_api PRIVATE ty_test_support PkgConfig::SQLITE
                       PkgConfig::JANSSON PkgConfig::CMOCKA)
 add_dependencies(test_metrics_api trainyard)
 add_test(NAME test_metrics_api
-         COMMAND test_metrics_api $<TARGET_FILE:trainyard> ${PROJECT_SOURCE_DIR}/openapi/openapi.yaml)
+         COMMAND test_metrics_api $<TARGET_FILE:trainyard>
+                 ${PROJECT_SOURCE_DIR}/openapi/openapi.yaml)
 set_tests_properties(test_metrics_api PROPERTIES LABELS integration TIMEOUT 180)
