@@ -53,6 +53,8 @@ typedef struct fk_event {
     int res;
     const char *type; /* "ADDED", "MODIFIED", "DELETED" (static) */
     json_t *obj;      /* a reference to the stored state */
+    json_t *prev;     /* MODIFIED: the state it replaced (a watch with a selector tells an
+                         object entering it, ADDED, or leaving it, DELETED); else NULL */
 } fk_event;
 
 typedef struct fk_fault {
@@ -131,9 +133,12 @@ int fk_sel_from_json(const json_t *ls, fk_sel **out);
 void fk_sel_free(fk_sel *s);
 int fk_sel_matches(const fk_sel *s, const json_t *labels);
 int fk_sel_empty(const fk_sel *s);
-/* fieldSelector: metadata.name, metadata.namespace, spec.nodeName, status.phase
- * with = / == / !=. Returns -1 for a field the fake does not know. */
+/* fieldSelector terms "label=value", "label==value", "label!=value", joined by ","
+ * (the value may be empty: "spec.nodeName!="). Returns -1 for a term without an operator. */
 int fk_fsel_matches(const char *text, const json_t *obj, int *ok);
+/* 0 when every label of the field selector is one a v1.26 apiserver accepts for res; else
+ * -1 with err as it answers (400 BadRequest): "field label not supported: spec.foo". */
+int fk_fsel_check(int res, const char *text, char *err, size_t errlen);
 
 /* The uid of obj's controller (or first owner); "" when it has none. */
 const char *fk_owner_uid(const json_t *obj);

@@ -265,14 +265,9 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
     fk_sel *sel = NULL;
     if (fk_sel_parse(ls, &sel, err, sizeof err) != 0)
         return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
-    int ok;
-    json_t *empty = json_object();
-    int bad_field = fs && *fs && fk_fsel_matches(fs, empty, &ok) != 0;
-    json_decref(empty);
-    if (bad_field) {
+    char msg[1200];
+    if (fs && *fs && fk_fsel_check(rt->res, fs, msg, sizeof msg) != 0) {
         fk_sel_free(sel);
-        char msg[600];
-        snprintf(msg, sizeof msg, "field label not supported: %s", fs);
         return send_status(c, fk_status(400, "BadRequest", msg, NULL), NULL);
     }
     pthread_mutex_lock(&g_st.mu);
@@ -370,7 +365,7 @@ static enum MHD_Result do_watch(struct MHD_Connection *c, const route *rt)
         .timeout_seconds = arg(c, "timeoutSeconds"),
         .bookmarks = bm && (!strcmp(bm, "true") || !strcmp(bm, "1")),
     };
-    char err[256];
+    char err[1200];
     struct MHD_Response *r = fk_watch_response(&g_st, &req, err, sizeof err);
     if (!r)
         return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
@@ -645,6 +640,10 @@ static enum MHD_Result do_delete_collection(struct MHD_Connection *c, const rout
     fk_sel *sel = NULL;
     if (fk_sel_parse(arg(c, "labelSelector"), &sel, err, sizeof err) != 0)
         return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
+    if (fs && *fs && fk_fsel_check(rt->res, fs, err, sizeof err) != 0) {
+        fk_sel_free(sel);
+        return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
+    }
     json_t *items = json_array();
     pthread_mutex_lock(&g_st.mu);
     json_t *all = fk_list(&g_st, rt->res, rt->ns[0] ? rt->ns : NULL);

@@ -26,19 +26,26 @@ static long quantity_int(const json_t *v)
     return s ? strtol(s, NULL, 10) : 0;
 }
 
+static long container_gpus(const json_t *c)
+{
+    const json_t *v = json_object_get(fk_path((json_t *)c, "resources.requests", 0), GPU);
+    if (!v)
+        v = json_object_get(fk_path((json_t *)c, "resources.limits", 0), GPU);
+    return quantity_int(v);
+}
+
 long fk_pod_gpus(const json_t *pod)
 {
-    long n = 0;
+    long n = 0, init = 0;
     size_t i;
     json_t *c;
     json_array_foreach(fk_path((json_t *)pod, "spec.containers", 0), i, c)
-    {
-        const json_t *v = json_object_get(fk_path(c, "resources.requests", 0), GPU);
-        if (!v)
-            v = json_object_get(fk_path(c, "resources.limits", 0), GPU);
-        n += quantity_int(v);
-    }
-    return n;
+        n += container_gpus(c);
+    /* Init containers run one at a time first: the largest counts against the sum. */
+    json_array_foreach(fk_path((json_t *)pod, "spec.initContainers", 0), i, c)
+        if (container_gpus(c) > init)
+            init = container_gpus(c);
+    return n > init ? n : init;
 }
 
 static int tolerates(const json_t *pod, const json_t *taint)

@@ -25,6 +25,8 @@ const fk_res fk_resources[FK_NRES] = {
                    1},
 };
 
+static void fk_event_clear(fk_event *e);
+
 int fk_store_init(fk_store *st, size_t window)
 {
     memset(st, 0, sizeof *st);
@@ -60,7 +62,7 @@ void fk_store_fini(fk_store *st)
     json_decref(st->owners);
     json_decref(st->nodes_sorted);
     for (size_t i = 0; i < st->ring_len; i++)
-        json_decref(st->ring[(st->ring_head + i) % st->ring_cap].obj);
+        fk_event_clear(&st->ring[(st->ring_head + i) % st->ring_cap]);
     free(st->ring);
     pthread_cond_destroy(&st->cv);
     pthread_mutex_destroy(&st->mu);
@@ -113,7 +115,14 @@ json_t *fk_get(fk_store *st, int res, const char *ns, const char *name)
     return json_object_get(st->objs[res], key);
 }
 
-static void push_event(fk_store *st, int res, const char *type, json_t *obj)
+static void fk_event_clear(fk_event *e)
+{
+    json_decref(e->obj);
+    json_decref(e->prev);
+    e->obj = e->prev = NULL;
+}
+
+static void push_event(fk_store *st, int res, const char *type, json_t *obj, json_t *prev)
 {
     if (res == FK_NODES) {
         json_decref(st->nodes_sorted);
@@ -123,6 +132,7 @@ static void push_event(fk_store *st, int res, const char *type, json_t *obj)
         fk_event *old = &st->ring[st->ring_head];
         st->window_rv = old->rv;
         json_decref(old->obj);
+        json_decref(old->prev);
         st->ring_head = (st->ring_head + 1) % st->ring_cap;
         st->ring_len--;
     }
@@ -131,6 +141,7 @@ static void push_event(fk_store *st, int res, const char *type, json_t *obj)
     e->res = res;
     e->type = type;
     e->obj = json_incref(obj);
+    e->prev = json_incref(prev);
     st->ring_len++;
     pthread_cond_broadcast(&st->cv);
 }
@@ -290,7 +301,7 @@ json_t *fk_create(fk_store *st, int res, json_t *obj)
         index_pod(st, obj, 1);
     if (res == FK_JOBS || res == FK_VCJOBS)
         json_object_set_new(st->owners, fk_str(obj, "metadata.uid"), json_pack("[i, s]", res, key));
-    push_event(st, res, "ADDED", obj);
+    push_event(st, res, "ADDED", obj, NULL);
     return obj;
 }
 
@@ -299,14 +310,15 @@ json_t *fk_update(fk_store *st, int res, json_t *obj)
     char key[600];
     set_rv(st, obj);
     store_key(res, obj, key, sizeof key);
+    json_t *prev = json_incref(json_object_get(st->objs[res], key));
     if (res == FK_PODS) {
-        json_t *old = json_object_get(st->objs[res], key);
-        if (old)
-            index_pod(st, old, -1);
+        if (prev)
+            index_pod(st, prev, -1);
         index_pod(st, obj, 1);
     }
     json_object_set_new(st->objs[res], key, obj);
-    push_event(st, res, "MODIFIED", obj);
+    push_event(st, res, "MODIFIED", obj, prev);
+    json_decref(prev);
     return obj;
 }
 
@@ -324,7 +336,7 @@ void fk_remove(fk_store *st, int res, const char *ns, const char *name)
     json_t *last = json_deep_copy(cur);
     set_rv(st, last);
     json_object_del(st->objs[res], key);
-    push_event(st, res, "DELETED", last);
+    push_event(st, res, "DELETED", last, NULL);
     json_decref(last);
     if (res == FK_PODS)
         json_object_del(st->logs, key);
@@ -370,7 +382,7 @@ json_t *fk_nodes(fk_store *st)
 void fk_compact(fk_store *st)
 {
     for (size_t i = 0; i < st->ring_len; i++)
-        json_decref(st->ring[(st->ring_head + i) % st->ring_cap].obj);
+        fk_event_clear(&st->ring[(st->ring_head + i) % st->ring_cap]);
     st->ring_len = 0;
     st->ring_head = 0;
     /* Compaction takes a revision of its own: nothing up to and including
@@ -679,6 +691,83 @@ int fk_sel_matches(const fk_sel *s, const json_t *labels)
     return 1;
 }
 
+/* Splits a term "label op value" in place; 0, or -1 when it has no operator. */
+static int fsel_term(char *term, const char **label, const char **value, int *neg)
+{
+    char *eq = strstr(term, "!=");
+    *neg = 0;
+    if (eq) {
+        *neg = 1;
+        *eq = '\0';
+        eq += 2;
+    } else if ((eq = strchr(term, '=')) != NULL) {
+        *eq = '\0';
+        eq += eq[1] == '=' ? 2 : 1;
+    } else {
+        return -1;
+    }
+    *label = term;
+    *value = eq;
+    return 0;
+}
+
+/*
+ * The field labels each kind's conversion function accepts in v1.26
+ * (pkg/apis/core/v1/conversion.go, pkg/apis/batch/v1/conversion.go); every other kind only
+ * metadata.name and metadata.namespace. NULL-terminated.
+ */
+static const char *const fsel_pods[] = {
+    "metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+    "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+    "status.podIP", "status.podIPs", "status.nominatedNodeName", "spec.host", NULL};
+static const char *const fsel_nodes[] = {"metadata.name", "spec.unschedulable", NULL};
+static const char *const fsel_events[] = {
+    "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+    "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+    "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+    "metadata.namespace", "metadata.name", NULL};
+static const char *const fsel_namespaces[] = {"status.phase", "metadata.name", NULL};
+static const char *const fsel_services[] = {"metadata.namespace", "metadata.name",
+                                            "spec.clusterIP", "spec.type", NULL};
+static const char *const fsel_jobs[] = {"metadata.name", "metadata.namespace",
+                                        "status.successful", NULL};
+static const char *const fsel_other[] = {"metadata.name", "metadata.namespace", NULL};
+
+int fk_fsel_check(int res, const char *text, char *err, size_t errlen)
+{
+    const char *const *known = res == FK_PODS         ? fsel_pods
+                               : res == FK_NODES      ? fsel_nodes
+                               : res == FK_EVENTS     ? fsel_events
+                               : res == FK_NAMESPACES ? fsel_namespaces
+                               : res == FK_SERVICES   ? fsel_services
+                               : res == FK_JOBS       ? fsel_jobs
+                                                      : fsel_other;
+    const char *p = text ? text : "";
+    while (*p) {
+        const char *c = strchr(p, ',');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        char term[512];
+        const char *label, *value;
+        int neg;
+        snprintf(term, sizeof term, "%.*s", (int)(n < sizeof term ? n : sizeof term - 1), p);
+        if (n >= sizeof term || fsel_term(term, &label, &value, &neg) != 0) {
+            /* k8s.io/apimachinery/pkg/fields ParseSelector's words */
+            snprintf(err, errlen, "invalid selector: '%s'; can't understand '%s'", text, term);
+            return -1;
+        }
+        int ok = 0;
+        for (size_t i = 0; known[i] && !ok; i++)
+            ok = !strcmp(known[i], label);
+        if (!ok) {
+            /* The conversion function's error, answered as 400 BadRequest. */
+            snprintf(err, errlen, "field label not supported: %s", label);
+            return -1;
+        }
+        p = c ? c + 1 : p + n;
+    }
+    return 0;
+}
+
 int fk_fsel_matches(const char *text, const json_t *obj, int *ok)
 {
     *ok = 1;
@@ -687,29 +776,17 @@ int fk_fsel_matches(const char *text, const json_t *obj, int *ok)
         const char *c = strchr(p, ',');
         size_t n = c ? (size_t)(c - p) : strlen(p);
         char term[512];
+        const char *label, *value;
+        int neg;
         if (n >= sizeof term)
             return -1;
         memcpy(term, p, n);
         term[n] = '\0';
-        int neg = 0;
-        char *eq = strstr(term, "!=");
-        if (eq) {
-            neg = 1;
-            *eq = '\0';
-            eq += 2;
-        } else if ((eq = strchr(term, '=')) != NULL) {
-            *eq = '\0';
-            eq += eq[1] == '=' ? 2 : 1;
-        } else {
+        if (fsel_term(term, &label, &value, &neg) != 0)
             return -1;
-        }
-        if (strcmp(term, "metadata.name") && strcmp(term, "metadata.namespace") &&
-            strcmp(term, "spec.nodeName") && strcmp(term, "status.phase") &&
-            strcmp(term, "involvedObject.name") && strcmp(term, "involvedObject.uid") &&
-            strcmp(term, "involvedObject.kind") && strcmp(term, "reason") && strcmp(term, "type") &&
-            strcmp(term, "involvedObject.namespace"))
-            return -1;
-        int same = strcmp(fk_str(obj, term), eq) == 0;
+        if (!strcmp(label, "spec.host"))
+            label = "spec.nodeName"; /* what old v1 clients send */
+        int same = strcmp(fk_str(obj, label), value) == 0;
         if (same == neg)
             *ok = 0;
         p = c ? c + 1 : p + n;

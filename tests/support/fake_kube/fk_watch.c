@@ -105,8 +105,19 @@ static int next_line(watch *w)
         if (e->rv <= w->cursor)
             continue;
         w->cursor = e->rv;
-        if (e->res == w->res && fk_selects(w->res, w->ns, e->obj, w->sel, w->fsel)) {
-            set_line(w, e->type, e->obj);
+        if (e->res != w->res)
+            continue;
+        /* As the apiserver's watch cache filters a change: by the object before and after
+         * it. One that leaves the selectors (a pod that ends, under
+         * status.phase!=Succeeded) comes as DELETED with its new state; one that enters them
+         * as ADDED. */
+        int now = fk_selects(w->res, w->ns, e->obj, w->sel, w->fsel);
+        int before = e->prev && fk_selects(w->res, w->ns, e->prev, w->sel, w->fsel);
+        const char *type = e->type;
+        if (e->prev && now != before)
+            type = now ? "ADDED" : "DELETED";
+        if (now || before) {
+            set_line(w, type, e->obj);
             return 1;
         }
     }
@@ -182,6 +193,11 @@ struct MHD_Response *fk_watch_response(fk_store *st, const fk_watch_req *req, ch
         return NULL;
     }
     const char *fs = req->field_selector;
+    if (fs && *fs && fk_fsel_check(w->res, fs, err, errlen) != 0) {
+        fk_sel_free(w->sel);
+        free(w);
+        return NULL;
+    }
     w->fsel = fs && *fs ? strdup(fs) : NULL;
     long timeout = req->timeout_seconds ? strtol(req->timeout_seconds, NULL, 10) : 1800;
     time_t now = time(NULL);
