@@ -157,6 +157,12 @@ typedef struct list_ctx {
     json_t *map;
 } list_ctx;
 
+/* What the cache keeps of obj: a new reference (obj itself without a transform), or NULL. */
+static json_t *kept(ty_informer *inf, json_t *obj)
+{
+    return inf->o.transform ? inf->o.transform(inf->o.ud, obj) : json_incref(obj);
+}
+
 static ty_err on_item(void *ud, json_t *item)
 {
     list_ctx *l = ud;
@@ -165,7 +171,8 @@ static ty_err on_item(void *ud, json_t *item)
         return TY_ESHUTDOWN;
     if (!key_of(item, key, sizeof(key)))
         return TY_OK;             /* nothing can address it; the server never sends one */
-    return json_object_set(l->map, key, item) == 0 ? TY_OK : TY_ENOMEM;
+    json_t *k = kept(l->inf, item);
+    return k && json_object_set_new(l->map, key, k) == 0 ? TY_OK : TY_ENOMEM;
 }
 
 /*
@@ -249,23 +256,33 @@ static ty_err relist(ty_informer *inf, char *err, size_t errlen)
 
 /* ---- watch -----------------------------------------------------------------------------------*/
 
-static ty_err on_watch(void *ud, ty_kwatch_type type, json_t *obj)
+static ty_err on_watch(void *ud, ty_kwatch_type type, json_t *sent)
 {
     ty_informer *inf = ud;
     char key[512];
-    json_t *was;
+    json_t *was, *obj = NULL;
     inf_evs evs = {0};
     int oom = 0;
     if (atomic_load(&inf->stopping))
         return TY_ESHUTDOWN;
     if (type == TY_KWATCH_ERROR)
         return TY_OK;             /* the client ends the watch and says why */
+    if (type != TY_KWATCH_BOOKMARK && !(obj = kept(inf, sent))) {
+        /* The resourceVersion moves past this event: only a re-list repairs the cache. */
+        pthread_mutex_lock(&inf->mu);
+        inf->must_relist = 1;
+        pthread_mutex_unlock(&inf->mu);
+        return TY_ENOMEM;
+    }
+    if (!obj)
+        obj = json_incref(sent);
     pthread_mutex_lock(&inf->mu);
     inf->watch_seen++;
     if (rv_of(obj)[0])
         snprintf(inf->rv, sizeof(inf->rv), "%s", rv_of(obj));
     if (type == TY_KWATCH_BOOKMARK || !key_of(obj, key, sizeof(key))) {
         pthread_mutex_unlock(&inf->mu);
+        json_decref(obj);
         return TY_OK;
     }
     was = json_object_get(inf->cache, key);
@@ -288,6 +305,7 @@ static ty_err on_watch(void *ud, ty_kwatch_type type, json_t *obj)
         inf->must_relist = 1;
     pthread_mutex_unlock(&inf->mu);
     evs_deliver(inf, &evs);
+    json_decref(obj);
     return oom ? TY_ENOMEM : TY_OK;
 }
 

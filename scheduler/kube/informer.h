@@ -20,7 +20,9 @@
  * meanwhile) comes as DELETED then ADDED. Both objects are borrowed for the call. When a
  * callback runs, the cache already holds the change (after a re-list: the whole new list).
  * The first list's objects come as ADDED, then on_synced once, then ty_informer_synced() is 1.
- * Objects are keyed "namespace/name" ("name" when cluster-scoped).
+ * Objects are keyed "namespace/name" ("name" when cluster-scoped). With a transform, the cache
+ * and the callbacks hold what it made of each object (as client-go's SetTransform): a cache of
+ * every pod of a cluster then costs what its consumer needs, not the pods' specs.
  *
  * Threads: every function may be called from any thread except from on_event/on_synced, where
  * ty_informer_stop and ty_informer_free must not be called. The informer knows nothing of what
@@ -47,6 +49,12 @@ typedef enum ty_inf_type {
 typedef void (*ty_inf_event_cb)(void *ud, ty_inf_type type, const json_t *old_obj,
                                 const json_t *new_obj);
 typedef void (*ty_inf_synced_cb)(void *ud);
+/*
+ * What the cache keeps of an object the server sent (borrowed): a new, smaller object, or NULL
+ * without memory. It must keep metadata.namespace, name, uid and resourceVersion, which the
+ * cache is keyed and compared by. Consumers then see only what it returns.
+ */
+typedef json_t *(*ty_inf_transform_cb)(void *ud, const json_t *obj);
 
 typedef struct ty_informer_opts {
     const char *path;             /* the collection and its own query, escaped (copied) */
@@ -56,6 +64,7 @@ typedef struct ty_informer_opts {
     int64_t backoff_max_ms;       /* cap on one wait (30000) */
     ty_inf_event_cb on_event;     /* may be NULL */
     ty_inf_synced_cb on_synced;   /* may be NULL */
+    ty_inf_transform_cb transform; /* may be NULL: the whole object is kept */
     void *ud;
 } ty_informer_opts;
 

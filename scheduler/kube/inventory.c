@@ -58,18 +58,42 @@ static int quantity(const json_t *q)
     return s && ty_quantity_parse(s, strlen(s), &v) == TY_OK ? (int)v : 0;
 }
 
+/* A container's nvidia.com/gpu: its limit, else its request (extended resources have both
+ * equal when both are given). */
+static int container_gpus(const json_t *c)
+{
+    const json_t *res = json_object_get(c, "resources");
+    int q = quantity(json_object_get(json_object_get(res, "limits"), GPU));
+    return q ? q : quantity(json_object_get(json_object_get(res, "requests"), GPU));
+}
+
 int kube_inv_pod_gpus(const json_t *pod)
 {
-    int n = 0;
+    const json_t *spec = json_object_get(pod, "spec"), *c;
+    const json_t *slim = json_object_get(pod, KUBE_INV_SLIM_GPUS);
+    int sum = 0, init = 0;
     size_t i;
-    const json_t *c;
-    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
-    {
-        const json_t *res = json_object_get(c, "resources");
-        int q = quantity(json_object_get(json_object_get(res, "limits"), GPU));
-        n += q ? q : quantity(json_object_get(json_object_get(res, "requests"), GPU));
-    }
-    return n;
+    if (json_is_integer(slim))
+        return (int)json_integer_value(slim);
+    json_array_foreach(json_object_get(spec, "containers"), i, c)
+        sum += container_gpus(c);
+    /* Init containers run one at a time before the others: the scheduler counts the largest
+     * of them against the containers' sum (v1.26 has no restartable init containers). */
+    json_array_foreach(json_object_get(spec, "initContainers"), i, c)
+        if (container_gpus(c) > init)
+            init = container_gpus(c);
+    return sum > init ? sum : init;
+}
+
+json_t *kube_inv_pod_slim(const json_t *pod)
+{
+    const json_t *md = json_object_get(pod, "metadata");
+    return json_pack("{s:{s:s?, s:s?, s:s?, s:s?}, s:{s:s?}, s:{s:s?}, s:i}", "metadata",
+                     "namespace", str_at(md, "namespace", NULL), "name", str_at(md, "name", NULL),
+                     "uid", str_at(md, "uid", NULL), "resourceVersion",
+                     str_at(md, "resourceVersion", NULL), "spec", "nodeName",
+                     str_at(pod, "spec", "nodeName"), "status", "phase",
+                     str_at(pod, "status", "phase"), KUBE_INV_SLIM_GPUS, kube_inv_pod_gpus(pod));
 }
 
 int kube_inv_node_ready(const json_t *node)
@@ -278,7 +302,7 @@ ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node)
     return e;
 }
 
-ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod)
+ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *freed)
 {
     const json_t *any = pod ? pod : old;
     const char *ns = str_at(any, "metadata", "namespace"), *name = str_at(any, "metadata", "name");
@@ -290,6 +314,8 @@ ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod)
     if (node && *node && !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
         gpus = kube_inv_pod_gpus(pod);
     ty_err e = TY_OK;
+    if (freed)
+        *freed = 0;
     pthread_mutex_lock(&inv->mu);
     const json_t *prev = json_object_get(inv->pods, key);
     if (prev) {
@@ -297,6 +323,8 @@ ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod)
         int pg = (int)json_integer_value(json_array_get(prev, 1));
         if (gpus > 0 && !strcmp(pn, node) && pg == gpus)
             goto out; /* counted as it is */
+        if (freed)
+            *freed = gpus > 0 && !strcmp(pn, node) ? (pg > gpus ? pg - gpus : 0) : pg;
         add_used(inv, pn, -pg);
         json_object_del(inv->pods, key);
     }

@@ -12,9 +12,11 @@
  * What a node contributes: its name, zone (topology.kubernetes.io/zone), labels, taints,
  * allocatable nvidia.com/gpu, Ready condition, spec.unschedulable, and the node group named by
  * its eks.amazonaws.com/nodegroup label when that group is one of the profile's. What a pod
- * contributes: the nvidia.com/gpu its containers ask for (limits, else requests), counted on
- * spec.nodeName while it is bound and has not ended (phase neither Succeeded nor Failed). A
- * pod may be seen before its node: its GPUs count from the moment the node appears.
+ * contributes: the nvidia.com/gpu it asks for (kube_inv_pod_gpus()), counted on spec.nodeName
+ * while it is bound and has not ended (phase neither Succeeded nor Failed), whoever's pod it
+ * is: the backend feeds it every bound pod of the cluster, so that GPUs other tenants use are
+ * not seen as free. Pods are keyed by namespace and name, so a pod reported twice counts once.
+ * A pod may be seen before its node: its GPUs count from the moment the node appears.
  *
  * Threads: every function may be called from any thread; the view passed to kube_inv_with()'s
  * callback is valid only during the call, which holds the inventory's lock (so the callback
@@ -38,8 +40,12 @@ void kube_inv_free(kube_inv *inv);
 
 /* A node added or changed (node), or deleted (node NULL, old the last state). TY_ENOMEM. */
 ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node);
-/* A pod added or changed (pod), or deleted (pod NULL, old the last state). TY_ENOMEM. */
-ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod);
+/*
+ * A pod added or changed (pod), or deleted (pod NULL, old the last state). freed (may be NULL)
+ * gets the GPUs the change gave back to a node the pod was counted on (0 when none): what a
+ * waiting gang may now use. TY_ENOMEM.
+ */
+ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *freed);
 
 /*
  * Calls fn with the current view: every node (gpus_requested included) and the size of every
@@ -56,8 +62,20 @@ typedef struct kube_inv_view {
 typedef ty_err (*kube_inv_fn)(void *ud, kube_inv_view *view);
 ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud);
 
-/* The nvidia.com/gpu a pod's containers ask for (limits, else requests). */
+/*
+ * The nvidia.com/gpu a pod asks for, as the scheduler counts it: the sum over its containers
+ * (each its limit, else its request), or the largest of its init containers when that is more.
+ * A slim pod (below) answers what it recorded.
+ */
 int kube_inv_pod_gpus(const json_t *pod);
+/*
+ * What the inventory needs of a pod, as a new object that kube_inv_pod() takes in place of the
+ * pod: metadata (namespace, name, uid, resourceVersion), spec.nodeName, status.phase and
+ * KUBE_INV_SLIM_GPUS, the pod's GPUs. About 250 bytes, where a pod is several KiB: an informer
+ * of every pod of a cluster keeps this (its transform). NULL without memory.
+ */
+#define KUBE_INV_SLIM_GPUS "trainyard.io/gpus"
+json_t *kube_inv_pod_slim(const json_t *pod);
 /* A node's allocatable nvidia.com/gpu, and whether its Ready condition is True. */
 int kube_inv_node_gpus(const json_t *node);
 int kube_inv_node_ready(const json_t *node);

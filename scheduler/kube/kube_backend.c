@@ -1133,11 +1133,11 @@ ty_err kube_backend_metrics(backend *b, ty_buf *out)
 {
     kbe *kb = (kbe *)b;
     ty_err e = ty_kclient_stats_render(kb->c, out);
-    ty_informer *infs[3] = {kb->nodes, kb->pods, kb->jobs};
-    const char *names[3] = {"nodes", "pods", "jobs"};
+    ty_informer *infs[4] = {kb->nodes, kb->pods, kb->jobs, kb->bound};
+    const char *names[4] = {"nodes", "pods", "jobs", "bound_pods"};
     if (e == TY_OK)
         e = ty_buf_puts(out, "# TYPE trainyard_kube_informer_watch_restarts_total counter\n");
-    for (int i = 0; i < 3 && e == TY_OK; i++) {
+    for (int i = 0; i < 4 && e == TY_OK; i++) {
         ty_informer_stats st;
         ty_informer_stats_get(infs[i], &st);
         e = ty_buf_printf(out,
@@ -1205,6 +1205,7 @@ static void kb_free(backend *b)
     ty_informer_free(kb->nodes);
     ty_informer_free(kb->pods);
     ty_informer_free(kb->jobs);
+    ty_informer_free(kb->bound);
     kube_inv_free(kb->inv);
     while (kb->ahead) {
         kb_action *act = kb->ahead;
@@ -1263,6 +1264,8 @@ static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb, ty_i
     o.on_event = cb;
     if (cb == kb_node_event)
         o.on_synced = nodes_synced;
+    if (cb == kb_bound_pod_event)
+        o.transform = kb_bound_pod_slim;
     o.ud = kb;
     if (backoff_ms > 0) {
         o.backoff_base_ms = backoff_ms;
@@ -1322,18 +1325,27 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
              "trainyard.io%2Fjob-id");
     if (e == TY_OK)
         e = start_informer(kb, path, NULL, &kb->jobs, cfg->informer_backoff_ms, err, len);
+    /* Every pod bound to a node and not finished, whoever's, as the scheduler and the
+     * cluster-autoscaler list them: the GPUs other tenants use are not free. The selector is
+     * escaped whole ("!=" and "," included), as client-go sends it. */
+    if (e == TY_OK)
+        e = start_informer(kb, "/api/v1/pods?fieldSelector=" KB_BOUND_PODS_SELECTOR,
+                           kb_bound_pod_event, &kb->bound, cfg->informer_backoff_ms, err, len);
     if (e == TY_OK) {
         int64_t wait = cfg->sync_timeout_ms > 0 ? cfg->sync_timeout_ms : 30000;
         int64_t until = ty_time_now_ms() + wait;
-        ty_informer *infs[3] = {kb->nodes, kb->pods, kb->jobs};
-        const char *what[3] = {"nodes", "pods", "jobs"};
-        for (int i = 0; i < 3 && e == TY_OK; i++) {
+        ty_informer *infs[4] = {kb->nodes, kb->pods, kb->jobs, kb->bound};
+        const char *what[4] = {"nodes", "pods", "jobs", "bound pods"};
+        for (int i = 0; i < 4 && e == TY_OK; i++) {
             int64_t left = until - ty_time_now_ms();
             if (!ty_informer_wait_synced(infs[i], left > 0 ? left : 0)) {
                 char last[768];
                 ty_informer_last_error(infs[i], last, sizeof last);
                 if (i == 0)
                     why_set(err, len, "cannot list nodes: %s", last[0] ? last : "no answer");
+                else if (i == 3)
+                    why_set(err, len, "cannot list the pods of all namespaces (the GPUs other "
+                            "tenants use): %s", last[0] ? last : "no answer");
                 else
                     why_set(err, len, "cannot list %s in namespace %s: %s", what[i], kb->ns,
                             last[0] ? last : "no answer");

@@ -2,8 +2,9 @@
  * kube_backend.h - the Kubernetes backend: every attempt of a job is a batch/v1 Job (Indexed,
  * one pod per rank) and its headless Service, or a Volcano Job (render.h), in one namespace.
  *
- * Parts joined here: the API client (kclient.h), three informers (informer.h) that keep the
- * cluster's nodes and the namespace's pods and Jobs labelled trainyard.io/job-id, the cluster
+ * Parts joined here: the API client (kclient.h), four informers (informer.h) that keep the
+ * cluster's nodes, the namespace's pods and Jobs labelled trainyard.io/job-id and, slimmed to
+ * node and GPUs (inventory.h), every bound unfinished pod of the cluster, the cluster
  * profile (profile.h), rendering (render.h) and placement (placement.h). One worker thread
  * performs the API writes (creates, deletes) in the order they were asked, so launch() and
  * stop() return at once; what happens to the pods arrives through the informers' callbacks,
@@ -11,8 +12,8 @@
  * eventfd.
  *
  * reserve() places the gang (placement.h) on the inventory the informers hold: GPUs per node,
- * minus what the pods bound there request and what other reservations booked in a zone before
- * their pods were bound. launch() places every attempt again (the zone of a reclaimed or
+ * minus what the pods bound there request (any tenant's) and what other reservations booked
+ * in a zone before their pods were bound. launch() places every attempt again (the zone of a reclaimed or
  * withdrawn attempt is avoided when another fits). An attempt that waits for a node group to
  * grow from zero is withdrawn after the profile's scale_up_timeout_seconds: its objects are
  * deleted and it ends as one DISRUPTED (RECLAIMED, rank -1) event, which costs no restart.
@@ -46,7 +47,8 @@ typedef struct kube_backend_config {
 
 /*
  * Starts the backend: the client, the informers, the worker; waits (bounded) until the first
- * lists of nodes, pods and Jobs arrived. TY_EAGAIN with err saying which list failed and why
+ * lists of nodes, pods, Jobs and the cluster's bound pods arrived (the last needs pods
+ * get/list/watch cluster-wide: deploy/kustomize's ClusterRole). TY_EAGAIN with err saying which list failed and why
  * ("cannot list pods in namespace trainyard: ... (HTTP 403 Forbidden)") when they did not in
  * time; TY_EINVAL for a bad config; TY_ENOMEM, TY_EIO.
  */

@@ -293,13 +293,37 @@ void kb_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_
 {
     kbe *kb = ud;
     uint64_t t0 = ty_time_mono_ns();
-    kube_inv_pod(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj);
+    /* The bound pods' informer counts these too (the same key: once); this one may see a
+     * binding first, and placement then reads it at once instead of booking it again. */
+    kube_inv_pod(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj, NULL);
     pthread_mutex_lock(&kb->mu);
     if (type == TY_INF_DELETED)
         kb_pod_changed(kb, old_obj, 1, t0);
     else
         kb_pod_changed(kb, new_obj, 0, t0);
     pthread_mutex_unlock(&kb->mu);
+}
+
+json_t *kb_bound_pod_slim(void *ud, const json_t *pod)
+{
+    (void)ud;
+    return kube_inv_pod_slim(pod);
+}
+
+void kb_bound_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj)
+{
+    kbe *kb = ud;
+    int freed = 0;
+    kube_inv_pod(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj, &freed);
+    /* Another tenant's pod that ends frees GPUs no release() of ours announces. (A pod that
+     * ends leaves the field selector: it comes as DELETED, in its new state, so only the
+     * inventory knows what it held.) */
+    if (freed > 0) {
+        pthread_mutex_lock(&kb->mu);
+        if (kb->nodes_synced)
+            kb_push_capacity(kb);
+        pthread_mutex_unlock(&kb->mu);
+    }
 }
 
 /* Whether a node change may let a waiting gang fit. */

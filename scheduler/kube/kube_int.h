@@ -23,6 +23,9 @@
 #define KB_ANN_INDEX "batch.kubernetes.io/job-completion-index"
 #define KB_ANN_VC_INDEX "volcano.sh/task-index"
 #define KB_HIST 8
+/* spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed, query-escaped. */
+#define KB_BOUND_PODS_SELECTOR \
+    "spec.nodeName%21%3D%2Cstatus.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
 
 /* What the backend knows of one rank of the attempt launched last. */
 typedef struct krank {
@@ -73,6 +76,7 @@ typedef struct kbe {
     char ns[64];
     ty_kclient *c;
     ty_informer *nodes, *pods, *jobs;
+    ty_informer *bound;            /* every bound, unfinished pod of the cluster, slim */
     kube_inv *inv;                 /* nodes and GPUs in use, fed by the informers' callbacks */
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;
@@ -105,6 +109,9 @@ void kb_pod_changed(kbe *kb, const json_t *pod, int deleted, uint64_t t0);
 /* The informers' callbacks (they take kb->mu). */
 void kb_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj);
 void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj);
+void kb_bound_pod_event(void *ud, ty_inf_type type, const json_t *old_obj,
+                        const json_t *new_obj);
+json_t *kb_bound_pod_slim(void *ud, const json_t *pod);
 
 /* Pure helpers. */
 int kb_pod_rank(const json_t *pod);

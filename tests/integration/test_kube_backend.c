@@ -607,6 +607,92 @@ static void test_node_lost(void **state)
     json_decref(pods);
 }
 
+static backend *new_backend(void);
+
+/* A pod of namespace "other" bound to node, holding GPUs as its containers and init
+ * containers (JSON arrays of GPU counts) ask. */
+static void tenant_pod(const char *name, const char *node, const char *gpus, const char *init)
+{
+    char body[2048], c[512] = "", ic[512] = "";
+    json_t *a = json_loads(gpus, 0, NULL), *b = json_loads(init, 0, NULL), *v;
+    size_t i;
+    json_array_foreach(a, i, v)
+    {
+        size_t at = strlen(c);
+        snprintf(c + at, sizeof(c) - at, "%s{\"name\":\"c%zu\",\"image\":\"busybox\","
+                 "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"%lld\"}}}", i ? "," : "",
+                 i, (long long)json_integer_value(v));
+    }
+    json_array_foreach(b, i, v)
+    {
+        size_t at = strlen(ic);
+        snprintf(ic + at, sizeof(ic) - at, "%s{\"name\":\"i%zu\",\"image\":\"busybox\","
+                 "\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"%lld\"},\"limits\":{"
+                 "\"nvidia.com/gpu\":\"%lld\"}}}", i ? "," : "", i,
+                 (long long)json_integer_value(v), (long long)json_integer_value(v));
+    }
+    json_decref(a);
+    json_decref(b);
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"},"
+             "\"spec\":{\"nodeName\":\"%s\",\"containers\":[%s],\"initContainers\":[%s]}}",
+             name, node, c, ic);
+    json_decref(api("POST", "/api/v1/namespaces/other/pods", body, 201));
+}
+
+/*
+ * Other tenants' pods hold GPUs the inventory must not count as free: with 6 of the 8 V100s
+ * of the nodes in us-west-2a and us-west-2b taken by pods of another namespace (one by its
+ * containers' sum, one by its largest init container), gangs needing 4 a node go to
+ * us-west-2c, two of them (our own bound pod counted once), and a third waits until a
+ * tenant's pod ends.
+ */
+static void test_other_tenants_gpus(void **state)
+{
+    (void)state;
+    json_decref(api("POST", "/api/v1/namespaces",
+                    "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+                    "\"other\"}}",
+                    201));
+    tenant_pod("tenant-a", "usw2a-v100-od-0", "[2, 4]", "[]");
+    tenant_pod("tenant-b", "usw2b-v100-od-0", "[1]", "[6]");
+    /* A backend started now finds them in its first list. */
+    g_b->ops->free(g_b);
+    g_b = new_backend();
+
+    backend_job ja = job_of("01kbe00000000000000000000t", 1, 1, 4, "v100", "on-demand");
+    backend_attempt *a = reserve_ok(&ja);
+    json_t *pods = launch_placed(a, &ja);
+    assert_string_equal(node_of(pods, pod_of_rank(pods, 0)), "usw2c-v100-od-0");
+    assert_true(pinned_to(ja.id, 1, "us-west-2c"));
+    /* Its pod is bound: seen by both informers, counted once, so 4 GPUs there are free. */
+    backend_job jb = job_of("01kbe00000000000000000000u", 1, 1, 4, "v100", "on-demand");
+    backend_attempt *b = reserve_ok(&jb);
+
+    backend_job jc = job_of("01kbe00000000000000000000v", 1, 1, 4, "v100", "on-demand");
+    backend_attempt *c = NULL;
+    char why[512] = "";
+    assert_int_equal(g_b->ops->reserve(g_b, &jc, &c, why, sizeof(why)), TY_EAGAIN);
+    assert_non_null(strstr(why, "the most is 2"));
+
+    /* The tenant's pod in us-west-2a ends: its GPUs are free, and the waiting gang is told. */
+    fake("POST", "/fake/pods/other/tenant-a/phase", "{\"phase\":\"Succeeded\"}");
+    expect(BACKEND_EV_CAPACITY, -2, NULL);
+    c = reserve_ok(&jc);
+    json_t *cpods = launch_placed(c, &jc);
+    assert_true(pinned_to(jc.id, 1, "us-west-2a"));
+
+    backend_attempt *all[] = {a, c};
+    for (int i = 0; i < 2; i++) {
+        g_b->ops->stop(g_b, all[i], 1);
+        expect(BACKEND_EV_DISRUPTED, 0, all[i]);
+        g_b->ops->release(g_b, all[i]);
+    }
+    g_b->ops->release(g_b, b);
+    json_decref(pods);
+    json_decref(cpods);
+}
+
 static void test_logs(void **state)
 {
     (void)state;
@@ -646,7 +732,6 @@ static void test_logs(void **state)
     json_decref(pods);
 }
 
-static backend *new_backend(void);
 
 static void test_recover_adopts(void **state)
 {
@@ -850,6 +935,13 @@ static void test_unreachable(void **state)
     assert_non_null(strstr(err, "cannot list pods in namespace " NS));
     assert_non_null(strstr(err, "403"));
     fake("DELETE", "/fake/faults", NULL);
+    /* Nor without the pods of every namespace (the ClusterRole's read of pods). */
+    fake("POST", "/fake/faults",
+         "{\"method\":\"GET\",\"path\":\"/api/v1/pods\",\"count\":100000,\"status\":403}");
+    assert_int_equal(kube_backend_new(&cfg, &b, err, sizeof(err)), TY_EAGAIN);
+    assert_null(b);
+    assert_non_null(strstr(err, "cannot list the pods of all namespaces"));
+    fake("DELETE", "/fake/faults", NULL);
 }
 
 int main(int argc, char **argv)
@@ -875,6 +967,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_rejected_launch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_tenants_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -543,6 +543,7 @@ static const struct {
     {"Role", "", "services", "create get list watch delete"},
     {"Role", "", "events", "create patch list"},
     {"ClusterRole", "", "nodes", "get list watch"},
+    {"ClusterRole", "", "pods", "get list watch"}, /* other tenants' GPUs, read-only */
 };
 
 static void test_rbac_grants_exactly_what_the_backend_needs(void **state)

@@ -85,7 +85,7 @@ static void feed_node(kube_inv *inv, json_t *old, json_t *n)
 
 static void feed_pod(kube_inv *inv, json_t *old, json_t *p)
 {
-    assert_int_equal(kube_inv_pod(inv, old, p), TY_OK);
+    assert_int_equal(kube_inv_pod(inv, old, p, NULL), TY_OK);
     json_decref(old);
     json_decref(p);
 }
@@ -157,6 +157,68 @@ static void test_nodes_and_pods(void **state)
     kube_inv_free(NULL);
 }
 
+/*
+ * Every bound pod of the cluster, slimmed as the bound pods' informer keeps them: GPUs counted
+ * as the scheduler counts them (the containers' sum, or the largest init container when that
+ * is more), one count per pod however many informers report it, and what a pod that ends
+ * gives back, even when its deletion carries its ended state (it left the field selector).
+ */
+static void test_other_tenants_and_slim_pods(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    seen s;
+    int freed = -1;
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    feed_node(inv, NULL, node("b0", "us-west-2b", "p4d-spot-2b", 8, 1));
+
+    json_t *sum = json_pack("{s:{s:s, s:s, s:s, s:s, s:s}, s:{s:s, s:[{s:{s:{s:s}}}, "
+                            "{s:{s:{s:i}}}, {}], s:[{s:{s:{s:s}}}]}, s:{s:s}}",
+                            "metadata", "namespace", "ml", "name", "sum", "uid", "u-1",
+                            "resourceVersion", "7", "generateName", "x-", "spec", "nodeName",
+                            "b0", "containers", "resources", "limits", "nvidia.com/gpu", "2",
+                            "resources", "requests", "nvidia.com/gpu", 3, "initContainers",
+                            "resources", "limits", "nvidia.com/gpu", "1", "status", "phase",
+                            "Running");
+    json_t *init = json_pack("{s:{s:s, s:s}, s:{s:s, s:[{}], s:[{s:{s:{s:s}}}, "
+                             "{s:{s:{s:s}}}]}, s:{s:s}}",
+                             "metadata", "namespace", "ml", "name", "init", "spec", "nodeName",
+                             "b0", "containers", "initContainers", "resources", "limits",
+                             "nvidia.com/gpu", "2", "resources", "limits", "nvidia.com/gpu", "3",
+                             "status", "phase", "Pending");
+    assert_int_equal(kube_inv_pod_gpus(sum), 5);
+    assert_int_equal(kube_inv_pod_gpus(init), 3);
+    json_t *slim = kube_inv_pod_slim(sum);
+    assert_non_null(slim);
+    assert_int_equal(kube_inv_pod_gpus(slim), 5);
+    const json_t *md = json_object_get(slim, "metadata");
+    assert_string_equal(json_string_value(json_object_get(md, "uid")), "u-1");
+    assert_string_equal(json_string_value(json_object_get(md, "resourceVersion")), "7");
+    assert_null(json_object_get(md, "generateName"));
+    assert_null(json_object_get(json_object_get(slim, "spec"), "containers"));
+
+    /* Reported by two informers (ours and the cluster's), in either form: counted once. */
+    feed_pod(inv, NULL, json_incref(sum));
+    feed_pod(inv, NULL, json_incref(slim));
+    feed_pod(inv, NULL, kube_inv_pod_slim(init));
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 8);
+
+    /* It ends: the deletion carries phase Succeeded; the 5 GPUs it held are given back. */
+    json_object_set_new(json_object_get(slim, "status"), "phase", json_string("Succeeded"));
+    assert_int_equal(kube_inv_pod(inv, slim, NULL, &freed), TY_OK);
+    assert_int_equal(freed, 5);
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 3);
+    /* Told again (the other informer): nothing more to give back. */
+    assert_int_equal(kube_inv_pod(inv, sum, NULL, &freed), TY_OK);
+    assert_int_equal(freed, 0);
+    json_decref(slim);
+    json_decref(sum);
+    json_decref(init);
+    kube_inv_free(inv);
+}
+
 static ty_err sum_used(void *ud, kube_inv_view *view)
 {
     long *got = ud;
@@ -203,6 +265,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nodes_and_pods),
         cmocka_unit_test(test_many),
+        cmocka_unit_test(test_other_tenants_and_slim_pods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
