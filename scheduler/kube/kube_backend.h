@@ -16,7 +16,8 @@
  * in a zone before their pods were bound. launch() places every attempt again (the zone of a
  * reclaimed or withdrawn attempt is avoided when another fits). An attempt that waits for a
  * node group to grow from zero is withdrawn after the profile's scale_up_timeout_seconds: its
- * objects are deleted and it ends as one DISRUPTED (RECLAIMED, rank -1) event, which costs no restart.
+ * objects are deleted and it ends as one DISRUPTED (RECLAIMED, rank -1) event, which costs no
+ * restart.
  *
  * Objects of attempts that ended on their own are left to the Job's ttlSecondsAfterFinished
  * (their pods keep their logs until then); stop() and withdrawal delete theirs.
