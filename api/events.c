@@ -5,8 +5,9 @@
  *       every job's events; the filters are GET /v1/jobs's (jobs.c parses them) and apply
  *       to the job: its queue and labels, and `state` to the state the event moved it to.
  *   GET /v1/jobs/{id}/events?follow=true
- *       first every event the job has, then its new ones; the stream ends after the event
- *       that moves the job to a terminal state.
+ *       first every event the job has, then its new ones, and the metric points it reports
+ *       from now on; the stream ends after the event that moves the job to a terminal state
+ *       and the points stored before it.
  *
  * Each event of a job is
  *
@@ -21,7 +22,19 @@
  * after it: the stream is a read of the feed from a cursor, never a relay of
  * wake-ups, so nothing is lost across a reconnect and nothing comes twice.
  * Without either, GET /v1/events starts at the feed's head (only new events)
- * and the per-job stream at the job's first event. A comment line (": ping")
+ * and the per-job stream at the job's first event.
+ *
+ * The per-job stream also sends the job's metric points, grouped by step:
+ *
+ *   id: 14.5230
+ *   event: metrics
+ *   data: {"points":[{"step":100,"time":"...","loss":0.53,"accuracy":0.91},...]}
+ *
+ * Its ids carry both cursors, "<event seq>.<metric seq>", and a Last-Event-ID
+ * of that form resumes both; without one the points start at the newest
+ * stored (the page reads the history with GET /v1/jobs/{id}/metrics). Within
+ * one read, job events go before points: the two are numbered apart, so
+ * their order across kinds is not kept, only within each. A comment line (": ping")
  * is sent after 15 s without an event, which keeps proxies and
  * libmicrohttpd's inactivity timeout from closing a quiet stream and lets a
  * stream whose client went away notice it at that write.
@@ -45,6 +58,8 @@
 #define SSE_CONTENT_TYPE "text/event-stream"
 /* Events read from the store at a time: about 400 bytes each, so a batch fits one chunk. */
 #define FEED_BATCH 64
+/* Metric points read at a time (about 30 bytes each in a metrics event). */
+#define METRICS_BATCH 1000
 #define HEARTBEAT_NS (15ull * 1000000000ull)
 /* The longest cursor accepted: digits of a seq (an int64 has 19). */
 #define MAX_SEQ_DIGITS 18
@@ -59,10 +74,11 @@ typedef struct follower {
     ty_buf out;                  /* formatted and not yet handed out, from `off` */
     size_t off;
     uint64_t last_sent_ns;       /* when read() last returned bytes (monotonic) */
-    int64_t mcursor;             /* a per-job stream: the last metric point sent */
-    int ending;                  /* a per-job stream sent its terminal event: end after out */
-    int finished;                /* the job was terminal when the stream began: end once
-                                    caught up */
+    int metrics;                 /* a per-job stream: it sends metric points too */
+    int64_t mcursor;             /* the last metric point read (metrics set) */
+    int terminal;                /* a per-job stream read the job's terminal event (or the
+                                    job had ended when it began): end once caught up */
+    int done;                    /* nothing more will be sent: end once out is handed out */
 } follower;
 
 static void follower_free(void *ud)
@@ -96,14 +112,24 @@ static bool matches(const follower *fl, const store_feed_event *ev)
     return ok;
 }
 
+/* Appends the id line of an event: the event seq, and on a per-job stream the metric seq. */
+static ty_err put_id(const follower *fl, ty_buf *b, int64_t seq)
+{
+    if (fl->metrics)
+        return ty_buf_printf(b, "id: %lld.%lld\n", (long long)seq, (long long)fl->mcursor);
+    return ty_buf_printf(b, "id: %lld\n", (long long)seq);
+}
+
 /* Appends one `job` event; the data is on one line. */
-static ty_err put_job_event(ty_buf *b, const store_feed_event *ev)
+static ty_err put_job_event(const follower *fl, ty_buf *b, const store_feed_event *ev)
 {
     char time[32];
     ty_time_format_rfc3339(ev->time_ms, time, sizeof time);
     const char *labels = ev->labels_json[0] == '{' ? ev->labels_json : "{}";
-    ty_err e = ty_buf_printf(b, "id: %lld\nevent: job\ndata: {\"seq\":%lld,\"job_id\":\"%s\",",
-                             (long long)ev->seq, (long long)ev->seq, ev->id);
+    ty_err e = put_id(fl, b, ev->seq);
+    if (!e)
+        e = ty_buf_printf(b, "event: job\ndata: {\"seq\":%lld,\"job_id\":\"%s\",",
+                          (long long)ev->seq, ev->id);
     if (!e)
         e = ty_buf_puts(b, "\"name\":");
     if (!e)
@@ -132,24 +158,65 @@ static ty_err put_job_event(ty_buf *b, const store_feed_event *ev)
 }
 
 /*
- * Reads the next batch after the cursor and formats what passes the filters
- * into out. *more is set when the batch was full (more may follow at once).
+ * Appends one `metrics` event holding rows r[0..n) (n > 0, by seq): the rows
+ * of one step in a row make one point, so a report of several series at a
+ * step is one point with a member per series.
+ */
+static ty_err put_metrics_event(follower *fl, const store_metric_row *r, size_t n)
+{
+    char time[32];
+    fl->mcursor = r[n - 1].seq;
+    ty_err e = put_id(fl, &fl->out, fl->cursor);
+    if (!e)
+        e = ty_buf_puts(&fl->out, "event: metrics\ndata: {\"points\":[");
+    for (size_t i = 0; i < n && !e; i++) {
+        if (i == 0 || r[i].step != r[i - 1].step) {
+            ty_time_format_rfc3339(r[i].time_ms, time, sizeof time);
+            e = ty_buf_printf(&fl->out, "%s{\"step\":%lld,\"time\":\"%s\"", i ? "}," : "",
+                              (long long)r[i].step, time);
+        }
+        if (!e)
+            e = ty_buf_append(&fl->out, ",", 1);
+        if (!e)
+            e = ty_json_put_string(&fl->out, r[i].name, SIZE_MAX);
+        /* Stored values are finite (the store refuses others): %.17g is valid JSON and exact. */
+        if (!e)
+            e = ty_buf_printf(&fl->out, ":%.17g", r[i].value);
+    }
+    if (!e)
+        e = ty_buf_puts(&fl->out, "}]}\n\n");
+    return e;
+}
+
+/*
+ * Reads the next batch after the cursors and formats what passes the filters
+ * into out. *more is set when a batch was full (more may follow at once).
  */
 static ty_err fill(follower *fl, int *more)
 {
     store_feed_event *ev = NULL;
-    size_t n = 0;
+    store_metric_row *rows = NULL;
+    size_t n = 0, nrows = 0;
     ty_err e = fl->job[0] ? store_feed_read_job(fl->store, fl->job, fl->cursor, FEED_BATCH, &ev, &n)
                           : store_feed_read(fl->store, fl->cursor, FEED_BATCH, &ev, &n);
     *more = e == TY_OK && n == FEED_BATCH;
-    for (size_t i = 0; i < n && !e && !fl->ending; i++) {
+    for (size_t i = 0; i < n && !e; i++) {
         if (matches(fl, &ev[i]))
-            e = put_job_event(&fl->out, &ev[i]);
+            e = put_job_event(fl, &fl->out, &ev[i]);
         fl->cursor = ev[i].seq;
         if (fl->job[0] && job_state_is_terminal(ev[i].to))
-            fl->ending = 1;
+            fl->terminal = 1;
     }
     store_feed_free(ev, n);
+    /* Read after the events: once the terminal event is read, this read sees every point
+     * stored before it, and none can be stored after it. */
+    if (!e && fl->metrics)
+        e = store_metrics_since(fl->store, fl->job, fl->mcursor, METRICS_BATCH, &rows, &nrows);
+    if (!e && nrows) {
+        e = put_metrics_event(fl, rows, nrows);
+        *more |= nrows == METRICS_BATCH;
+    }
+    free(rows);
     return e;
 }
 
@@ -171,22 +238,22 @@ static long follower_read(void *ud, char *buf, size_t max)
             fl->last_sent_ns = ty_time_mono_ns();
             return (long)n;
         }
-        if (fl->ending)
+        if (fl->done)
             return 0;
         /* Noted before reading: a commit during the read moves it, so the wait below
          * returns at once and nothing committed meanwhile is left unread. */
-        uint64_t gen = api_feed_generation(fl->feed);
+        api_feed_gen gen = api_feed_generation(fl->feed);
         uint64_t deadline = fl->last_sent_ns + HEARTBEAT_NS;
-        if (api_feed_wait(fl->feed, gen, 0) == API_FEED_CLOSED)
+        if (api_feed_wait(fl->feed, gen, 0, 0) == API_FEED_CLOSED)
             return 0;
         int more = 0;
         if (fill(fl, &more) != TY_OK)
             return -1; /* cut off: the client resumes from the last id it received */
-        if (!more && fl->finished)
-            fl->ending = 1;
-        if (fl->out.len || more || fl->ending)
+        if (!more && fl->terminal)
+            fl->done = 1;
+        if (fl->out.len || more || fl->done)
             continue;
-        int w = api_feed_wait(fl->feed, gen, deadline);
+        int w = api_feed_wait(fl->feed, gen, fl->metrics, deadline);
         if (w == API_FEED_CLOSED)
             return 0;
         if (w == API_FEED_TIMEOUT && ty_buf_puts(&fl->out, ": ping\n\n") != TY_OK)
@@ -246,25 +313,35 @@ static void parse_query(const api_req *req, int filters, stream_query *q, spec_e
 }
 
 /*
- * The cursor a stream starts after: Last-Event-ID wins over ?after= (a
- * client reconnecting repeats its first URL, the header is newer); -1 when
- * neither is given. A bad one is an error in errs.
+ * The cursors a stream starts after: Last-Event-ID wins over ?after= (a
+ * client reconnecting repeats its first URL, the header is newer). The event
+ * seq is -1 when neither is given; the metric seq (*mseq, only where it is
+ * not NULL: "SEQ.MSEQ" is accepted) is -1 when not given. A bad one is an
+ * error in errs.
  */
-static int64_t start_cursor(const api_req *req, const stream_query *q, spec_errors *errs)
+static int64_t start_cursor(const api_req *req, const stream_query *q, int64_t *mseq,
+                            spec_errors *errs)
 {
     const char *v = req->last_event_id && req->last_event_id[0] ? req->last_event_id : q->after;
     const char *path = v == q->after ? "query.after" : "header.Last-Event-ID";
+    if (mseq)
+        *mseq = -1;
     if (!v)
         return -1;
-    int64_t seq = parse_seq(v, strlen(v));
+    size_t n = strlen(v), dot = strcspn(v, ".");
+    int64_t seq = parse_seq(v, mseq ? dot : n);
+    if (seq >= 0 && mseq && dot < n && (*mseq = parse_seq(v + dot + 1, n - dot - 1)) < 0)
+        seq = -1;
     if (seq < 0)
-        spec_errors_add(errs, path, "must be the id of an event: a seq, digits only");
+        spec_errors_add(errs, path,
+                        mseq ? "must be the id of an event: SEQ or SEQ.METRIC_SEQ, digits"
+                             : "must be the id of an event: a seq, digits only");
     return seq;
 }
 
 /* Creates the follower and hands it to resp as a stream; filter (if any) is stolen. */
 static void reply_stream(const api_req *req, api_resp *resp, const store_job *job,
-                         int64_t cursor, api_job_filter *filter)
+                         int64_t cursor, int64_t mcursor, api_job_filter *filter)
 {
     follower *fl = calloc(1, sizeof *fl);
     if (!fl || ty_buf_puts(&fl->out, ": ok\n\n") != TY_OK) {
@@ -276,7 +353,9 @@ static void reply_stream(const api_req *req, api_resp *resp, const store_job *jo
     fl->feed = req->ctx->feed;
     if (job) {
         memcpy(fl->job, job->id, STORE_ID_LEN + 1);
-        fl->finished = job_state_is_terminal(job->state);
+        fl->terminal = job_state_is_terminal(job->state);
+        fl->metrics = 1;
+        fl->mcursor = mcursor;
     }
     fl->cursor = cursor;
     if (filter) {
@@ -317,7 +396,7 @@ void api_events_follow(const api_req *req, api_resp *resp)
     if (e)
         goto fail;
     parse_query(req, 1, &q, &errs);
-    int64_t cursor = start_cursor(req, &q, &errs);
+    int64_t cursor = start_cursor(req, &q, NULL, &errs);
     if (errs.count) {
         api_reply_invalid(resp, 400, "invalid-query", &errs);
         goto out;
@@ -335,7 +414,7 @@ void api_events_follow(const api_req *req, api_resp *resp)
         api_reply_invalid(resp, 400, "invalid-query", &errs);
         goto out;
     }
-    reply_stream(req, resp, NULL, cursor < 0 ? head : cursor, &q.filter);
+    reply_stream(req, resp, NULL, cursor < 0 ? head : cursor, 0, &q.filter);
     goto out;
 fail:
     api_reply_error(resp, e, NULL);
@@ -367,7 +446,8 @@ void api_jobs_events_follow(const api_req *req, api_resp *resp)
     if (e)
         goto fail;
     parse_query(req, 0, &q, &errs);
-    int64_t cursor = start_cursor(req, &q, &errs);
+    int64_t mcursor = -1;
+    int64_t cursor = start_cursor(req, &q, &mcursor, &errs);
     if (errs.count) {
         api_reply_invalid(resp, 400, "invalid-query", &errs);
         goto out;
@@ -381,7 +461,10 @@ void api_jobs_events_follow(const api_req *req, api_resp *resp)
     }
     if (e)
         goto fail;
-    reply_stream(req, resp, job, cursor < 0 ? 0 : cursor, NULL);
+    /* Without a metric cursor the points start at the newest stored. */
+    if (mcursor < 0 && (e = store_metrics_head(req->ctx->store, &mcursor)))
+        goto fail;
+    reply_stream(req, resp, job, cursor < 0 ? 0 : cursor, mcursor, NULL);
     goto out;
 fail:
     api_reply_error(resp, e, NULL);

@@ -14,7 +14,7 @@
 struct api_feed {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* broadcast on every notify and at shutdown */
-    uint64_t generation; /* mu */
+    api_feed_gen gen;    /* mu */
     int closed;          /* mu */
     long followers;      /* mu */
 };
@@ -56,7 +56,17 @@ void api_feed_notify(api_feed *f)
     if (!f)
         return;
     pthread_mutex_lock(&f->mu);
-    f->generation++;
+    f->gen.events++;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void api_feed_notify_metrics(api_feed *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->gen.metrics++;
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
 }
@@ -71,15 +81,21 @@ void api_feed_shutdown(api_feed *f)
     pthread_mutex_unlock(&f->mu);
 }
 
-uint64_t api_feed_generation(api_feed *f)
+api_feed_gen api_feed_generation(api_feed *f)
 {
     pthread_mutex_lock(&f->mu);
-    uint64_t g = f->generation;
+    api_feed_gen g = f->gen;
     pthread_mutex_unlock(&f->mu);
     return g;
 }
 
-int api_feed_wait(api_feed *f, uint64_t gen, uint64_t deadline_ns)
+/* Whether a generation waited for moved on; mu held. */
+static int moved(const api_feed *f, api_feed_gen seen, int metrics)
+{
+    return f->gen.events != seen.events || (metrics && f->gen.metrics != seen.metrics);
+}
+
+int api_feed_wait(api_feed *f, api_feed_gen seen, int metrics, uint64_t deadline_ns)
 {
     struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
                           .tv_nsec = (long)(deadline_ns % 1000000000u)};
@@ -90,13 +106,14 @@ int api_feed_wait(api_feed *f, uint64_t gen, uint64_t deadline_ns)
             r = API_FEED_CLOSED;
             break;
         }
-        if (f->generation != gen) {
+        if (moved(f, seen, metrics)) {
             r = API_FEED_CHANGED;
             break;
         }
         if (pthread_cond_timedwait(&f->cv, &f->mu, &ts) == ETIMEDOUT) {
-            r = f->closed ? API_FEED_CLOSED : f->generation != gen ? API_FEED_CHANGED
-                                                                    : API_FEED_TIMEOUT;
+            r = f->closed ? API_FEED_CLOSED
+                : moved(f, seen, metrics) ? API_FEED_CHANGED
+                                          : API_FEED_TIMEOUT;
             break;
         }
     }

@@ -4,9 +4,11 @@
  *
  * One writer side and many followers. The store's writer calls
  * api_feed_notify() after each commit that wrote job events (server/ chains it
- * behind the scheduler's change hook) and after each commit of metric points;
- * notify only increments a generation counter and broadcasts a condition
- * variable, so it is quick and never touches the store. Each follower runs on
+ * behind the scheduler's change hook) and api_feed_notify_metrics() after each
+ * commit of metric points (the store's metrics hook). A notify only increments
+ * a generation counter and broadcasts a condition variable, so it is quick and
+ * never touches the store. Metric points have their own counter, so that a
+ * stream of job events only (GET /v1/events) is not woken by them. Each follower runs on
  * its own connection's thread and keeps its own cursor in the change feed: it
  * notes the generation, reads the feed after its cursor, and when it has
  * caught up waits until the generation moves on. A follower never holds the
@@ -30,27 +32,36 @@ ty_err api_feed_new(api_feed **out);
 /* Frees the feed; every follower must have ended. Accepts NULL. */
 void api_feed_free(api_feed *f);
 
-/* Something was committed: wakes every waiting follower. Quick; accepts NULL. */
+/* Job events were committed: wakes every waiting follower. Quick; accepts NULL. */
 void api_feed_notify(api_feed *f);
+/* Metric points were committed: wakes the followers that wait for them. Quick; accepts NULL. */
+void api_feed_notify_metrics(api_feed *f);
 /* The server is stopping: every wait returns API_FEED_CLOSED at once, now and later, and
  * the streams end. Accepts NULL. */
 void api_feed_shutdown(api_feed *f);
 
-/* The generation: increases with every notify. Note it before reading the store. */
-uint64_t api_feed_generation(api_feed *f);
+/* The generations: each increases with every notify of its kind. */
+typedef struct api_feed_gen {
+    uint64_t events;
+    uint64_t metrics;
+} api_feed_gen;
+
+/* The generations now. Note them before reading the store. */
+api_feed_gen api_feed_generation(api_feed *f);
 
 enum {
-    API_FEED_CHANGED = 0, /* the generation differs from the one given */
+    API_FEED_CHANGED = 0, /* a generation waited for differs from the one seen */
     API_FEED_TIMEOUT = 1, /* the deadline passed */
     API_FEED_CLOSED = 2,  /* api_feed_shutdown() was called */
 };
 
 /*
- * Waits until the generation differs from gen, the monotonic clock
- * (ty_time_mono_ns()) reaches deadline_ns, or the feed is shut down; returns
- * which. Returns at once when one of them already holds.
+ * Waits until the events generation differs from seen's (or, with metrics set,
+ * the metrics generation does), the monotonic clock (ty_time_mono_ns())
+ * reaches deadline_ns, or the feed is shut down; returns which. Returns at
+ * once when one of them already holds.
  */
-int api_feed_wait(api_feed *f, uint64_t gen, uint64_t deadline_ns);
+int api_feed_wait(api_feed *f, api_feed_gen seen, int metrics, uint64_t deadline_ns);
 
 /* The streams following the feed now, for /metrics. */
 long api_feed_followers(api_feed *f);

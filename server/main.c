@@ -92,6 +92,12 @@ static void on_change(void *ud)
     api_feed_notify(h->feed);
 }
 
+/* Metric points wake only the streams that send them (the scheduler has no use for them). */
+static void on_metrics(void *ud)
+{
+    api_feed_notify_metrics(ud);
+}
+
 /* What the Kubernetes backend borrows for its whole life. */
 typedef struct kube_parts {
     ty_kubeconfig *kubeconfig;
@@ -274,6 +280,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     store_change_hook_get(st, &hooks.sched_fn, &hooks.sched_ud);
     hooks.feed = feed;
     store_set_change_hook(st, on_change, &hooks);
+    store_set_metrics_hook(st, on_metrics, feed);
     api_ctx ctx = {
         .store = st,
         .feed = feed,
