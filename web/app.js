@@ -16,6 +16,7 @@
 
 (function () {
   const TOKEN_KEY = 'trainyard.token';
+  const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
   const STATES = ['PENDING', 'ADMITTED', 'STARTING', 'RUNNING', 'RESTARTING', 'CANCELLING',
     'SUCCEEDED', 'FAILED', 'CANCELLED'];
   const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777',
@@ -182,11 +183,12 @@
   exported.SseParser = SseParser;
 
   /*
-   * Follows an event stream until page ends: h.onEvent(ev) per event, h.onMode(mode) when the
-   * connection goes live or drops. After a drop (the server restarted, a proxy cut it, nothing
-   * arrived for STALL_MS) it connects again with Last-Event-ID, waiting longer each time (1 s
-   * to 15 s). A route that answers anything but an event stream (404: this server has no such
-   * stream; 400) ends the loop with h.onUnsupported(response).
+   * Follows an event stream until the page ends: hd.onEvent(ev) per event, hd.onMode(mode) when
+   * the connection goes live, drops or ends. After a drop (the server restarted, a proxy cut it,
+   * nothing arrived for STALL_MS) it connects again with Last-Event-ID, waiting longer each time
+   * (1 s to 15 s), unless hd.done() says the stream has said all it will (a finished job's). A
+   * route that answers anything but an event stream (404: this server has no such stream; 400)
+   * ends the loop with hd.onUnsupported(response).
    */
   async function follow(page, url, hd) {
     let lastId = null;
@@ -229,6 +231,10 @@
         page.signal.removeEventListener('abort', stop);
       }
       if (page.signal.aborted) return;
+      if (hd.done && hd.done()) {
+        hd.onMode('ended');
+        return;
+      }
       hd.onMode('reconnecting');
       await sleep(delay, page.signal);
       delay = Math.min(delay * 2, 15000);
@@ -276,7 +282,7 @@
     else if ((m = /^\/jobs\/([0-9a-z]{1,64})$/.exec(path))) run = jobPage(page, view, m[1]);
     else if (path === '/compare') run = comparePage(page, view, params);
     else run = Promise.resolve(add(view, [h('p', { class: 'error' }, 'No such page: ' + path)]));
-    document.body.dataset.view = path.split('/')[1] || 'jobs';
+    document.body.dataset.view = m ? 'job' : (path.split('/')[1] || 'jobs');
     run.then(() => { if (!page.signal.aborted) document.body.dataset.ready = '1'; },
       (e) => {
         if (e instanceof AuthError || page.signal.aborted) return;
@@ -570,14 +576,15 @@
       loss: h('canvas', { id: 'chart-loss' }),
       accuracy: h('canvas', { id: 'chart-accuracy' }),
     };
+    const chartGrid = h('div', { class: 'charts' },
+      h('div', { class: 'chartbox' }, canvases.loss),
+      h('div', { class: 'chartbox' }, canvases.accuracy));
     const logs = h('div', { class: 'logs' });
     const logButtons = h('p', {});
     add(view, [
       head,
       section('Summary', summary),
-      section('Metrics', chartNote, h('div', { class: 'charts' },
-        h('div', { class: 'chartbox' }, canvases.loss),
-        h('div', { class: 'chartbox' }, canvases.accuracy))),
+      section('Metrics', chartNote, chartGrid),
       section('Attempts and ranks', attemptsBox),
       section('Logs', logButtons, logs),
       section('Events', timeline),
@@ -627,6 +634,7 @@
     } catch (e) {
       if (e instanceof AuthError || page.signal.aborted) throw e;
       chartNote.textContent = 'Metrics unavailable: ' + e.message;
+      chartGrid.hidden = true;
     }
     let redraw = 0;
     const addPoints = (points) => {
@@ -662,9 +670,11 @@
 
     /* The job stream sends every existing event first: the timeline is drawn from it. */
     let fromStream = false;
+    let finished = false;
     follow(page, base + '/events?follow=true', {
+      done: () => finished,
       onMode: (m) => {
-        setLive(m, m === 'live' ? 'live' : 'reconnecting…');
+        setLive(m, { live: 'live', ended: 'finished' }[m] || 'reconnecting…');
         if (m === 'live' && !fromStream) { timeline.replaceChildren(); fromStream = true; }
       },
       onUnsupported: async (r) => {
@@ -678,6 +688,7 @@
         const d = JSON.parse(ev.data);
         if (ev.event === 'job') {
           timeline.appendChild(eventItem(d));
+          if (TERMINAL.has(d.to)) finished = true;
           refresh();
         } else if (ev.event === 'metrics' && Array.isArray(d.points)) {
           addPoints(d.points);

@@ -1,0 +1,841 @@
+/*
+ * test_web.c - the web page in a real browser: headless Chromium driven through chromedriver's
+ * WebDriver API (W3C WebDriver: JSON over HTTP, spoken here with libcurl), against the real
+ * `trainyard serve` on loopback with a temporary database.
+ *
+ * Usage: test_web TRAINYARD_BINARY OPENAPI_YAML ARTIFACT_DIR (CTest passes all three).
+ * Screenshots (PNG) of what the cases saw are written to ARTIFACT_DIR. Every case skips, saying
+ * why, where chromium or chromedriver is not installed (scripts/install-deps installs both).
+ *
+ * The cases read the page the way a user does (rows, text, charts) plus a few data attributes
+ * the page sets for this purpose: body[data-view] (login, jobs, job, compare), body[data-ready]
+ * ("1" once a view has drawn what it fetched), #live[data-mode] ("live" while its event stream
+ * is connected), and window.trainyard (the SSE parser, Chart.js instances, CSP violations seen).
+ * Waits are bounded by deadlines, never measured.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "common/ty_net.h"
+#include "tests/support/ty_harness.h"
+
+extern char **environ;
+
+#define WAIT_MS 20000 /* the longest any wait for the page may take before the case fails */
+#define PAYLOAD_SCRIPT "<script>window.__xss=1</script>"
+#define PAYLOAD_IMG "<img src=x onerror=\"window.__xss=1\">"
+
+static const char *g_artifacts;
+static char g_chromium[512], g_chromedriver[512];
+static char g_skip[256]; /* why the cases skip; "" when the browser runs */
+static ty_server *g_srv;
+static ty_client *g_admin;
+static pid_t g_driver_pid = -1;
+static char g_driver_url[64];
+static char g_session[128];
+static int g_counter;
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A unique job name "<prefix>-<n>" in a buffer reused after eight calls. */
+static const char *uniq(const char *prefix)
+{
+    static char buf[8][64];
+    static int slot;
+    char *b = buf[slot++ % 8];
+    snprintf(b, 64, "%s-%d", prefix, ++g_counter);
+    return b;
+}
+
+/* The first executable named `name` along PATH (or in /usr/bin) into out; 0 when found. */
+static int find_program(const char *name, char *out, size_t outlen)
+{
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    snprintf(dirs, sizeof dirs, "%s:/usr/bin", path ? path : "");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        if (snprintf(out, outlen, "%s/%s", d, name) < (int)outlen && access(out, X_OK) == 0)
+            return 0;
+    }
+    out[0] = '\0';
+    return -1;
+}
+
+#define SKIP_WITHOUT_BROWSER()                                                                     \
+    do {                                                                                           \
+        if (g_skip[0]) {                                                                           \
+            print_message("[  SKIP    ] %s\n", g_skip);                                            \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* ---- WebDriver ----------------------------------------------------------- */
+
+typedef struct membuf {
+    char *p;
+    size_t n;
+} membuf;
+
+static size_t collect(char *data, size_t size, size_t nmemb, void *ud)
+{
+    membuf *b = ud;
+    size_t add = size * nmemb;
+    char *p = realloc(b->p, b->n + add + 1);
+    if (!p)
+        return 0;
+    memcpy(p + b->n, data, add);
+    b->p = p;
+    b->n += add;
+    b->p[b->n] = '\0';
+    return add;
+}
+
+/*
+ * One WebDriver command: method on g_driver_url + path, body (stolen, may be NULL). Returns
+ * the answer's "value" (new) and 0, or -1 with the reason in err (a transport error, or the
+ * driver's error and message).
+ */
+static int wd_try(const char *method, const char *path, json_t *body, json_t **value, char *err,
+                  size_t errlen)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    membuf resp = {0};
+    char url[512], *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    long status = 0;
+    int rc = -1;
+    json_t *doc = NULL;
+
+    *value = NULL;
+    json_decref(body);
+    if (!c || !hdr || (body && !text)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    snprintf(url, sizeof url, "%s%s", g_driver_url, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 90L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (text)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    CURLcode ce = curl_easy_perform(c);
+    if (ce != CURLE_OK) {
+        snprintf(err, errlen, "%s %s: %s", method, path, curl_easy_strerror(ce));
+        goto out;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    doc = json_loadb(resp.p ? resp.p : "", resp.n, 0, NULL);
+    json_t *v = json_object_get(doc, "value");
+    if (status != 200 || !v) {
+        snprintf(err, errlen, "%s %s: HTTP %ld: %s: %.400s", method, path, status,
+                 json_string_value(json_object_get(v, "error")) ?: "?",
+                 json_string_value(json_object_get(v, "message")) ?: (resp.p ? resp.p : ""));
+        goto out;
+    }
+    *value = json_incref(v);
+    rc = 0;
+out:
+    json_decref(doc);
+    free(text);
+    free(resp.p);
+    curl_slist_free_all(hdr);
+    if (c)
+        curl_easy_cleanup(c);
+    return rc;
+}
+
+static void screenshot(const char *name);
+
+/* wd_try() on the session, failing the test on any error; returns new. */
+#define wd(method, path, body) wd_at(__LINE__, (method), (path), (body))
+static json_t *wd_at(int line, const char *method, const char *path, json_t *body)
+{
+    char full[512], err[1024];
+    json_t *v;
+    snprintf(full, sizeof full, "/session/%s%s", g_session, path);
+    if (wd_try(method, full, body, &v, err, sizeof err) < 0)
+        fail_msg("line %d: webdriver: %s", line, err);
+    return v;
+}
+
+/* Runs script in the page (arguments[0] is arg, stolen, may be NULL); returns its value (new). */
+#define js(script, arg) js_at(__LINE__, (script), (arg))
+static json_t *js_at(int line, const char *script, json_t *arg)
+{
+    json_t *args = json_array();
+    if (arg)
+        json_array_append_new(args, arg);
+    return wd_at(line, "POST", "/execute/sync",
+                 json_pack("{s:s, s:o}", "script", script, "args", args));
+}
+
+/* js() of an expression that must be true. */
+#define js_true(expr, arg) js_true_at(__LINE__, (expr), (arg))
+static void js_true_at(int line, const char *expr, json_t *arg)
+{
+    char script[4096];
+    snprintf(script, sizeof script, "return !!(%s);", expr);
+    json_t *v = js_at(line, script, arg);
+    if (!json_is_true(v))
+        fail_msg("line %d: not true in the page: %s", line, expr);
+    json_decref(v);
+}
+
+/* Waits until expr (with arguments[0] = arg, borrowed) is true in the page. */
+#define wait_js(expr, arg, what) wait_js_at(__LINE__, (expr), (arg), (what))
+static void wait_js_at(int line, const char *expr, const json_t *arg, const char *what)
+{
+    char script[4096];
+    int64_t deadline = now_ms() + WAIT_MS;
+    /* A view that failed says so at once (data-ready="error"): no use waiting for it. */
+    snprintf(script, sizeof script,
+             "if (document.body.dataset.ready === 'error') return 'error';"
+             "try { return !!(%s); } catch (e) { return false; }",
+             expr);
+    for (;;) {
+        json_t *v = js_at(line, script, arg ? json_deep_copy(arg) : NULL);
+        int ok = json_is_true(v), failed = json_is_string(v);
+        json_decref(v);
+        if (ok)
+            return;
+        if (failed || now_ms() > deadline) {
+            json_t *seen = js_at(line, "return document.body.innerText.slice(0, 600);", NULL);
+            char shot[64];
+            snprintf(shot, sizeof shot, "failed-line-%d.png", line);
+            screenshot(shot);
+            fail_msg("line %d: waited %d ms for %s (%s); the page shows: %s", line, WAIT_MS, what,
+                     expr, json_string_value(seen) ? json_string_value(seen) : "?");
+        }
+        sleep_ms(100);
+    }
+}
+
+static void navigate(const char *hash)
+{
+    char url[512];
+    snprintf(url, sizeof url, "%s/%s", ty_server_url(g_srv), hash);
+    json_decref(wd("POST", "/url", json_pack("{s:s}", "url", url)));
+}
+
+/* Goes to a view (a hash route) and waits until it has drawn what it fetched. */
+static void open_view(const char *hash, const char *view)
+{
+    char expr[256];
+    json_decref(js("location.hash = arguments[0];", json_string(hash)));
+    snprintf(expr, sizeof expr,
+             "document.body.dataset.view === '%s' && document.body.dataset.ready === '1'", view);
+    wait_js(expr, NULL, hash);
+}
+
+/* The WebDriver id of the first element matching css. */
+static char *find(const char *css)
+{
+    json_t *v =
+        wd("POST", "/element", json_pack("{s:s, s:s}", "using", "css selector", "value", css));
+    const char *key;
+    json_t *id;
+    char *out = NULL;
+    json_object_foreach(v, key, id) out = strdup(json_string_value(id));
+    json_decref(v);
+    assert_non_null(out);
+    return out;
+}
+
+static void click(const char *css)
+{
+    char path[256], *id = find(css);
+    snprintf(path, sizeof path, "/element/%s/click", id);
+    json_decref(wd("POST", path, json_object()));
+    free(id);
+}
+
+static void type_into(const char *css, const char *text)
+{
+    char path[256], *id = find(css);
+    snprintf(path, sizeof path, "/element/%s/value", id);
+    json_decref(wd("POST", path, json_pack("{s:s}", "text", text)));
+    free(id);
+}
+
+/* Saves what the browser shows as ARTIFACT_DIR/name (PNG). */
+static void screenshot(const char *name)
+{
+    json_t *v = wd("GET", "/screenshot", NULL);
+    const char *b64 = json_string_value(v);
+    char path[1024];
+    assert_non_null(b64);
+    size_t len = strlen(b64);
+    unsigned char *png = malloc(len / 4 * 3 + 3);
+    assert_non_null(png);
+    int n = EVP_DecodeBlock(png, (const unsigned char *)b64, (int)len);
+    assert_true(n > 8);
+    /* EVP_DecodeBlock counts the padding's zero bytes; a PNG's IEND chunk ends it. */
+    while (len > 0 && b64[len - 1] == '=') {
+        n--;
+        len--;
+    }
+    assert_memory_equal(png, "\x89PNG", 4);
+    snprintf(path, sizeof path, "%s/%s", g_artifacts, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(png, 1, (size_t)n, f), (size_t)n);
+    assert_int_equal(fclose(f), 0);
+    print_message("[ ARTEFACT ] %s\n", path);
+    free(png);
+    json_decref(v);
+}
+
+/* ---- the driver and the browser ------------------------------------------ */
+
+static void driver_stop(void)
+{
+    char err[256];
+    json_t *v;
+    if (g_session[0]) {
+        char path[256];
+        snprintf(path, sizeof path, "/session/%s", g_session);
+        if (wd_try("DELETE", path, NULL, &v, err, sizeof err) == 0)
+            json_decref(v);
+    }
+    g_session[0] = '\0';
+    if (g_driver_pid > 0) {
+        kill(g_driver_pid, SIGTERM);
+        waitpid(g_driver_pid, NULL, 0);
+    }
+    g_driver_pid = -1;
+}
+
+/* Starts chromedriver on a free loopback port and a headless Chromium session through it. */
+static int driver_start(char *err, size_t errlen)
+{
+    char port_arg[32], log_arg[1100];
+    int port = ty_net_free_port();
+    if (port < 0) {
+        snprintf(err, errlen, "no free port for chromedriver");
+        return -1;
+    }
+    snprintf(port_arg, sizeof port_arg, "--port=%d", port);
+    snprintf(log_arg, sizeof log_arg, "--log-path=%s/chromedriver.log", g_artifacts);
+    snprintf(g_driver_url, sizeof g_driver_url, "http://127.0.0.1:%d", port);
+    char *const argv[] = {g_chromedriver, port_arg, log_arg, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    int rc = posix_spawn(&g_driver_pid, g_chromedriver, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        g_driver_pid = -1;
+        snprintf(err, errlen, "%s: %s", g_chromedriver, strerror(rc));
+        return -1;
+    }
+    /* Ready when /status says so. */
+    int64_t deadline = now_ms() + 30000;
+    for (;;) {
+        json_t *v = NULL;
+        if (wd_try("GET", "/status", NULL, &v, err, errlen) == 0 &&
+            json_is_true(json_object_get(v, "ready"))) {
+            json_decref(v);
+            break;
+        }
+        json_decref(v);
+        if (now_ms() > deadline || waitpid(g_driver_pid, NULL, WNOHANG) == g_driver_pid) {
+            snprintf(err, errlen, "chromedriver did not get ready (see %s/chromedriver.log)",
+                     g_artifacts);
+            return -1;
+        }
+        sleep_ms(100);
+    }
+    /* We run as root in CI: Chromium's sandbox needs a user namespace it may not get. */
+    json_t *caps = json_pack(
+        "{s:{s:{s:s, s:{s:s, s:[s,s,s,s,s,s]}}}}", "capabilities", "alwaysMatch", "browserName",
+        "chrome", "goog:chromeOptions", "binary", g_chromium, "args", "--headless=new",
+        "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
+        "--lang=en-US");
+    json_t *v = NULL;
+    if (wd_try("POST", "/session", caps, &v, err, errlen) < 0)
+        return -1;
+    const char *sid = json_string_value(json_object_get(v, "sessionId"));
+    snprintf(g_session, sizeof g_session, "%s", sid ? sid : "");
+    json_decref(v);
+    if (!g_session[0]) {
+        snprintf(err, errlen, "chromedriver answered a session without an id");
+        return -1;
+    }
+    return 0;
+}
+
+/* The page itself (its files, Chart.js) did nothing the policy refused. */
+static void expect_no_violation(void)
+{
+    json_t *v = js("return JSON.stringify(window.trainyard.cspViolations);", NULL);
+    if (strcmp(json_string_value(v) ? json_string_value(v) : "", "[]") != 0)
+        fail_msg("the page broke its Content-Security-Policy: %s", json_string_value(v));
+    json_decref(v);
+}
+
+/* ---- jobs ------------------------------------------------------------------ */
+
+/* Submits spec (stolen) as the admin; returns the job's id (static buffer of the caller). */
+static void submit(json_t *spec, char id[32])
+{
+    char *body = json_dumps(spec, JSON_COMPACT);
+    json_decref(spec);
+    ty_http_resp *r = ty_req(g_admin, "POST", "/v1/jobs", body);
+    free(body);
+    if (r->status != 201)
+        fail_msg("submit: HTTP %ld: %.400s", r->status, r->body);
+    snprintf(id, 32, "%s", ty_json_str(r->json, "id"));
+    ty_resp_destroy(r);
+}
+
+static void cancel(const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s:cancel", id);
+    ty_resp_destroy(ty_req(g_admin, "POST", path, NULL));
+}
+
+/* Whether the server's contract (openapi.yaml) has this path: routes not built yet are not. */
+static int documented(const char *path)
+{
+    return json_object_get(json_object_get(oas_doc(ty_harness_oas()), "paths"), path) != NULL;
+}
+
+/* ---- cases --------------------------------------------------------------- */
+
+/*
+ * The page asks for a token, keeps it in sessionStorage only, and asks again when the server
+ * refuses it.
+ */
+static void test_token_form(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    navigate("#/jobs");
+    wait_js("document.body.dataset.view === 'login'", NULL, "the token form");
+    js_true("!document.getElementById('login').hidden", NULL);
+    screenshot("login.png");
+
+    type_into("#login-token", "ty_this_is_not_a_token_of_this_server_000000000");
+    click("#login-form button[type=submit]");
+    wait_js("document.body.dataset.view === 'login' && "
+            "document.getElementById('login-error').textContent.includes('401')",
+            NULL, "the refused token to be asked for again");
+    js_true("sessionStorage.getItem('trainyard.token') === null", NULL);
+
+    type_into("#login-token", TY_TEST_ADMIN_TOKEN);
+    click("#login-form button[type=submit]");
+    wait_js("document.body.dataset.view === 'jobs' && document.body.dataset.ready === '1'", NULL,
+            "the jobs table");
+    js_true("sessionStorage.getItem('trainyard.token') === arguments[0]",
+            json_string(TY_TEST_ADMIN_TOKEN));
+    js_true("localStorage.length === 0 && !document.cookie", NULL);
+}
+
+/* (a) A job submitted while the table is open appears, and changes state, without a reload. */
+static void test_jobs_table_live(void **state)
+{
+    char id[32], expr[512];
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    if (!documented("/v1/events")) {
+        print_message("[  SKIP    ] GET /v1/events (the event stream) is not on this server yet; "
+                      "the table's live updates need it\n");
+        skip();
+    }
+    open_view("#/jobs", "jobs");
+    /* Without Last-Event-ID the stream starts at the feed's head: submit after it is live. */
+    wait_js("document.getElementById('live').dataset.mode === 'live'", NULL, "the event stream");
+    json_decref(js("window.__sameDocument = 1;", NULL));
+
+    const char *name = uniq("live");
+    submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:{s:i}}", "name", name, "labels", "case",
+                     "live", "command", "sh", "-c", "exit 0", "workers", "count", 1),
+           id);
+    snprintf(expr, sizeof expr, "document.querySelector('#jobs tr[data-id=\"%s\"]')", id);
+    wait_js(expr, NULL, "the submitted job's row");
+    snprintf(expr, sizeof expr,
+             "document.querySelector('#jobs tr[data-id=\"%s\"] td.name').textContent === "
+             "arguments[0]",
+             id);
+    js_true(expr, json_string(name));
+    snprintf(expr, sizeof expr,
+             "document.querySelector('#jobs tr[data-id=\"%s\"]').dataset.state === 'SUCCEEDED'",
+             id);
+    wait_js(expr, NULL, "the row to show SUCCEEDED");
+    js_true("window.__sameDocument === 1", NULL);
+    expect_no_violation();
+    screenshot("jobs.png");
+}
+
+/* POSTs n points (steps from..from+n-1) of loss and accuracy for job id as the admin. */
+static void post_points(const char *id, int from, int n)
+{
+    json_t *points = json_array();
+    char path[128];
+    for (int s = from; s < from + n; s++)
+        json_array_append_new(points, json_pack("{s:i, s:f, s:f}", "step", s * 10, "loss",
+                                                2.5 / (1.0 + s * 0.1), "accuracy",
+                                                0.1 + 0.8 * s / (s + 20.0)));
+    json_t *body = json_pack("{s:o}", "points", points);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics", id);
+    ty_http_resp *r = ty_req(g_admin, "POST", path, text);
+    free(text);
+    if (r->status != 200)
+        fail_msg("POST %s: HTTP %ld: %.400s", path, r->status, r->body);
+    ty_resp_destroy(r);
+}
+
+/* (b) A job page draws the reported points, and the points reported while it is open. */
+static void test_job_chart(void **state)
+{
+    char id[32], hash[64];
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    if (!documented("/v1/jobs/{id}/metrics")) {
+        print_message("[  SKIP    ] /v1/jobs/{id}/metrics is not on this server yet; "
+                      "the job page's charts need it\n");
+        skip();
+    }
+    submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s,s,s], s:{s:i}}", "name", uniq("chart"),
+                     "labels", "sweep", "lr-grid", "command", "sh", "-c", "sleep 120", "args",
+                     "--lr", "0.05", "--optimizer", "sgd", "workers", "count", 2),
+           id);
+    post_points(id, 0, 50);
+    snprintf(hash, sizeof hash, "#/jobs/%s", id);
+    open_view(hash, "job");
+    const char *chart = "Chart.getChart(document.getElementById('chart-loss'))";
+    char expr[512];
+    snprintf(expr, sizeof expr, "%s && %s.data.datasets[0].data.length === 50", chart, chart);
+    wait_js(expr, NULL, "the loss chart's 50 points");
+    /* The chart holds what was reported: steps in order, first and last values. */
+    json_t *pts = js("const d = Chart.getChart(document.getElementById('chart-loss'))"
+                     ".data.datasets[0].data; return [d[0].x, d[0].y, d[49].x, d[49].y];",
+                     NULL);
+    assert_int_equal(json_integer_value(json_array_get(pts, 0)), 0);
+    assert_true(json_real_value(json_array_get(pts, 1)) == 2.5);
+    assert_int_equal(json_integer_value(json_array_get(pts, 2)), 490);
+    /* The server may print fewer digits than a double has. */
+    double last = json_number_value(json_array_get(pts, 3)), want = 2.5 / (1.0 + 49 * 0.1);
+    assert_true(last > want * (1 - 1e-6) && last < want * (1 + 1e-6));
+    json_decref(pts);
+    js_true("Chart.getChart(document.getElementById('chart-accuracy'))"
+            ".data.datasets[0].data.length === 50",
+            NULL);
+
+    /* Points reported now reach the open page through the job's stream. */
+    wait_js("document.getElementById('live').dataset.mode === 'live'", NULL, "the job stream");
+    post_points(id, 50, 10);
+    snprintf(expr, sizeof expr, "%s.data.datasets[0].data.length === 60", chart);
+    wait_js(expr, NULL, "the chart to grow to 60 points");
+    expect_no_violation();
+    screenshot("job.png");
+    cancel(id);
+}
+
+/*
+ * Puts a name and labels on job id that the API would refuse (a row written by something else
+ * than the API): the page must not rely on validation to render them as text.
+ */
+static void poke_hostile_row(const char *id)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    const char *sql =
+        "UPDATE jobs SET name = ?1, spec = json_set(spec, '$.name', ?1, '$.labels',"
+        " json_object('team', ?2, 'note', ?1)) WHERE id = ?3";
+    assert_int_equal(sqlite3_open_v2(ty_server_db(g_srv), &db, SQLITE_OPEN_READWRITE, NULL),
+                     SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_text(st, 1, PAYLOAD_SCRIPT, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, PAYLOAD_IMG, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    assert_int_equal(sqlite3_changes(db), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* Nothing of the payloads became an element, and nothing ran. */
+static void expect_nothing_ran(void)
+{
+    js_true("typeof window.__xss === 'undefined'", NULL);
+    js_true("document.querySelectorAll('#view script, #view img, #view iframe, "
+            "#view [onerror]').length === 0",
+            NULL);
+}
+
+/* (c) Names, labels, env, args and log lines holding markup are shown as text. */
+static void test_hostile_strings_are_text(void **state)
+{
+    char id[32], hash[64], expr[512];
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    /* What the API accepts: markup in env values, args and what the job prints. */
+    submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s], s:{s:s}, s:{s:i}}", "name",
+                     uniq("hostile"), "labels", "case", "hostile", "command", "sh", "-c",
+                     "echo \"$NOTE\"; echo '" PAYLOAD_SCRIPT "'; sleep 120", "args",
+                     PAYLOAD_SCRIPT, PAYLOAD_IMG, "env", "NOTE", PAYLOAD_IMG, "workers", "count",
+                     1),
+           id);
+    poke_hostile_row(id);
+
+    open_view("#/jobs", "jobs");
+    snprintf(expr, sizeof expr, "document.querySelector('#jobs tr[data-id=\"%s\"]')", id);
+    wait_js(expr, NULL, "the hostile job's row");
+    snprintf(expr, sizeof expr,
+             "document.querySelector('#jobs tr[data-id=\"%s\"] td.name').textContent === "
+             "arguments[0]",
+             id);
+    js_true(expr, json_string(PAYLOAD_SCRIPT));
+    snprintf(expr, sizeof expr,
+             "document.querySelector('#jobs tr[data-id=\"%s\"] td.labels').textContent"
+             ".includes(arguments[0])",
+             id);
+    js_true(expr, json_string("team=" PAYLOAD_IMG));
+    expect_nothing_ran();
+
+    snprintf(hash, sizeof hash, "#/jobs/%s", id);
+    open_view(hash, "job");
+    js_true("document.querySelector('.jobhead h1').textContent.startsWith(arguments[0])",
+            json_string(PAYLOAD_SCRIPT));
+    js_true("document.getElementById('spec').textContent.includes(arguments[0])",
+            json_string("\"NOTE\": \"<img src=x onerror=\\\"window.__xss=1\\\">\""));
+    /* The rank's log, followed live, holds both payloads as text. */
+    wait_js("document.querySelector('.attempt')", NULL, "the job's attempt");
+    json_decref(js("[...document.querySelectorAll('button')]"
+                   ".find((b) => b.textContent === 'Follow rank 0').click();",
+                   NULL));
+    json_t *both = json_pack("[s,s]", PAYLOAD_SCRIPT, PAYLOAD_IMG);
+    wait_js("document.querySelector('pre.log').textContent.includes(arguments[0][0]) && "
+            "document.querySelector('pre.log').textContent.includes(arguments[0][1])",
+            both, "the payloads in the log");
+    json_decref(both);
+    expect_nothing_ran();
+    screenshot("hostile.png");
+    /* Not through cancel(): the answer holds the name that the contract refuses. */
+    ty_http_req req = {.method = "POST", .path = NULL};
+    char path[128];
+    ty_http_resp r = {0};
+    snprintf(path, sizeof path, "/v1/jobs/%s:cancel", id);
+    req.path = path;
+    assert_int_equal(ty_http_do(g_admin, &req, &r, expr, sizeof expr), TY_HTTP_ECONTRACT);
+    assert_int_equal(r.status, 200);
+    ty_resp_free(&r);
+}
+
+/* (d) The page's files carry the policy, and the browser enforces it: inline script is refused. */
+static void test_csp(void **state)
+{
+    static const char *const paths[] = {"/", "/ui/app.js", "/ui/style.css", "/ui/chart.js"};
+    (void)state;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        ty_http_req req = {.method = "GET", .path = paths[i], .token = ""};
+        ty_http_resp *r = ty_reqx(g_admin, &req);
+        assert_int_equal(r->status, 200);
+        const char *csp = ty_resp_header(r, "Content-Security-Policy");
+        assert_non_null(csp);
+        assert_non_null(strstr(csp, "default-src 'self'"));
+        assert_non_null(strstr(csp, "script-src 'self';"));
+        assert_non_null(strstr(csp, "style-src 'self';"));
+        assert_null(strstr(csp, "unsafe"));
+        assert_string_equal(ty_resp_header(r, "X-Content-Type-Options"), "nosniff");
+        ty_resp_destroy(r);
+    }
+    SKIP_WITHOUT_BROWSER();
+    open_view("#/jobs", "jobs");
+    json_decref(js("const s = document.createElement('script');"
+                   "s.textContent = 'window.__inline = 1';"
+                   "document.body.appendChild(s);"
+                   "const d = document.createElement('div');"
+                   "d.setAttribute('style', 'color: rgb(255, 0, 0)');"
+                   "d.id = 'inline-style';"
+                   "document.body.appendChild(d);",
+                   NULL));
+    js_true("typeof window.__inline === 'undefined'", NULL);
+    js_true("getComputedStyle(document.getElementById('inline-style')).color !== "
+            "'rgb(255, 0, 0)'",
+            NULL);
+    wait_js("window.trainyard.cspViolations.some((v) => v.directive.startsWith('script-src'))",
+            NULL, "the browser to report the refused inline script");
+    /* A script the page did not come with cannot be loaded from elsewhere either. */
+    json_decref(js("const s = document.createElement('script');"
+                   "s.src = 'http://127.0.0.2:9/x.js'; document.body.appendChild(s);",
+                   NULL));
+    wait_js("window.trainyard.cspViolations.some((v) => v.blocked.includes('127.0.0.2'))", NULL,
+            "the browser to refuse a foreign script");
+    /* The cases after this one start from a document without these violations. */
+    json_decref(wd("POST", "/refresh", json_object()));
+    wait_js("document.body.dataset.ready === '1' && window.trainyard.cspViolations.length === 0",
+            NULL, "the page to load again");
+}
+
+/* The page's event-stream parser: chunks cut anywhere, CR, LF and CRLF, comments, ids. */
+static void test_sse_parser(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    open_view("#/jobs", "jobs");
+    json_t *got = js(
+        "const out = [];"
+        "const p = new window.trainyard.SseParser((e) => out.push([e.event, e.id, e.data]));"
+        "const text = ': ping\\r\\nid: 7\\r\\nevent: job\\r\\n'"
+        " + 'data: {\"a\":\\r\\ndata: 1}\\r\\n\\r\\n'"
+        " + 'data: no type\\n\\n' + 'id: 9.3\\revent: metrics\\rdata:x\\r\\r'"
+        " + 'event: empty\\n\\n' + 'id\\ndata: after\\n\\n';"
+        "p.push(text);"
+        "const whole = JSON.stringify(out);"
+        "for (let cut = 1; cut < text.length; cut++) {"
+        "  out.length = 0;"
+        "  const q = new window.trainyard.SseParser((e) => out.push([e.event, e.id, e.data]));"
+        "  q.push(text.slice(0, cut));"
+        "  q.push(text.slice(cut));"
+        "  if (JSON.stringify(out) !== whole)"
+        "    return 'differs when cut at ' + cut + ': ' + JSON.stringify(out);"
+        "}"
+        "return whole;",
+        NULL);
+    assert_string_equal(json_string_value(got),
+                        "[[\"job\",\"7\",\"{\\\"a\\\":\\n1}\"],[\"message\",\"7\",\"no type\"],"
+                        "[\"metrics\",\"9.3\",\"x\"],[\"message\",\"\",\"after\"]]");
+    json_decref(got);
+}
+
+/* The compare view overlays the runs of a label and names each by what differs. */
+static void test_compare(void **state)
+{
+    char ids[3][32];
+    static const char *const lrs[] = {"0.1", "0.05", "0.01"};
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    if (!documented("/v1/jobs/{id}/metrics")) {
+        print_message("[  SKIP    ] /v1/jobs/{id}/metrics is not on this server yet; "
+                      "the compare view's curves need it\n");
+        skip();
+    }
+    for (int i = 0; i < 3; i++) {
+        submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s,s,s], s:{s:i}}", "name",
+                         uniq("cmp"), "labels", "sweep", "cmp-grid", "command", "sh", "-c",
+                         "sleep 120", "args", "--optimizer", "sgd", "--lr", lrs[i], "workers",
+                         "count", 1),
+               ids[i]);
+        post_points(ids[i], 0, 20 + 10 * i);
+    }
+    open_view("#/compare?label=sweep%3Dcmp-grid&metric=loss", "compare");
+    wait_js("Chart.getChart(document.getElementById('chart-compare'))", NULL, "the chart");
+    json_t *labels = js("const c = Chart.getChart(document.getElementById('chart-compare'));"
+                        "return c.data.datasets.map((d) => d.label + ':' + d.data.length)"
+                        ".sort().join(' ');",
+                        NULL);
+    assert_string_equal(json_string_value(labels), "lr=0.01:40 lr=0.05:30 lr=0.1:20");
+    json_decref(labels);
+    screenshot("compare.png");
+    for (int i = 0; i < 3; i++)
+        cancel(ids[i]);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static int setup(void **state)
+{
+    static const char *const args[] = {"--local-slots", "8", "--stop-grace", "1", NULL};
+    ty_server_opts opts = {.args = args};
+    char err[1024];
+    (void)state;
+    if (ty_server_start(&opts, &g_srv, err, sizeof err) < 0) {
+        print_error("server: %s\n", err);
+        return -1;
+    }
+    g_admin = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    if (g_skip[0])
+        return 0;
+    if (driver_start(err, sizeof err) < 0) {
+        print_error("browser: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    driver_stop();
+    ty_client_free(g_admin);
+    ty_server_free(g_srv);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    char err[1024];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_token_form),
+        cmocka_unit_test(test_csp),
+        cmocka_unit_test(test_sse_parser),
+        cmocka_unit_test(test_jobs_table_live),
+        cmocka_unit_test(test_job_chart),
+        cmocka_unit_test(test_hostile_strings_are_text),
+        cmocka_unit_test(test_compare),
+    };
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s TRAINYARD_BINARY OPENAPI_YAML ARTIFACT_DIR\n", argv[0]);
+        return 2;
+    }
+    if (ty_harness_init(argc, argv, err, sizeof err) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    g_artifacts = argv[3];
+    if (mkdir(g_artifacts, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: %s\n", g_artifacts, strerror(errno));
+        return 2;
+    }
+    if (find_program("chromium", g_chromium, sizeof g_chromium) < 0 ||
+        find_program("chromedriver", g_chromedriver, sizeof g_chromedriver) < 0)
+        snprintf(g_skip, sizeof g_skip,
+                 "chromium or chromedriver is not installed (Debian: chromium, chromium-driver; "
+                 "scripts/install-deps installs them): the page is not tested in a browser");
+    int failed = cmocka_run_group_tests(tests, setup, teardown);
+    ty_harness_cleanup();
+    return failed;
+}
