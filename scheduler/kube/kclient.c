@@ -471,6 +471,35 @@ static void add_header(struct curl_slist **l, const char *line, int *oom)
         *oom = 1;
 }
 
+/* What every handle needs to reach the server: identity, TLS, client certificate, timeouts
+ * of the connection. curl_msg (CURL_ERROR_SIZE) must outlive the transfer. */
+static void conn_opts(ty_kclient *c, CURL *h, const ty_kube_cred *cred, char *curl_msg)
+{
+    ty_kube_tls tls;
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->o.connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    ty_kubeconfig_tls(c->kc, &tls);
+    if (tls.insecure) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else if (tls.ca_pem) {
+        struct curl_blob b = {(void *)tls.ca_pem, tls.ca_len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+    }
+    if (cred->cert_pem && cred->key_pem) {
+        struct curl_blob cb = {cred->cert_pem, cred->cert_len, CURL_BLOB_COPY};
+        struct curl_blob kb = {cred->key_pem, cred->key_len, CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
+    }
+}
+
 /*
  * Runs one request with its retries. verb is for the counters; watch is NULL except for
  * watches. Returns as the header says.
@@ -501,7 +530,6 @@ static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const ch
         char curl_msg[CURL_ERROR_SIZE] = "";
         char *auth = NULL;
         ty_kube_cred cred = {0};
-        ty_kube_tls tls;
         struct curl_slist *hdrs = NULL;
         xfer x = {0};
         CURLcode cc;
@@ -562,12 +590,7 @@ static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const ch
         }
         curl_easy_setopt(h, CURLOPT_URL, url.data);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-        curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->o.connect_timeout_ms);
-        curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+        conn_opts(c, h, &cred, curl_msg);
         if (watch) {
             /* The server ends the stream after timeoutSeconds; past a margin it is dead. */
             curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ((long)watch->timeout_s + 30) * 1000L);
@@ -586,22 +609,6 @@ static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const ch
         } else if (strcmp(method, "POST") == 0) {
             curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
             curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-        }
-        ty_kubeconfig_tls(c->kc, &tls);
-        if (tls.insecure) {
-            curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-            curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-        } else if (tls.ca_pem) {
-            struct curl_blob b = {(void *)tls.ca_pem, tls.ca_len, CURL_BLOB_NOCOPY};
-            curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
-        }
-        if (cred.cert_pem && cred.key_pem) {
-            struct curl_blob cb = {cred.cert_pem, cred.cert_len, CURL_BLOB_COPY};
-            struct curl_blob kb = {cred.key_pem, cred.key_len, CURL_BLOB_COPY};
-            curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-            curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
-            curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-            curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
         }
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
@@ -820,6 +827,227 @@ ty_err ty_kclient_watch(ty_kclient *c, const ty_kwatch_opts *o, char *last_rv, s
     }
     ty_buf_free(&p);
     return rc;
+}
+
+/* ---- streamed reads ---------------------------------------------------------------------------*/
+
+struct ty_kstream {
+    ty_kclient *c;
+    CURLM *m;
+    CURL *h;
+    struct curl_slist *hdrs;
+    char *url;
+    char curl_msg[CURL_ERROR_SIZE];
+    long code;                      /* the answer's status, once its headers came */
+    int headers_done;
+    char *buf;                      /* bytes of a 2xx body the reader has not taken */
+    size_t len, cap;
+    ty_buf err_body;                /* the body of an error answer (its Status) */
+    int paused;                     /* the write callback paused the transfer: buf was full */
+    int done;                       /* the transfer ended */
+    CURLcode cc;
+};
+
+static size_t stream_header(char *p, size_t size, size_t n, void *ud)
+{
+    ty_kstream *s = ud;
+    size_t len = size * n;
+    if (len > 5 && strncasecmp(p, "HTTP/", 5) == 0)
+        s->headers_done = 0;        /* a new answer (after a 100 Continue) */
+    else if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
+        curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->code);
+        s->headers_done = s->code >= 200;
+    }
+    return len;
+}
+
+static size_t stream_body(char *p, size_t size, size_t n, void *ud)
+{
+    ty_kstream *s = ud;
+    size_t len = size * n;
+    if (s->code < 200 || s->code >= 300)
+        return ty_buf_append(&s->err_body, p, len) == TY_OK ? len : 0;
+    if (len > s->cap - s->len) {
+        /* Full: libcurl keeps this block and stops reading the socket until the reader has
+         * taken some (curl_easy_pause). The server's side of the connection then waits too. */
+        s->paused = 1;
+        return CURL_WRITEFUNC_PAUSE;
+    }
+    memcpy(s->buf + s->len, p, len);
+    s->len += len;
+    return len;
+}
+
+/* Moves the transfer on, waiting up to wait_ms for the socket; notes its end. */
+static void stream_step(ty_kstream *s, int wait_ms)
+{
+    int running = 0, left;
+    CURLMsg *msg;
+    if (s->done)
+        return;
+    if (wait_ms > 0)
+        curl_multi_poll(s->m, NULL, 0, wait_ms, NULL);
+    curl_multi_perform(s->m, &running);
+    while ((msg = curl_multi_info_read(s->m, &left)) != NULL)
+        if (msg->msg == CURLMSG_DONE) {
+            s->done = 1;
+            s->cc = msg->data.result;
+        }
+}
+
+ty_err ty_kstream_open(ty_kclient *c, const char *path, size_t max_buffer, ty_kstream **out,
+                       ty_kresp *resp, char *err, size_t errlen)
+{
+    ty_kube_cred cred = {0};
+    ty_kstream *s = NULL;
+    ty_err rc = TY_OK;
+    int oom = 0;
+    *out = NULL;
+    ty_kresp_clear(resp);
+    if (!path || path[0] != '/' || max_buffer < 2 * CURL_MAX_WRITE_SIZE) {
+        set_err(err, errlen, "kube client: a stream needs a path and a buffer of at least %d "
+                "bytes", 2 * CURL_MAX_WRITE_SIZE);
+        return TY_EINVAL;
+    }
+    rate_limit(c, NULL);
+    rc = ty_kubeconfig_credentials(c->kc, 0, &cred, err, errlen);
+    if (rc != TY_OK)
+        return rc;
+    const char *server = ty_kubeconfig_server(c->kc);
+    size_t ulen = strlen(server) + strlen(path) + 1;
+    s = calloc(1, sizeof(*s));
+    if (s) {
+        s->c = c;
+        s->cap = max_buffer;
+        s->buf = malloc(max_buffer);
+        s->url = malloc(ulen);
+        s->m = curl_multi_init();
+        s->h = curl_easy_init();
+        ty_buf_init(&s->err_body, 64 * 1024);
+    }
+    if (!s || !s->buf || !s->url || !s->m || !s->h) {
+        rc = TY_ENOMEM;
+        goto out;
+    }
+    snprintf(s->url, ulen, "%s%s", server, path);
+    add_header(&s->hdrs, "Accept: */*", &oom);
+    if (cred.token) {
+        size_t alen = strlen(cred.token) + 32;
+        char *auth = malloc(alen);
+        if (auth) {
+            snprintf(auth, alen, "Authorization: Bearer %s", cred.token);
+            add_header(&s->hdrs, auth, &oom);
+            OPENSSL_cleanse(auth, alen);
+            free(auth);
+        } else {
+            oom = 1;
+        }
+    }
+    if (oom) {
+        rc = TY_ENOMEM;
+        goto out;
+    }
+    /* Its own handle, so its own connection: a followed log holds it for as long as the
+     * reader reads, and closing the stream closes it. No overall timeout: a quiet log is not a
+     * dead one (TCP keep-alive finds a dead peer). */
+    curl_easy_setopt(s->h, CURLOPT_URL, s->url);
+    curl_easy_setopt(s->h, CURLOPT_HTTPHEADER, s->hdrs);
+    conn_opts(c, s->h, &cred, s->curl_msg);
+    curl_easy_setopt(s->h, CURLOPT_HEADERFUNCTION, stream_header);
+    curl_easy_setopt(s->h, CURLOPT_HEADERDATA, s);
+    curl_easy_setopt(s->h, CURLOPT_WRITEFUNCTION, stream_body);
+    curl_easy_setopt(s->h, CURLOPT_WRITEDATA, s);
+    if (curl_multi_add_handle(s->m, s->h) != CURLM_OK) {
+        rc = TY_ENOMEM;
+        goto out;
+    }
+    /* Until the answer's headers (an error: until its Status body), within the timeout of a
+     * request. */
+    int64_t until = ty_time_now_ms() + c->o.timeout_ms;
+    while (!s->done && !s->headers_done && ty_time_now_ms() < until)
+        stream_step(s, 50);
+    if (s->headers_done && s->code >= 300)
+        while (!s->done && ty_time_now_ms() < until)
+            stream_step(s, 50);
+    resp->code = s->headers_done || s->done ? s->code : 0;
+    resp->attempts = 1;
+    atomic_fetch_add(&c->requests[TY_KVERB_GET][code_bucket(resp->code)], 1);
+    if (resp->code >= 200 && resp->code < 300) {
+        *out = s;
+        s = NULL;
+    } else if (resp->code != 0) {
+        (void)ty_buf_puts(&s->err_body, "");
+        resp->body = s->err_body.data;
+        resp->body_len = s->err_body.len;
+        s->err_body.data = NULL;
+        s->err_body.len = 0;
+        status_err("GET", path, resp, err, errlen);
+        rc = code_err(resp->code, resp->reason);
+    } else {
+        set_err(err, errlen, "GET %s%s: %s", server, path,
+                s->done && s->curl_msg[0] ? s->curl_msg
+                : s->done                 ? curl_easy_strerror(s->cc)
+                                          : "no answer in time");
+        rc = TY_EIO;
+    }
+out:
+    ty_kube_cred_clear(&cred);
+    ty_kstream_close(s);
+    return rc;
+}
+
+long ty_kstream_read(ty_kstream *s, char *buf, size_t max, int wait_ms)
+{
+    int64_t until = ty_time_now_ms() + (wait_ms > 0 ? wait_ms : 0);
+    if (!s || !buf || max == 0)
+        return -1;
+    for (;;) {
+        if (s->len > 0) {
+            size_t n = s->len < max ? s->len : max;
+            memcpy(buf, s->buf, n);
+            memmove(s->buf, s->buf + n, s->len - n);
+            s->len -= n;
+            if (s->paused && s->cap - s->len >= CURL_MAX_WRITE_SIZE) {
+                s->paused = 0;
+                curl_easy_pause(s->h, CURLPAUSE_CONT); /* may call stream_body at once */
+            }
+            return (long)n;
+        }
+        if (s->done)
+            return -1;
+        int64_t left = until - ty_time_now_ms();
+        stream_step(s, left > 50 ? 50 : left > 0 ? (int)left : 0);
+        if (s->len == 0 && !s->done && left <= 0)
+            return 0;
+    }
+}
+
+int ty_kstream_ended(const ty_kstream *s)
+{
+    if (!s->done || s->len > 0)
+        return 0;
+    return s->cc == CURLE_OK ? 1 : -1;
+}
+
+void ty_kstream_close(ty_kstream *s)
+{
+    if (!s)
+        return;
+    if (s->m && s->h)
+        curl_multi_remove_handle(s->m, s->h);
+    if (s->h)
+        curl_easy_cleanup(s->h);
+    if (s->m)
+        curl_multi_cleanup(s->m);
+    if (s->hdrs) {
+        for (struct curl_slist *l = s->hdrs; l; l = l->next)
+            OPENSSL_cleanse(l->data, strlen(l->data));
+        curl_slist_free_all(s->hdrs);
+    }
+    ty_buf_free(&s->err_body);
+    free(s->buf);
+    free(s->url);
+    free(s);
 }
 
 /* ---- counters ---------------------------------------------------------------------------------*/

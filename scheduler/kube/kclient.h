@@ -139,6 +139,39 @@ typedef struct ty_kwatch_opts {
 ty_err ty_kclient_watch(ty_kclient *c, const ty_kwatch_opts *o, char *last_rv, size_t rvlen,
                         ty_kresp *resp, char *err, size_t errlen);
 
+/* ---- streamed reads ---- */
+
+/*
+ * A GET whose body is read as it comes, e.g. pods/{name}/log?follow=true, which the kubelet
+ * keeps open and writes lines to as the container writes them. The stream has its own curl
+ * handle and connection (none of the pool's), no retries and no overall timeout; opening it
+ * takes a token of the rate limiter like any request. The transfer moves only inside
+ * ty_kstream_read(), on the reader's thread: no thread of its own. At most max_buffer bytes
+ * (at least 2 x CURL_MAX_WRITE_SIZE) wait for the reader; past that the transfer pauses (and
+ * stops reading the socket) until the reader takes some, so memory stays bounded however fast
+ * the server writes.
+ */
+typedef struct ty_kstream ty_kstream;
+
+/*
+ * Sends the GET (path with its query, escaped) and waits, within the client's timeout_ms, for
+ * the answer's headers. TY_OK: *out is new and a 2xx body follows (resp->code says which; a
+ * 204 has none). Otherwise the error and resp as for ty_kclient_request (an error's Status
+ * decoded into err), and *out stays NULL.
+ */
+ty_err ty_kstream_open(ty_kclient *c, const char *path, size_t max_buffer, ty_kstream **out,
+                       ty_kresp *resp, char *err, size_t errlen);
+/*
+ * Copies up to max bytes of the body, waiting up to wait_ms for some. Returns the bytes
+ * copied, 0 when none came in time (the stream is still open), -1 once the body has ended and
+ * every byte was read (ty_kstream_ended() says how).
+ */
+long ty_kstream_read(ty_kstream *s, char *buf, size_t max, int wait_ms);
+/* 0 while bytes may still come; 1 when the server ended the body; -1 when the transfer broke. */
+int ty_kstream_ended(const ty_kstream *s);
+/* Ends the transfer (closing its connection) and frees. Accepts NULL. */
+void ty_kstream_close(ty_kstream *s);
+
 /* ---- counters, for /metrics ---- */
 
 typedef enum ty_kverb {
