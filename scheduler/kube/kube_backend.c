@@ -993,21 +993,41 @@ static ty_err kb_recover(backend *b, const backend_job *job, int may_adopt, int 
 /* ---- logs ---------------------------------------------------------------------------------- */
 
 /*
- * A rank's log: what pods/log answers now, then, once that is read, the log fetched again for
- * what was written since (at most every KB_LOG_REFETCH_MS; the reader waits for it, so that a
- * reader's "one more pass" after the rank ended sees its last lines). The API has no byte
- * offset to resume from; `seen` counts the bytes of the whole log already handed out, and a log
- * that got shorter (the kubelet rotated it) starts over from its new beginning.
+ * A rank's log. log_open() reads pods/log once (with tailLines when a tail is asked): that is
+ * all a reader without follow gets, since it stops at the first 0. A reader that asks again
+ * after a 0 follows, and only then is pods/log?follow=true opened: the kubelet keeps that
+ * response open and writes the container's lines as they come, and the stream (ty_kstream) is
+ * read on the reader's own thread, a bounded buffer between them.
+ *
+ * The API has no offset to resume a log from, so the stream is opened with tailLines = the
+ * lines of the last bytes handed out (the window, at most KB_LOG_WINDOW), and what it repeats
+ * of them is dropped: the first offset k (a line start in the window) such that window[k..] is
+ * a prefix of the stream's bytes is where the stream began; what follows is new. Lines written
+ * between the read and the stream's start are neither lost nor repeated (only a run of
+ * identical lines can hide where that start was). A stream that ends while the rank runs (a
+ * broken connection) is opened again the same way, at most every KB_LOG_REOPEN_MS.
  */
-#define KB_LOG_REFETCH_MS 500
+#define KB_LOG_WINDOW (32 * 1024)
+#define KB_LOG_BUFFER (64 * 1024)     /* the stream's buffer: what the kubelet may run ahead */
+#define KB_LOG_WAIT_MS 250            /* one read waits this long for a followed log's bytes */
+#define KB_LOG_REOPEN_MS 500
 
 struct backend_log {
     ty_kclient *c;
     char path[512];               /* pods/log without a query */
-    char *text;                   /* unread bytes of the last fetch */
+    long tail;                    /* the tail asked at open, -1 for the whole log */
+    char *text;                   /* the first read: handed out first */
     size_t len, off;
-    size_t seen;                  /* bytes of the log handed out or skipped (tail) */
-    int64_t fetched_ms;           /* monotonic, of the last fetch */
+    int followed;                 /* a read came after a 0: the reader follows */
+    ty_kstream *s;
+    int64_t reopen_ms;            /* monotonic: no stream opened before */
+    char win[KB_LOG_WINDOW];      /* the last bytes handed out */
+    size_t wlen;
+    int wcut;                     /* win begins inside a line (older bytes were dropped) */
+    char pend[KB_LOG_WINDOW];     /* the stream's first bytes, while they repeat the window */
+    size_t plen, pout;            /* pout: where the new bytes in pend begin once in sync */
+    int syncing;
+    size_t cand;                  /* the candidate start of the stream in win */
 };
 
 static int64_t mono_ms(void)
@@ -1015,35 +1035,130 @@ static int64_t mono_ms(void)
     return (int64_t)(ty_time_mono_ns() / 1000000u);
 }
 
-/* GETs the whole log into l (text owned by l); TY_OK with text NULL for an empty log. */
-static ty_err log_fetch(backend_log *l, char **text, size_t *len)
+/* Remembers n bytes handed out at the end of the window. */
+static void win_add(backend_log *l, const char *p, size_t n)
+{
+    if (n >= KB_LOG_WINDOW) {
+        memcpy(l->win, p + n - KB_LOG_WINDOW, KB_LOG_WINDOW);
+        l->wlen = KB_LOG_WINDOW;
+        l->wcut = 1;
+        return;
+    }
+    if (l->wlen + n > KB_LOG_WINDOW) {
+        size_t drop = l->wlen + n - KB_LOG_WINDOW;
+        memmove(l->win, l->win + drop, l->wlen - drop);
+        l->wlen -= drop;
+        l->wcut = 1;
+    }
+    memcpy(l->win + l->wlen, p, n);
+    l->wlen += n;
+}
+
+/* Opens the follow stream from the window's lines; 0 when it could not (tried again later). */
+static int log_stream_open(backend_log *l)
+{
+    char path[600], err[512];
+    ty_kresp r = {0};
+    size_t start = 0;
+    if (l->wcut) {
+        /* Whole lines only: the window's first line is a part of one. */
+        const char *nl = memchr(l->win, '\n', l->wlen);
+        start = nl ? (size_t)(nl - l->win) + 1 : l->wlen;
+        memmove(l->win, l->win + start, l->wlen - start);
+        l->wlen -= start;
+        l->wcut = 0;
+    }
+    long lines = 0;
+    for (size_t i = 0; i < l->wlen; i++)
+        lines += l->win[i] == '\n';
+    if (l->wlen && l->win[l->wlen - 1] != '\n')
+        lines++; /* a line still being written counts as one */
+    if (lines > 0)
+        kb_fmt(path, sizeof path, "%s?follow=true&tailLines=%ld", l->path, lines);
+    else if (l->tail == 0)
+        kb_fmt(path, sizeof path, "%s?follow=true&tailLines=0", l->path);
+    else
+        kb_fmt(path, sizeof path, "%s?follow=true", l->path); /* all of it is new */
+    l->reopen_ms = mono_ms() + KB_LOG_REOPEN_MS;
+    ty_err e = ty_kstream_open(l->c, path, KB_LOG_BUFFER, &l->s, &r, err, sizeof err);
+    ty_kresp_clear(&r);
+    if (e != TY_OK)
+        return 0;
+    l->syncing = 1;
+    l->cand = 0;
+    l->plen = l->pout = 0;
+    return 1;
+}
+
+/* Moves the candidate start past a mismatch, or ends the sync; 1 when in sync. */
+static int log_sync(backend_log *l)
+{
+    while (l->syncing) {
+        size_t rest = l->wlen - l->cand, m = rest < l->plen ? rest : l->plen;
+        if (memcmp(l->win + l->cand, l->pend, m) != 0) {
+            const char *nl = memchr(l->win + l->cand, '\n', rest);
+            l->cand = nl ? (size_t)(nl - l->win) + 1 : l->wlen;
+            continue;
+        }
+        if (l->plen < rest)
+            return 0; /* so far the same: wait for more of it */
+        l->syncing = 0;
+        l->pout = rest;
+    }
+    return 1;
+}
+
+/* Reads the follow stream into buf: 0 when nothing new came within the wait. */
+static long log_follow(backend_log *l, char *buf, size_t max)
+{
+    if (!l->s && (mono_ms() < l->reopen_ms || !log_stream_open(l)))
+        return 0;
+    /* While in doubt, plen < wlen - cand: the read has room, and pend stays within bounds. */
+    while (l->syncing && !log_sync(l)) {
+        long n = ty_kstream_read(l->s, l->pend + l->plen, l->wlen - l->cand - l->plen,
+                                 KB_LOG_WAIT_MS);
+        if (n <= 0)
+            break;
+        l->plen += (size_t)n;
+    }
+    if (!l->syncing && l->pout < l->plen) {
+        size_t n = l->plen - l->pout < max ? l->plen - l->pout : max;
+        memcpy(buf, l->pend + l->pout, n);
+        l->pout += n;
+        win_add(l, buf, n);
+        return (long)n;
+    }
+    long n = l->syncing ? 0 : ty_kstream_read(l->s, buf, max, KB_LOG_WAIT_MS);
+    if (n > 0) {
+        win_add(l, buf, (size_t)n);
+        return n;
+    }
+    if (ty_kstream_ended(l->s) != 0) {
+        /* The container ended (or the connection broke): a new stream, should the rank still
+         * run, starts from the window again. */
+        ty_kstream_close(l->s);
+        l->s = NULL;
+        l->syncing = 0;
+    }
+    return 0;
+}
+
+/* GETs the log once (its last tail_lines lines when >= 0); text NULL for an empty log. */
+static ty_err log_fetch(backend_log *l, long tail_lines, char **text, size_t *len)
 {
     ty_kresp r = {0};
-    char err[512];
-    ty_err e = ty_kclient_request(l->c, "GET", l->path, NULL, &r, err, sizeof err);
-    l->fetched_ms = mono_ms();
+    char err[512], path[600];
+    if (tail_lines >= 0)
+        kb_fmt(path, sizeof path, "%s?tailLines=%ld", l->path, tail_lines);
+    else
+        kb_fmt(path, sizeof path, "%s", l->path);
+    ty_err e = ty_kclient_request(l->c, "GET", path, NULL, &r, err, sizeof err);
     *text = e == TY_OK ? r.body : NULL;
     *len = e == TY_OK && r.body ? r.body_len : 0;
     if (e == TY_OK)
         r.body = NULL;
     ty_kresp_clear(&r);
     return e;
-}
-
-/* Where the last n lines of text[0..len) begin (a final line without '\n' counts). */
-static size_t tail_start(const char *text, size_t len, long n)
-{
-    size_t i = len;
-    if (n <= 0)
-        return len;
-    if (i > 0 && text[i - 1] == '\n')
-        i--;
-    while (i > 0) {
-        if (text[i - 1] == '\n' && --n == 0)
-            return i;
-        i--;
-    }
-    return 0;
 }
 
 typedef struct find_pod {
@@ -1079,50 +1194,38 @@ static ty_err kb_log_open(backend *b, const char *job_id, int attempt, int rank,
     if (!l)
         return TY_ENOMEM;
     l->c = kb->c;
+    l->tail = tail_lines < 0 ? -1 : tail_lines;
     kb_fmt(l->path, sizeof l->path, "/api/v1/namespaces/%s/pods/%s/log", kb->ns, fp.name);
-    ty_err e = log_fetch(l, &l->text, &l->len);
+    ty_err e = log_fetch(l, l->tail, &l->text, &l->len);
     if (e != TY_OK) {
         free(l);
         return e;
     }
-    l->seen = l->len;
-    if (tail_lines >= 0 && l->text)
-        l->off = tail_start(l->text, l->len, tail_lines);
     *out = l;
     return TY_OK;
 }
 
 static long kb_log_read(backend_log *l, char *buf, size_t max)
 {
-    if (l->off == l->len) {
-        int64_t wait = l->fetched_ms + KB_LOG_REFETCH_MS - mono_ms();
-        if (wait > 0) {
-            struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
-            nanosleep(&ts, NULL);
-        }
-        char *text;
-        size_t len;
-        if (log_fetch(l, &text, &len) != TY_OK)
-            return -1;
-        if (len < l->seen)
-            l->seen = 0; /* rotated: what is there now is new */
-        free(l->text);
-        l->text = text;
-        l->len = len;
-        l->off = l->seen;
-        l->seen = len;
-    }
-    size_t n = l->len - l->off < max ? l->len - l->off : max;
-    if (n)
+    if (l->off < l->len) {
+        size_t n = l->len - l->off < max ? l->len - l->off : max;
         memcpy(buf, l->text + l->off, n);
-    l->off += n;
-    return (long)n;
+        l->off += n;
+        win_add(l, buf, n);
+        return (long)n;
+    }
+    if (!l->followed) {
+        l->followed = 1; /* the next read, if any, is a follower's */
+        return 0;
+    }
+    return log_follow(l, buf, max);
 }
 
 static void kb_log_close(backend_log *l)
 {
     if (!l)
         return;
+    ty_kstream_close(l->s);
     free(l->text);
     free(l);
 }

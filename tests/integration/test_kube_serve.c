@@ -12,6 +12,7 @@
  */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -413,6 +414,115 @@ static void test_success(void **state)
     assert_int_equal(count_objects(JOBS, id, 0), 1); /* left to ttlSecondsAfterFinished */
 }
 
+/* A reader of GET /v1/jobs/{id}/logs?follow=true on its own thread, as curl would read it. */
+typedef struct follower {
+    char url[512];
+    pthread_mutex_t mu;
+    char body[4096];
+    size_t len;
+    int ended;
+    long status;
+} follower;
+
+static size_t follower_body(char *p, size_t sz, size_t n, void *ud)
+{
+    follower *f = ud;
+    size_t len = sz * n;
+    pthread_mutex_lock(&f->mu);
+    size_t room = sizeof f->body - 1 - f->len, take = len < room ? len : room;
+    memcpy(f->body + f->len, p, take);
+    f->len += take;
+    f->body[f->len] = '\0';
+    pthread_mutex_unlock(&f->mu);
+    return len;
+}
+
+static void *follower_main(void *arg)
+{
+    follower *f = arg;
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer "
+                                                      TY_TEST_ADMIN_TOKEN);
+    curl_easy_setopt(h, CURLOPT_URL, f->url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, follower_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L); /* a hung stream fails the case, not CTest */
+    long status = curl_easy_perform(h) == CURLE_OK ? 0 : -1;
+    if (status == 0)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    pthread_mutex_lock(&f->mu);
+    f->status = status;
+    f->ended = 1;
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* Waits until the follower has read text (at its end) or ended; 1 when it has. */
+static int follower_has(follower *f, const char *text)
+{
+    for (int i = 0; i < WAIT_S * 10; i++) {
+        pthread_mutex_lock(&f->mu);
+        size_t n = strlen(text);
+        int yes = f->len >= n && memcmp(f->body + f->len - n, text, n) == 0;
+        int ended = f->ended;
+        pthread_mutex_unlock(&f->mu);
+        if (yes || ended)
+            return yes;
+        sleep_ms(100);
+    }
+    return 0;
+}
+
+/*
+ * GET /v1/jobs/{id}/logs?follow=true reads the rank's pod log as a stream (pods/log with
+ * follow=true): lines the rank writes after the request began come through the open
+ * response, and the response ends when the rank's pod ends.
+ */
+static void test_logs_follow(void **state)
+{
+    (void)state;
+    char id[64], path[512];
+    submit("follow", "\"workers\": {\"count\": 1}, \"resources\": {\"gpu\": {\"type\": "
+                     "\"a100\", \"count\": 1}}, \"placement\": {\"capacity\": \"spot\"}",
+           id);
+    json_t *pods = wait_pods_bound(id, 1, 1);
+    const char *pod = ty_json_str(json_object_get(json_array_get(pods, 0), "metadata"), "name");
+    snprintf(path, sizeof path, "/fake/pods/" NS "/%s/log", pod);
+    fresp r = fake_call("PUT", path, "epoch 1 loss 2.30\n");
+    assert_int_equal(r.status, 200);
+    json_decref(r.json);
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+
+    follower f = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    snprintf(f.url, sizeof f.url, "%s/v1/jobs/%s/logs?follow=true&rank=0",
+             ty_server_url(g_srv), id);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, follower_main, &f), 0);
+    assert_true(follower_has(&f, "epoch 1 loss 2.30\n"));
+    /* Written after the request began: read through the open response. */
+    r = fake_call("POST", path, "epoch 2 loss 1.10\n");
+    json_decref(r.json);
+    assert_true(follower_has(&f, "epoch 1 loss 2.30\nepoch 2 loss 1.10\n"));
+    r = fake_call("POST", path, "epoch 3 loss 0.70\n");
+    json_decref(r.json);
+    assert_true(follower_has(&f, "epoch 2 loss 1.10\nepoch 3 loss 0.70\n"));
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.ended, 0); /* the rank runs: the response stays open */
+    pthread_mutex_unlock(&f.mu);
+
+    /* The pod ends: so does the response, with every line once. */
+    set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    pthread_join(th, NULL);
+    assert_int_equal(f.status, 200);
+    assert_string_equal(f.body, "epoch 1 loss 2.30\nepoch 2 loss 1.10\nepoch 3 loss 0.70\n");
+    json_decref(wait_state(id, "SUCCEEDED"));
+    json_decref(pods);
+}
+
 /* An OOMKilled rank spends a restart; the next attempt succeeds. */
 static void test_oom_then_success(void **state)
 {
@@ -674,6 +784,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_image_required),
         cmocka_unit_test(test_success),
+        cmocka_unit_test(test_logs_follow),
         cmocka_unit_test(test_oom_then_success),
         cmocka_unit_test(test_restarts_exhausted),
         cmocka_unit_test(test_spot_notice_moves_the_gang),
