@@ -197,6 +197,7 @@
       const conn = new AbortController();
       const stop = () => conn.abort();
       page.signal.addEventListener('abort', stop, { once: true });
+      connections.add(conn);
       let watchdog = null;
       const arm = () => { clearTimeout(watchdog); watchdog = setTimeout(stop, STALL_MS); };
       try {
@@ -207,9 +208,11 @@
         const ct = r.headers.get('Content-Type') || '';
         if (r.ok && ct.startsWith('text/event-stream')) {
           hd.onMode('live');
+          /* Without a cursor the stream starts now: what changed before is read again. */
+          if (lastId === null && hd.onFresh) hd.onFresh();
           delay = 1000;
           const parser = new SseParser((ev) => {
-            lastId = ev.id;
+            if (ev.id !== null) lastId = ev.id;
             try { hd.onEvent(ev); } catch (e) { console.error(e); }
           });
           const reader = r.body.getReader();
@@ -229,6 +232,7 @@
       } finally {
         clearTimeout(watchdog);
         page.signal.removeEventListener('abort', stop);
+        connections.delete(conn);
       }
       if (page.signal.aborted) return;
       if (hd.done && hd.done()) {
@@ -237,9 +241,27 @@
       }
       hd.onMode('reconnecting');
       await sleep(delay, page.signal);
+      while (held) await held;
       delay = Math.min(delay * 2, 15000);
     }
   }
+
+  /*
+   * The open stream connections, and a way for the browser tests to cut them and to hold the
+   * reconnection back (a drop that lasts while the world changes), then let it go.
+   */
+  const connections = new Set();
+  let held = null;
+  let release = null;
+  exported.dropStreams = () => {
+    if (!held) held = new Promise((resolve) => { release = resolve; });
+    for (const c of connections) c.abort();
+  };
+  exported.resumeStreams = () => {
+    if (release) release();
+    held = null;
+    release = null;
+  };
 
   /* ---- pages ----------------------------------------------------------------------------- */
 
@@ -428,6 +450,14 @@
     };
     follow(page, '/v1/events?' + new URLSearchParams([...filters, ['follow', 'true']]), {
       onMode: (m) => setLive(m, m === 'live' ? 'live' : 'reconnecting…'),
+      onFresh: () => {
+        /* Jobs submitted between the list's read and the stream's start. */
+        const q = new URLSearchParams(filters);
+        q.set('limit', '100');
+        apiJson('/v1/jobs?' + q, { signal: page.signal }).then((list) => {
+          for (const job of list.jobs.slice().reverse()) if (!rows.has(job.id)) place(job, true);
+        }, () => {});
+      },
       onUnsupported: () => setLive('unavailable', 'not live (no event stream)'),
       onEvent: (ev) => {
         if (ev.event !== 'job') return;
@@ -786,8 +816,8 @@
         h('td', {}, h('span', { class: 'swatch c' + (i % COLORS.length) }), ' ', names[i]),
         h('td', {}, h('a', { href: jobHref(j.id) }, j.name)), h('td', {}, badge(j.state)),
         h('td', { class: 'num' }, String(series[i].length)),
-        h('td', { class: 'num' }, series[i].length ? String(series[i][series[i].length - 1].y)
-          : ''))))),
+        h('td', { class: 'num' }, series[i].length
+          ? Number(series[i][series[i].length - 1].y).toPrecision(4) : ''))))),
     ]);
     exported.charts.compare = lineChart(page, canvas, metric, jobs.map((j, i) => ({
       label: names[i], data: series[i], borderColor: COLORS[i % COLORS.length],

@@ -472,7 +472,14 @@ static void test_token_form(void **state)
 /* (a) A job submitted while the table is open appears, and changes state, without a reload. */
 static void test_jobs_table_live(void **state)
 {
-    char id[32], expr[512];
+    static const struct {
+        const char *name, *lr, *script;
+    } others[] = {
+        {"fmnist-sgd-lr-0.1", "0.1", "sleep 120"},
+        {"fmnist-sgd-lr-0.05", "0.05", "exit 0"},
+        {"fmnist-adam-lr-0.001", "0.001", "echo diverged >&2; exit 3"},
+    };
+    char id[32], id2[32], other[32], expr[512];
     (void)state;
     SKIP_WITHOUT_BROWSER();
     if (!documented("/v1/events")) {
@@ -480,8 +487,13 @@ static void test_jobs_table_live(void **state)
                       "the table's live updates need it\n");
         skip();
     }
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        submit(json_pack("{s:s, s:{s:s, s:s}, s:[s,s,s], s:[s,s], s:{s:i}}", "name",
+                         others[i].name, "labels", "sweep", "lr-grid", "team", "vision",
+                         "command", "sh", "-c", others[i].script, "args", "--lr", others[i].lr,
+                         "workers", "count", 2),
+               other);
     open_view("#/jobs", "jobs");
-    /* Without Last-Event-ID the stream starts at the feed's head: submit after it is live. */
     wait_js("document.getElementById('live').dataset.mode === 'live'", NULL, "the event stream");
     json_decref(js("window.__sameDocument = 1;", NULL));
 
@@ -500,20 +512,53 @@ static void test_jobs_table_live(void **state)
              "document.querySelector('#jobs tr[data-id=\"%s\"]').dataset.state === 'SUCCEEDED'",
              id);
     wait_js(expr, NULL, "the row to show SUCCEEDED");
+
+    /*
+     * A drop: the connection is cut and held down while a job is submitted and runs; the
+     * stream that reconnects with Last-Event-ID brings its events.
+     */
+    json_decref(js("window.trainyard.dropStreams();", NULL));
+    wait_js("document.getElementById('live').dataset.mode === 'reconnecting'", NULL,
+            "the stream to drop");
+    submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:{s:i}}", "name", uniq("resumed"), "labels",
+                     "case", "live", "command", "sh", "-c", "exit 3", "workers", "count", 1),
+           id2);
+    snprintf(expr, sizeof expr, "/v1/jobs/%s", id2);
+    for (int64_t deadline = now_ms() + WAIT_MS;;) {
+        ty_http_resp *r = ty_req(g_admin, "GET", expr, NULL);
+        int failed = strcmp(ty_json_str(r->json, "state"), "FAILED") == 0;
+        ty_resp_destroy(r);
+        if (failed)
+            break;
+        if (now_ms() > deadline)
+            fail_msg("the job that exits 3 did not fail");
+        sleep_ms(100);
+    }
+    js_true("!document.querySelector('#jobs tr[data-id=\"' + arguments[0] + '\"]')",
+            json_string(id2));
+    json_decref(js("window.trainyard.resumeStreams();", NULL));
+    snprintf(expr, sizeof expr,
+             "document.querySelector('#jobs tr[data-id=\"%s\"]').dataset.state === 'FAILED'",
+             id2);
+    wait_js(expr, NULL, "the job submitted during the drop, FAILED");
+    wait_js("document.getElementById('live').dataset.mode === 'live'", NULL, "the stream back");
     js_true("window.__sameDocument === 1", NULL);
     expect_no_violation();
     screenshot("jobs.png");
 }
 
-/* POSTs n points (steps from..from+n-1) of loss and accuracy for job id as the admin. */
-static void post_points(const char *id, int from, int n)
+/*
+ * POSTs n points (steps 10 * (from..from+n-1)) of loss and accuracy for job id as the admin;
+ * rate says how fast the loss falls.
+ */
+static void post_points(const char *id, int from, int n, double rate)
 {
     json_t *points = json_array();
     char path[128];
     for (int s = from; s < from + n; s++)
         json_array_append_new(points, json_pack("{s:i, s:f, s:f}", "step", s * 10, "loss",
-                                                2.5 / (1.0 + s * 0.1), "accuracy",
-                                                0.1 + 0.8 * s / (s + 20.0)));
+                                                2.5 / (1.0 + s * rate), "accuracy",
+                                                0.1 + 0.8 * s / (s + 2.0 / rate)));
     json_t *body = json_pack("{s:o}", "points", points);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
@@ -536,11 +581,12 @@ static void test_job_chart(void **state)
                       "the job page's charts need it\n");
         skip();
     }
-    submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s,s,s], s:{s:i}}", "name", uniq("chart"),
-                     "labels", "sweep", "lr-grid", "command", "sh", "-c", "sleep 120", "args",
-                     "--lr", "0.05", "--optimizer", "sgd", "workers", "count", 2),
+    submit(json_pack("{s:s, s:{s:s, s:s}, s:[s,s,s], s:[s,s,s,s], s:{s:i}}", "name",
+                     "fmnist-adam-lr-0.003", "labels", "sweep", "lr-grid", "team", "vision",
+                     "command", "sh", "-c", "sleep 120", "args", "--optimizer", "adam", "--lr",
+                     "0.003", "workers", "count", 2),
            id);
-    post_points(id, 0, 50);
+    post_points(id, 0, 50, 0.1);
     snprintf(hash, sizeof hash, "#/jobs/%s", id);
     open_view(hash, "job");
     const char *chart = "Chart.getChart(document.getElementById('chart-loss'))";
@@ -564,7 +610,7 @@ static void test_job_chart(void **state)
 
     /* Points reported now reach the open page through the job's stream. */
     wait_js("document.getElementById('live').dataset.mode === 'live'", NULL, "the job stream");
-    post_points(id, 50, 10);
+    post_points(id, 50, 10, 0.1);
     snprintf(expr, sizeof expr, "%s.data.datasets[0].data.length === 60", chart);
     wait_js(expr, NULL, "the chart to grow to 60 points");
     expect_no_violation();
@@ -759,7 +805,7 @@ static void test_compare(void **state)
                          "sleep 120", "args", "--optimizer", "sgd", "--lr", lrs[i], "workers",
                          "count", 1),
                ids[i]);
-        post_points(ids[i], 0, 20 + 10 * i);
+        post_points(ids[i], 0, 20 + 10 * i, 0.3 / (i + 1));
     }
     open_view("#/compare?label=sweep%3Dcmp-grid&metric=loss", "compare");
     wait_js("Chart.getChart(document.getElementById('chart-compare'))", NULL, "the chart");
