@@ -9,7 +9,17 @@
  * the report costs two seeks (metric_names, job_metric_names); each point is
  * one upsert of its primary key, the last write winning. seq is taken for the
  * whole report from metric_seq with one UPDATE ... RETURNING, so every point
- * gets a seq above every point committed before it.
+ * gets a seq above every point committed before it. The report then writes
+ * one metric_batches row per series: its seq interval and the series' step
+ * range, which is all the live stream needs to find the report's points.
+ *
+ * The stream's read (store_metrics_since). The batches of the job after the
+ * cursor come in last_seq order; each is one range read of its series' steps,
+ * keeping the rows whose seq lies in the batch's interval and after the
+ * cursor (a row rewritten by a later report has that report's seq, and comes
+ * with it). Batches of different reports have disjoint intervals, so the read
+ * stops at the first report past the limit; the rows are sorted by seq and
+ * cut to the limit, and no row with a smaller seq can have been left behind.
  *
  * Downsampled reads. The range's first and last steps come from two seeks
  * (SQLite's min/max optimization handles one aggregate per statement), which
@@ -38,6 +48,9 @@ static const char SQL_JOB_NAME_INSERT[] =
     "INSERT OR IGNORE INTO job_metric_names (job_seq, name_id) VALUES (?1, ?2)";
 static const char SQL_SEQ_TAKE[] =
     "UPDATE metric_seq SET last = last + ?1 WHERE id = 1 RETURNING last";
+static const char SQL_BATCH_INSERT[] =
+    "INSERT INTO metric_batches (job_seq, last_seq, name_id, first_seq, step_min, step_max) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 static const char SQL_POINT_UPSERT[] =
     "INSERT INTO metrics (job_seq, name_id, step, value, time_ms, seq) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job_seq, name_id, step) DO UPDATE SET "
@@ -55,13 +68,17 @@ static const char SQL_RANGE[] =
 static const char SQL_NAMES[] =
     "SELECT n.name FROM job_metric_names AS jm JOIN metric_names AS n ON n.id = jm.name_id "
     "WHERE jm.job_seq = ?1";
-static const char SQL_SINCE[] =
-    "SELECT m.seq, n.name, m.step, m.time_ms, m.value FROM jobs AS j "
-    "JOIN metrics AS m ON m.job_seq = j.seq JOIN metric_names AS n ON n.id = m.name_id "
-    "WHERE j.id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3";
+static const char SQL_BATCHES[] =
+    "SELECT b.last_seq, b.first_seq, b.name_id, b.step_min, b.step_max, n.name "
+    "FROM metric_batches AS b JOIN metric_names AS n ON n.id = b.name_id "
+    "WHERE b.job_seq = ?1 AND b.last_seq > ?2 ORDER BY b.last_seq, b.name_id";
+static const char SQL_BATCH_ROWS[] =
+    "SELECT seq, step, time_ms, value FROM metrics "
+    "WHERE job_seq = ?1 AND name_id = ?2 AND step BETWEEN ?3 AND ?4 AND seq > ?5 "
+    "AND seq BETWEEN ?6 AND ?7";
 
-const char *const store_metrics_sql[] = {SQL_FIRST_STEP, SQL_LAST_STEP, SQL_RANGE, SQL_NAMES,
-                                         SQL_SINCE,      NULL};
+const char *const store_metrics_sql[] = {SQL_FIRST_STEP, SQL_LAST_STEP,  SQL_RANGE, SQL_NAMES,
+                                         SQL_BATCHES,    SQL_BATCH_ROWS, NULL};
 
 /* ---- writes (writer thread) ----------------------------------------------- */
 
@@ -93,7 +110,8 @@ ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
 {
     (void)s;
     sqlite3_stmt *st = NULL;
-    int64_t job_seq = 0, last = 0, *ids = NULL;
+    int64_t job_seq = 0, last = 0, *ids = NULL, *lo = NULL, *hi = NULL;
+    size_t nn = op->u.metrics.nnames;
     ty_err e = store_conn_stmt(w, SQL_JOB_FOR_METRICS, 0, &st);
     if (e != TY_OK)
         return e;
@@ -109,9 +127,16 @@ ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
     sqlite3_reset(st);
     if (e != TY_OK)
         return e;
-    if (!(ids = malloc(op->u.metrics.nnames * sizeof *ids)))
-        return TY_ENOMEM;
-    for (size_t i = 0; i < op->u.metrics.nnames && e == TY_OK; i++)
+    if (!(ids = malloc(nn * sizeof *ids)) || !(lo = malloc(nn * sizeof *lo)) ||
+        !(hi = malloc(nn * sizeof *hi))) {
+        e = TY_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < nn; i++) {
+        lo[i] = INT64_MAX;
+        hi[i] = -1; /* a name no point uses gets no batch */
+    }
+    for (size_t i = 0; i < nn && e == TY_OK; i++)
         e = name_id(w, job_seq, op->u.metrics.names[i], &ids[i]);
     if (e != TY_OK || (e = store_conn_stmt(w, SQL_SEQ_TAKE, 0, &st)) != TY_OK)
         goto out;
@@ -138,10 +163,30 @@ ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
         sqlite3_bind_int64(st, 6, ++seq);
         if ((e = store_step_done(st)) != TY_OK)
             goto out;
+        if (p->step < lo[p->name])
+            lo[p->name] = p->step;
+        if (p->step > hi[p->name])
+            hi[p->name] = p->step;
+    }
+    if ((e = store_conn_stmt(w, SQL_BATCH_INSERT, 0, &st)) != TY_OK)
+        goto out;
+    for (size_t i = 0; i < nn; i++) {
+        if (hi[i] < 0)
+            continue;
+        sqlite3_bind_int64(st, 1, job_seq);
+        sqlite3_bind_int64(st, 2, last);
+        sqlite3_bind_int64(st, 3, ids[i]);
+        sqlite3_bind_int64(st, 4, last - (int64_t)op->u.metrics.n + 1);
+        sqlite3_bind_int64(st, 5, lo[i]);
+        sqlite3_bind_int64(st, 6, hi[i]);
+        if ((e = store_step_done(st)) != TY_OK)
+            goto out;
     }
     op->wrote_metrics = 1;
 out:
     free(ids);
+    free(lo);
+    free(hi);
     return e;
 }
 
@@ -447,20 +492,62 @@ ty_err store_metrics_names(store *s, const char *id, char ***out, size_t *nout)
     return e;
 }
 
-static ty_err row_from_since(sqlite3_stmt *st, void *item)
+static int cmp_rows(const void *a, const void *b)
 {
-    store_metric_row *r = item;
-    r->seq = sqlite3_column_int64(st, 0);
-    const unsigned char *name = sqlite3_column_text(st, 1);
-    size_t len = (size_t)sqlite3_column_bytes(st, 1);
+    const store_metric_row *x = a, *y = b;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Appends to v the rows of one batch (the current row of bst) with seq > after. */
+static ty_err batch_rows(store_conn *c, int64_t job_seq, sqlite3_stmt *bst, int64_t after,
+                         store_vec *v)
+{
+    const unsigned char *name = sqlite3_column_text(bst, 5);
+    size_t len = (size_t)sqlite3_column_bytes(bst, 5);
     if (!name || len == 0 || len > STORE_METRIC_NAME_MAX)
         return TY_ESCHEMA;
-    memcpy(r->name, name, len);
-    r->name[len] = '\0';
-    r->step = sqlite3_column_int64(st, 2);
-    r->time_ms = sqlite3_column_int64(st, 3);
-    r->value = sqlite3_column_double(st, 4);
-    return TY_OK;
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_BATCH_ROWS, 0, &st);
+    if (e != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int64(st, 2, sqlite3_column_int64(bst, 2));
+    sqlite3_bind_int64(st, 3, sqlite3_column_int64(bst, 3));
+    sqlite3_bind_int64(st, 4, sqlite3_column_int64(bst, 4));
+    sqlite3_bind_int64(st, 5, after);
+    sqlite3_bind_int64(st, 6, sqlite3_column_int64(bst, 1));
+    sqlite3_bind_int64(st, 7, sqlite3_column_int64(bst, 0));
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (v->n == v->cap) {
+            size_t cap = v->cap ? v->cap * 2 : 64;
+            void *grown = realloc(v->items, cap * sizeof(store_metric_row));
+            if (!grown) {
+                sqlite3_reset(st);
+                return TY_ENOMEM;
+            }
+            v->items = grown;
+            v->cap = cap;
+        }
+        store_metric_row *r = (store_metric_row *)v->items + v->n++;
+        r->seq = sqlite3_column_int64(st, 0);
+        memcpy(r->name, name, len);
+        r->name[len] = '\0';
+        r->step = sqlite3_column_int64(st, 1);
+        r->time_ms = sqlite3_column_int64(st, 2);
+        r->value = sqlite3_column_double(st, 3);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
+}
+
+/* The limit-th smallest seq of v (sorted first), or INT64_MAX while v holds fewer. */
+static int64_t nth_seq(store_vec *v, size_t limit)
+{
+    if (v->n < limit)
+        return INT64_MAX;
+    qsort(v->items, v->n, sizeof(store_metric_row), cmp_rows);
+    return ((store_metric_row *)v->items)[limit - 1].seq;
 }
 
 ty_err store_metrics_since(store *s, const char *id, int64_t after_seq, int limit,
@@ -469,17 +556,42 @@ ty_err store_metrics_since(store *s, const char *id, int64_t after_seq, int limi
     if (!s || !id || !out || !nout || limit < 1 || limit > SINCE_MAX_LIMIT)
         return TY_EINVAL;
     store_vec v = {0};
-    sqlite3_stmt *st = NULL;
+    int64_t job_seq = 0;
+    sqlite3_stmt *bst = NULL;
     store_conn *c = store_reader_acquire(s);
-    ty_err e = store_conn_stmt(c, SQL_SINCE, 0, &st);
-    if (e == TY_OK) {
-        store_bind_text(st, 1, id);
-        sqlite3_bind_int64(st, 2, after_seq);
-        sqlite3_bind_int(st, 3, limit);
-        e = store_collect(st, sizeof(store_metric_row), row_from_since, &v);
+    ty_err e = store_read_begin(c);
+    if (e != TY_OK)
+        goto release;
+    if ((e = job_seq_of(c, id, &job_seq)) != TY_OK) {
+        if (e == TY_ENOTFOUND)
+            e = TY_OK; /* an unknown job has no points */
+        goto end;
     }
+    if ((e = store_conn_stmt(c, SQL_BATCHES, 0, &bst)) != TY_OK)
+        goto end;
+    sqlite3_bind_int64(bst, 1, job_seq);
+    sqlite3_bind_int64(bst, 2, after_seq);
+    int rc = SQLITE_DONE;
+    int64_t cut = INT64_MAX; /* the limit-th seq found so far */
+    while (e == TY_OK && (rc = sqlite3_step(bst)) == SQLITE_ROW) {
+        /* Batches come by last_seq: once one starts past the cut, so do all that follow. */
+        if (sqlite3_column_int64(bst, 1) > cut)
+            break;
+        if ((e = batch_rows(c, job_seq, bst, after_seq, &v)) == TY_OK)
+            cut = nth_seq(&v, (size_t)limit);
+    }
+    if (e == TY_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        e = store_sqlite_err(rc);
+    sqlite3_reset(bst);
+end:
+    store_read_end(c);
+release:
     store_reader_release(s, c);
-    if (e != TY_OK) {
+    if (e == TY_OK) {
+        qsort(v.items, v.n, sizeof(store_metric_row), cmp_rows);
+        if (v.n > (size_t)limit)
+            v.n = (size_t)limit;
+    } else {
         free(v.items);
         v = (store_vec){0};
     }

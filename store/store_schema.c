@@ -38,6 +38,9 @@
  *      it may admit from, so a queue at its limit is never walked
  *   4  job_tokens (per-attempt tokens with which a job reports), metrics,
  *      metric_names, job_metric_names, metric_seq
+ *   5  metric_batches replaces metrics_job_seq: the stream finds new points
+ *      through one row per report and series instead of an index entry per
+ *      point, which halved what ingestion writes
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -45,8 +48,13 @@
  * and "the same step again" is an upsert of that key (the last write wins).
  * A name is an integer (metric_names) so a row stays about 30 bytes whatever
  * the name's length. seq is global and increasing in commit order (the one
- * writer takes it from metric_seq, one row); metrics_job_seq (job_seq, seq)
- * makes "the points of job J after seq X" one range for the live stream.
+ * writer takes it from metric_seq, one row). The live stream reads "the
+ * points of job J after seq X" through metric_batches: one row per report and
+ * series, keyed (job_seq, last_seq), holding the report's seq interval and the
+ * series' step range, so the points are a few range reads of metrics filtered
+ * by seq, at the cost of one row per report and series rather than one index
+ * entry per point (version 4 had an index (job_seq, seq) on metrics: half of
+ * the ingestion's work).
  * job_metric_names lists a job's series without walking its points.
  * job_tokens is keyed by the token's SHA-256, so checking a token is one
  * seek; job_tokens_live holds only the tokens not revoked, so revoking a
@@ -157,6 +165,23 @@ static const char *const migrations[] = {
     "  last INTEGER NOT NULL"
     ") STRICT;"
     "INSERT INTO metric_seq (id, last) VALUES (1, 0);",
+
+    /* 5: the stream's way to new points, one row per report and series. A database of
+     * version 4 gets one batch per series covering all its points (their seqs overlap other
+     * series': store_metrics_since() allows that). */
+    "DROP INDEX metrics_job_seq;"
+    "CREATE TABLE metric_batches ("
+    "  job_seq   INTEGER NOT NULL,"
+    "  last_seq  INTEGER NOT NULL,"
+    "  name_id   INTEGER NOT NULL,"
+    "  first_seq INTEGER NOT NULL CHECK (first_seq <= last_seq),"
+    "  step_min  INTEGER NOT NULL,"
+    "  step_max  INTEGER NOT NULL CHECK (step_min <= step_max),"
+    "  PRIMARY KEY (job_seq, last_seq, name_id)"
+    ") STRICT, WITHOUT ROWID;"
+    "INSERT INTO metric_batches (job_seq, last_seq, name_id, first_seq, step_min, step_max) "
+    "  SELECT job_seq, max(seq), name_id, min(seq), min(step), max(step) FROM metrics "
+    "  GROUP BY job_seq, name_id;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

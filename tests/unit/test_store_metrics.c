@@ -206,6 +206,101 @@ static void test_since_follows_seq(void **state)
     store_jobs_free(b, 1);
 }
 
+/* A reader that takes a few rows at a time gets every row once, by seq, in report order. */
+static void test_since_in_small_pieces(void **state)
+{
+    store_fixture *f = *state;
+    store_job *a = submit_one(f->s, "a", "q"), *b = submit_one(f->s, "b", "q");
+    const char *names[] = {"loss", "acc"};
+    store_metric_in pts[10];
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 10; i++)
+            pts[i] = (store_metric_in){.name = (size_t)(i % 2), .step = r * 5 + i / 2,
+                                       .time_ms = 1, .value = r * 100 + i};
+        assert_int_equal(store_metrics_append(f->s, a->id, names, 2, pts, 10), TY_OK);
+        assert_int_equal(store_metrics_append(f->s, b->id, names, 2, pts, 10), TY_OK);
+    }
+    /* A fourth report rewrites two points of the third: they come again, with it. */
+    assert_int_equal(store_metrics_append(f->s, a->id, names, 2, pts, 2), TY_OK);
+    /* Every value in seq order: the three reports, less the two points the rewrite took
+     * from the last one (steps 10 of both series), then the rewrite. */
+    double want[30];
+    for (int k = 0; k < 28; k++)
+        want[k] = k < 10 ? k : k < 20 ? 100 + (k - 10) : 200 + (k - 18);
+    want[28] = 200;
+    want[29] = 201;
+    int64_t after = 0, prev = 0;
+    size_t total = 0;
+    for (;;) {
+        store_metric_row *rows = NULL;
+        size_t n = 0;
+        assert_int_equal(store_metrics_since(f->s, a->id, after, 3, &rows, &n), TY_OK);
+        assert_true(n <= 3 && total + n <= 30);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(rows[i].seq > prev);
+            prev = rows[i].seq;
+            assert_true(rows[i].value == want[total + i]);
+            assert_string_equal(rows[i].name, (total + i) % 2 ? "acc" : "loss");
+        }
+        total += n;
+        if (n)
+            after = rows[n - 1].seq;
+        free(rows);
+        if (n < 3)
+            break;
+    }
+    assert_int_equal(total, 30);
+    store_jobs_free(a, 1);
+    store_jobs_free(b, 1);
+}
+
+/* Points a version-4 database holds reach the stream after the upgrade to batches. */
+static void test_version_4_points_after_upgrade(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    sqlite3 *db = NULL;
+    char err[256];
+    assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
+    assert_int_equal(store_schema_migrate_to(db, 4, err, sizeof err), TY_OK);
+    const char *id = "0000000000000000000000000a";
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, "
+                     "updated_ms, spec) VALUES ('0000000000000000000000000a', 'old', 'q', 0, 3, "
+                     "1, 1, 1, '{}');"
+                     "INSERT INTO metric_names (id, name) VALUES (1, 'loss'), (2, 'acc');"
+                     "INSERT INTO job_metric_names VALUES (1, 1), (1, 2);"
+                     "INSERT INTO metrics VALUES (1, 1, 0, 0.5, 1, 1), (1, 2, 0, 0.9, 1, 2), "
+                     "(1, 1, 1, 0.4, 2, 3);"
+                     "UPDATE metric_seq SET last = 3",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    store *s = open_store(&t);
+    store_metric_row *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_metrics_since(s, id, 0, 100, &rows, &n), TY_OK);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(rows[i].seq, (int64_t)i + 1);
+    assert_string_equal(rows[1].name, "acc");
+    free(rows);
+    assert_int_equal(store_metrics_since(s, id, 1, 1, &rows, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].seq, 2);
+    free(rows);
+    /* New reports continue the seq. */
+    assert_int_equal(put1(s, id, "loss", 2, 0.3), TY_OK);
+    assert_int_equal(store_metrics_since(s, id, 3, 100, &rows, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].seq, 4);
+    free(rows);
+    store_close(s);
+    tdir_remove(&t);
+}
+
 static void test_failing_write_stores_nothing(void **state)
 {
     store_fixture *f = *state;
@@ -381,6 +476,9 @@ int main(void)
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_since_follows_seq, store_fixture_setup,
                                         store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_since_in_small_pieces, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test(test_version_4_points_after_upgrade),
         cmocka_unit_test_setup_teardown(test_failing_write_stores_nothing, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_finished_job_refuses_points, store_fixture_setup,
