@@ -100,45 +100,44 @@ static ty_err report_add(report *r, const char *name, int64_t step, int64_t time
     return TY_OK;
 }
 
-/* The path of a member of point i: "$.points[i].key", or "$.points[i]" for a key that
- * cannot be shown in a path (too long, or not plain printable ASCII). */
-static void member_path(char *buf, size_t len, size_t i, const char *key)
+/* Records an error at member `key` of point i ("$.points[i].key"; NULL: the point itself, as
+ * for a key that cannot be shown in a path: too long, or not plain printable ASCII). The
+ * path is only formatted here, on an error: valid points cost no formatting. */
+static ty_err point_error(spec_errors *errs, size_t i, const char *key, const char *msg)
 {
-    size_t n = strlen(key);
+    char path[160];
+    size_t n = key ? strlen(key) : 0;
     int plain = n > 0 && n <= 100;
     for (size_t k = 0; k < n && plain; k++)
         plain = key[k] > ' ' && key[k] < 0x7f && key[k] != '"' && key[k] != '\\';
     if (plain)
-        snprintf(buf, len, "$.points[%zu].%s", i, key);
+        snprintf(path, sizeof path, "$.points[%zu].%s", i, key);
     else
-        snprintf(buf, len, "$.points[%zu]", i);
+        snprintf(path, sizeof path, "$.points[%zu]", i);
+    return spec_errors_add(errs, path, msg);
 }
 
-/* Validates one point and, when valid, adds its values. Errors go to errs. */
+/*
+ * Validates one point and, while the whole report is valid so far, adds its values (one pass
+ * over its members). Errors go to errs; once there is one, nothing will be stored.
+ */
 static ty_err parse_point(const json_t *pt, size_t i, int64_t now, report *r, spec_errors *errs)
 {
-    char path[160];
-    if (!json_is_object(pt)) {
-        snprintf(path, sizeof path, "$.points[%zu]", i);
-        return spec_errors_add(errs, path, "must be an object");
-    }
+    if (!json_is_object(pt))
+        return point_error(errs, i, NULL, "must be an object");
     int64_t step = 0, time_ms = now;
     const json_t *js = json_object_get(pt, "step");
-    snprintf(path, sizeof path, "$.points[%zu].step", i);
     if (!js) {
-        spec_errors_add(errs, path, "is required");
+        point_error(errs, i, "step", "is required");
     } else if (!json_is_integer(js) || json_integer_value(js) < 0 ||
                json_integer_value(js) > METRICS_MAX_STEP) {
-        spec_errors_add(errs, path, "must be an integer between 0 and 9007199254740991");
+        point_error(errs, i, "step", "must be an integer between 0 and 9007199254740991");
     } else {
         step = json_integer_value(js);
     }
     const json_t *jt = json_object_get(pt, "time");
-    if (jt) {
-        snprintf(path, sizeof path, "$.points[%zu].time", i);
-        if (!json_is_string(jt) || ty_time_parse_rfc3339(json_string_value(jt), &time_ms) != 0)
-            spec_errors_add(errs, path, "must be an RFC 3339 time");
-    }
+    if (jt && (!json_is_string(jt) || ty_time_parse_rfc3339(json_string_value(jt), &time_ms)))
+        point_error(errs, i, "time", "must be an RFC 3339 time");
     size_t nvalues = 0;
     const char *key;
     json_t *v;
@@ -146,28 +145,19 @@ static ty_err parse_point(const json_t *pt, size_t i, int64_t now, report *r, sp
     {
         if (strcmp(key, "step") == 0 || strcmp(key, "time") == 0)
             continue;
-        member_path(path, sizeof path, i, key);
-        if (!metric_name_valid(key))
-            spec_errors_add(errs, path,
-                            "is not a metric name ([A-Za-z_][A-Za-z0-9_.:/-]{0,63})");
-        else if (!json_is_number(v) || !isfinite(json_number_value(v)))
-            spec_errors_add(errs, path, "must be a number");
         nvalues++;
+        if (!metric_name_valid(key)) {
+            point_error(errs, i, key, "is not a metric name ([A-Za-z_][A-Za-z0-9_.:/-]{0,63})");
+        } else if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+            point_error(errs, i, key, "must be a number");
+        } else if (!errs->count) {
+            ty_err e = report_add(r, key, step, time_ms, json_number_value(v));
+            if (e)
+                return e;
+        }
     }
-    if (nvalues == 0) {
-        snprintf(path, sizeof path, "$.points[%zu]", i);
-        spec_errors_add(errs, path, "must hold at least one metric besides step and time");
-    }
-    if (errs->count)
-        return TY_OK; /* nothing is stored once anything is wrong */
-    json_object_foreach((json_t *)pt, key, v)
-    {
-        if (strcmp(key, "step") == 0 || strcmp(key, "time") == 0)
-            continue;
-        ty_err e = report_add(r, key, step, time_ms, json_number_value(v));
-        if (e)
-            return e;
-    }
+    if (nvalues == 0)
+        point_error(errs, i, NULL, "must hold at least one metric besides step and time");
     return TY_OK;
 }
 
