@@ -24,6 +24,7 @@
   const LOG_KEEP = 256 * 1024;   /* characters of a log tail kept on the page */
   const STALL_MS = 45000;        /* no byte (not even the 15 s ping) for this long: reconnect */
   const MAX_COMPARE = 50;        /* jobs overlaid in the compare view */
+  const CHART_MAX = 4000;        /* points a growing chart holds before it is read again */
 
   /* What the browser tests read (window.trainyard). */
   const exported = { cspViolations: [], SseParser: null, charts: {} };
@@ -645,43 +646,68 @@
       }, 'Follow rank ' + r));
     }
 
-    /* Charts: the downsampled series now, then the points the job stream brings. */
+    /*
+     * Charts: the downsampled series now, then the points the job stream brings. Past
+     * CHART_MAX points a chart is read downsampled again; points that arrive meanwhile wait.
+     */
     const charts = {};
-    let metricsSeq = 0;
+    const url = base + '/metrics?' + new URLSearchParams({ name: 'loss', max_points: '1000' }) +
+      '&name=accuracy';
+    const seriesData = (m, name) => {
+      const s = (m.series || []).find((x) => x.name === name);
+      return s ? s.points.map((p) => ({ x: p.step, y: p.value })) : [];
+    };
     try {
-      const m = await apiJson(base + '/metrics?max_points=1000', { signal: page.signal });
+      const m = await apiJson(url, { signal: page.signal });
       for (const name of ['loss', 'accuracy']) {
-        const s = (m.series || []).find((x) => x.name === name);
-        const data = s ? s.points.map((p) => ({ x: p.step, y: p.value })) : [];
+        const color = COLORS[name === 'loss' ? 0 : 2];
         charts[name] = lineChart(page, canvases[name], name,
-          [{ label: name, data, borderColor: COLORS[name === 'loss' ? 0 : 2],
-            backgroundColor: COLORS[name === 'loss' ? 0 : 2] }]);
+          [{ label: name, data: seriesData(m, name), borderColor: color, backgroundColor: color }]);
         exported.charts[name] = charts[name];
       }
       const names = (m.series || []).map((s) => s.name + ' (' + s.total_points + ' points)');
       chartNote.textContent = names.length ? 'Series: ' + names.join(', ')
-        : 'No metric reported yet.';
+        : 'No loss or accuracy reported yet.';
     } catch (e) {
       if (e instanceof AuthError || page.signal.aborted) throw e;
       chartNote.textContent = 'Metrics unavailable: ' + e.message;
       chartGrid.hidden = true;
     }
     let redraw = 0;
-    const addPoints = (points) => {
+    let reloading = false;
+    const waiting = [];
+    const put = (points) => {
       for (const p of points) {
         for (const name of Object.keys(charts)) {
           if (typeof p[name] === 'number') putPoint(charts[name].data.datasets[0].data, p.step,
             p[name]);
         }
       }
-      if (!redraw) {
-        redraw = requestAnimationFrame(() => {
-          redraw = 0;
-          for (const c of Object.values(charts)) c.update('none');
-          metricsSeq++;
-          document.body.dataset.metricsUpdates = String(metricsSeq);
-        });
-      }
+    };
+    const draw = () => {
+      if (redraw) return;
+      redraw = requestAnimationFrame(() => {
+        redraw = 0;
+        for (const c of Object.values(charts)) c.update('none');
+      });
+    };
+    const reload = async () => {
+      reloading = true;
+      try {
+        const m = await apiJson(url, { signal: page.signal });
+        for (const [name, c] of Object.entries(charts)) {
+          c.data.datasets[0].data = seriesData(m, name);
+        }
+      } catch (e) { /* keep what is drawn */ }
+      reloading = false;
+      put(waiting.splice(0));
+      draw();
+    };
+    const addPoints = (points) => {
+      if (reloading) { waiting.push(...points); return; }
+      put(points);
+      if (Object.values(charts).some((c) => c.data.datasets[0].data.length > CHART_MAX)) reload();
+      draw();
     };
 
     let refreshing = null;

@@ -383,11 +383,10 @@ static int driver_start(char *err, size_t errlen)
         sleep_ms(100);
     }
     /* We run as root in CI: Chromium's sandbox needs a user namespace it may not get. */
-    json_t *caps = json_pack(
-        "{s:{s:{s:s, s:{s:s, s:[s,s,s,s,s,s]}}}}", "capabilities", "alwaysMatch", "browserName",
-        "chrome", "goog:chromeOptions", "binary", g_chromium, "args", "--headless=new",
-        "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
-        "--lang=en-US");
+    json_t *caps = json_pack("{s:{s:{s:s, s:{s:s, s:[s,s,s,s,s,s]}}}}", "capabilities",
+                             "alwaysMatch", "browserName", "chrome", "goog:chromeOptions", "binary",
+                             g_chromium, "args", "--headless=new", "--no-sandbox", "--disable-gpu",
+                             "--disable-dev-shm-usage", "--window-size=1280,900", "--lang=en-US");
     json_t *v = NULL;
     if (wd_try("POST", "/session", caps, &v, err, errlen) < 0)
         return -1;
@@ -488,18 +487,17 @@ static void test_jobs_table_live(void **state)
         skip();
     }
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
-        submit(json_pack("{s:s, s:{s:s, s:s}, s:[s,s,s], s:[s,s], s:{s:i}}", "name",
-                         others[i].name, "labels", "sweep", "lr-grid", "team", "vision",
-                         "command", "sh", "-c", others[i].script, "args", "--lr", others[i].lr,
-                         "workers", "count", 2),
+        submit(json_pack("{s:s, s:{s:s, s:s}, s:[s,s,s], s:[s,s], s:{s:i}}", "name", others[i].name,
+                         "labels", "sweep", "lr-grid", "team", "vision", "command", "sh", "-c",
+                         others[i].script, "args", "--lr", others[i].lr, "workers", "count", 2),
                other);
     open_view("#/jobs", "jobs");
     wait_js("document.getElementById('live').dataset.mode === 'live'", NULL, "the event stream");
     json_decref(js("window.__sameDocument = 1;", NULL));
 
     const char *name = uniq("live");
-    submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:{s:i}}", "name", name, "labels", "case",
-                     "live", "command", "sh", "-c", "exit 0", "workers", "count", 1),
+    submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:{s:i}}", "name", name, "labels", "case", "live",
+                     "command", "sh", "-c", "exit 0", "workers", "count", 1),
            id);
     snprintf(expr, sizeof expr, "document.querySelector('#jobs tr[data-id=\"%s\"]')", id);
     wait_js(expr, NULL, "the submitted job's row");
@@ -538,8 +536,7 @@ static void test_jobs_table_live(void **state)
             json_string(id2));
     json_decref(js("window.trainyard.resumeStreams();", NULL));
     snprintf(expr, sizeof expr,
-             "document.querySelector('#jobs tr[data-id=\"%s\"]').dataset.state === 'FAILED'",
-             id2);
+             "document.querySelector('#jobs tr[data-id=\"%s\"]').dataset.state === 'FAILED'", id2);
     wait_js(expr, NULL, "the job submitted during the drop, FAILED");
     wait_js("document.getElementById('live').dataset.mode === 'live'", NULL, "the stream back");
     js_true("window.__sameDocument === 1", NULL);
@@ -613,6 +610,13 @@ static void test_job_chart(void **state)
     post_points(id, 50, 10, 0.1);
     snprintf(expr, sizeof expr, "%s.data.datasets[0].data.length === 60", chart);
     wait_js(expr, NULL, "the chart to grow to 60 points");
+    /* A long run: past 4,000 points the chart reads the series downsampled again. */
+    post_points(id, 60, 4000, 0.1);
+    snprintf(expr, sizeof expr,
+             "%s.data.datasets[0].data.length <= 1000 && %s.data.datasets[0].data[0].x === 0 && "
+             "%s.data.datasets[0].data.at(-1).x === 40590",
+             chart, chart, chart);
+    wait_js(expr, NULL, "the chart to hold the long run downsampled, first and last points kept");
     expect_no_violation();
     screenshot("job.png");
     cancel(id);
@@ -626,9 +630,8 @@ static void poke_hostile_row(const char *id)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
-    const char *sql =
-        "UPDATE jobs SET name = ?1, spec = json_set(spec, '$.name', ?1, '$.labels',"
-        " json_object('team', ?2, 'note', ?1)) WHERE id = ?3";
+    const char *sql = "UPDATE jobs SET name = ?1, spec = json_set(spec, '$.name', ?1, '$.labels',"
+                      " json_object('team', ?2, 'note', ?1)) WHERE id = ?3";
     assert_int_equal(sqlite3_open_v2(ty_server_db(g_srv), &db, SQLITE_OPEN_READWRITE, NULL),
                      SQLITE_OK);
     sqlite3_busy_timeout(db, 10000);
@@ -660,9 +663,8 @@ static void test_hostile_strings_are_text(void **state)
     /* What the API accepts: markup in env values, args and what the job prints. */
     submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s], s:{s:s}, s:{s:i}}", "name",
                      uniq("hostile"), "labels", "case", "hostile", "command", "sh", "-c",
-                     "echo \"$NOTE\"; echo '" PAYLOAD_SCRIPT "'; sleep 120", "args",
-                     PAYLOAD_SCRIPT, PAYLOAD_IMG, "env", "NOTE", PAYLOAD_IMG, "workers", "count",
-                     1),
+                     "echo \"$NOTE\"; echo '" PAYLOAD_SCRIPT "'; sleep 120", "args", PAYLOAD_SCRIPT,
+                     PAYLOAD_IMG, "env", "NOTE", PAYLOAD_IMG, "workers", "count", 1),
            id);
     poke_hostile_row(id);
 
@@ -762,25 +764,25 @@ static void test_sse_parser(void **state)
     (void)state;
     SKIP_WITHOUT_BROWSER();
     open_view("#/jobs", "jobs");
-    json_t *got = js(
-        "const out = [];"
-        "const p = new window.trainyard.SseParser((e) => out.push([e.event, e.id, e.data]));"
-        "const text = ': ping\\r\\nid: 7\\r\\nevent: job\\r\\n'"
-        " + 'data: {\"a\":\\r\\ndata: 1}\\r\\n\\r\\n'"
-        " + 'data: no type\\n\\n' + 'id: 9.3\\revent: metrics\\rdata:x\\r\\r'"
-        " + 'event: empty\\n\\n' + 'id\\ndata: after\\n\\n';"
-        "p.push(text);"
-        "const whole = JSON.stringify(out);"
-        "for (let cut = 1; cut < text.length; cut++) {"
-        "  out.length = 0;"
-        "  const q = new window.trainyard.SseParser((e) => out.push([e.event, e.id, e.data]));"
-        "  q.push(text.slice(0, cut));"
-        "  q.push(text.slice(cut));"
-        "  if (JSON.stringify(out) !== whole)"
-        "    return 'differs when cut at ' + cut + ': ' + JSON.stringify(out);"
-        "}"
-        "return whole;",
-        NULL);
+    json_t *got =
+        js("const out = [];"
+           "const p = new window.trainyard.SseParser((e) => out.push([e.event, e.id, e.data]));"
+           "const text = ': ping\\r\\nid: 7\\r\\nevent: job\\r\\n'"
+           " + 'data: {\"a\":\\r\\ndata: 1}\\r\\n\\r\\n'"
+           " + 'data: no type\\n\\n' + 'id: 9.3\\revent: metrics\\rdata:x\\r\\r'"
+           " + 'event: empty\\n\\n' + 'id\\ndata: after\\n\\n';"
+           "p.push(text);"
+           "const whole = JSON.stringify(out);"
+           "for (let cut = 1; cut < text.length; cut++) {"
+           "  out.length = 0;"
+           "  const q = new window.trainyard.SseParser((e) => out.push([e.event, e.id, e.data]));"
+           "  q.push(text.slice(0, cut));"
+           "  q.push(text.slice(cut));"
+           "  if (JSON.stringify(out) !== whole)"
+           "    return 'differs when cut at ' + cut + ': ' + JSON.stringify(out);"
+           "}"
+           "return whole;",
+           NULL);
     assert_string_equal(json_string_value(got),
                         "[[\"job\",\"7\",\"{\\\"a\\\":\\n1}\"],[\"message\",\"7\",\"no type\"],"
                         "[\"metrics\",\"9.3\",\"x\"],[\"message\",\"\",\"after\"]]");
@@ -800,10 +802,9 @@ static void test_compare(void **state)
         skip();
     }
     for (int i = 0; i < 3; i++) {
-        submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s,s,s], s:{s:i}}", "name",
-                         uniq("cmp"), "labels", "sweep", "cmp-grid", "command", "sh", "-c",
-                         "sleep 120", "args", "--optimizer", "sgd", "--lr", lrs[i], "workers",
-                         "count", 1),
+        submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s,s,s], s:{s:i}}", "name", uniq("cmp"),
+                         "labels", "sweep", "cmp-grid", "command", "sh", "-c", "sleep 120", "args",
+                         "--optimizer", "sgd", "--lr", lrs[i], "workers", "count", 1),
                ids[i]);
         post_points(ids[i], 0, 20 + 10 * i, 0.3 / (i + 1));
     }
@@ -855,12 +856,9 @@ int main(int argc, char **argv)
 {
     char err[1024];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_token_form),
-        cmocka_unit_test(test_csp),
-        cmocka_unit_test(test_sse_parser),
-        cmocka_unit_test(test_jobs_table_live),
-        cmocka_unit_test(test_job_chart),
-        cmocka_unit_test(test_hostile_strings_are_text),
+        cmocka_unit_test(test_token_form), cmocka_unit_test(test_csp),
+        cmocka_unit_test(test_sse_parser), cmocka_unit_test(test_jobs_table_live),
+        cmocka_unit_test(test_job_chart),  cmocka_unit_test(test_hostile_strings_are_text),
         cmocka_unit_test(test_compare),
     };
     if (argc < 4) {

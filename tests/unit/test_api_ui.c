@@ -24,10 +24,9 @@ static const struct file_case {
      "<script src=\"/ui/app.js\""},
     {"/ui/app.js", "text/javascript; charset=utf-8", api_ui_app_js, &api_ui_app_js_len,
      "Authorization"},
-    {"/ui/style.css", "text/css; charset=utf-8", api_ui_style_css, &api_ui_style_css_len,
-     ".badge"},
-    {"/ui/chart.js", "text/javascript; charset=utf-8", api_ui_chart_js,
-     &api_ui_chart_js_len, "Chart.js v"},
+    {"/ui/style.css", "text/css; charset=utf-8", api_ui_style_css, &api_ui_style_css_len, ".badge"},
+    {"/ui/chart.js", "text/javascript; charset=utf-8", api_ui_chart_js, &api_ui_chart_js_len,
+     "Chart.js v"},
 };
 
 /* Every file comes whole, with its type, the policy and nosniff, without a token. */
