@@ -588,7 +588,8 @@ end:
 release:
     store_reader_release(s, c);
     if (e == TY_OK) {
-        qsort(v.items, v.n, sizeof(store_metric_row), cmp_rows);
+        if (v.n > 1)
+            qsort(v.items, v.n, sizeof(store_metric_row), cmp_rows);
         if (v.n > (size_t)limit)
             v.n = (size_t)limit;
     } else {
