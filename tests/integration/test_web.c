@@ -544,6 +544,29 @@ static void test_jobs_table_live(void **state)
     screenshot("jobs.png");
 }
 
+/* The filters narrow the table as GET /v1/jobs does, from the form or from the address. */
+static void test_jobs_filters(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    open_view("#/jobs?label=sweep%3Dlr-grid", "jobs");
+    js_true("document.querySelectorAll('#jobs tbody tr').length >= 3", NULL);
+    js_true("[...document.querySelectorAll('#jobs tbody tr td.labels')]"
+            ".every((td) => td.textContent.includes('sweep=lr-grid'))",
+            NULL);
+    /* The form: FAILED among them is the job that exited 3. */
+    json_decref(js("const f = document.querySelector('form.filters');"
+                   "f.querySelector('select[name=state]').value = 'FAILED';"
+                   "f.requestSubmit();",
+                   NULL));
+    wait_js("location.hash === '#/jobs?state=FAILED&label=sweep%3Dlr-grid' && "
+            "document.body.dataset.ready === '1'",
+            NULL, "the filtered table");
+    js_true("[...document.querySelectorAll('#jobs tbody tr')].map((tr) => "
+            "tr.querySelector('td.name').textContent).join() === 'fmnist-adam-lr-0.001'",
+            NULL);
+}
+
 /*
  * POSTs n points (steps 10 * (from..from+n-1)) of loss and accuracy for job id as the admin;
  * rate says how fast the loss falls.
@@ -855,11 +878,18 @@ static int teardown(void **state)
 int main(int argc, char **argv)
 {
     char err[1024];
+    /* In this order: later cases read the jobs of earlier ones (the filters, the table). */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_token_form), cmocka_unit_test(test_csp),
-        cmocka_unit_test(test_sse_parser), cmocka_unit_test(test_jobs_table_live),
-        cmocka_unit_test(test_job_chart),  cmocka_unit_test(test_hostile_strings_are_text),
+        /* clang-format off */
+        cmocka_unit_test(test_token_form),
+        cmocka_unit_test(test_csp),
+        cmocka_unit_test(test_sse_parser),
+        cmocka_unit_test(test_jobs_table_live),
+        cmocka_unit_test(test_jobs_filters),
+        cmocka_unit_test(test_job_chart),
+        cmocka_unit_test(test_hostile_strings_are_text),
         cmocka_unit_test(test_compare),
+        /* clang-format on */
     };
     if (argc < 4) {
         fprintf(stderr, "usage: %s TRAINYARD_BINARY OPENAPI_YAML ARTIFACT_DIR\n", argv[0]);
