@@ -817,6 +817,8 @@ static void test_compare(void **state)
 {
     char ids[3][32];
     static const char *const lrs[] = {"0.1", "0.05", "0.01"};
+    static const char *const names[] = {"fmnist-sgd-lr-0.1", "fmnist-sgd-lr-0.05",
+                                        "fmnist-sgd-lr-0.01"};
     (void)state;
     SKIP_WITHOUT_BROWSER();
     if (!documented("/v1/jobs/{id}/metrics")) {
@@ -825,7 +827,7 @@ static void test_compare(void **state)
         skip();
     }
     for (int i = 0; i < 3; i++) {
-        submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s,s,s], s:{s:i}}", "name", uniq("cmp"),
+        submit(json_pack("{s:s, s:{s:s}, s:[s,s,s], s:[s,s,s,s], s:{s:i}}", "name", names[i],
                          "labels", "sweep", "cmp-grid", "command", "sh", "-c", "sleep 120", "args",
                          "--optimizer", "sgd", "--lr", lrs[i], "workers", "count", 1),
                ids[i]);
