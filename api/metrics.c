@@ -31,6 +31,10 @@
 #define METRICS_MIN_READ 2
 #define METRICS_MAX_READ 10000
 #define METRICS_MAX_NAMES 256             /* name= parameters in one read */
+#define STR(x) #x
+#define XSTR(x) STR(x)
+#define TOO_MANY_SERIES                                                                        \
+    "would give the job more than " XSTR(STORE_METRIC_MAX_SERIES) " metric names"
 
 /* [A-Za-z_][A-Za-z0-9_.:/-]{0,63} */
 static int metric_name_valid(const char *s)
@@ -244,6 +248,8 @@ void api_metrics_report(const api_req *req, api_resp *resp)
         api_reply_job_not_found(resp);
     else if (e == TY_ECONFLICT)
         reply_finished(req, resp);
+    else if (e == TY_ETOOLARGE && spec_errors_add(&errs, "$.points", TOO_MANY_SERIES) == TY_OK)
+        api_reply_invalid(resp, 422, "invalid-metrics", &errs);
     else
         api_reply_error(resp, e, NULL);
 out:

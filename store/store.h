@@ -312,7 +312,8 @@ ty_err store_metrics_head(store *s, int64_t *seq);
  * global and increasing in commit order, so "the points of a job with seq >
  * X" misses nothing a later commit adds.
  */
-#define STORE_METRIC_NAME_MAX 64 /* bytes of a metric name */
+#define STORE_METRIC_NAME_MAX 64     /* bytes of a metric name */
+#define STORE_METRIC_MAX_SERIES 1000 /* names one job may report: a job is untrusted code */
 
 /* A point to store: names[name] at step. */
 typedef struct store_metric_in {
@@ -327,8 +328,10 @@ typedef struct store_metric_in {
  * group commit that holds them, all or none. names (nnames, borrowed) are the
  * distinct metric names the points refer to, each 1..STORE_METRIC_NAME_MAX
  * bytes. TY_ENOTFOUND for an unknown job; TY_ECONFLICT when the job is in a
- * terminal state (nothing stored); TY_EINVAL for a malformed point (a name
- * index out of range, a negative step, a value that is not finite).
+ * terminal state (nothing stored); TY_ETOOLARGE when the job would have more
+ * than STORE_METRIC_MAX_SERIES names (nothing stored); TY_EINVAL for a
+ * malformed point (a name index out of range, a negative step, a value that is
+ * not finite).
  */
 ty_err store_metrics_append(store *s, const char *id, const char *const *names, size_t nnames,
                             const store_metric_in *points, size_t n);

@@ -46,6 +46,8 @@ static const char SQL_NAME_INSERT[] =
 static const char SQL_NAME_ID[] = "SELECT id FROM metric_names WHERE name = ?1";
 static const char SQL_JOB_NAME_INSERT[] =
     "INSERT OR IGNORE INTO job_metric_names (job_seq, name_id) VALUES (?1, ?2)";
+static const char SQL_JOB_NAMES_COUNT[] =
+    "SELECT count(*) FROM job_metric_names WHERE job_seq = ?1";
 static const char SQL_SEQ_TAKE[] =
     "UPDATE metric_seq SET last = last + ?1 WHERE id = 1 RETURNING last";
 static const char SQL_BATCH_INSERT[] =
@@ -82,7 +84,8 @@ const char *const store_metrics_sql[] = {SQL_FIRST_STEP, SQL_LAST_STEP,  SQL_RAN
 
 /* ---- writes (writer thread) ----------------------------------------------- */
 
-/* The id of name, inserted when new, with the job's series list kept. */
+/* The id of name, inserted when new, with the job's series list kept: TY_ETOOLARGE when the
+ * name is new to the job and the job has STORE_METRIC_MAX_SERIES names already. */
 static ty_err name_id(store_conn *w, int64_t job_seq, const char *name, int64_t *id)
 {
     sqlite3_stmt *st = NULL;
@@ -103,7 +106,18 @@ static ty_err name_id(store_conn *w, int64_t job_seq, const char *name, int64_t 
         return e;
     sqlite3_bind_int64(st, 1, job_seq);
     sqlite3_bind_int64(st, 2, *id);
-    return store_step_done(st);
+    if ((e = store_step_done(st)) != TY_OK || sqlite3_changes(w->db) == 0)
+        return e;
+    /* A new series of the job, which is rare: count them (at most the limit, one range). */
+    if ((e = store_conn_stmt(w, SQL_JOB_NAMES_COUNT, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job_seq);
+    rc = sqlite3_step(st);
+    int64_t count = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW)
+        return store_sqlite_err(rc);
+    return count > STORE_METRIC_MAX_SERIES ? TY_ETOOLARGE : TY_OK;
 }
 
 ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)

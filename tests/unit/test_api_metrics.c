@@ -159,6 +159,22 @@ static void test_invalid_points_listed(void **state)
     assert_int_equal(resp.status, 400);
     json_decref(b);
     api_resp_free(&resp);
+
+    /* More series than a job may have. */
+    ty_buf many = {0};
+    assert_int_equal(ty_buf_puts(&many, "{\"points\":[{\"step\":1"), TY_OK);
+    for (int i = 0; i <= STORE_METRIC_MAX_SERIES; i++)
+        assert_int_equal(ty_buf_printf(&many, ",\"m%d\":1", i), TY_OK);
+    assert_int_equal(ty_buf_puts(&many, "}]}"), TY_OK);
+    b = report(f, id, many.data, &resp);
+    fx_expect_problem(&resp, b, 422, "invalid-metrics");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(b, "errors"), 0),
+                                          "path")),
+        "$.points");
+    json_decref(b);
+    api_resp_free(&resp);
+    ty_buf_free(&many);
 }
 
 static void test_unknown_and_finished_jobs(void **state)

@@ -115,6 +115,34 @@ static void test_unknown_job_and_bad_points(void **state)
     store_jobs_free(job, 1);
 }
 
+/* A job has at most STORE_METRIC_MAX_SERIES series; a report past that stores nothing. */
+static void test_series_per_job_bounded(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q"), *other = submit_one(f->s, "b", "q");
+    enum { N = STORE_METRIC_MAX_SERIES };
+    static char buf[N + 1][16];
+    const char *names[N + 1];
+    store_metric_in pts[N + 1];
+    for (int i = 0; i <= N; i++) {
+        snprintf(buf[i], sizeof buf[i], "m%d", i);
+        names[i] = buf[i];
+        pts[i] = (store_metric_in){.name = (size_t)i, .step = 1, .time_ms = 1, .value = i};
+    }
+    assert_int_equal(store_metrics_append(f->s, job->id, names, N, pts, N), TY_OK);
+    assert_int_equal(store_metrics_append(f->s, job->id, names, N, pts, N), TY_OK); /* known */
+    assert_int_equal(store_metrics_append(f->s, job->id, names + N, 1, pts, 1), TY_ETOOLARGE);
+    char **list = NULL;
+    size_t n = 0;
+    assert_int_equal(store_metrics_names(f->s, job->id, &list, &n), TY_OK);
+    assert_int_equal(n, N);
+    store_queues_free(list, n);
+    /* The limit is per job. */
+    assert_int_equal(store_metrics_append(f->s, other->id, names + N, 1, pts, 1), TY_OK);
+    store_jobs_free(job, 1);
+    store_jobs_free(other, 1);
+}
+
 /* A series of n points: a smooth curve with a few spikes the downsampling must keep. */
 static void test_downsampling_keeps_extremes(void **state)
 {
@@ -473,6 +501,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_job_and_bad_points, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_downsampling_keeps_extremes, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_series_per_job_bounded, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_since_follows_seq, store_fixture_setup,
                                         store_fixture_teardown),
