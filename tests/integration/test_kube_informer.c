@@ -123,6 +123,7 @@ typedef struct recorder {
     int synced_at;                /* events recorded when on_synced came; -1 before */
     ty_informer *inf;             /* set once started: the callback reads the cache through it */
     int inconsistent;             /* the cache disagreed with an event during its callback */
+    int whole;                    /* events that carried an object's spec (not transformed) */
 } recorder;
 
 static const char *rv_or_null(const json_t *o)
@@ -160,6 +161,7 @@ static void on_event(void *ud, ty_inf_type type, const json_t *old_obj, const js
     json_t *e = json_pack("{s:s, s:s, s:s?, s:s?}", "type", names[type], "key", name, "old",
                           rv_or_null(old_obj), "new", rv_or_null(new_obj));
     pthread_mutex_lock(&r->mu);
+    r->whole += json_object_get(old_obj, "spec") || json_object_get(new_obj, "spec");
     json_array_append_new(r->events, e);
     pthread_mutex_unlock(&r->mu);
 }
@@ -439,6 +441,74 @@ static void test_list_then_watch(void **state)
         free(rv[i]);
     free(p1rv);
     free(p4rv);
+    recorder_fini(&r);
+}
+
+/* What test_transform's informer keeps of a pod: its metadata's keys and its step label. */
+static json_t *slim_pod(void *ud, const json_t *pod)
+{
+    (void)ud;
+    const json_t *md = json_object_get(pod, "metadata");
+    const char *step = json_string_value(json_object_get(json_object_get(md, "labels"), "step"));
+    return json_pack("{s:{s:O?, s:O?, s:O?, s:O?}, s:s?}", "metadata", "namespace",
+                     json_object_get(md, "namespace"), "name", json_object_get(md, "name"),
+                     "uid", json_object_get(md, "uid"), "resourceVersion",
+                     json_object_get(md, "resourceVersion"), "step", step);
+}
+
+/* With a transform the cache and every callback hold what it made of each object: from the
+ * list, from the watch, from a deletion, and after a re-list. */
+static void test_transform(void **state)
+{
+    (void)state;
+    static recorder r;
+    ty_informer_opts o;
+    ty_informer *inf = NULL;
+    char path[256], err[512] = "";
+    recorder_init(&r);
+    free(create_pod("jt", "t1"));
+    free(create_pod("jt", "t2"));
+    snprintf(path, sizeof(path), PODS "?labelSelector=trainyard.io%%2Fjob-id%%3Djt");
+    ty_informer_opts_default(&o);
+    o.path = path;
+    o.backoff_base_ms = 20;
+    o.backoff_max_ms = 200;
+    o.on_event = on_event;
+    o.transform = slim_pod;
+    o.ud = &r;
+    if (ty_informer_start(g_c, &o, &inf, err, sizeof(err)) != TY_OK)
+        fail_msg("%s", err);
+    g_inf = inf;
+    pthread_mutex_lock(&r.mu);
+    r.inf = inf;
+    pthread_mutex_unlock(&r.mu);
+    assert_true(ty_informer_wait_synced(inf, 30000));
+    wait_watching(inf, 0);
+    char *rv = label_pod("t1", 7);
+    delete_pod("t2");
+    char *t1rv = server_rv("t1");
+    wait_cached(inf, &r, "t1", t1rv);
+    wait_cached(inf, &r, "t2", NULL);
+    json_t *t1 = ty_informer_get(inf, NS, "t1");
+    assert_null(json_object_get(t1, "spec"));
+    assert_string_equal(json_string_value(json_object_get(t1, "step")), "7");
+    json_decref(t1);
+    /* A re-list compares and keeps the transformed objects too. */
+    fake("POST", "/fake/compact", NULL);
+    drop_watch(inf);
+    free(create_pod("jt", "t3"));
+    char *t3rv = server_rv("t3");
+    wait_cached(inf, &r, "t3", t3rv);
+    ty_informer_stats st;
+    ty_informer_stats_get(inf, &st);
+    assert_true(st.lists >= 2);
+    assert_int_equal(r.whole, 0);
+    assert_int_equal(r.inconsistent, 0);
+    assert_int_equal(ty_informer_len(inf), 2);
+    free_informer();
+    free(rv);
+    free(t1rv);
+    free(t3rv);
     recorder_fini(&r);
 }
 
@@ -780,6 +850,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_list_faults_recover, teardown),
         cmocka_unit_test_teardown(test_stop_while_watching, teardown),
         cmocka_unit_test_teardown(test_nodes, teardown),
+        cmocka_unit_test_teardown(test_transform, teardown),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);
 }
