@@ -93,23 +93,26 @@ static void follower_free(void *ud)
     free(fl);
 }
 
-/* Whether the job of ev passes the filters (see the top of the file). */
-static bool matches(const follower *fl, const store_feed_event *ev)
+/*
+ * Whether a job passes the filters (see the top of the file). Label keys and
+ * values cannot hold a quote or a backslash (spec.c), so in the compact JSON
+ * of the labels the text "key":"value" occurs exactly when the job has that
+ * label: a string search, no parse per event and follower.
+ */
+static bool matches(const follower *fl, job_state to, const char *queue, const char *labels)
 {
-    if (fl->filter.f.state_mask && !(fl->filter.f.state_mask & (1u << ev->to)))
+    char pair[512]; /* a key is at most 253 + 1 + 63 bytes, a value 63 */
+    if (fl->filter.f.state_mask && !(fl->filter.f.state_mask & (1u << to)))
         return false;
-    if (fl->queue && strcmp(fl->queue, ev->queue) != 0)
+    if (fl->queue && strcmp(fl->queue, queue) != 0)
         return false;
-    if (fl->filter.f.nlabels == 0)
-        return true;
-    json_t *labels = json_loads(ev->labels_json, 0, NULL);
-    bool ok = json_is_object(labels);
-    for (size_t i = 0; i < fl->filter.f.nlabels && ok; i++) {
-        const char *v = json_string_value(json_object_get(labels, fl->filter.labels[i].key));
-        ok = v && strcmp(v, fl->filter.labels[i].value) == 0;
+    for (size_t i = 0; i < fl->filter.f.nlabels; i++) {
+        int n = snprintf(pair, sizeof pair, "\"%s\":\"%s\"", fl->filter.labels[i].key,
+                         fl->filter.labels[i].value);
+        if (n < 0 || (size_t)n >= sizeof pair || !strstr(labels, pair))
+            return false;
     }
-    json_decref(labels);
-    return ok;
+    return true;
 }
 
 /* Appends the id line of an event: the event seq, and on a per-job stream the metric seq. */
@@ -120,41 +123,14 @@ static ty_err put_id(const follower *fl, ty_buf *b, int64_t seq)
     return ty_buf_printf(b, "id: %lld\n", (long long)seq);
 }
 
-/* Appends one `job` event; the data is on one line. */
-static ty_err put_job_event(const follower *fl, ty_buf *b, const store_feed_event *ev)
+/* api_feed_visit of GET /v1/events: an event of the window, filtered, into out. */
+static ty_err visit(void *ud, const api_feed_item *it)
 {
-    char time[32];
-    ty_time_format_rfc3339(ev->time_ms, time, sizeof time);
-    const char *labels = ev->labels_json[0] == '{' ? ev->labels_json : "{}";
-    ty_err e = put_id(fl, b, ev->seq);
-    if (!e)
-        e = ty_buf_printf(b, "event: job\ndata: {\"seq\":%lld,\"job_id\":\"%s\",",
-                          (long long)ev->seq, ev->id);
-    if (!e)
-        e = ty_buf_puts(b, "\"name\":");
-    if (!e)
-        e = ty_json_put_string(b, ev->name, SIZE_MAX);
-    if (!e)
-        e = ty_buf_puts(b, ",\"queue\":");
-    if (!e)
-        e = ty_json_put_string(b, ev->queue, SIZE_MAX);
-    if (!e)
-        e = ty_buf_printf(b, ",\"labels\":%s,\"from\":", labels);
-    if (!e)
-        e = ev->from == JOB_STATE_NONE ? ty_buf_puts(b, "null")
-                                       : ty_buf_printf(b, "\"%s\"", job_state_name(ev->from));
-    if (!e)
-        e = ty_buf_printf(b, ",\"to\":\"%s\",\"time\":\"%s\",\"reason\":", job_state_name(ev->to),
-                          time);
-    if (!e)
-        e = ty_json_put_string(b, ev->reason, SIZE_MAX);
-    if (!e)
-        e = ty_buf_puts(b, ",\"message\":");
-    if (!e)
-        e = ty_json_put_string(b, ev->message, SIZE_MAX);
-    if (!e)
-        e = ty_buf_puts(b, "}\n\n");
-    return e;
+    follower *fl = ud;
+    if (!matches(fl, it->to, it->queue, it->labels_json))
+        return TY_OK;
+    ty_err e = put_id(fl, &fl->out, it->seq);
+    return e ? e : ty_buf_append(&fl->out, it->text, it->len);
 }
 
 /*
@@ -192,19 +168,22 @@ static ty_err put_metrics_event(follower *fl, const store_metric_row *r, size_t 
  * Reads the next batch after the cursors and formats what passes the filters
  * into out. *more is set when a batch was full (more may follow at once).
  */
-static ty_err fill(follower *fl, int *more)
+static ty_err fill(follower *fl, uint64_t seen, int *more)
 {
     store_feed_event *ev = NULL;
     store_metric_row *rows = NULL;
     size_t n = 0, nrows = 0;
-    ty_err e = fl->job[0] ? store_feed_read_job(fl->store, fl->job, fl->cursor, FEED_BATCH, &ev, &n)
-                          : store_feed_read(fl->store, fl->cursor, FEED_BATCH, &ev, &n);
+    if (!fl->job[0])
+        return api_feed_read(fl->feed, fl->store, seen, fl->cursor, FEED_BATCH, visit, fl,
+                             &fl->cursor, more);
+    ty_err e = store_feed_read_job(fl->store, fl->job, fl->cursor, FEED_BATCH, &ev, &n);
     *more = e == TY_OK && n == FEED_BATCH;
     for (size_t i = 0; i < n && !e; i++) {
-        if (matches(fl, &ev[i]))
-            e = put_job_event(fl, &fl->out, &ev[i]);
+        e = put_id(fl, &fl->out, ev[i].seq);
+        if (!e)
+            e = api_feed_put_event(&fl->out, &ev[i]);
         fl->cursor = ev[i].seq;
-        if (fl->job[0] && job_state_is_terminal(ev[i].to))
+        if (job_state_is_terminal(ev[i].to))
             fl->terminal = 1;
     }
     store_feed_free(ev, n);
@@ -247,7 +226,7 @@ static long follower_read(void *ud, char *buf, size_t max)
         if (api_feed_wait(fl->feed, gen, 0, 0) == API_FEED_CLOSED)
             return 0;
         int more = 0;
-        if (fill(fl, &more) != TY_OK)
+        if (fill(fl, gen.events, &more) != TY_OK)
             return -1; /* cut off: the client resumes from the last id it received */
         if (!more && fl->terminal)
             fl->done = 1;

@@ -21,9 +21,12 @@
 #ifndef TY_API_FEED_H
 #define TY_API_FEED_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "common/ty_buf.h"
 #include "common/ty_error.h"
+#include "store/store.h"
 
 typedef struct api_feed api_feed;
 
@@ -62,6 +65,49 @@ enum {
  * once when one of them already holds.
  */
 int api_feed_wait(api_feed *f, api_feed_gen seen, int metrics, uint64_t deadline_ns);
+
+/* ---- the shared window of the change feed ---------------------------------------------- */
+
+/*
+ * Followers of every job's events (GET /v1/events) read the change feed
+ * through a window the feed keeps: the newest events (up to
+ * API_FEED_WINDOW), each formatted once. A follower whose cursor lies in the
+ * window copies from it; the first one past its end reads the store for
+ * everyone (the others wait for that read rather than repeat it), so a commit
+ * costs one store read and one formatting however many follow. A follower
+ * behind the window reads the store for itself. Each still has its own
+ * cursor, and what it is sent depends only on it.
+ */
+#define API_FEED_WINDOW 8192
+
+/* One event of the window; borrowed for the duration of a visit. */
+typedef struct api_feed_item {
+    int64_t seq;
+    job_state to;
+    const char *queue;
+    const char *labels_json;     /* the job's labels, compact JSON (store_feed_event) */
+    const char *text;            /* "event: job\ndata: {...}\n\n", without the id line */
+    size_t len;
+} api_feed_item;
+
+/* Called for each item under the feed's lock: quick, no store and no I/O. */
+typedef ty_err (*api_feed_visit)(void *ud, const api_feed_item *item);
+
+/*
+ * Visits the events with seq > after, oldest first, at most limit (1..1000),
+ * reading the store s when the window does not hold them. `seen` is the
+ * events generation the caller noted before the call: every event committed
+ * (and notified) before it is visited by this call or the next ones that
+ * *more asks for. *last is the seq of the last event visited (after when
+ * none); *more is set when more may follow at once. An error of the store or
+ * of visit() is returned.
+ */
+ty_err api_feed_read(api_feed *f, store *s, uint64_t seen, int64_t after, int limit,
+                     api_feed_visit visit, void *ud, int64_t *last, int *more);
+
+/* Appends the event lines of one `job` event, "event: job\ndata: {...}\n\n", the data on one
+ * line (the StreamJobEvent of openapi.yaml). */
+ty_err api_feed_put_event(ty_buf *b, const store_feed_event *ev);
 
 /* The streams following the feed now, for /metrics. */
 long api_feed_followers(api_feed *f);

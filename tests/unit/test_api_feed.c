@@ -29,6 +29,16 @@ typedef struct fx {
     api_ctx ctx;
 } fx;
 
+static void on_change(void *ud)
+{
+    api_feed_notify(ud);
+}
+
+static void on_metrics(void *ud)
+{
+    api_feed_notify_metrics(ud);
+}
+
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
@@ -41,6 +51,9 @@ static int setup(void **state)
     assert_int_equal(api_feed_new(&f->feed), TY_OK);
     f->ctx.store = f->store;
     f->ctx.feed = f->feed;
+    /* As server/main.c wires them. */
+    store_set_change_hook(f->store, on_change, f->feed);
+    store_set_metrics_hook(f->store, on_metrics, f->feed);
     *state = f;
     return 0;
 }
@@ -208,6 +221,79 @@ static void test_notify_wakes_every_waiter(void **state)
         pthread_join(t[i], NULL);
         assert_int_equal(w[i].result, API_FEED_CHANGED);
     }
+}
+
+/* Collects the seqs a read visits. */
+typedef struct visited {
+    int64_t seqs[1000];
+    size_t n;
+} visited;
+
+static ty_err collect(void *ud, const api_feed_item *it)
+{
+    visited *s = ud;
+    assert_true(s->n < 1000);
+    assert_non_null(strstr(it->text, "event: job\ndata: {\"seq\":"));
+    s->seqs[s->n++] = it->seq;
+    return TY_OK;
+}
+
+/* Reads [after+1 ...] through the window and checks the seqs are the next ones: want of them,
+ * or with want 0 and limit > 0 any number from 1 to limit (a read stops at the window's end). */
+static int64_t read_run(fx *f, int64_t after, int limit, size_t want)
+{
+    visited s = {.n = 0};
+    int64_t last = -1;
+    int more = 0;
+    uint64_t seen = api_feed_generation(f->feed).events;
+    assert_int_equal(
+        api_feed_read(f->feed, f->store, seen, after, limit, collect, &s, &last, &more), TY_OK);
+    if (want == 0 && limit > 1)
+        assert_true(s.n >= 1 && s.n <= (size_t)limit);
+    else
+        assert_int_equal(s.n, want);
+    for (size_t i = 0; i < s.n; i++)
+        assert_int_equal(s.seqs[i], after + 1 + (int64_t)i);
+    assert_int_equal(last, s.n ? s.seqs[s.n - 1] : after);
+    return last;
+}
+
+static void test_window_serves_every_cursor(void **state)
+{
+    fx *f = *state;
+    /* More events than the window holds: the oldest leave it. */
+    enum { JOBS = 10000, BATCH = 1000 };
+    assert_true(JOBS > API_FEED_WINDOW);
+    static store_job_new in[BATCH];
+    for (size_t i = 0; i < BATCH; i++)
+        in[i] = (store_job_new){.name = "w", .queue = "default", .spec_json = "{}"};
+    for (int done = 0; done < JOBS; done += BATCH) {
+        store_job *out = NULL;
+        size_t n = 0;
+        assert_int_equal(store_jobs_submit(f->store, in, BATCH, NULL, NULL, &out, &n, NULL),
+                         TY_OK);
+        store_jobs_free(out, n);
+    }
+    /* One cursor walks the whole feed through the window. */
+    int64_t c = 0;
+    while (c < JOBS) /* a read stops at the window's end */
+        c = read_run(f, c, 200, 0);
+    assert_int_equal(c, JOBS);
+    read_run(f, c, 1, 0); /* caught up */
+    /* A second one, at the start: behind the window now, it reads the store itself. */
+    read_run(f, 0, 1000, 1000);
+    /* One in the window, as the many followers of a commit are. */
+    read_run(f, JOBS - 5, 1000, 5);
+    /* A new event extends the window for everyone. */
+    char id[STORE_ID_LEN + 1];
+    submit(f, "late", "default", "{}", id);
+    read_run(f, JOBS, 1000, 1);
+    read_run(f, JOBS - 1, 1000, 2);
+    visited s = {.n = 0};
+    int64_t last = 0;
+    int more = 0;
+    assert_int_equal(api_feed_read(f->feed, f->store, 0, -1, 10, collect, &s, &last, &more),
+                     TY_EINVAL);
 }
 
 /* ---- GET /v1/events -------------------------------------------------------------------- */
@@ -445,6 +531,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_wait_says_why_it_returned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_notify_wakes_every_waiter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_window_serves_every_cursor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_of_every_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filters_apply_to_the_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resumes_after_the_cursor, setup, teardown),

@@ -1,0 +1,568 @@
+/*
+ * bench_sse.c - fan-out of the live event stream: F followers on
+ * GET /v1/events?follow=true while J jobs change state; how long each event
+ * takes from its commit to each follower.
+ *
+ * The state changes cost no processes: the jobs go to a queue whose limit is 0
+ * (--queue-limit held=0), so none is ever admitted, and each is cancelled
+ * after its submission. Every job therefore writes two events, its submission
+ * (NONE -> PENDING) and its cancel (PENDING -> CANCELLED), each in a commit
+ * of its own request: W writer threads run submit-then-cancel cycles, one
+ * request at a time each, so commits come as fast as the server acknowledges
+ * them and group commit folds concurrent ones.
+ *
+ * Latency: a follower takes the wall clock (CLOCK_REALTIME, the clock the
+ * server stamps events with) when the event's block arrives, and subtracts
+ * the event's `time`. That time is taken inside the write transaction, before
+ * the group's commit and fsync, so the figure is an upper bound of commit to
+ * delivery: it includes the wait for the commit. Both clocks are the same
+ * machine's; `time` has millisecond resolution. The followers run in T client
+ * threads, each with a libcurl multi handle over its share of the
+ * connections, on the same machine as the server: the client competes with
+ * the server for the CPUs, which the figures include.
+ *
+ * Every follower must receive every event exactly once, in order (checked:
+ * seqs strictly increasing, count); the run fails otherwise.
+ *
+ *   cmake --build BUILD --target bench_sse && BUILD/bench/bench_sse
+ *   BUILD/bench/bench_sse --followers 200 --jobs 1000 --writers 4
+ *
+ * Output: a human summary, then one line of key=value pairs for scripts.
+ * Exit status 0 on success, 1 when a follower missed or repeated an event or
+ * a request failed, 2 on a usage error.
+ */
+#define _GNU_SOURCE /* timegm() */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef BENCH_TRAINYARD
+#define BENCH_TRAINYARD "trainyard"
+#endif
+
+#define START_TIMEOUT_MS 30000
+#define DRAIN_TIMEOUT_MS 120000
+#define QUEUE "held"
+#define MAX_THREADS 64
+
+extern char **environ;
+
+typedef struct opts {
+    const char *trainyard;
+    int followers;
+    int jobs;
+    int writers;
+    int threads; /* client threads the followers share */
+} opts;
+
+static struct {
+    char root[256];
+    char db[320];
+    char log[320];
+    char url[96];
+    char token[80];
+    char auth[128];
+    pid_t pid;
+} g_srv;
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double real_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void stop_server(void);
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench_sse: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    stop_server();
+    exit(1);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* ---- the server --------------------------------------------------------------------------- */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* The address of the server's "listening" log line, or 0 when it is not there yet. */
+static int find_listening(char *addr, size_t len)
+{
+    FILE *f = fopen(g_srv.log, "r");
+    char line[4096];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"listening\""))
+            continue;
+        json_t *j = json_loads(line, 0, NULL);
+        const char *a = json_string_value(json_object_get(j, "addr"));
+        if (a) {
+            snprintf(addr, len, "%s", a);
+            found = 1;
+        }
+        json_decref(j);
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static void start_server(const opts *o)
+{
+    const char *tmp = getenv("TMPDIR");
+    char conns[16], env_token[128], addr[64];
+    snprintf(g_srv.root, sizeof g_srv.root, "%s/trainyard-bench-sse-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_srv.root))
+        die("mkdtemp: %s", strerror(errno));
+    snprintf(g_srv.db, sizeof g_srv.db, "%s/trainyard.db", g_srv.root);
+    snprintf(g_srv.log, sizeof g_srv.log, "%s/server.log", g_srv.root);
+    snprintf(g_srv.token, sizeof g_srv.token, "bench-sse-%ld", (long)getpid());
+    snprintf(g_srv.auth, sizeof g_srv.auth, "Authorization: Bearer %s", g_srv.token);
+    snprintf(conns, sizeof conns, "%d", o->followers + o->writers + 64);
+    char *argv[] = {(char *)o->trainyard, "serve", "--listen", "127.0.0.1:0", "--db", g_srv.db,
+                    "--queue-limit", QUEUE "=0", "--max-connections", conns,
+                    "--max-connections-per-ip", conns, "--log-level", "warn", NULL};
+    size_t n = 0, ne = 0;
+    while (environ[n])
+        n++;
+    char **envp = calloc(n + 2, sizeof *envp);
+    if (!envp)
+        die("out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "TRAINYARD_", 10) != 0)
+            envp[ne++] = environ[i];
+    snprintf(env_token, sizeof env_token, "TRAINYARD_ADMIN_TOKEN=%s", g_srv.token);
+    envp[ne++] = env_token;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, g_srv.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int rc = posix_spawn(&g_srv.pid, o->trainyard, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    free(envp);
+    if (rc != 0) {
+        g_srv.pid = 0;
+        die("cannot start %s: %s", o->trainyard, strerror(rc));
+    }
+    double deadline = mono_ms() + START_TIMEOUT_MS;
+    while (!find_listening(addr, sizeof addr)) {
+        int ws;
+        if (waitpid(g_srv.pid, &ws, WNOHANG) == g_srv.pid) {
+            g_srv.pid = 0;
+            die("the server exited before listening (log: %s)", g_srv.log);
+        }
+        if (mono_ms() > deadline)
+            die("the server did not listen in time");
+        sleep_ms(10);
+    }
+    snprintf(g_srv.url, sizeof g_srv.url, "http://%s", addr);
+}
+
+static void stop_server(void)
+{
+    if (g_srv.pid > 0) {
+        int ws;
+        kill(g_srv.pid, SIGTERM);
+        double deadline = mono_ms() + 30000;
+        while (waitpid(g_srv.pid, &ws, WNOHANG) == 0) {
+            if (mono_ms() > deadline) {
+                kill(g_srv.pid, SIGKILL);
+                waitpid(g_srv.pid, &ws, 0);
+                break;
+            }
+            sleep_ms(10);
+        }
+        g_srv.pid = 0;
+    }
+    if (g_srv.root[0])
+        nftw(g_srv.root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    g_srv.root[0] = '\0';
+}
+
+/* ---- followers ---------------------------------------------------------------------------- */
+
+typedef struct follower {
+    CURL *easy;
+    char *buf;                   /* bytes of an event block not complete yet */
+    size_t len, cap;
+    atomic_int ready;            /* the stream's first bytes arrived */
+    atomic_long events;          /* events received */
+    int64_t last_seq;
+    long disorder;               /* events whose seq was not above the previous one */
+    double *lat;                 /* ms, one per event received (jobs * 2 room) */
+    long nlat, caplat;
+} follower;
+
+typedef struct client {
+    pthread_t thread;
+    follower *f;                 /* this thread's followers */
+    int n;
+} client;
+
+static atomic_int g_stop;
+static struct curl_slist *g_headers;
+
+/* Event time "2026-11-23T11:30:00.123Z" as Unix ms; -1 when malformed. */
+static double parse_time(const char *s)
+{
+    struct tm tm;
+    int ms = 0;
+    memset(&tm, 0, sizeof tm);
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double)timegm(&tm) * 1e3 + ms;
+}
+
+/* One complete block: an event (with its data) or a comment. */
+static void on_block(follower *f, const char *block, double now)
+{
+    const char *data = strstr(block, "data: {");
+    if (!data) {
+        atomic_store(&f->ready, 1); /* ": ok" */
+        return;
+    }
+    const char *seq = strstr(data, "\"seq\":"), *time = strstr(data, "\"time\":\"");
+    if (!seq || !time)
+        return;
+    int64_t s = strtoll(seq + 6, NULL, 10);
+    if (s <= f->last_seq)
+        f->disorder++;
+    f->last_seq = s;
+    atomic_fetch_add(&f->events, 1);
+    double t = parse_time(time + 8);
+    if (t > 0 && f->nlat < f->caplat)
+        f->lat[f->nlat++] = now - t;
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+    follower *f = ud;
+    size_t len = size * n;
+    double now = real_ms();
+    if (f->len + len + 1 > f->cap) {
+        size_t cap = (f->len + len + 1) * 2;
+        char *grown = realloc(f->buf, cap);
+        if (!grown)
+            return 0;
+        f->buf = grown;
+        f->cap = cap;
+    }
+    memcpy(f->buf + f->len, p, len);
+    f->len += len;
+    f->buf[f->len] = '\0';
+    char *start = f->buf, *end;
+    while ((end = strstr(start, "\n\n"))) {
+        *end = '\0';
+        on_block(f, start, now);
+        start = end + 2;
+    }
+    f->len -= (size_t)(start - f->buf);
+    memmove(f->buf, start, f->len);
+    return len;
+}
+
+static void *client_main(void *ud)
+{
+    client *c = ud;
+    CURLM *m = curl_multi_init();
+    char url[256];
+    snprintf(url, sizeof url, "%s/v1/events?follow=true", g_srv.url);
+    for (int i = 0; i < c->n; i++) {
+        CURL *e = c->f[i].easy = curl_easy_init();
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, g_headers);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->f[i]);
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+        curl_multi_add_handle(m, e);
+    }
+    int running = 1;
+    while (running && !atomic_load(&g_stop)) {
+        curl_multi_perform(m, &running);
+        curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    for (int i = 0; i < c->n; i++) {
+        curl_multi_remove_handle(m, c->f[i].easy);
+        curl_easy_cleanup(c->f[i].easy);
+    }
+    curl_multi_cleanup(m);
+    return NULL;
+}
+
+/* ---- writers ------------------------------------------------------------------------------ */
+
+typedef struct writer {
+    pthread_t thread;
+    int first, count;            /* the jobs it cycles through */
+    long failures;
+} writer;
+
+static size_t keep_body(char *p, size_t size, size_t n, void *ud)
+{
+    char *id = ud;
+    const char *k = strstr(p, "\"id\":\"");
+    size_t len = size * n;
+    /* The id is near the start of the answer: the first block has it. */
+    if (k && !id[0] && (size_t)(k - p) + 6 + 26 <= len) {
+        memcpy(id, k + 6, 26);
+        id[26] = '\0';
+    }
+    return len;
+}
+
+static void *writer_main(void *ud)
+{
+    writer *w = ud;
+    CURL *e = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, g_srv.auth);
+    h = curl_slist_append(h, "Content-Type: application/json");
+    char url[256], body[256], id[32];
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, keep_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, id);
+    for (int j = w->first; j < w->first + w->count; j++) {
+        long status = 0;
+        id[0] = '\0';
+        snprintf(url, sizeof url, "%s/v1/jobs", g_srv.url);
+        snprintf(body, sizeof body,
+                 "{\"name\":\"sse-%d\",\"queue\":\"" QUEUE "\",\"command\":[\"true\"],"
+                 "\"workers\":{\"count\":1}}",
+                 j);
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+        if (curl_easy_perform(e) != CURLE_OK ||
+            curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status != 201 ||
+            !id[0]) {
+            w->failures++;
+            continue;
+        }
+        snprintf(url, sizeof url, "%s/v1/jobs/%s:cancel", g_srv.url, id);
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
+        if (curl_easy_perform(e) != CURLE_OK ||
+            curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status != 200)
+            w->failures++;
+    }
+    curl_slist_free_all(h);
+    curl_easy_cleanup(e);
+    return NULL;
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    size_t k = (size_t)(p / 100.0 * (double)n + 0.999999);
+    return v[k == 0 ? 0 : k - 1 < n ? k - 1 : n - 1];
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench_sse [--followers N (200)] [--jobs N (1000)] [--writers N (4)]\n"
+               "                 [--threads N (4): client threads for the followers]\n"
+               "                 [--trainyard PATH]\n");
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o = {.trainyard = BENCH_TRAINYARD, .followers = 200, .jobs = 1000, .writers = 4,
+              .threads = 4};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = !v;
+        if (!strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--followers")) {
+            bad = bad || parse_int(v, 1, 4000, &o.followers);
+        } else if (!strcmp(a, "--jobs")) {
+            bad = bad || parse_int(v, 1, 1000000, &o.jobs);
+        } else if (!strcmp(a, "--writers")) {
+            bad = bad || parse_int(v, 1, 256, &o.writers);
+        } else if (!strcmp(a, "--threads")) {
+            bad = bad || parse_int(v, 1, MAX_THREADS, &o.threads);
+        } else if (!strcmp(a, "--trainyard")) {
+            o.trainyard = v;
+        } else {
+            bad = 1;
+        }
+        if (bad) {
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (o.threads > o.followers)
+        o.threads = o.followers;
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    start_server(&o);
+    g_headers = curl_slist_append(NULL, g_srv.auth);
+
+    long want = 2L * o.jobs;
+    follower *fs = calloc((size_t)o.followers, sizeof *fs);
+    client cl[MAX_THREADS];
+    if (!fs)
+        die("out of memory");
+    for (int i = 0; i < o.followers; i++) {
+        fs[i].caplat = want;
+        if (!(fs[i].lat = malloc((size_t)want * sizeof *fs[i].lat)))
+            die("out of memory");
+    }
+    for (int t = 0, at = 0; t < o.threads; t++) {
+        int n = o.followers / o.threads + (t < o.followers % o.threads);
+        cl[t] = (client){.f = fs + at, .n = n};
+        at += n;
+        if (pthread_create(&cl[t].thread, NULL, client_main, &cl[t]) != 0)
+            die("pthread_create");
+    }
+    /* Every stream is set up (its first bytes came) before the first change. */
+    double deadline = mono_ms() + START_TIMEOUT_MS;
+    for (int i = 0; i < o.followers; i++)
+        while (!atomic_load(&fs[i].ready)) {
+            if (mono_ms() > deadline)
+                die("follower %d did not connect", i);
+            sleep_ms(5);
+        }
+
+    writer ws[256];
+    double t0 = mono_ms();
+    for (int w = 0, at = 0; w < o.writers; w++) {
+        int n = o.jobs / o.writers + (w < o.jobs % o.writers);
+        ws[w] = (writer){.first = at, .count = n};
+        at += n;
+        if (pthread_create(&ws[w].thread, NULL, writer_main, &ws[w]) != 0)
+            die("pthread_create");
+    }
+    long failures = 0;
+    for (int w = 0; w < o.writers; w++) {
+        pthread_join(ws[w].thread, NULL);
+        failures += ws[w].failures;
+    }
+    double t_written = mono_ms();
+    deadline = t_written + DRAIN_TIMEOUT_MS;
+    for (int i = 0; i < o.followers; i++)
+        while (atomic_load(&fs[i].events) < want - 2 * failures && mono_ms() < deadline)
+            sleep_ms(5);
+    double t_done = mono_ms();
+    atomic_store(&g_stop, 1);
+    for (int t = 0; t < o.threads; t++)
+        pthread_join(cl[t].thread, NULL);
+
+    size_t total = 0;
+    long missing = 0, disorder = 0;
+    for (int i = 0; i < o.followers; i++) {
+        total += (size_t)fs[i].nlat;
+        long got = atomic_load(&fs[i].events);
+        missing += got < want - 2 * failures ? want - 2 * failures - got : 0;
+        disorder += fs[i].disorder;
+    }
+    double *all = malloc((total ? total : 1) * sizeof *all);
+    if (!all)
+        die("out of memory");
+    size_t k = 0;
+    for (int i = 0; i < o.followers; i++) {
+        memcpy(all + k, fs[i].lat, (size_t)fs[i].nlat * sizeof *all);
+        k += (size_t)fs[i].nlat;
+    }
+    qsort(all, total, sizeof *all, cmp_double);
+    double p50 = pct(all, total, 50), p90 = pct(all, total, 90), p99 = pct(all, total, 99);
+    double mx = total ? all[total - 1] : 0;
+
+    struct utsname u;
+    uname(&u);
+    printf("Trainyard event stream fan-out (GET /v1/events?follow=true)\n");
+    printf("machine: %ld CPUs online, kernel %s\n", sysconf(_SC_NPROCESSORS_ONLN), u.release);
+    printf("load: %d followers (%d client threads), %d jobs submitted then cancelled by %d "
+           "writers: %ld events\n",
+           o.followers, o.threads, o.jobs, o.writers, want);
+    printf("writes: %.0f ms (%.0f events/s); all delivered %.0f ms after the last write\n",
+           t_written - t0, (double)want * 1e3 / (t_written - t0), t_done - t_written);
+    printf("deliveries: %zu (missing %ld, out of order %ld, failed requests %ld)\n", total,
+           missing, disorder, failures);
+    printf("event time -> delivery (ms): p50 %.1f  p90 %.1f  p99 %.1f  max %.1f "
+           "(target p99 <= 50)\n",
+           p50, p90, p99, mx);
+    printf("followers=%d jobs=%d events=%ld deliveries=%zu missing=%ld disorder=%ld "
+           "failures=%ld p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f write_ms=%.0f\n",
+           o.followers, o.jobs, want, total, missing, disorder, failures, p50, p90, p99, mx,
+           t_written - t0);
+
+    for (int i = 0; i < o.followers; i++) {
+        free(fs[i].lat);
+        free(fs[i].buf);
+    }
+    free(fs);
+    free(all);
+    curl_slist_free_all(g_headers);
+    stop_server();
+    curl_global_cleanup();
+    return missing || disorder || failures ? 1 : 0;
+}
