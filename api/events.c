@@ -34,17 +34,23 @@
  * of that form resumes both; without one the points start at the newest
  * stored (the page reads the history with GET /v1/jobs/{id}/metrics). Within
  * one read, job events go before points: the two are numbered apart, so
- * their order across kinds is not kept, only within each. A comment line (": ping")
- * is sent after 15 s without an event, which keeps proxies and
- * libmicrohttpd's inactivity timeout from closing a quiet stream and lets a
- * stream whose client went away notice it at that write.
+ * their order across kinds is not kept, only within each.
+ *
+ * A comment line (": ping") is sent after 15 s without an event, which keeps
+ * proxies and libmicrohttpd's inactivity timeout from closing a quiet stream
+ * and lets a stream whose client went away notice it at that write. Notes
+ * (PENDING -> PENDING, Waiting) wake no follower (the store fires no hook for
+ * them): they go out with the next event that does (a per-job stream also at
+ * its next heartbeat).
  *
  * Threads: everything below the handlers runs on the connection's thread, in
  * the stream's read() (see api_stream), which blocks in api_feed_wait() while
- * there is nothing to send. It holds no lock while it reads the store or while
- * server/ writes what it returned, so a slow client slows only itself. What
- * one read() returns is bounded: at most FEED_BATCH events are formatted at a
- * time, and only when the previous batch has been handed out.
+ * there is nothing to send. It holds no lock while server/ writes what it
+ * returned, so a slow client slows only itself. GET /v1/events reads through
+ * the feed's shared window (api_feed_read()); a per-job stream reads the
+ * store for its job. What one read() returns is bounded: at most FEED_BATCH
+ * events are formatted at a time, and only when the previous batch has been
+ * handed out.
  */
 #include "api/api_int.h"
 #include "api/feed.h"
@@ -56,7 +62,7 @@
 #include "common/ty_time.h"
 
 #define SSE_CONTENT_TYPE "text/event-stream"
-/* Events read from the store at a time: about 400 bytes each, so a batch fits one chunk. */
+/* Events read at a time: about 400 bytes each, so a batch fits one chunk. */
 #define FEED_BATCH 64
 /* Metric points read at a time (about 30 bytes each in a metrics event). */
 #define METRICS_BATCH 1000

@@ -333,7 +333,9 @@ static int64_t seq_of(const sse *s, size_t i)
 
 static int setup(void **state)
 {
-    static const char *const args[] = {"--local-slots", "4", "--local-sandbox=off", NULL};
+    /* Jobs of queue "held" are never admitted: they wait, PENDING, until cancelled. */
+    static const char *const args[] = {"--local-slots", "4", "--local-sandbox=off",
+                                       "--queue-limit", "held=0", NULL};
     ty_server_opts opts = {.args = args};
     char err[512];
     (void)state;
@@ -512,6 +514,60 @@ static void test_resumes_after_a_reconnect(void **state)
     sse_free(r);
 }
 
+/* A job's stream: its events, the metric points it reports, its end; resumed after the end. */
+static void test_job_stream_with_metrics(void **state)
+{
+    (void)state;
+    char id[32], path[128], mpath[96];
+    submit("reporting", "held", "{}", id);
+    snprintf(path, sizeof path, "/v1/jobs/%s/events?follow=true", id);
+    sse *s = sse_start(path, TY_TEST_ADMIN_TOKEN, NULL);
+    sse_wait_event(s, id, "PENDING");
+    snprintf(mpath, sizeof mpath, "/v1/jobs/%s/metrics", id);
+    ty_http_resp *r = ty_req(g_admin, "POST", mpath,
+                             "{\"points\": [{\"step\": 1, \"loss\": 0.5, \"accuracy\": 0.75}, "
+                             "{\"step\": 2, \"loss\": 0.25}]}");
+    if (r->status != 200)
+        fail_msg("POST metrics: %ld %s", r->status, r->body);
+    ty_resp_destroy(r);
+    sse_wait_text(s, "event: metrics");
+    pthread_mutex_lock(&s->mu);
+    assert_int_equal(s->nev, 2);
+    assert_string_equal(s->ev[1].type, "metrics");
+    const json_t *pts = json_object_get(s->ev[1].data, "points");
+    assert_int_equal(json_array_size(pts), 2);
+    const json_t *p0 = json_array_get(pts, 0), *p1 = json_array_get(pts, 1);
+    assert_int_equal(json_integer_value(json_object_get(p0, "step")), 1);
+    assert_true(json_real_value(json_object_get(p0, "loss")) == 0.5);
+    assert_true(json_real_value(json_object_get(p0, "accuracy")) == 0.75);
+    assert_int_equal(json_integer_value(json_object_get(p1, "step")), 2);
+    assert_null(json_object_get(p1, "accuracy"));
+    /* Both cursors in every id: the event's seq, then the last point's. */
+    assert_non_null(strchr(s->ev[1].id, '.'));
+    pthread_mutex_unlock(&s->mu);
+
+    char cpath[96];
+    snprintf(cpath, sizeof cpath, "/v1/jobs/%s:cancel", id);
+    r = ty_req(g_admin, "POST", cpath, NULL);
+    assert_int_equal(r->status, 200);
+    ty_resp_destroy(r);
+    sse_wait_end(s); /* the terminal event ends it */
+    assert_int_equal(s->rc, CURLE_OK);
+    assert_int_equal(s->nev, 3);
+    assert_string_equal(ty_json_str(s->ev[2].data, "to"), "CANCELLED");
+    char last[64];
+    snprintf(last, sizeof last, "%s", s->ev[2].id);
+    sse_free(s);
+
+    /* Resumed after its last event: nothing is left, the stream ends at once. */
+    s = sse_start(path, TY_TEST_ADMIN_TOKEN, last);
+    sse_wait_end(s);
+    assert_int_equal(s->rc, CURLE_OK);
+    assert_int_equal(s->status, 200);
+    assert_int_equal(s->nev, 0);
+    sse_free(s);
+}
+
 /* A token without the read scope is refused; so are an unknown filter and a bad cursor. */
 static void test_refusals(void **state)
 {
@@ -602,6 +658,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_follower_sees_a_job_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resumes_after_a_reconnect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_stream_with_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_ends_streams, setup, teardown),
     };
