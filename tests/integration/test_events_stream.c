@@ -333,9 +333,11 @@ static int64_t seq_of(const sse *s, size_t i)
 
 static int setup(void **state)
 {
-    /* Jobs of queue "held" are never admitted: they wait, PENDING, until cancelled. */
+    /* Jobs of queue "held" are never admitted: they wait, PENDING, until cancelled. The
+     * request deadline (1 s) bounds receiving a request, never a stream that lasts. */
     static const char *const args[] = {"--local-slots", "4", "--local-sandbox=off",
-                                       "--queue-limit", "held=0", NULL};
+                                       "--queue-limit", "held=0", "--request-deadline", "1",
+                                       NULL};
     ty_server_opts opts = {.args = args};
     char err[512];
     (void)state;
@@ -367,6 +369,7 @@ static void test_follower_sees_a_job_run(void **state)
     (void)state;
     sse *s = sse_start("/v1/events?follow=true", TY_TEST_ADMIN_TOKEN, NULL);
     sse_wait_text(s, ": ok");
+    sleep_ms(2500); /* past the request deadline: the stream stays */
     char id[32];
     submit("watched", "default", "{\"team\": \"vision\"}", id);
     size_t last = sse_wait_event(s, id, "SUCCEEDED");
