@@ -6,5 +6,6 @@ target_link_libraries(test_events_stream PRIVATE ty_test_support PkgConfig::CURL
                       PkgConfig::JANSSON PkgConfig::CMOCKA Threads::Threads)
 add_dependencies(test_events_stream trainyard)
 add_test(NAME test_events_stream
-         COMMAND test_events_stream $<TARGET_FILE:trainyard> ${PROJECT_SOURCE_DIR}/openapi/openapi.yaml)
+         COMMAND test_events_stream $<TARGET_FILE:trainyard>
+                 ${PROJECT_SOURCE_DIR}/openapi/openapi.yaml)
 set_tests_properties(test_events_stream PROPERTIES LABELS integration TIMEOUT 180)
