@@ -293,7 +293,7 @@ static void submit(const char *name, const char *queue, const char *labels_json,
 /* Waits until the job is SUCCEEDED (polling GET /v1/jobs/{id}). */
 static void wait_succeeded(const char *id)
 {
-    char path[64];
+    char path[160];
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
     int64_t deadline = now_ms() + DEADLINE_MS;
     for (;;) {
@@ -311,7 +311,7 @@ static void wait_succeeded(const char *id)
 /* The number of events GET /v1/jobs/{id}/events lists. */
 static size_t count_events(const char *id)
 {
-    char path[64];
+    char path[160];
     snprintf(path, sizeof path, "/v1/jobs/%s/events", id);
     ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
     size_t n = json_array_size(json_object_get(r->json, "events"));
@@ -401,7 +401,7 @@ static void test_follower_sees_a_job_run(void **state)
     sse_free(s);
 
     /* The job's own stream: its whole history, then it ends (the job has ended). */
-    char path[96];
+    char path[160];
     snprintf(path, sizeof path, "/v1/jobs/%s/events?follow=true", id);
     s = sse_start(path, TY_TEST_ADMIN_TOKEN, NULL);
     sse_wait_end(s);
@@ -521,7 +521,7 @@ static void test_resumes_after_a_reconnect(void **state)
 static void test_job_stream_with_metrics(void **state)
 {
     (void)state;
-    char id[32], path[128], mpath[96];
+    char id[32], path[160], mpath[160];
     submit("reporting", "held", "{}", id);
     snprintf(path, sizeof path, "/v1/jobs/%s/events?follow=true", id);
     sse *s = sse_start(path, TY_TEST_ADMIN_TOKEN, NULL);
@@ -549,7 +549,7 @@ static void test_job_stream_with_metrics(void **state)
     assert_non_null(strchr(s->ev[1].id, '.'));
     pthread_mutex_unlock(&s->mu);
 
-    char cpath[96];
+    char cpath[160];
     snprintf(cpath, sizeof cpath, "/v1/jobs/%s:cancel", id);
     r = ty_req(g_admin, "POST", cpath, NULL);
     assert_int_equal(r->status, 200);
@@ -629,7 +629,7 @@ static void test_shutdown_ends_streams(void **state)
     sse *s[3];
     char id[32];
     submit("job", "default", "{}", id);
-    char path[96];
+    char path[160];
     snprintf(path, sizeof path, "/v1/jobs/%s/events?follow=true", id);
     wait_succeeded(id);
     s[0] = sse_start("/v1/events?follow=true", TY_TEST_ADMIN_TOKEN, NULL);
