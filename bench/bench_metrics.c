@@ -20,7 +20,8 @@
  *
  * It starts its own server (127.0.0.1, a port the kernel picks, a fresh data directory and
  * database under $TMPDIR, admission paused with --queue-limit 0 so that the jobs stay
- * PENDING and accept points) and stops it at the end. It submits --jobs jobs, then runs,
+ * PENDING and accept points, --max-connections-per-ip 1024 since every client shares one
+ * address here) and stops it at the end. It submits --jobs jobs, then runs,
  * with --jobs threads each time:
  *   1. GET /healthz as fast as it answers: the HTTP stack's rate on this machine now;
  *   2. the ingestion run: each thread POSTs /v1/jobs/{its job}/metrics with --batch points
@@ -320,6 +321,10 @@ static void start_server(void)
     argv[n++] = g_srv.db;
     argv[n++] = "--queue-limit";
     argv[n++] = "0";
+    /* Every reporting job connects from 127.0.0.1 here, where real ones have an address
+     * each: room for them all, the probe that reads /metrics and the baselines. */
+    argv[n++] = "--max-connections-per-ip";
+    argv[n++] = "1024";
     for (i = 0; i < (size_t)g_o.nserver_args; i++)
         argv[n++] = (char *)g_o.server_args[i];
     argv[n] = NULL;
@@ -440,16 +445,22 @@ static long http(client *c, const char *method, const char *path, const buf *bod
     return status;
 }
 
-/* A number from the /metrics text: the first sample whose line starts with name. */
+/* A number from the /metrics text: the first sample of name (any labels); -1: none. */
 static double metric_value(client *c, const char *name)
 {
     buf none = {0};
     if (http(c, "GET", "/metrics", &none) != 200)
         die("GET /metrics failed");
     size_t len = strlen(name);
-    for (const char *p = c->resp.data; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (strncmp(p, name, len) == 0 && p[len] == ' ')
-            return strtod(p + len + 1, NULL);
+    for (const char *p = c->resp.data; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, name, len) != 0)
+            continue;
+        const char *v = p + len;
+        if (*v == '{' && (v = strchr(v, '}')) != NULL)
+            v++;
+        if (v && *v == ' ')
+            return strtod(v + 1, NULL);
+    }
     return -1;
 }
 
@@ -767,7 +778,8 @@ static void print_machine(void)
     printf("Trainyard metric ingestion benchmark\n");
     printf("machine: %ld CPUs online, %s, kernel %s, load average %s\n",
            sysconf(_SC_NPROCESSORS_ONLN), model, u.release, load ? load : "?");
-    printf("server: %s serve --listen 127.0.0.1:0 --queue-limit 0", g_o.trainyard);
+    printf("server: %s serve --listen 127.0.0.1:0 --queue-limit 0 --max-connections-per-ip 1024",
+           g_o.trainyard);
     for (int i = 0; i < g_o.nserver_args; i++)
         printf(" %s", g_o.server_args[i]);
     printf("\n        (data directory under %s)\n", g_srv.root);
