@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "api/api.h"
+#include "cli/cli.h"
 #include "api/feed.h"
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
@@ -380,12 +381,12 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        config_usage_main(stderr);
+        cli_usage(stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        config_usage_main(stdout);
+        cli_usage(stdout);
         return 0;
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
@@ -396,6 +397,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (strcmp(cmd, "token") == 0)
         return cmd_token(argc - 2, argv + 2);
+    if (cli_has_command(cmd)) /* the client commands: HTTP only (cli/cli.h) */
+        return cli_main(argc - 1, argv + 1);
     fprintf(stderr, "trainyard: unknown command '%s' (see trainyard --help)\n", cmd);
     return 2;
 }

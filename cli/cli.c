@@ -1,0 +1,810 @@
+/*
+ * cli.c - the client commands: one table of {name, summary, usage, function}; each command
+ * parses its flags with getopt_long, asks the server over HTTP and prints what came back.
+ */
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/conf.h"
+#include "cli/http.h"
+#include "cli/yaml.h"
+
+/* Largest job file read. */
+#define JOB_FILE_MAX ((size_t)4 << 20)
+/* Reconnections of a followed stream that was cut off before its end. */
+#define FOLLOW_RETRIES 10
+
+typedef struct cmd {
+    const char *name;
+    const char *summary;
+    const char *usage; /* after "Usage: trainyard NAME " */
+    int (*fn)(int argc, char **argv);
+} cmd;
+
+static const cmd *find_cmd(const char *name);
+
+#define COMMON_HELP                                                                              \
+    "Connection (flags beat TRAINYARD_SERVER / TRAINYARD_TOKEN, which beat the config file\n"  \
+    "$XDG_CONFIG_HOME/trainyard/config, by default ~/.config/trainyard/config, mode 0600):\n"  \
+    "  --server URL          the server, e.g. http://127.0.0.1:8080\n"                       \
+    "  --token-file PATH     a file whose first line is the token (- for standard input)\n"  \
+    "  -h, --help            this help\n"                                                     \
+    "\n"                                                                                        \
+    "Exit status: 0 ok, 1 failed (a server error; with --wait a job that did not succeed),\n"  \
+    "2 usage, 3 not found, 4 not authorized (401/403), 5 the server cannot be reached.\n"
+
+enum { OPT_SERVER = 256, OPT_TOKEN_FILE, OPT_SET, OPT_WAIT, OPT_STATE, OPT_QUEUE, OPT_LABEL,
+       OPT_LIMIT, OPT_COUNT };
+
+/* What every command's flags may set. */
+typedef struct opts {
+    const char *server, *token_file, *file, *output, *state, *queue, *rank;
+    const char *labels[64];
+    size_t nlabels;
+    const char *sets[64];
+    size_t nsets;
+    long limit, count;
+    int wait, follow, help;
+} opts;
+
+static const struct option long_opts[] = {
+    {"server", required_argument, NULL, OPT_SERVER},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"help", no_argument, NULL, 'h'},
+    {"file", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"set", required_argument, NULL, OPT_SET},
+    {"wait", no_argument, NULL, OPT_WAIT},
+    {"state", required_argument, NULL, OPT_STATE},
+    {"queue", required_argument, NULL, OPT_QUEUE},
+    {"label", required_argument, NULL, OPT_LABEL},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"count", required_argument, NULL, OPT_COUNT},
+    {"rank", required_argument, NULL, 'r'},
+    {"follow", no_argument, NULL, 'F'},
+    {NULL, 0, NULL, 0},
+};
+
+static int usage_error(const char *name, const char *msg)
+{
+    fprintf(stderr, "trainyard %s: %s (see trainyard %s --help)\n", name, msg, name);
+    return CLI_EXIT_USAGE;
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/*
+ * Parses argv (argv[0] the command) into *o, allowing only the flags in `allowed` (short
+ * letters, and for long-only flags their names separated by spaces). Returns -1 after printing
+ * a usage error, 1 for --help (printed), else 0 with optind at the first operand.
+ */
+static int parse_opts(const cmd *c, int argc, char **argv, const char *allowed, opts *o)
+{
+    /* -f is the job file of submit and --follow of logs, as in tail -f. */
+    int f_follows = strcmp(c->name, "logs") == 0;
+    int ch;
+    memset(o, 0, sizeof *o);
+    optind = 0; /* glibc: a full reset, for a second parse in one process */
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, f_follows ? "hr:f" : "hf:o:r:", long_opts,
+                             NULL)) != -1) {
+        char flag[32] = "";
+        for (const struct option *lo = long_opts; lo->name; lo++)
+            if (lo->val == ch)
+                snprintf(flag, sizeof flag, "%s", lo->name);
+        if (ch == '?' || (ch != 'h' && ch != OPT_SERVER && ch != OPT_TOKEN_FILE &&
+                          !strstr(allowed, flag))) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "unknown option or missing value: %s",
+                     argv[optind - 1 > 0 ? optind - 1 : 0]);
+            usage_error(c->name, msg);
+            return -1;
+        }
+        switch (ch) {
+        case 'h': o->help = 1; break;
+        case OPT_SERVER: o->server = optarg; break;
+        case OPT_TOKEN_FILE: o->token_file = optarg; break;
+        case 'f':
+            if (f_follows)
+                o->follow = 1;
+            else
+                o->file = optarg;
+            break;
+        case 'o': o->output = optarg; break;
+        case 'r': o->rank = optarg; break;
+        case 'F': o->follow = 1; break;
+        case OPT_WAIT: o->wait = 1; break;
+        case OPT_STATE: o->state = optarg; break;
+        case OPT_QUEUE: o->queue = optarg; break;
+        case OPT_SET:
+        case OPT_LABEL: {
+            const char **arr = ch == OPT_SET ? o->sets : o->labels;
+            size_t *n = ch == OPT_SET ? &o->nsets : &o->nlabels;
+            if (*n == 64) {
+                usage_error(c->name, "at most 64 --set or --label flags");
+                return -1;
+            }
+            arr[(*n)++] = optarg;
+            break;
+        }
+        case OPT_LIMIT:
+        case OPT_COUNT:
+            if (parse_long(optarg, 1, 1000000, ch == OPT_LIMIT ? &o->limit : &o->count)) {
+                usage_error(c->name, "--limit and --count take a positive number");
+                return -1;
+            }
+            break;
+        default: break;
+        }
+    }
+    if (o->help) {
+        printf("Usage: trainyard %s %s\n%s\n\n" COMMON_HELP, c->name, c->usage, c->summary);
+        return 1;
+    }
+    return 0;
+}
+
+/* A client for the server and token the flags, environment and config file give. */
+static int connect_cli(const char *name, const opts *o, cli_http **out)
+{
+    cli_conf conf;
+    char err[512];
+    ty_err e = cli_conf_resolve(o->server, o->token_file, &conf, err, sizeof err);
+    int rc = CLI_EXIT_USAGE;
+    if (e) {
+        fprintf(stderr, "trainyard %s: %s\n", name, err);
+        goto out;
+    }
+    if (!conf.server[0]) {
+        usage_error(name, "no server: give --server URL, set TRAINYARD_SERVER, or run "
+                          "trainyard login");
+        goto out;
+    }
+    e = cli_http_new(conf.server, conf.token, out);
+    if (e == TY_EINVAL) {
+        fprintf(stderr, "trainyard %s: the server must be an http:// or https:// URL\n", name);
+        goto out;
+    }
+    rc = e ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+out:
+    cli_conf_clear(&conf);
+    return rc;
+}
+
+static int is_2xx(const cli_resp *r)
+{
+    return r->status >= 200 && r->status < 300;
+}
+
+static const char *str(const json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "-";
+}
+
+/* Prints v as -o asks: json (default) or yaml. */
+static int print_doc(const char *name, const char *output, const json_t *v)
+{
+    if (!output || strcmp(output, "json") == 0) {
+        if (json_dumpf(v, stdout, JSON_INDENT(2)) != 0)
+            return CLI_EXIT_FAIL;
+        putchar('\n');
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(output, "yaml") == 0)
+        return cli_json_to_yaml(v, stdout) ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+    return usage_error(name, "-o takes json or yaml");
+}
+
+/* ---- an aligned table ------------------------------------------------------ */
+
+/* rows: an array of arrays of strings, the first the header. Columns are as wide as their
+ * widest cell plus two spaces; the last is not padded. */
+static void print_table(const json_t *rows)
+{
+    size_t widths[16] = {0}, i, j;
+    json_t *row, *cell;
+    json_array_foreach(rows, i, row) {
+        json_array_foreach(row, j, cell) {
+            if (j < 16 && json_string_length(cell) > widths[j])
+                widths[j] = json_string_length(cell);
+        }
+    }
+    json_array_foreach(rows, i, row) {
+        size_t n = json_array_size(row);
+        json_array_foreach(row, j, cell) {
+            if (j + 1 < n)
+                printf("%-*s  ", (int)widths[j < 16 ? j : 15], json_string_value(cell));
+            else
+                printf("%s\n", json_string_value(cell));
+        }
+    }
+}
+
+/* ---- submit ------------------------------------------------------------------ */
+
+static char *read_all(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %m", path);
+        return NULL;
+    }
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb)
+                goto fail;
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n > JOB_FILE_MAX) {
+            snprintf(err, errlen, "%s is larger than %zu bytes", path, JOB_FILE_MAX);
+            goto fail;
+        }
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        snprintf(err, errlen, "cannot read %s", path);
+        goto fail;
+    }
+    buf[n] = '\0';
+    *len = n;
+    if (f != stdin)
+        fclose(f);
+    return buf;
+fail:
+    free(buf);
+    if (f != stdin)
+        fclose(f);
+    return NULL;
+}
+
+static int is_terminal(const char *state)
+{
+    return strcmp(state, "SUCCEEDED") == 0 || strcmp(state, "FAILED") == 0 ||
+           strcmp(state, "CANCELLED") == 0;
+}
+
+/* One job event of a stream, printed; what --wait and watch share. */
+typedef struct follower {
+    char state[32]; /* the last state an event moved to */
+    long seen, count;
+    int with_job;   /* print the job's id and name (watch) */
+} follower;
+
+static int on_job_event(void *ud, const char *event, const char *id, const char *data)
+{
+    follower *f = ud;
+    (void)id;
+    if (strcmp(event, "job") != 0)
+        return 0;
+    json_t *ev = json_loads(data, 0, NULL);
+    if (!ev)
+        return 0;
+    const char *from = json_string_value(json_object_get(ev, "from"));
+    const char *to = str(ev, "to");
+    if (f->with_job)
+        printf("%s  %s  %s  ", str(ev, "time"), str(ev, "job_id"), str(ev, "name"));
+    else
+        printf("%s  ", str(ev, "time"));
+    printf("%s -> %s  %s  %s\n", from ? from : "(new)", to, str(ev, "reason"),
+           str(ev, "message"));
+    fflush(stdout);
+    snprintf(f->state, sizeof f->state, "%s", to);
+    json_decref(ev);
+    f->seen++;
+    if (f->count && f->seen >= f->count)
+        return 1;
+    return !f->with_job && is_terminal(f->state);
+}
+
+/*
+ * Follows path (an event stream) until the callback stops it, the stream ends, or it was cut off
+ * FOLLOW_RETRIES times (then it resumes from the last id each time). Returns an exit status.
+ */
+static int follow_stream(const char *name, cli_http *c, const char *path, follower *f,
+                         int resume_until_terminal)
+{
+    char last_id[64] = "";
+    int rc = CLI_EXIT_OK;
+    for (int attempt = 0; attempt <= FOLLOW_RETRIES; attempt++) {
+        cli_sse sse;
+        cli_resp r;
+        cli_sse_init(&sse, on_job_event, f);
+        int stopped_or_ended = cli_http_stream(c, path, last_id[0] ? last_id : NULL,
+                                               cli_sse_feed, &sse, &r) == 0;
+        if (sse.id[0])
+            snprintf(last_id, sizeof last_id, "%s", sse.id);
+        cli_sse_free(&sse);
+        if (r.status && !is_2xx(&r)) {
+            rc = cli_report(name, &r, stderr);
+            cli_resp_free(&r);
+            return rc;
+        }
+        if (stopped_or_ended && (!resume_until_terminal || is_terminal(f->state))) {
+            cli_resp_free(&r);
+            return CLI_EXIT_OK;
+        }
+        if (f->count && f->seen >= f->count) {
+            cli_resp_free(&r);
+            return CLI_EXIT_OK;
+        }
+        rc = r.status ? CLI_EXIT_FAIL : CLI_EXIT_UNREACHABLE;
+        if (attempt == FOLLOW_RETRIES || !r.status)
+            rc = cli_report(name, &r, stderr);
+        cli_resp_free(&r);
+        if (!r.status && attempt == FOLLOW_RETRIES)
+            break;
+        sleep(1);
+    }
+    return rc;
+}
+
+static int cmd_submit(int argc, char **argv)
+{
+    const cmd *self = find_cmd("submit");
+    opts o;
+    char err[512] = "", *text = NULL, *body = NULL;
+    json_t *spec = NULL;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    size_t len = 0;
+    int rc = parse_opts(self, argc, argv, "file output set wait", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (!o.file)
+        return usage_error("submit", "-f FILE is required (- for standard input)");
+    if (optind < argc)
+        return usage_error("submit", "unexpected argument");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml") &&
+        strcmp(o.output, "id"))
+        return usage_error("submit", "-o takes id, json or yaml");
+    rc = CLI_EXIT_USAGE;
+    if (!(text = read_all(o.file, &len, err, sizeof err))) {
+        fprintf(stderr, "trainyard submit: %s\n", err);
+        goto out;
+    }
+    if (cli_yaml_to_json(text, len, &spec, err, sizeof err) != TY_OK) {
+        fprintf(stderr, "trainyard submit: %s: %s\n", o.file, err);
+        goto out;
+    }
+    for (size_t i = 0; i < o.nsets; i++) {
+        if (cli_json_set(spec, o.sets[i], err, sizeof err) != TY_OK) {
+            fprintf(stderr, "trainyard submit: %s\n", err);
+            goto out;
+        }
+    }
+    if (!(body = json_dumps(spec, JSON_COMPACT))) {
+        rc = CLI_EXIT_FAIL;
+        goto out;
+    }
+    if ((rc = connect_cli("submit", &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    cli_http_do(c, "POST", "/v1/jobs", body, &r);
+    if (!is_2xx(&r) || !json_string_value(json_object_get(r.json, "id"))) {
+        rc = cli_report("submit", &r, stderr);
+        goto out;
+    }
+    if (!o.output || strcmp(o.output, "id") == 0)
+        printf("%s\n", str(r.json, "id"));
+    else if ((rc = print_doc("submit", o.output, r.json)) != CLI_EXIT_OK)
+        goto out;
+    fflush(stdout);
+    if (o.wait) {
+        char path[256];
+        follower f = {0};
+        if (cli_job_path(path, sizeof path, str(r.json, "id"), "/events?follow=true")) {
+            rc = CLI_EXIT_FAIL;
+            goto out;
+        }
+        rc = follow_stream("submit", c, path, &f, 1);
+        if (rc == CLI_EXIT_OK && strcmp(f.state, "SUCCEEDED") != 0) {
+            fprintf(stderr, "trainyard submit: job %s ended %s\n", str(r.json, "id"), f.state);
+            rc = CLI_EXIT_FAIL;
+        }
+        goto out;
+    }
+    rc = CLI_EXIT_OK;
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    json_decref(spec);
+    free(body);
+    free(text);
+    return rc;
+}
+
+/* ---- list, get, events, cancel ---------------------------------------------- */
+
+/* Adds --state, --queue, --label to the path's query. */
+static ty_err add_filters(char *path, size_t len, const opts *o)
+{
+    ty_err e = TY_OK;
+    if (o->state)
+        e = cli_query_add(path, len, "state", o->state);
+    if (!e && o->queue)
+        e = cli_query_add(path, len, "queue", o->queue);
+    for (size_t i = 0; !e && i < o->nlabels; i++)
+        e = cli_query_add(path, len, "label", o->labels[i]);
+    return e;
+}
+
+static json_t *labels_text(const json_t *labels)
+{
+    char buf[1024] = "";
+    size_t used = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)labels, k, v) {
+        int n = snprintf(buf + used, sizeof buf - used, "%s%s=%s", used ? "," : "", k,
+                         json_string_value(v) ? json_string_value(v) : "");
+        if (n < 0 || (size_t)n >= sizeof buf - used)
+            break;
+        used += (size_t)n;
+    }
+    return json_string(used ? buf : "-");
+}
+
+static int cmd_list(int argc, char **argv)
+{
+    opts o;
+    char path[8192] = "/v1/jobs", num[32];
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = parse_opts(find_cmd("list"), argc, argv, "output state queue label limit", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind < argc)
+        return usage_error("list", "unexpected argument");
+    int wide = o.output && strcmp(o.output, "wide") == 0;
+    if (o.output && !wide && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+        return usage_error("list", "-o takes json, yaml or wide");
+    snprintf(num, sizeof num, "%ld", o.limit);
+    if (add_filters(path, sizeof path, &o) || (o.limit && cli_query_add(path, sizeof path,
+                                                                         "limit", num)))
+        return usage_error("list", "filters too long");
+    if ((rc = connect_cli("list", &o, &c)) != CLI_EXIT_OK)
+        return rc;
+    cli_http_do(c, "GET", path, NULL, &r);
+    if (!is_2xx(&r) || !r.json) {
+        rc = cli_report("list", &r, stderr);
+        goto out;
+    }
+    if (o.output && !wide) {
+        rc = print_doc("list", o.output, r.json);
+        goto out;
+    }
+    json_t *rows = json_array(), *job;
+    size_t i;
+    if (wide)
+        json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,s]", "ID", "NAME", "STATE",
+                                              "QUEUE", "PRIORITY", "WORKERS", "CREATED",
+                                              "LABELS"));
+    else
+        json_array_append_new(rows, json_pack("[s,s,s,s,s]", "ID", "NAME", "STATE", "QUEUE",
+                                              "CREATED"));
+    json_array_foreach(json_object_get(r.json, "jobs"), i, job) {
+        if (wide) {
+            char prio[32], workers[32];
+            json_t *spec = json_object_get(job, "spec");
+            snprintf(prio, sizeof prio, "%lld",
+                     (long long)json_integer_value(json_object_get(job, "priority")));
+            snprintf(workers, sizeof workers, "%lld",
+                     (long long)json_integer_value(
+                         json_object_get(json_object_get(spec, "workers"), "count")));
+            json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,o]", str(job, "id"),
+                                                  str(job, "name"), str(job, "state"),
+                                                  str(job, "queue"), prio, workers,
+                                                  str(job, "created_at"),
+                                                  labels_text(json_object_get(spec, "labels"))));
+        } else {
+            json_array_append_new(rows, json_pack("[s,s,s,s,s]", str(job, "id"),
+                                                  str(job, "name"), str(job, "state"),
+                                                  str(job, "queue"), str(job, "created_at")));
+        }
+    }
+    print_table(rows);
+    json_decref(rows);
+    if (json_object_get(r.json, "next_page_token"))
+        fprintf(stderr, "(more jobs: raise --limit or narrow the filters)\n");
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+/* GET or POST one job resource; the answer in *r. Returns an exit status. */
+static int job_request(const char *name, const opts *o, const char *method, const char *id,
+                       const char *suffix, cli_http **c, cli_resp *r)
+{
+    char path[512];
+    int rc;
+    memset(r, 0, sizeof *r);
+    if (cli_job_path(path, sizeof path, id, suffix) != TY_OK)
+        return usage_error(name, "job id too long");
+    if (!*c && (rc = connect_cli(name, o, c)) != CLI_EXIT_OK)
+        return rc;
+    cli_http_do(*c, method, path, NULL, r);
+    return is_2xx(r) && r->json ? CLI_EXIT_OK : cli_report(name, r, stderr);
+}
+
+static int cmd_get(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = parse_opts(find_cmd("get"), argc, argv, "output", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind + 1 != argc)
+        return usage_error("get", "expected one job id");
+    if ((rc = job_request("get", &o, "GET", argv[optind], "", &c, &r)) == CLI_EXIT_OK)
+        rc = print_doc("get", o.output, r.json);
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+static int cmd_events(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = parse_opts(find_cmd("events"), argc, argv, "output", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind + 1 != argc)
+        return usage_error("events", "expected one job id");
+    if ((rc = job_request("events", &o, "GET", argv[optind], "/events", &c, &r)) != CLI_EXIT_OK)
+        goto out;
+    if (o.output) {
+        rc = print_doc("events", o.output, r.json);
+        goto out;
+    }
+    json_t *rows = json_pack("[[s,s,s,s,s]]", "TIME", "FROM", "TO", "REASON", "MESSAGE"), *ev;
+    size_t i;
+    json_array_foreach(json_object_get(r.json, "events"), i, ev) {
+        const char *from = json_string_value(json_object_get(ev, "from"));
+        json_array_append_new(rows, json_pack("[s,s,s,s,s]", str(ev, "time"), from ? from : "-",
+                                              str(ev, "to"), str(ev, "reason"),
+                                              str(ev, "message")));
+    }
+    print_table(rows);
+    json_decref(rows);
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+static int cmd_cancel(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    int rc = parse_opts(find_cmd("cancel"), argc, argv, "", &o), worst = CLI_EXIT_OK;
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind >= argc)
+        return usage_error("cancel", "expected at least one job id");
+    for (int i = optind; i < argc; i++) {
+        cli_resp r;
+        rc = job_request("cancel", &o, "POST", argv[i], ":cancel", &c, &r);
+        if (rc == CLI_EXIT_OK)
+            printf("%s  %s\n", str(r.json, "id"), str(r.json, "state"));
+        cli_resp_free(&r);
+        if (rc > worst)
+            worst = rc;
+        if (rc == CLI_EXIT_UNREACHABLE || rc == CLI_EXIT_USAGE)
+            break;
+    }
+    cli_http_free(c);
+    return worst;
+}
+
+/* ---- logs, watch -------------------------------------------------------------- */
+
+static int write_out(void *ud, const char *p, size_t n)
+{
+    (void)ud;
+    if (fwrite(p, 1, n, stdout) != n)
+        return 1;
+    fflush(stdout);
+    return 0;
+}
+
+static int cmd_logs(int argc, char **argv)
+{
+    opts o;
+    char path[512];
+    long rank = 0;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = parse_opts(find_cmd("logs"), argc, argv, "rank follow file", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind + 1 != argc)
+        return usage_error("logs", "expected one job id");
+    if (o.rank && parse_long(o.rank, 0, 4095, &rank))
+        return usage_error("logs", "-r takes a rank from 0 to 4095");
+    char q[32];
+    snprintf(q, sizeof q, "/logs?rank=%ld%s", rank, o.follow ? "&follow=true" : "");
+    if (cli_job_path(path, sizeof path, argv[optind], q) != TY_OK)
+        return usage_error("logs", "job id too long");
+    if ((rc = connect_cli("logs", &o, &c)) != CLI_EXIT_OK)
+        return rc;
+    int ok = cli_http_stream(c, path, NULL, write_out, NULL, &r) == 0;
+    if (!is_2xx(&r) || !ok)
+        rc = cli_report("logs", &r, stderr);
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+static int cmd_watch(int argc, char **argv)
+{
+    opts o;
+    char path[8192] = "/v1/events?follow=true";
+    cli_http *c = NULL;
+    int rc = parse_opts(find_cmd("watch"), argc, argv, "state queue label count", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind < argc)
+        return usage_error("watch", "unexpected argument");
+    if (add_filters(path, sizeof path, &o))
+        return usage_error("watch", "filters too long");
+    if ((rc = connect_cli("watch", &o, &c)) != CLI_EXIT_OK)
+        return rc;
+    follower f = {.with_job = 1, .count = o.count};
+    rc = follow_stream("watch", c, path, &f, 0);
+    cli_http_free(c);
+    return rc;
+}
+
+/* ---- login ------------------------------------------------------------------- */
+
+static int cmd_login(int argc, char **argv)
+{
+    opts o;
+    char token[CLI_CONF_MAX], err[512];
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = parse_opts(find_cmd("login"), argc, argv, "", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (!o.server || optind < argc)
+        return usage_error("login", "--server URL is required");
+    if (!o.token_file && isatty(STDIN_FILENO))
+        fprintf(stderr, "Token: ");
+    if (cli_read_token_file(o.token_file ? o.token_file : "-", token, sizeof token, err,
+                            sizeof err) != TY_OK) {
+        fprintf(stderr, "trainyard login: %s\n", err);
+        return CLI_EXIT_USAGE;
+    }
+    if (cli_http_new(o.server, token, &c) != TY_OK) {
+        rc = usage_error("login", "the server must be an http:// or https:// URL");
+        goto out;
+    }
+    /* One read proves the server answers and takes the token before anything is saved. */
+    cli_http_do(c, "GET", "/v1/jobs?limit=1", NULL, &r);
+    if (!is_2xx(&r)) {
+        rc = cli_report("login", &r, stderr);
+        goto out;
+    }
+    if (cli_conf_save(o.server, token, err, sizeof err) != TY_OK) {
+        fprintf(stderr, "trainyard login: %s\n", err);
+        rc = CLI_EXIT_FAIL;
+        goto out;
+    }
+    cli_conf_path(err, sizeof err);
+    printf("Logged in to %s; saved in %s\n", o.server, err);
+    rc = CLI_EXIT_OK;
+out:
+    explicit_bzero(token, sizeof token);
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+/* ---- the table ----------------------------------------------------------------- */
+
+static const cmd commands[] = {
+    {"submit", "Submits a job from a YAML or JSON file; with --wait, follows it to its end and "
+               "exits 0 only if it SUCCEEDED.",
+     "-f FILE [--set KEY=VALUE]... [--wait] [-o id|json|yaml]\n"
+     "  -f, --file FILE       the job (YAML, anchors and merge keys allowed, or JSON; - reads\n"
+     "                        standard input)\n"
+     "  --set KEY=VALUE       sets a member by its dotted path (workers.count=4); VALUE is\n"
+     "                        JSON when it parses as JSON, else a string\n"
+     "  --wait                print the job's state changes until it ends\n"
+     "  -o FORMAT             id (default), json or yaml",
+     cmd_submit},
+    {"list", "Lists jobs, newest first, as an aligned table.",
+     "[--state S[,S]] [--queue Q] [--label K=V]... [--limit N] [-o json|yaml|wide]",
+     cmd_list},
+    {"get", "Shows one job.", "ID [-o json|yaml]", cmd_get},
+    {"events", "Shows a job's state changes, oldest first.", "ID [-o json|yaml]", cmd_events},
+    {"logs", "Prints what one rank of a job wrote; with -f, follows it until the rank ends.",
+     "ID [-r RANK] [-f]\n"
+     "  -r, --rank RANK       the rank (default 0)\n"
+     "  -f, --follow          keep printing until the rank ends",
+     cmd_logs},
+    {"watch", "Prints one line per state change of any job, live.",
+     "[--state S] [--queue Q] [--label K=V]... [--count N]\n"
+     "  --count N             exit after N changes",
+     cmd_watch},
+    {"cancel", "Cancels jobs; prints each one's state after the request.", "ID...", cmd_cancel},
+    {"login", "Checks a token against the server and saves both in the config file (0600).",
+     "--server URL [--token-file PATH]\n"
+     "  the token is read from PATH, else from standard input",
+     cmd_login},
+};
+
+static const cmd *find_cmd(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+int cli_has_command(const char *name)
+{
+    return find_cmd(name) != NULL;
+}
+
+int cli_main(int argc, char **argv)
+{
+    const cmd *c = argc > 0 ? find_cmd(argv[0]) : NULL;
+    if (!c) {
+        cli_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    return c->fn(argc, argv);
+}
+
+void cli_usage(FILE *f)
+{
+    fputs("Usage: trainyard COMMAND [OPTIONS]\n"
+          "\n"
+          "Trainyard: a job-submission service for distributed training.\n"
+          "\n"
+          "Server:\n"
+          "  serve           run the API server\n"
+          "  token           create, list or revoke API tokens\n"
+          "\n"
+          "Client (over HTTP; server and token from --server/--token-file, TRAINYARD_SERVER/\n"
+          "TRAINYARD_TOKEN, or the file trainyard login writes):\n",
+          f);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        const char *dot = strchr(commands[i].summary, ';');
+        int n = dot ? (int)(dot - commands[i].summary) : (int)strlen(commands[i].summary);
+        fprintf(f, "  %-14s  %.*s\n", commands[i].name, n, commands[i].summary);
+    }
+    fputs("\n"
+          "Options:\n"
+          "  --help          show this help (also: trainyard COMMAND --help)\n"
+          "  --version       print the version\n"
+          "\n"
+          "Exit status: 0 ok, 1 failed, 2 usage, 3 not found, 4 not authorized, 5 the server\n"
+          "cannot be reached.\n",
+          f);
+}
