@@ -98,6 +98,10 @@ typedef struct api_req {
     size_t body_len;
     const api_principal *principal;
     const char *request_id;          /* for logs and problem details */
+    /* Any other request header by name (any case), or NULL; the value is borrowed for the
+     * handler call. header is NULL in requests built without a connection (unit tests). */
+    const char *(*header)(void *hctx, const char *name);
+    void *hctx;
 } api_req;
 
 #define API_MAX_HEADERS 4

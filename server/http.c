@@ -1138,6 +1138,12 @@ static int is_token_change(const req_state *st)
            strcmp(st->method, "HEAD") != 0;
 }
 
+/* api_req.header: a header of the connection, for handlers that verify signed requests. */
+static const char *request_header(void *hctx, const char *name)
+{
+    return MHD_lookup_connection_value(hctx, MHD_HEADER_KIND, name);
+}
+
 static enum MHD_Result finish_request(http_server *srv, struct MHD_Connection *c, req_state *st)
 {
     /* From here on the request is the server's: the deadline no longer applies. */
@@ -1177,6 +1183,8 @@ static enum MHD_Result finish_request(http_server *srv, struct MHD_Connection *c
         .body_len = st->body.len,
         .principal = st->principal ? &principal : NULL,
         .request_id = st->request_id,
+        .header = request_header,
+        .hctx = c,
     };
     api_resp resp;
     memset(&resp, 0, sizeof resp);
