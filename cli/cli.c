@@ -175,7 +175,8 @@ static int connect_cli(const char *name, const opts *o, cli_http **out)
     }
     e = cli_http_new(conf.server, conf.token, out);
     if (e == TY_EINVAL) {
-        fprintf(stderr, "trainyard %s: the server must be an http:// or https:// URL\n", name);
+        fprintf(stderr, "trainyard %s: the server must be an http:// or https:// URL, and the "
+                        "token visible ASCII\n", name);
         goto out;
     }
     rc = e ? CLI_EXIT_FAIL : CLI_EXIT_OK;
@@ -318,45 +319,45 @@ static int on_job_event(void *ud, const char *event, const char *id, const char 
 }
 
 /*
- * Follows path (an event stream) until the callback stops it, the stream ends, or it was cut off
- * FOLLOW_RETRIES times (then it resumes from the last id each time). Returns an exit status.
+ * Follows path (an event stream) until the callback stops it or the stream ends; with
+ * resume_until_terminal an end before the job's terminal state is a cut, as is a transfer that
+ * failed midway: the stream is resumed from its last id, at most FOLLOW_RETRIES times. A server
+ * that never answered is CLI_EXIT_UNREACHABLE at once. Returns an exit status.
  */
 static int follow_stream(const char *name, cli_http *c, const char *path, follower *f,
                          int resume_until_terminal)
 {
     char last_id[64] = "";
-    int rc = CLI_EXIT_OK;
-    for (int attempt = 0; attempt <= FOLLOW_RETRIES; attempt++) {
+    int answered = 0;
+    for (int attempt = 0;; attempt++) {
         cli_sse sse;
         cli_resp r;
+        int rc;
         cli_sse_init(&sse, on_job_event, f);
-        int stopped_or_ended = cli_http_stream(c, path, last_id[0] ? last_id : NULL,
-                                               cli_sse_feed, &sse, &r) == 0;
+        int ended = cli_http_stream(c, path, last_id[0] ? last_id : NULL, cli_sse_feed, &sse,
+                                    &r) == 0;
         if (sse.id[0])
             snprintf(last_id, sizeof last_id, "%s", sse.id);
         cli_sse_free(&sse);
-        if (r.status && !is_2xx(&r)) {
+        if ((r.status == 0 && !answered) || (r.status && !is_2xx(&r))) {
             rc = cli_report(name, &r, stderr);
             cli_resp_free(&r);
             return rc;
         }
-        if (stopped_or_ended && (!resume_until_terminal || is_terminal(f->state))) {
+        answered = 1;
+        int done = (ended && (!resume_until_terminal || is_terminal(f->state))) ||
+                   (f->count && f->seen >= f->count);
+        if (!done && attempt == FOLLOW_RETRIES) {
+            fprintf(stderr, "trainyard %s: the stream was cut off %d times; last: %s\n", name,
+                    attempt + 1, r.err[0] ? r.err : "ended early");
             cli_resp_free(&r);
-            return CLI_EXIT_OK;
+            return CLI_EXIT_FAIL;
         }
-        if (f->count && f->seen >= f->count) {
-            cli_resp_free(&r);
-            return CLI_EXIT_OK;
-        }
-        rc = r.status ? CLI_EXIT_FAIL : CLI_EXIT_UNREACHABLE;
-        if (attempt == FOLLOW_RETRIES || !r.status)
-            rc = cli_report(name, &r, stderr);
         cli_resp_free(&r);
-        if (!r.status && attempt == FOLLOW_RETRIES)
-            break;
-        sleep(1);
+        if (done)
+            return CLI_EXIT_OK;
+        sleep(1); /* a restarting server gets a moment before the next try */
     }
-    return rc;
 }
 
 static int cmd_submit(int argc, char **argv)
@@ -652,8 +653,12 @@ static int cmd_logs(int argc, char **argv)
     if ((rc = connect_cli("logs", &o, &c)) != CLI_EXIT_OK)
         return rc;
     int ok = cli_http_stream(c, path, NULL, write_out, NULL, &r) == 0;
-    if (!is_2xx(&r) || !ok)
+    if (!is_2xx(&r)) {
         rc = cli_report("logs", &r, stderr);
+    } else if (!ok) {
+        fprintf(stderr, "trainyard logs: the log was cut off: %s\n", r.err);
+        rc = CLI_EXIT_FAIL;
+    }
     cli_resp_free(&r);
     cli_http_free(c);
     return rc;
@@ -700,7 +705,8 @@ static int cmd_login(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     if (cli_http_new(o.server, token, &c) != TY_OK) {
-        rc = usage_error("login", "the server must be an http:// or https:// URL");
+        rc = usage_error("login", "the server must be an http:// or https:// URL, and the "
+                                  "token visible ASCII");
         goto out;
     }
     /* One read proves the server answers and takes the token before anything is saved. */

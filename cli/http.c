@@ -40,6 +40,9 @@ ty_err cli_http_new(const char *server, const char *token, cli_http **out)
     size_t n = strlen(c->base);
     while (n > 8 && c->base[n - 1] == '/')
         c->base[--n] = '\0';
+    for (const char *p = token; p && *p; p++)
+        if ((unsigned char)*p < 0x21 || *p == 0x7f) /* no header injection, no spaces */
+            goto bad;
     if (token && *token) {
         size_t len = strlen(token) + sizeof "Authorization: Bearer ";
         if (!(c->auth = malloc(len)))
@@ -53,6 +56,9 @@ ty_err cli_http_new(const char *server, const char *token, cli_http **out)
 nomem:
     cli_http_free(c);
     return TY_ENOMEM;
+bad:
+    cli_http_free(c);
+    return TY_EINVAL;
 }
 
 void cli_http_free(cli_http *c)

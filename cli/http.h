@@ -41,7 +41,8 @@ typedef struct cli_resp {
 
 /*
  * A client for server (an http:// or https:// base URL, copied) sending token (copied; NULL or
- * "" for none) as its bearer token. TY_EINVAL for another URL scheme, TY_ENOMEM.
+ * "" for none) as its bearer token. TY_ENOMEM; TY_EINVAL for another URL scheme or a token
+ * with spaces or control characters.
  */
 ty_err cli_http_new(const char *server, const char *token, cli_http **out);
 void cli_http_free(cli_http *c); /* accepts NULL */
