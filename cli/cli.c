@@ -28,18 +28,27 @@ typedef struct cmd {
 
 static const cmd *find_cmd(const char *name);
 
-#define COMMON_HELP                                                                              \
-    "Connection (flags beat TRAINYARD_SERVER / TRAINYARD_TOKEN, which beat the config file\n"  \
-    "$XDG_CONFIG_HOME/trainyard/config, by default ~/.config/trainyard/config, mode 0600):\n"  \
-    "  --server URL          the server, e.g. http://127.0.0.1:8080\n"                       \
-    "  --token-file PATH     a file whose first line is the token (- for standard input)\n"  \
-    "  -h, --help            this help\n"                                                     \
-    "\n"                                                                                        \
-    "Exit status: 0 ok, 1 failed (a server error; with --wait a job that did not succeed),\n"  \
+#define COMMON_HELP                                                                                \
+    "Connection (flags beat TRAINYARD_SERVER / TRAINYARD_TOKEN, which beat the config file\n"      \
+    "$XDG_CONFIG_HOME/trainyard/config, by default ~/.config/trainyard/config, mode 0600):\n"      \
+    "  --server URL          the server, e.g. http://127.0.0.1:8080\n"                             \
+    "  --token-file PATH     a file whose first line is the token (- for standard input)\n"        \
+    "  -h, --help            this help\n"                                                          \
+    "\n"                                                                                           \
+    "Exit status: 0 ok, 1 failed (a server error; with --wait a job that did not succeed),\n"      \
     "2 usage, 3 not found, 4 not authorized (401/403), 5 the server cannot be reached.\n"
 
-enum { OPT_SERVER = 256, OPT_TOKEN_FILE, OPT_SET, OPT_WAIT, OPT_STATE, OPT_QUEUE, OPT_LABEL,
-       OPT_LIMIT, OPT_COUNT };
+enum {
+    OPT_SERVER = 256,
+    OPT_TOKEN_FILE,
+    OPT_SET,
+    OPT_WAIT,
+    OPT_STATE,
+    OPT_QUEUE,
+    OPT_LABEL,
+    OPT_LIMIT,
+    OPT_COUNT
+};
 
 /* What every command's flags may set. */
 typedef struct opts {
@@ -99,14 +108,13 @@ static int parse_opts(const cmd *c, int argc, char **argv, const char *allowed, 
     memset(o, 0, sizeof *o);
     optind = 0; /* glibc: a full reset, for a second parse in one process */
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, f_follows ? "hr:f" : "hf:o:r:", long_opts,
-                             NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, f_follows ? "hr:f" : "hf:o:r:", long_opts, NULL)) != -1) {
         char flag[32] = "";
         for (const struct option *lo = long_opts; lo->name; lo++)
             if (lo->val == ch)
                 snprintf(flag, sizeof flag, "%s", lo->name);
-        if (ch == '?' || (ch != 'h' && ch != OPT_SERVER && ch != OPT_TOKEN_FILE &&
-                          !strstr(allowed, flag))) {
+        if (ch == '?' ||
+            (ch != 'h' && ch != OPT_SERVER && ch != OPT_TOKEN_FILE && !strstr(allowed, flag))) {
             char msg[128];
             snprintf(msg, sizeof msg, "unknown option or missing value: %s",
                      argv[optind - 1 > 0 ? optind - 1 : 0]);
@@ -114,21 +122,39 @@ static int parse_opts(const cmd *c, int argc, char **argv, const char *allowed, 
             return -1;
         }
         switch (ch) {
-        case 'h': o->help = 1; break;
-        case OPT_SERVER: o->server = optarg; break;
-        case OPT_TOKEN_FILE: o->token_file = optarg; break;
+        case 'h':
+            o->help = 1;
+            break;
+        case OPT_SERVER:
+            o->server = optarg;
+            break;
+        case OPT_TOKEN_FILE:
+            o->token_file = optarg;
+            break;
         case 'f':
             if (f_follows)
                 o->follow = 1;
             else
                 o->file = optarg;
             break;
-        case 'o': o->output = optarg; break;
-        case 'r': o->rank = optarg; break;
-        case 'F': o->follow = 1; break;
-        case OPT_WAIT: o->wait = 1; break;
-        case OPT_STATE: o->state = optarg; break;
-        case OPT_QUEUE: o->queue = optarg; break;
+        case 'o':
+            o->output = optarg;
+            break;
+        case 'r':
+            o->rank = optarg;
+            break;
+        case 'F':
+            o->follow = 1;
+            break;
+        case OPT_WAIT:
+            o->wait = 1;
+            break;
+        case OPT_STATE:
+            o->state = optarg;
+            break;
+        case OPT_QUEUE:
+            o->queue = optarg;
+            break;
         case OPT_SET:
         case OPT_LABEL: {
             const char **arr = ch == OPT_SET ? o->sets : o->labels;
@@ -147,7 +173,8 @@ static int parse_opts(const cmd *c, int argc, char **argv, const char *allowed, 
                 return -1;
             }
             break;
-        default: break;
+        default:
+            break;
         }
     }
     if (o->help) {
@@ -175,8 +202,10 @@ static int connect_cli(const char *name, const opts *o, cli_http **out)
     }
     e = cli_http_new(conf.server, conf.token, out);
     if (e == TY_EINVAL) {
-        fprintf(stderr, "trainyard %s: the server must be an http:// or https:// URL, and the "
-                        "token visible ASCII\n", name);
+        fprintf(stderr,
+                "trainyard %s: the server must be an http:// or https:// URL, and the "
+                "token visible ASCII\n",
+                name);
         goto out;
     }
     rc = e ? CLI_EXIT_FAIL : CLI_EXIT_OK;
@@ -218,15 +247,19 @@ static void print_table(const json_t *rows)
 {
     size_t widths[16] = {0}, i, j;
     json_t *row, *cell;
-    json_array_foreach(rows, i, row) {
-        json_array_foreach(row, j, cell) {
+    json_array_foreach(rows, i, row)
+    {
+        json_array_foreach(row, j, cell)
+        {
             if (j < 16 && json_string_length(cell) > widths[j])
                 widths[j] = json_string_length(cell);
         }
     }
-    json_array_foreach(rows, i, row) {
+    json_array_foreach(rows, i, row)
+    {
         size_t n = json_array_size(row);
-        json_array_foreach(row, j, cell) {
+        json_array_foreach(row, j, cell)
+        {
             if (j + 1 < n)
                 printf("%-*s  ", (int)widths[j < 16 ? j : 15], json_string_value(cell));
             else
@@ -289,7 +322,7 @@ static int is_terminal(const char *state)
 typedef struct follower {
     char state[32]; /* the last state an event moved to */
     long seen, count;
-    int with_job;   /* print the job's id and name (watch) */
+    int with_job; /* print the job's id and name (watch) */
 } follower;
 
 static int on_job_event(void *ud, const char *event, const char *id, const char *data)
@@ -307,8 +340,7 @@ static int on_job_event(void *ud, const char *event, const char *id, const char 
         printf("%s  %s  %s  ", str(ev, "time"), str(ev, "job_id"), str(ev, "name"));
     else
         printf("%s  ", str(ev, "time"));
-    printf("%s -> %s  %s  %s\n", from ? from : "(new)", to, str(ev, "reason"),
-           str(ev, "message"));
+    printf("%s -> %s  %s  %s\n", from ? from : "(new)", to, str(ev, "reason"), str(ev, "message"));
     fflush(stdout);
     snprintf(f->state, sizeof f->state, "%s", to);
     json_decref(ev);
@@ -334,8 +366,8 @@ static int follow_stream(const char *name, cli_http *c, const char *path, follow
         cli_resp r;
         int rc;
         cli_sse_init(&sse, on_job_event, f);
-        int ended = cli_http_stream(c, path, last_id[0] ? last_id : NULL, cli_sse_feed, &sse,
-                                    &r) == 0;
+        int ended =
+            cli_http_stream(c, path, last_id[0] ? last_id : NULL, cli_sse_feed, &sse, &r) == 0;
         if (sse.id[0])
             snprintf(last_id, sizeof last_id, "%s", sse.id);
         cli_sse_free(&sse);
@@ -376,8 +408,7 @@ static int cmd_submit(int argc, char **argv)
         return usage_error("submit", "-f FILE is required (- for standard input)");
     if (optind < argc)
         return usage_error("submit", "unexpected argument");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml") &&
-        strcmp(o.output, "id"))
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml") && strcmp(o.output, "id"))
         return usage_error("submit", "-o takes id, json or yaml");
     rc = CLI_EXIT_USAGE;
     if (!(text = read_all(o.file, &len, err, sizeof err))) {
@@ -455,7 +486,8 @@ static json_t *labels_text(const json_t *labels)
     size_t used = 0;
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)labels, k, v) {
+    json_object_foreach((json_t *)labels, k, v)
+    {
         int n = snprintf(buf + used, sizeof buf - used, "%s%s=%s", used ? "," : "", k,
                          json_string_value(v) ? json_string_value(v) : "");
         if (n < 0 || (size_t)n >= sizeof buf - used)
@@ -480,8 +512,8 @@ static int cmd_list(int argc, char **argv)
     if (o.output && !wide && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
         return usage_error("list", "-o takes json, yaml or wide");
     snprintf(num, sizeof num, "%ld", o.limit);
-    if (add_filters(path, sizeof path, &o) || (o.limit && cli_query_add(path, sizeof path,
-                                                                         "limit", num)))
+    if (add_filters(path, sizeof path, &o) ||
+        (o.limit && cli_query_add(path, sizeof path, "limit", num)))
         return usage_error("list", "filters too long");
     if ((rc = connect_cli("list", &o, &c)) != CLI_EXIT_OK)
         return rc;
@@ -497,13 +529,13 @@ static int cmd_list(int argc, char **argv)
     json_t *rows = json_array(), *job;
     size_t i;
     if (wide)
-        json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,s]", "ID", "NAME", "STATE",
-                                              "QUEUE", "PRIORITY", "WORKERS", "CREATED",
-                                              "LABELS"));
+        json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,s]", "ID", "NAME", "STATE", "QUEUE",
+                                              "PRIORITY", "WORKERS", "CREATED", "LABELS"));
     else
-        json_array_append_new(rows, json_pack("[s,s,s,s,s]", "ID", "NAME", "STATE", "QUEUE",
-                                              "CREATED"));
-    json_array_foreach(json_object_get(r.json, "jobs"), i, job) {
+        json_array_append_new(rows,
+                              json_pack("[s,s,s,s,s]", "ID", "NAME", "STATE", "QUEUE", "CREATED"));
+    json_array_foreach(json_object_get(r.json, "jobs"), i, job)
+    {
         if (wide) {
             char prio[32], workers[32];
             json_t *spec = json_object_get(job, "spec");
@@ -512,15 +544,15 @@ static int cmd_list(int argc, char **argv)
             snprintf(workers, sizeof workers, "%lld",
                      (long long)json_integer_value(
                          json_object_get(json_object_get(spec, "workers"), "count")));
-            json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,o]", str(job, "id"),
-                                                  str(job, "name"), str(job, "state"),
-                                                  str(job, "queue"), prio, workers,
-                                                  str(job, "created_at"),
-                                                  labels_text(json_object_get(spec, "labels"))));
+            json_array_append_new(rows,
+                                  json_pack("[s,s,s,s,s,s,s,o]", str(job, "id"), str(job, "name"),
+                                            str(job, "state"), str(job, "queue"), prio, workers,
+                                            str(job, "created_at"),
+                                            labels_text(json_object_get(spec, "labels"))));
         } else {
-            json_array_append_new(rows, json_pack("[s,s,s,s,s]", str(job, "id"),
-                                                  str(job, "name"), str(job, "state"),
-                                                  str(job, "queue"), str(job, "created_at")));
+            json_array_append_new(rows, json_pack("[s,s,s,s,s]", str(job, "id"), str(job, "name"),
+                                                  str(job, "state"), str(job, "queue"),
+                                                  str(job, "created_at")));
         }
     }
     print_table(rows);
@@ -583,11 +615,12 @@ static int cmd_events(int argc, char **argv)
     }
     json_t *rows = json_pack("[[s,s,s,s,s]]", "TIME", "FROM", "TO", "REASON", "MESSAGE"), *ev;
     size_t i;
-    json_array_foreach(json_object_get(r.json, "events"), i, ev) {
+    json_array_foreach(json_object_get(r.json, "events"), i, ev)
+    {
         const char *from = json_string_value(json_object_get(ev, "from"));
-        json_array_append_new(rows, json_pack("[s,s,s,s,s]", str(ev, "time"), from ? from : "-",
-                                              str(ev, "to"), str(ev, "reason"),
-                                              str(ev, "message")));
+        json_array_append_new(rows,
+                              json_pack("[s,s,s,s,s]", str(ev, "time"), from ? from : "-",
+                                        str(ev, "to"), str(ev, "reason"), str(ev, "message")));
     }
     print_table(rows);
     json_decref(rows);
@@ -733,8 +766,9 @@ out:
 /* ---- the table ----------------------------------------------------------------- */
 
 static const cmd commands[] = {
-    {"submit", "Submits a job from a YAML or JSON file; with --wait, follows it to its end and "
-               "exits 0 only if it SUCCEEDED.",
+    {"submit",
+     "Submits a job from a YAML or JSON file; with --wait, follows it to its end and "
+     "exits 0 only if it SUCCEEDED.",
      "-f FILE [--set KEY=VALUE]... [--wait] [-o id|json|yaml]\n"
      "  -f, --file FILE       the job (YAML, anchors and merge keys allowed, or JSON; - reads\n"
      "                        standard input)\n"
@@ -744,8 +778,7 @@ static const cmd commands[] = {
      "  -o FORMAT             id (default), json or yaml",
      cmd_submit},
     {"list", "Lists jobs, newest first, as an aligned table.",
-     "[--state S[,S]] [--queue Q] [--label K=V]... [--limit N] [-o json|yaml|wide]",
-     cmd_list},
+     "[--state S[,S]] [--queue Q] [--label K=V]... [--limit N] [-o json|yaml|wide]", cmd_list},
     {"get", "Shows one job.", "ID [-o json|yaml]", cmd_get},
     {"events", "Shows a job's state changes, oldest first.", "ID [-o json|yaml]", cmd_events},
     {"logs", "Prints what one rank of a job wrote; with -f, follows it until the rank ends.",

@@ -101,8 +101,10 @@ static ty_err read_file(cli_conf *out, char *err, size_t errlen)
         goto out;
     }
     if (st.st_mode & 077) {
-        snprintf(err, errlen, "%s holds a token and may be read by others (mode %03o); "
-                 "refusing it: chmod 600 %s", path, (unsigned)(st.st_mode & 0777), path);
+        snprintf(err, errlen,
+                 "%s holds a token and may be read by others (mode %03o); "
+                 "refusing it: chmod 600 %s",
+                 path, (unsigned)(st.st_mode & 0777), path);
         e = TY_EFORBIDDEN;
         goto out;
     }
@@ -120,8 +122,7 @@ static ty_err read_file(cli_conf *out, char *err, size_t errlen)
         goto out;
     }
     char why[256] = "";
-    if (cli_yaml_to_json(text, (size_t)n, &doc, why, sizeof why) != TY_OK ||
-        !json_is_object(doc)) {
+    if (cli_yaml_to_json(text, (size_t)n, &doc, why, sizeof why) != TY_OK || !json_is_object(doc)) {
         snprintf(err, errlen, "%s: %s", path, why[0] ? why : "expected a mapping");
         e = TY_EINVAL;
         goto out;
@@ -154,8 +155,8 @@ ty_err cli_conf_resolve(const char *server_flag, const char *token_file, cli_con
     const char *env;
     ty_err e;
     memset(out, 0, sizeof *out);
-    if (server_flag && (e = copy_str(out->server, sizeof out->server, server_flag, "--server",
-                                     err, errlen)))
+    if (server_flag &&
+        (e = copy_str(out->server, sizeof out->server, server_flag, "--server", err, errlen)))
         return e;
     if (token_file &&
         (e = cli_read_token_file(token_file, out->token, sizeof out->token, err, errlen)))

@@ -14,8 +14,8 @@
 
 struct cli_http {
     CURL *curl;
-    char *base;  /* without a trailing slash */
-    char *auth;  /* "Authorization: Bearer ..." or NULL; cleansed when freed */
+    char *base; /* without a trailing slash */
+    char *auth; /* "Authorization: Bearer ..." or NULL; cleansed when freed */
 };
 
 /* What a transfer's write callback works on. */
@@ -190,8 +190,7 @@ out:
     return rc;
 }
 
-int cli_http_do(cli_http *c, const char *method, const char *path, const char *body,
-                cli_resp *r)
+int cli_http_do(cli_http *c, const char *method, const char *path, const char *body, cli_resp *r)
 {
     return perform(c, method, path, body, NULL, NULL, NULL, r);
 }
@@ -223,7 +222,8 @@ int cli_report(const char *cmd, const cli_resp *r, FILE *errf)
             r->status, detail ? ": " : "", detail ? detail : "");
     size_t i;
     json_t *fe;
-    json_array_foreach(json_object_get(r->json, "errors"), i, fe) {
+    json_array_foreach(json_object_get(r->json, "errors"), i, fe)
+    {
         const char *path = json_string_value(json_object_get(fe, "path"));
         const char *msg = json_string_value(json_object_get(fe, "message"));
         fprintf(errf, "  %s: %s\n", path ? path : "?", msg ? msg : "?");

@@ -33,7 +33,7 @@ typedef struct cli_http cli_http;
 /* One answer. status is 0 when none came (err then says why). */
 typedef struct cli_resp {
     long status;
-    char *body;   /* NUL-terminated, owned; a streamed 2xx body is not kept */
+    char *body; /* NUL-terminated, owned; a streamed 2xx body is not kept */
     size_t len;
     json_t *json; /* the body parsed when it is JSON, owned; else NULL */
     char err[256];
@@ -55,8 +55,7 @@ ty_err cli_job_path(char *buf, size_t len, const char *id, const char *suffix);
 
 /* Sends method on path (with its query) with body (JSON, or NULL) and reads the answer into *r
  * (zeroed here; free with cli_resp_free). Returns 0 when an answer came, -1 otherwise. */
-int cli_http_do(cli_http *c, const char *method, const char *path, const char *body,
-                cli_resp *r);
+int cli_http_do(cli_http *c, const char *method, const char *path, const char *body, cli_resp *r);
 
 /* Receives a 2xx body as it arrives; returns 0 to go on, nonzero to stop reading. */
 typedef int (*cli_sink)(void *ud, const char *data, size_t len);
@@ -89,7 +88,7 @@ typedef struct cli_sse {
     int overflow;
     char event[64];
     char id[64];
-    char *data;         /* owned */
+    char *data; /* owned */
     size_t datalen;
 } cli_sse;
 

@@ -28,8 +28,8 @@ static int is_one_of(const char *s, const char *const *words)
 /* An integer or float of the YAML 1.2 core schema as JSON, or NULL when s is neither. */
 static json_t *core_number(const char *s)
 {
-    static const char *const inf_nan[] = {".inf", "-.inf", "+.inf", ".Inf", ".INF", ".nan",
-                                          ".NaN", ".NAN", NULL};
+    static const char *const inf_nan[] = {".inf", "-.inf", "+.inf", ".Inf", ".INF",
+                                          ".nan", ".NaN",  ".NAN",  NULL};
     char *end;
     const char *p = s;
     int digits = 0, dot = 0, exp = 0;
@@ -106,7 +106,8 @@ static int merge_into(conv *c, json_t *dst, yaml_node_t *src, int depth)
         return -1;
     const char *k;
     json_t *v;
-    json_object_foreach(m, k, v) {
+    json_object_foreach(m, k, v)
+    {
         if (!json_object_get(dst, k))
             json_object_set(dst, k, v);
     }
@@ -130,8 +131,8 @@ static json_t *mapping_to_json(conv *c, yaml_node_t *n, int depth)
                 goto bad;
             }
             const char *key = (const char *)k->data.scalar.value;
-            int is_merge = k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-                           strcmp(key, "<<") == 0;
+            int is_merge =
+                k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && strcmp(key, "<<") == 0;
             if (is_merge != pass)
                 continue;
             if (is_merge && v->type == YAML_SEQUENCE_NODE) {
@@ -323,7 +324,8 @@ static int emit_value(yaml_emitter_t *em, const json_t *v)
         if (!yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_ANY_MAPPING_STYLE) ||
             emit(em, &ev))
             return -1;
-        json_object_foreach((json_t *)v, k, m) {
+        json_object_foreach((json_t *)v, k, m)
+        {
             json_t *key = json_string(k);
             int rc = key ? emit_value(em, key) : -1;
             json_decref(key);
@@ -340,7 +342,8 @@ static int emit_value(yaml_emitter_t *em, const json_t *v)
         if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_ANY_SEQUENCE_STYLE) ||
             emit(em, &ev))
             return -1;
-        json_array_foreach(v, i, m) {
+        json_array_foreach(v, i, m)
+        {
             if (emit_value(em, m))
                 return -1;
         }

@@ -27,7 +27,7 @@
 #define RUN_MS 60000
 
 static ty_server *g_srv;
-static char g_cfgdir[256];  /* XDG_CONFIG_HOME of every run */
+static char g_cfgdir[256]; /* XDG_CONFIG_HOME of every run */
 static char g_env_server[300], g_env_token[128], g_env_xdg[300];
 
 /* What one run of `trainyard ...` did. */
@@ -61,17 +61,17 @@ static run_result run(const char *const *args)
     return run_env(env, args);
 }
 
-#define EXPECT_EXIT(r, want)                                                                      \
+#define EXPECT_EXIT(r, want)                                                                       \
     do {                                                                                           \
         if ((r).status != (want))                                                                  \
-            fail_msg("%s:%d: exit %d, want %d\nstdout: %s\nstderr: %s", __FILE__, __LINE__,      \
+            fail_msg("%s:%d: exit %d, want %d\nstdout: %s\nstderr: %s", __FILE__, __LINE__,        \
                      (r).status, (want), (r).out, (r).err);                                        \
     } while (0)
 
-#define EXPECT_IN(hay, needle)                                                                    \
+#define EXPECT_IN(hay, needle)                                                                     \
     do {                                                                                           \
         if (!strstr((hay), (needle)))                                                              \
-            fail_msg("%s:%d: '%s' not in:\n%s", __FILE__, __LINE__, (needle), (hay));             \
+            fail_msg("%s:%d: '%s' not in:\n%s", __FILE__, __LINE__, (needle), (hay));              \
     } while (0)
 
 /* The id a `submit` printed (its first line), copied into id. */
@@ -132,10 +132,9 @@ static void test_submit_wait_succeeds(void **state)
     json_t *job = json_loads(r.out, 0, NULL);
     assert_non_null(job);
     assert_string_equal(ty_json_str(job, "state"), "SUCCEEDED");
-    assert_string_equal(
-        json_string_value(json_object_get(json_object_get(json_object_get(job, "spec"), "env"),
-                                          "suite")),
-        "cli");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_object_get(job, "spec"), "env"), "suite")),
+                        "cli");
     json_decref(job);
     run_free(&r);
     r = run((const char *[]){"get", id, "-o", "yaml", NULL});
@@ -155,7 +154,8 @@ static void test_submit_wait_succeeds(void **state)
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs("{\"name\": \"cli-json\", \"image\": \"registry.example/worker:1.0\", \"command\":"
-          " [\"true\"], \"workers\": {\"count\": 1}}\n", f);
+          " [\"true\"], \"workers\": {\"count\": 1}}\n",
+          f);
     fclose(f);
     r = run((const char *[]){"submit", "-f", path, "-o", "json", NULL});
     EXPECT_EXIT(r, 0);
@@ -223,8 +223,7 @@ static void test_list(void **state)
     assert_int_equal(strstr(l1, "NAME") - l1, strstr(l3, "list-a") - l3);
     run_free(&r);
 
-    r = run((const char *[]){"list", "--label", "suite=list", "--limit", "1", "-o", "json",
-                             NULL});
+    r = run((const char *[]){"list", "--label", "suite=list", "--limit", "1", "-o", "json", NULL});
     EXPECT_EXIT(r, 0);
     json_t *page = json_loads(r.out, 0, NULL);
     assert_non_null(page);
@@ -260,8 +259,8 @@ static void test_cancel(void **state)
 {
     char id[64];
     (void)state;
-    run_result r = run((const char *[]){"submit", "-f", JOB_FILE, "--set",
-                                        "command=[\"sleep\", \"60\"]", NULL});
+    run_result r = run(
+        (const char *[]){"submit", "-f", JOB_FILE, "--set", "command=[\"sleep\", \"60\"]", NULL});
     EXPECT_EXIT(r, 0);
     first_line(r.out, id, sizeof id);
     run_free(&r);
@@ -355,8 +354,8 @@ static void test_exit_statuses(void **state)
 
 static void test_help(void **state)
 {
-    static const char *const cmds[] = {"submit", "list", "get",   "events", "logs",
-                                       "watch",  "cancel", "login", "serve", "token"};
+    static const char *const cmds[] = {"submit", "list",   "get",   "events", "logs",
+                                       "watch",  "cancel", "login", "serve",  "token"};
     (void)state;
     run_result r = run((const char *[]){"--help", NULL});
     EXPECT_EXIT(r, 0);
@@ -421,8 +420,8 @@ static void test_config_precedence(void **state)
     EXPECT_EXIT(r, 4);
     run_free(&r);
     /* ...until --token-file gives the good one. */
-    r = run_env(env_bad, (const char *[]){"list", "--server", flag_server, "--token-file",
-                                          good_tok, NULL});
+    r = run_env(env_bad,
+                (const char *[]){"list", "--server", flag_server, "--token-file", good_tok, NULL});
     EXPECT_EXIT(r, 0);
     run_free(&r);
     /* And a bad --token-file beats a good environment. */

@@ -137,8 +137,7 @@ static void test_refusals(void **state)
         char err[256] = "";
         ty_err e = cli_yaml_to_json(cases[i].yaml, strlen(cases[i].yaml), &out, err, sizeof err);
         if (e != cases[i].e || out || !strstr(err, cases[i].msg))
-            fail_msg("case %zu: got %d '%s', want %d '%s'", i, e, err, cases[i].e,
-                     cases[i].msg);
+            fail_msg("case %zu: got %d '%s', want %d '%s'", i, e, err, cases[i].e, cases[i].msg);
     }
 }
 
@@ -148,8 +147,9 @@ static void test_set(void **state)
     json_t *spec = conv_ok("name: a\nworkers: {count: 1}\n");
     char err[256] = "";
     static const char *const sets[] = {
-        "workers.count=4", "name=b", "labels.team=vision", "args=[\"--lr\", 0.1]",
-        "restart.max=0", "queue=\"42\"", "labels.rev=4f2a{", "priority=-3", "env.EMPTY=",
+        "workers.count=4",      "name=b",        "labels.team=vision",
+        "args=[\"--lr\", 0.1]", "restart.max=0", "queue=\"42\"",
+        "labels.rev=4f2a{",     "priority=-3",   "env.EMPTY=",
     };
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
         if (cli_json_set(spec, sets[i], err, sizeof err) != TY_OK)
@@ -189,10 +189,8 @@ static void test_yaml_round_trip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scalar_types),
-        cmocka_unit_test(test_anchors_aliases_merge),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_set),
+        cmocka_unit_test(test_scalar_types),    cmocka_unit_test(test_anchors_aliases_merge),
+        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_set),
         cmocka_unit_test(test_yaml_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
