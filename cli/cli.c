@@ -4,6 +4,7 @@
  */
 #include "cli/cli.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -834,9 +835,13 @@ void cli_usage(FILE *f)
           "TRAINYARD_TOKEN, or the file trainyard login writes):\n",
           f);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        const char *dot = strchr(commands[i].summary, ';');
-        int n = dot ? (int)(dot - commands[i].summary) : (int)strlen(commands[i].summary);
-        fprintf(f, "  %-14s  %.*s\n", commands[i].name, n, commands[i].summary);
+        /* The summary's first clause, in the lower case of the server commands' lines. */
+        const char *sum = commands[i].summary;
+        size_t n = strcspn(sum, ";(");
+        while (n && (sum[n - 1] == '.' || sum[n - 1] == ' '))
+            n--;
+        fprintf(f, "  %-14s  %c%.*s\n", commands[i].name, tolower((unsigned char)sum[0]),
+                (int)n - 1, sum + 1);
     }
     fputs("\n"
           "Options:\n"
