@@ -1,0 +1,2 @@
+# api/sweep_*.c: the search space of a sweep (expansion, seeded draws, placeholders).
+ty_unit_test(test_sweep_space ${CMAKE_CURRENT_LIST_DIR}/test_sweep_space.c ty_api)
