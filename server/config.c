@@ -586,22 +586,6 @@ ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, s
     return TY_OK;
 }
 
-void config_usage_main(FILE *f)
-{
-    fputs("Usage: trainyard COMMAND [OPTIONS]\n"
-          "\n"
-          "Trainyard: a job-submission service for distributed training.\n"
-          "\n"
-          "Commands:\n"
-          "  serve           run the API server\n"
-          "  token           create, list or revoke API tokens\n"
-          "\n"
-          "Options:\n"
-          "  --help          show this help (also: trainyard COMMAND --help)\n"
-          "  --version       print the version\n",
-          f);
-}
-
 void config_usage_serve(FILE *f)
 {
     fputs("Usage: trainyard serve [OPTIONS]\n"

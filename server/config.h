@@ -152,7 +152,6 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
 ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, size_t errlen);
 
 /* Usage texts for --help. */
-void config_usage_main(FILE *f);
 void config_usage_serve(FILE *f);
 void config_usage_token(FILE *f);
 
