@@ -39,6 +39,12 @@ void api_tokens_list(const api_req *req, api_resp *resp);
 void api_tokens_create(const api_req *req, api_resp *resp);
 void api_tokens_revoke(const api_req *req, api_resp *resp);
 
+/* CI webhooks (webhooks.c): registration (admin) and deliveries (open, signed). */
+void api_webhooks_create(const api_req *req, api_resp *resp);
+void api_webhooks_list(const api_req *req, api_resp *resp);
+void api_webhooks_delete(const api_req *req, api_resp *resp);
+void api_webhooks_deliver(const api_req *req, api_resp *resp);
+
 /* ---- responses (resp.c) --------------------------------------------------- */
 
 #define API_CT_JSON "application/json"

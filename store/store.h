@@ -440,6 +440,47 @@ ty_err store_token_revoke(store *s, const char *name);
 /* Number of valid (not revoked) tokens with the admin scope. */
 ty_err store_token_count_admin(store *s, int64_t *count);
 
+/* ---- webhooks ---------------------------------------------------------- */
+
+/*
+ * CI webhooks: a named hook, its provider and the job template its deliveries fill. The
+ * secret is never stored in clear: a GitHub or generic secret is needed again to compute
+ * HMACs, so it is encrypted (AES-256-GCM, the hook's name as associated data) with a key kept
+ * in "webhook-secrets.key" (32 random bytes, mode 0600, created on first use) in the
+ * database's directory; a GitLab token is only compared, so only its SHA-256 is kept. A copy
+ * of the database alone therefore reveals no secret.
+ *
+ * Registrations are rare admin writes: they use a connection of their own (waiting on the
+ * writer's lock like another process would) instead of the group-commit writer.
+ */
+typedef struct store_webhook {
+    char *name;
+    char *provider;              /* "github", "gitlab" or "generic" */
+    char *events_json;           /* a JSON array of event names */
+    char *branches_json;         /* a JSON array of branch names; [] = every branch */
+    char *template_json;         /* a JSON object: a job spec with ${...} placeholders */
+    int64_t created_at_ms;
+    /* Set by store_webhook_get() only: the secret in clear (github, generic) or the SHA-256
+     * of the token (gitlab, secret_len 32); wiped by store_webhooks_free(). */
+    unsigned char *secret;
+    size_t secret_len;
+} store_webhook;
+
+/* Frees n hooks (secrets wiped first) and the array. Accepts NULL. */
+void store_webhooks_free(store_webhook *hooks, size_t n);
+/*
+ * Stores w (borrowed; created_at_ms ignored): w->secret is the secret in clear, encrypted or
+ * hashed here as its provider allows. TY_EEXISTS when a hook has that name; TY_EIO when the
+ * key file cannot be created or read, or when others may read it (logged).
+ */
+ty_err store_webhook_create(store *s, const store_webhook *w);
+/* Every hook by name, without secrets (secret NULL). */
+ty_err store_webhooks_list(store *s, store_webhook **out, size_t *nout);
+/* One hook with its secret (see store_webhook). TY_ENOTFOUND for an unknown name. */
+ty_err store_webhook_get(store *s, const char *name, store_webhook **out);
+/* TY_ENOTFOUND for an unknown name. */
+ty_err store_webhook_delete(store *s, const char *name);
+
 /* ---- statistics for /metrics --------------------------------------------- */
 
 typedef struct store_stats {

@@ -41,6 +41,7 @@
  *   5  metric_batches replaces metrics_job_seq: the stream finds new points
  *      through one row per report and series instead of an index entry per
  *      point, which halved what ingestion writes
+ *   6  webhooks: CI webhooks, their sealed secrets and job templates
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -182,6 +183,18 @@ static const char *const migrations[] = {
     "INSERT INTO metric_batches (job_seq, last_seq, name_id, first_seq, step_min, step_max) "
     "  SELECT job_seq, max(seq), name_id, min(seq), min(step), max(step) FROM metrics "
     "  GROUP BY job_seq, name_id;",
+
+    /* 6: CI webhooks (store_webhooks.c); a delivery's id is kept with its job as an
+     * idempotency key ("webhook:<name>:<delivery id>"). */
+    "CREATE TABLE webhooks ("
+    "  name       TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63),"
+    "  provider   TEXT NOT NULL CHECK (provider IN ('github', 'gitlab', 'generic')),"
+    "  events     TEXT NOT NULL,"
+    "  branches   TEXT NOT NULL,"
+    "  template   TEXT NOT NULL,"
+    "  secret     BLOB NOT NULL,"
+    "  created_ms INTEGER NOT NULL"
+    ") STRICT, WITHOUT ROWID;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

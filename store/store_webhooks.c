@@ -1,0 +1,385 @@
+/*
+ * store_webhooks.c - CI webhooks: registrations and their secrets at rest.
+ *
+ * Secrets (see store.h): a GitHub or generic secret is sealed with AES-256-GCM under the key in
+ * "webhook-secrets.key" next to the database; the blob is nonce (12) | ciphertext | tag (16),
+ * and the hook's name is the associated data, so a sealed secret moved to another row does not
+ * open. A GitLab token is kept as its SHA-256. The key file is created once, complete, by
+ * writing a temporary file and link()ing it into place (link never replaces a file, so two
+ * processes starting at once agree on one key), and refused when its mode lets others read it.
+ *
+ * Writes use a short-lived read-write connection of their own with synchronous=FULL: a
+ * registration is rare, and going through the group-commit writer would need an operation kind
+ * in the writer for a table nothing else touches.
+ */
+#include "store/store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/ty_crypto.h"
+#include "common/ty_log.h"
+#include "common/ty_time.h"
+
+#define KEY_FILE "webhook-secrets.key"
+#define KEY_LEN 32
+#define NONCE_LEN 12
+#define TAG_LEN 16
+#define MAX_SECRET 1024
+
+static const char SQL_HOOK_INSERT[] =
+    "INSERT INTO webhooks (name, provider, events, branches, template, secret, created_ms) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+static const char SQL_HOOK_DELETE[] = "DELETE FROM webhooks WHERE name = ?1";
+static const char SQL_HOOKS_LIST[] =
+    "SELECT name, provider, events, branches, template, created_ms FROM webhooks ORDER BY name";
+static const char SQL_HOOK_GET[] =
+    "SELECT name, provider, events, branches, template, created_ms, secret FROM webhooks "
+    "WHERE name = ?1";
+
+/* ---- the key file ---------------------------------------------------------- */
+
+/* The key file's path: the database's directory and KEY_FILE. */
+static ty_err key_path(const store *s, char *out, size_t len)
+{
+    const char *slash = strrchr(s->path, '/');
+    int n = slash ? snprintf(out, len, "%.*s/%s", (int)(slash - s->path), s->path, KEY_FILE)
+                  : snprintf(out, len, "%s", KEY_FILE);
+    return n < 0 || (size_t)n >= len ? TY_ETOOLARGE : TY_OK;
+}
+
+static ty_err key_read(const char *path, unsigned char key[KEY_LEN])
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? TY_ENOTFOUND : TY_EIO;
+    ty_err e = TY_EIO;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        goto out;
+    if (st.st_mode & 077) {
+        TY_LOG(TY_LOG_ERROR, "webhook key file is readable by others; refusing it",
+               "{s:s, s:i}", "path", path, "mode", (int)(st.st_mode & 0777));
+        goto out;
+    }
+    size_t got = 0;
+    while (got < KEY_LEN) {
+        ssize_t r = read(fd, key + got, KEY_LEN - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            goto out;
+        got += (size_t)r;
+    }
+    e = TY_OK;
+out:
+    close(fd);
+    return e;
+}
+
+/* Writes a new key to a temporary file and links it to path; EEXIST means another process
+ * won the race, and its key is the one. */
+static ty_err key_create(const char *path)
+{
+    char tmp[4200];
+    unsigned char key[KEY_LEN], r[8];
+    char rhex[17];
+    if (ty_random_bytes(r, sizeof r) || ty_random_bytes(key, sizeof key))
+        return TY_EIO;
+    ty_hex(r, sizeof r, rhex);
+    int n = snprintf(tmp, sizeof tmp, "%s.%s.tmp", path, rhex);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return TY_ETOOLARGE;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return TY_EIO;
+    ty_err e = TY_EIO;
+    if (write(fd, key, sizeof key) == (ssize_t)sizeof key && fsync(fd) == 0)
+        e = TY_OK;
+    close(fd);
+    OPENSSL_cleanse(key, sizeof key);
+    if (e == TY_OK && link(tmp, path) != 0 && errno != EEXIST)
+        e = TY_EIO;
+    unlink(tmp);
+    return e;
+}
+
+static ty_err key_load(const store *s, unsigned char key[KEY_LEN])
+{
+    char path[4096];
+    ty_err e = key_path(s, path, sizeof path);
+    if (e)
+        return e;
+    e = key_read(path, key);
+    if (e == TY_ENOTFOUND && (e = key_create(path)) == TY_OK)
+        e = key_read(path, key);
+    if (e)
+        TY_LOG(TY_LOG_ERROR, "cannot read or create the webhook key file", "{s:s}", "path",
+               path);
+    return e == TY_ENOTFOUND ? TY_EIO : e;
+}
+
+/* ---- sealing --------------------------------------------------------------- */
+
+/* AES-256-GCM of in[0..n) with aad; *out (new) is nonce | ciphertext | tag. */
+static ty_err seal(const unsigned char key[KEY_LEN], const char *aad, const unsigned char *in,
+                   size_t n, unsigned char **out, size_t *outlen)
+{
+    size_t len = NONCE_LEN + n + TAG_LEN;
+    unsigned char *b = malloc(len);
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    ty_err e = TY_ENOMEM;
+    int l = 0;
+    if (!b || !c)
+        goto out;
+    e = TY_EIO;
+    if (ty_random_bytes(b, NONCE_LEN) ||
+        EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, b) != 1 ||
+        EVP_EncryptUpdate(c, NULL, &l, (const unsigned char *)aad, (int)strlen(aad)) != 1 ||
+        EVP_EncryptUpdate(c, b + NONCE_LEN, &l, in, (int)n) != 1 ||
+        EVP_EncryptFinal_ex(c, b + NONCE_LEN + l, &l) != 1 ||
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, TAG_LEN, b + NONCE_LEN + n) != 1)
+        goto out;
+    *out = b;
+    *outlen = len;
+    b = NULL;
+    e = TY_OK;
+out:
+    EVP_CIPHER_CTX_free(c);
+    free(b);
+    return e;
+}
+
+/* The inverse of seal(); TY_ESCHEMA when the blob does not open (wrong key, tampered row). */
+static ty_err unseal(const unsigned char key[KEY_LEN], const char *aad, const unsigned char *in,
+                     size_t n, unsigned char **out, size_t *outlen)
+{
+    if (n < NONCE_LEN + TAG_LEN || n - NONCE_LEN - TAG_LEN > MAX_SECRET)
+        return TY_ESCHEMA;
+    size_t len = n - NONCE_LEN - TAG_LEN;
+    unsigned char *b = malloc(len + 1);
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    ty_err e = TY_ENOMEM;
+    int l = 0;
+    if (!b || !c)
+        goto out;
+    e = TY_ESCHEMA;
+    if (EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, in) != 1 ||
+        EVP_DecryptUpdate(c, NULL, &l, (const unsigned char *)aad, (int)strlen(aad)) != 1 ||
+        EVP_DecryptUpdate(c, b, &l, in + NONCE_LEN, (int)len) != 1 ||
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAG_LEN, (void *)(in + n - TAG_LEN)) != 1 ||
+        EVP_DecryptFinal_ex(c, b + l, &l) != 1)
+        goto out;
+    b[len] = 0;
+    *out = b;
+    *outlen = len;
+    b = NULL;
+    e = TY_OK;
+out:
+    EVP_CIPHER_CTX_free(c);
+    if (b) {
+        OPENSSL_cleanse(b, len + 1);
+        free(b);
+    }
+    return e;
+}
+
+/* ---- writes ------------------------------------------------------------------ */
+
+static ty_err write_open(const store *s, sqlite3 **out)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_busy_timeout(db, s->opt.busy_timeout_ms > 0 ? s->opt.busy_timeout_ms : 5000);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_close(db);
+        return store_sqlite_err(rc);
+    }
+    *out = db;
+    return TY_OK;
+}
+
+static int is_provider(const char *p)
+{
+    return p && (!strcmp(p, "github") || !strcmp(p, "gitlab") || !strcmp(p, "generic"));
+}
+
+ty_err store_webhook_create(store *s, const store_webhook *w)
+{
+    if (!s || !w || !w->name || !w->name[0] || !is_provider(w->provider) || !w->events_json ||
+        !w->branches_json || !w->template_json || !w->secret || !w->secret_len ||
+        w->secret_len > MAX_SECRET)
+        return TY_EINVAL;
+    unsigned char key[KEY_LEN], *blob = NULL, hash[TY_SHA256_LEN];
+    size_t bloblen = 0;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ty_err e;
+    if (!strcmp(w->provider, "gitlab")) {
+        ty_sha256(w->secret, w->secret_len, hash);
+        if (!(blob = malloc(sizeof hash)))
+            return TY_ENOMEM;
+        memcpy(blob, hash, sizeof hash);
+        bloblen = sizeof hash;
+    } else {
+        if ((e = key_load(s, key)) != TY_OK)
+            return e;
+        e = seal(key, w->name, w->secret, w->secret_len, &blob, &bloblen);
+        OPENSSL_cleanse(key, sizeof key);
+        if (e)
+            return e;
+    }
+    if ((e = write_open(s, &db)) != TY_OK)
+        goto out;
+    int rc = sqlite3_prepare_v2(db, SQL_HOOK_INSERT, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, w->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, w->provider, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, w->events_json, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, w->branches_json, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, w->template_json, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 6, blob, (int)bloblen, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 7, ty_time_now_ms());
+        rc = sqlite3_step(st);
+    }
+    e = rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    free(blob);
+    return e;
+}
+
+ty_err store_webhook_delete(store *s, const char *name)
+{
+    if (!s || !name)
+        return TY_EINVAL;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ty_err e = write_open(s, &db);
+    if (e)
+        return e;
+    int rc = sqlite3_prepare_v2(db, SQL_HOOK_DELETE, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+    }
+    e = rc != SQLITE_DONE ? store_sqlite_err(rc) : sqlite3_changes(db) ? TY_OK : TY_ENOTFOUND;
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return e;
+}
+
+/* ---- reads ------------------------------------------------------------------- */
+
+void store_webhooks_free(store_webhook *hooks, size_t n)
+{
+    if (!hooks)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        store_webhook *w = &hooks[i];
+        free(w->name);
+        free(w->provider);
+        free(w->events_json);
+        free(w->branches_json);
+        free(w->template_json);
+        if (w->secret)
+            OPENSSL_cleanse(w->secret, w->secret_len);
+        free(w->secret);
+    }
+    free(hooks);
+}
+
+static ty_err hook_from_row(sqlite3_stmt *st, void *item)
+{
+    store_webhook *w = item;
+    if (!(w->name = store_column_dup(st, 0)) || !(w->provider = store_column_dup(st, 1)) ||
+        !(w->events_json = store_column_dup(st, 2)) ||
+        !(w->branches_json = store_column_dup(st, 3)) ||
+        !(w->template_json = store_column_dup(st, 4)))
+        return TY_ENOMEM;
+    w->created_at_ms = sqlite3_column_int64(st, 5);
+    return TY_OK;
+}
+
+ty_err store_webhooks_list(store *s, store_webhook **out, size_t *nout)
+{
+    if (!s || !out || !nout)
+        return TY_EINVAL;
+    store_vec v = {0};
+    ty_err e = store_read_rows(s, SQL_HOOKS_LIST, NULL, sizeof(store_webhook), hook_from_row, &v);
+    if (e != TY_OK) {
+        store_webhooks_free(v.items, v.n);
+        v = (store_vec){0};
+    }
+    *out = v.items;
+    *nout = v.n;
+    return e;
+}
+
+ty_err store_webhook_get(store *s, const char *name, store_webhook **out)
+{
+    if (!s || !name || !out)
+        return TY_EINVAL;
+    store_webhook *w = calloc(1, sizeof *w);
+    unsigned char *blob = NULL, key[KEY_LEN];
+    size_t bloblen = 0;
+    if (!w)
+        return TY_ENOMEM;
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_HOOK_GET, 0, &st);
+    if (e == TY_OK) {
+        store_bind_text(st, 1, name);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            e = hook_from_row(st, w);
+            bloblen = (size_t)sqlite3_column_bytes(st, 6);
+            if (!e && (!bloblen || !(blob = malloc(bloblen))))
+                e = bloblen ? TY_ENOMEM : TY_ESCHEMA;
+            if (!e)
+                memcpy(blob, sqlite3_column_blob(st, 6), bloblen);
+        } else {
+            e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
+        }
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
+    if (e)
+        goto out;
+    if (!strcmp(w->provider, "gitlab")) {
+        if (bloblen != TY_SHA256_LEN) {
+            e = TY_ESCHEMA;
+            goto out;
+        }
+        w->secret = blob;
+        w->secret_len = bloblen;
+        blob = NULL;
+    } else {
+        if ((e = key_load(s, key)) != TY_OK)
+            goto out;
+        e = unseal(key, w->name, blob, bloblen, &w->secret, &w->secret_len);
+        OPENSSL_cleanse(key, sizeof key);
+        if (e) {
+            TY_LOG(TY_LOG_ERROR, "a webhook secret does not open with the key file", "{s:s}",
+                   "webhook", w->name);
+            goto out;
+        }
+    }
+    *out = w;
+    w = NULL;
+out:
+    free(blob);
+    store_webhooks_free(w, w ? 1 : 0);
+    return e;
+}
