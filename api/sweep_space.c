@@ -398,11 +398,11 @@ static ty_err expand(const char *s, const json_t *params, ty_buf *out, char *unk
             return TY_EINVAL;
         }
         if (out) {
-            char text[512];
+            char text[64]; /* numbers and booleans; strings go in whole */
             ty_err e = ty_buf_append(out, s, (size_t)(open - s));
-            if (e == TY_OK)
-                e = sweep_value_text(v, text, sizeof text);
-            if (e == TY_OK)
+            if (e == TY_OK && json_is_string(v))
+                e = ty_buf_append(out, json_string_value(v), json_string_length(v));
+            else if (e == TY_OK && (e = sweep_value_text(v, text, sizeof text)) == TY_OK)
                 e = ty_buf_puts(out, text);
             if (e != TY_OK)
                 return e;
