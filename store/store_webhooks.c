@@ -197,6 +197,8 @@ static ty_err write_open(const store *s, sqlite3 **out)
 {
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK) /* tells a duplicate name (TY_EEXISTS) from other constraints */
+        rc = sqlite3_extended_result_codes(db, 1);
     if (rc == SQLITE_OK)
         rc = sqlite3_busy_timeout(db, s->opt.busy_timeout_ms > 0 ? s->opt.busy_timeout_ms : 5000);
     if (rc == SQLITE_OK)

@@ -316,12 +316,22 @@ static void test_key_file_and_invalid_template(void **state)
     assert_int_equal(st.st_mode & 0777, 0600);
     assert_int_equal(st.st_size, 32);
 
-    ty_http_resp *r = ty_req(g_admin, "POST", "/v1/webhooks",
-                             "{\"name\": \"bad\", \"provider\": \"github\", \"secret\": "
-                             "\"" SECRET "\", \"template\": {\"name\": \"x-${nope}\", "
-                             "\"command\": [\"true\"], \"workers\": {\"count\": 0}}}");
+    /* Names are unique. */
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"name\": \"gh\", \"provider\": \"github\", \"secret\": \"" SECRET
+             "\", \"template\": " TEMPLATE "}");
+    ty_http_resp *r = ty_req(g_admin, "POST", "/v1/webhooks", body);
+    assert_int_equal(r->status, 409);
+    ty_resp_destroy(r);
+
+    r = ty_req(g_admin, "POST", "/v1/webhooks",
+               "{\"name\": \"bad\", \"provider\": \"github\", \"secret\": \"" SECRET
+               "\", \"template\": {\"name\": \"x-${nope}\", \"command\": [\"true\"], "
+               "\"workers\": {\"count\": 0}}}");
     assert_int_equal(r->status, 422);
     assert_non_null(strstr(r->body, "$.template.name"));
+    assert_non_null(strstr(r->body, "unknown placeholder ${nope}"));
     ty_resp_destroy(r);
 }
 

@@ -1,0 +1,148 @@
+/* Unit tests for store/store_webhooks.c: CI webhook registrations and their secrets at rest. */
+#include "tests/unit/test_store_util.h"
+
+#include <sys/stat.h>
+
+#include "common/ty_crypto.h"
+
+#define SECRET "It's a Secret to Everybody"
+
+static void key_path(const store_fixture *f, char *out, size_t len)
+{
+    snprintf(out, len, "%s/webhook-secrets.key", f->t.dir);
+}
+
+static int teardown(void **state)
+{
+    store_fixture *f = *state;
+    char path[256];
+    key_path(f, path, sizeof path);
+    unlink(path);
+    return store_fixture_teardown(state);
+}
+
+static store_webhook hook(const char *name, const char *provider)
+{
+    store_webhook w = {
+        .name = (char *)name,
+        .provider = (char *)provider,
+        .events_json = (char *)"[\"push\"]",
+        .branches_json = (char *)"[\"main\"]",
+        .template_json = (char *)"{\"name\":\"ci-${commit_short}\"}",
+        .secret = (unsigned char *)SECRET,
+        .secret_len = strlen(SECRET),
+    };
+    return w;
+}
+
+/* Whether the database file (and its WAL) hold the bytes of s anywhere. */
+static int db_holds(const store_fixture *f, const char *s)
+{
+    static const char *const suffixes[] = {"", "-wal"};
+    int found = 0;
+    for (size_t i = 0; i < 2; i++) {
+        char path[192];
+        snprintf(path, sizeof path, "%s%s", f->t.db, suffixes[i]);
+        FILE *fp = fopen(path, "rb");
+        if (!fp)
+            continue;
+        char *buf = malloc(1u << 22);
+        assert_non_null(buf);
+        size_t n = fread(buf, 1, 1u << 22, fp);
+        fclose(fp);
+        for (size_t j = 0; j + strlen(s) <= n && !found; j++)
+            found = memcmp(buf + j, s, strlen(s)) == 0;
+        free(buf);
+    }
+    return found;
+}
+
+static void test_create_get_list_delete(void **state)
+{
+    store_fixture *f = *state;
+    store_webhook gh = hook("gh", "github"), gl = hook("gl", "gitlab");
+    assert_int_equal(store_webhook_create(f->s, &gh), TY_OK);
+    assert_int_equal(store_webhook_create(f->s, &gl), TY_OK);
+    assert_int_equal(store_webhook_create(f->s, &gh), TY_EEXISTS);
+
+    /* A GitHub secret comes back as given: it keys the HMAC. */
+    store_webhook *w = NULL;
+    assert_int_equal(store_webhook_get(f->s, "gh", &w), TY_OK);
+    assert_string_equal(w->provider, "github");
+    assert_string_equal(w->branches_json, "[\"main\"]");
+    assert_int_equal(w->secret_len, strlen(SECRET));
+    assert_memory_equal(w->secret, SECRET, strlen(SECRET));
+    store_webhooks_free(w, 1);
+
+    /* A GitLab token is only ever compared: its hash is all that is kept. */
+    unsigned char h[TY_SHA256_LEN];
+    ty_sha256(SECRET, strlen(SECRET), h);
+    assert_int_equal(store_webhook_get(f->s, "gl", &w), TY_OK);
+    assert_int_equal(w->secret_len, TY_SHA256_LEN);
+    assert_memory_equal(w->secret, h, TY_SHA256_LEN);
+    store_webhooks_free(w, 1);
+
+    /* Neither secret is in the database in clear. */
+    assert_false(db_holds(f, SECRET));
+
+    store_webhook *list = NULL;
+    size_t n = 0;
+    assert_int_equal(store_webhooks_list(f->s, &list, &n), TY_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0].name, "gh");
+    assert_string_equal(list[1].name, "gl");
+    assert_null(list[0].secret);
+    assert_null(list[1].secret);
+    store_webhooks_free(list, n);
+
+    assert_int_equal(store_webhook_delete(f->s, "gh"), TY_OK);
+    assert_int_equal(store_webhook_delete(f->s, "gh"), TY_ENOTFOUND);
+    assert_int_equal(store_webhook_get(f->s, "gh", &w), TY_ENOTFOUND);
+}
+
+static void test_key_file(void **state)
+{
+    store_fixture *f = *state;
+    char path[256];
+    struct stat st;
+    key_path(f, path, sizeof path);
+    store_webhook gh = hook("gh", "github");
+    assert_int_equal(store_webhook_create(f->s, &gh), TY_OK);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(st.st_size, 32);
+
+    /* A key others may read is refused rather than used. */
+    store_webhook *w = NULL;
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_equal(store_webhook_get(f->s, "gh", &w), TY_EIO);
+    assert_int_equal(chmod(path, 0600), 0);
+
+    /* Another key does not open the sealed secret. */
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fwrite("0123456789abcdef0123456789abcdef", 1, 32, fp), 32);
+    fclose(fp);
+    assert_int_equal(store_webhook_get(f->s, "gh", &w), TY_ESCHEMA);
+}
+
+static void test_invalid(void **state)
+{
+    store_fixture *f = *state;
+    store_webhook w = hook("x", "bitbucket");
+    assert_int_equal(store_webhook_create(f->s, &w), TY_EINVAL);
+    w = hook("x", "github");
+    w.secret_len = 0;
+    assert_int_equal(store_webhook_create(f->s, &w), TY_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create_get_list_delete, store_fixture_setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_key_file, store_fixture_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalid, store_fixture_setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
