@@ -12,7 +12,9 @@
  *   4. the payload's values are filled into the template's strings, and the result is
  *      validated exactly as a POST /v1/jobs body is (422);
  *   5. the job is stored with the delivery's id (X-GitHub-Delivery, X-Gitlab-Event-UUID,
- *      X-Trainyard-Delivery) as its idempotency key, so a redelivery gets the same job (200).
+ *      X-Trainyard-Delivery) as its idempotency key, so a redelivery gets the same job (200);
+ *      the store keeps that job for the delivery id as long as the job exists, so a
+ *      redelivery is looked up first, before the hook's current template or filters apply.
  * Every comparison of secret material is constant-time (CRYPTO_memcmp).
  */
 #include "api/api_int.h"
@@ -584,6 +586,17 @@ static void reply_ignored(api_resp *resp, const char *reason)
     api_reply_json(resp, 202, json_pack("{s:s, s:s}", "status", "ignored", "reason", reason));
 }
 
+/* 201 (created) or 200 (a redelivery) with the job's id and path. */
+static void reply_delivery(api_resp *resp, unsigned status, const char *id)
+{
+    char location[64];
+    snprintf(location, sizeof location, "/v1/jobs/%s", id);
+    api_reply_json(resp, status,
+                   json_pack("{s:s, s:s, s:s}", "status", status == 201 ? "created" : "redelivered",
+                             "job_id", id, "job", location));
+    api_resp_header(resp, "Location", location);
+}
+
 /* The delivery's id as the provider sends it; NULL when absent. "" when malformed. */
 static const char *delivery_id(const api_req *req, const char *provider)
 {
@@ -645,6 +658,21 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
                           "the delivery id must be 1 to 200 printable ASCII characters", NULL);
         goto out;
     }
+    unsigned char hash[TY_SHA256_LEN];
+    ty_sha256(req->body ? req->body : "", req->body_len, hash);
+    if (did) {
+        char id[STORE_ID_LEN + 1];
+        snprintf(idem, sizeof idem, "webhook:%s:%s", w->name, did);
+        e = store_webhook_delivery(req->ctx->store, idem, hash, id);
+        if (e == TY_OK) {
+            reply_delivery(resp, 200, id);
+            goto out;
+        }
+        if (e == TY_ECONFLICT)
+            goto reused;
+        if (e != TY_ENOTFOUND)
+            goto fail;
+    }
     if (!api_need_json_body(req, resp, &payload))
         goto out;
     const char *vars[V_COUNT] = {0};
@@ -705,33 +733,25 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
         labels[job.nlabels].value = json_string_value(lv);
         job.nlabels++;
     }
-    unsigned char hash[TY_SHA256_LEN];
-    ty_sha256(req->body ? req->body : "", req->body_len, hash);
-    if (did)
-        snprintf(idem, sizeof idem, "webhook:%s:%s", w->name, did);
     int replayed = 0;
     e = store_jobs_submit(req->ctx->store, &job, 1, did ? idem : NULL, did ? hash : NULL, &out,
                           &nout, &replayed);
-    if (e == TY_ECONFLICT) {
-        api_reply_problem(resp, 409, "delivery-id-reused", NULL,
-                          "this delivery id came before with another body", NULL);
-        goto out;
-    }
+    if (e == TY_ECONFLICT)
+        goto reused;
     if (!e && nout != 1)
         e = TY_EINTERNAL;
     if (e)
         goto fail;
-    char location[64];
-    snprintf(location, sizeof location, "/v1/jobs/%s", out[0].id);
-    api_reply_json(resp, replayed ? 200 : 201,
-                   json_pack("{s:s, s:s, s:s}", "status", replayed ? "redelivered" : "created",
-                             "job_id", out[0].id, "job", location));
-    api_resp_header(resp, "Location", location);
+    reply_delivery(resp, replayed ? 200 : 201, out[0].id);
     TY_LOG(TY_LOG_INFO, "webhook delivery", "{s:s, s:s, s:s, s:s, s:b}", "request_id",
            req->request_id ? req->request_id : "", "webhook", w->name, "job_id", out[0].id,
            "commit", vars[V_COMMIT], "redelivered", replayed);
     goto out;
 
+reused:
+    api_reply_problem(resp, 409, "delivery-id-reused", NULL,
+                      "this delivery id came before with another body", NULL);
+    goto out;
 fail:
     api_reply_error(resp, e, NULL);
 out:

@@ -478,8 +478,16 @@ ty_err store_webhook_create(store *s, const store_webhook *w);
 ty_err store_webhooks_list(store *s, store_webhook **out, size_t *nout);
 /* One hook with its secret (see store_webhook). TY_ENOTFOUND for an unknown name. */
 ty_err store_webhook_get(store *s, const char *name, store_webhook **out);
-/* TY_ENOTFOUND for an unknown name. */
+/* TY_ENOTFOUND for an unknown name. The hook's delivery records go with it. */
 ty_err store_webhook_delete(store *s, const char *name);
+/*
+ * A delivery is submitted with the idempotency key "webhook:<name>:<delivery id>"; the store
+ * keeps that key's job (and the body's SHA-256) for as long as the job exists, not only the 24
+ * hours of other idempotency keys. store_webhook_delivery() finds it: TY_OK with the job's id,
+ * TY_ECONFLICT when the key came with another body_hash, TY_ENOTFOUND when it never came.
+ */
+ty_err store_webhook_delivery(store *s, const char *key, const unsigned char body_hash[32],
+                              char id[STORE_ID_LEN + 1]);
 
 /* ---- statistics for /metrics --------------------------------------------- */
 

@@ -42,6 +42,7 @@
  *      through one row per report and series instead of an index entry per
  *      point, which halved what ingestion writes
  *   6  webhooks: CI webhooks, their sealed secrets and job templates
+ *   7  webhook_deliveries: a delivery id's job, kept past its idempotency key
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -195,6 +196,19 @@ static const char *const migrations[] = {
     "  secret     BLOB NOT NULL,"
     "  created_ms INTEGER NOT NULL"
     ") STRICT, WITHOUT ROWID;",
+
+    /* 7: a webhook delivery's job for as long as the job exists, past the purge of its
+     * idempotency key: written by a trigger in the transaction that stores the job. */
+    "CREATE TABLE webhook_deliveries ("
+    "  key       TEXT PRIMARY KEY,"
+    "  body_hash BLOB NOT NULL CHECK (length(body_hash) = 32),"
+    "  job_seq   INTEGER NOT NULL"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE TRIGGER webhook_deliveries_record AFTER INSERT ON idempotency_keys "
+    "  WHEN new.key LIKE 'webhook:%' BEGIN"
+    "  INSERT OR IGNORE INTO webhook_deliveries (key, body_hash, job_seq)"
+    "    VALUES (new.key, new.body_hash, new.first_seq);"
+    "  END;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -38,6 +38,12 @@ static const char SQL_HOOK_INSERT[] =
     "INSERT INTO webhooks (name, provider, events, branches, template, secret, created_ms) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 static const char SQL_HOOK_DELETE[] = "DELETE FROM webhooks WHERE name = ?1";
+/* Names are DNS labels: no LIKE wildcard can appear in one. */
+static const char SQL_DELIVERIES_DELETE[] =
+    "DELETE FROM webhook_deliveries WHERE key LIKE 'webhook:' || ?1 || ':%'";
+static const char SQL_DELIVERY_GET[] =
+    "SELECT j.id, d.body_hash FROM webhook_deliveries AS d JOIN jobs AS j ON j.seq = d.job_seq "
+    "WHERE d.key = ?1";
 static const char SQL_HOOKS_LIST[] =
     "SELECT name, provider, events, branches, template, created_ms FROM webhooks ORDER BY name";
 static const char SQL_HOOK_GET[] =
@@ -271,13 +277,25 @@ ty_err store_webhook_delete(store *s, const char *name)
     ty_err e = write_open(s, &db);
     if (e)
         return e;
-    int rc = sqlite3_prepare_v2(db, SQL_HOOK_DELETE, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), changes = 0;
+    const char *const sql[] = {SQL_HOOK_DELETE, SQL_DELIVERIES_DELETE};
+    for (int i = 0; i < 2 && rc == SQLITE_OK; i++) {
+        rc = sqlite3_prepare_v2(db, sql[i], -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+            rc = sqlite3_step(st);
+            rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        }
+        if (i == 0)
+            changes = sqlite3_changes(db);
+        sqlite3_finalize(st);
+        st = NULL;
     }
-    e = rc != SQLITE_DONE ? store_sqlite_err(rc) : sqlite3_changes(db) ? TY_OK : TY_ENOTFOUND;
-    sqlite3_finalize(st);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    else
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    e = rc != SQLITE_OK ? store_sqlite_err(rc) : changes ? TY_OK : TY_ENOTFOUND;
     sqlite3_close(db);
     return e;
 }
@@ -383,5 +401,31 @@ ty_err store_webhook_get(store *s, const char *name, store_webhook **out)
 out:
     free(blob);
     store_webhooks_free(w, w ? 1 : 0);
+    return e;
+}
+
+ty_err store_webhook_delivery(store *s, const char *key, const unsigned char body_hash[32],
+                              char id[STORE_ID_LEN + 1])
+{
+    if (!s || !key || !body_hash || !id)
+        return TY_EINVAL;
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_DELIVERY_GET, 0, &st);
+    if (e == TY_OK) {
+        store_bind_text(st, 1, key);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 0) == STORE_ID_LEN &&
+            sqlite3_column_bytes(st, 1) == 32) {
+            memcpy(id, sqlite3_column_text(st, 0), STORE_ID_LEN + 1);
+            e = memcmp(sqlite3_column_blob(st, 1), body_hash, 32) ? TY_ECONFLICT : TY_OK;
+        } else {
+            e = rc == SQLITE_ROW ? TY_ESCHEMA
+                : rc == SQLITE_DONE ? TY_ENOTFOUND
+                                    : store_sqlite_err(rc);
+        }
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
     return e;
 }

@@ -302,6 +302,19 @@ static void test_generic_window(void **state)
         ty_resp_destroy(r);
     }
     assert_int_equal(njobs(), before + 1);
+
+    /* The same delivery id with another body is a conflict, not a second job. */
+    const char *other = "{\"repository\": \"acme/infra\", \"ref\": \"refs/heads/dev\", "
+                        "\"commit\": \"1111111111111111111111111111111111111111\"}";
+    snprintf(pre, sizeof pre, "%lld.", ts[0]);
+    sign(SECRET, pre, strlen(pre), other, strlen(other), sig);
+    snprintf(hs, sizeof hs, "X-Trainyard-Signature: %s", sig);
+    snprintf(ht, sizeof ht, "X-Trainyard-Timestamp: %lld", ts[0]);
+    const char *const headers[] = {hs, ht, "X-Trainyard-Delivery: d-1", NULL};
+    ty_http_resp *r = deliver("plain", other, strlen(other), headers);
+    assert_int_equal(r->status, 409);
+    ty_resp_destroy(r);
+    assert_int_equal(njobs(), before + 1);
 }
 
 /* The key that seals the secrets is a 0600 file next to the database; a template that is not a

@@ -126,6 +126,46 @@ static void test_key_file(void **state)
     assert_int_equal(store_webhook_get(f->s, "gh", &w), TY_ESCHEMA);
 }
 
+/* A delivery's job is found by its key after the idempotency key itself was purged, and only
+ * while the hook exists. */
+static void test_delivery_outlives_its_idempotency_key(void **state)
+{
+    store_fixture *f = *state;
+    store_webhook gh = hook("gh", "github");
+    assert_int_equal(store_webhook_create(f->s, &gh), TY_OK);
+    unsigned char h[32], other[32];
+    memset(h, 7, sizeof h);
+    memset(other, 8, sizeof other);
+    store_job_new j = job_template("ci", "default");
+    store_job *out = NULL;
+    size_t n = 0;
+    int replayed = 0;
+    assert_int_equal(
+        store_jobs_submit(f->s, &j, 1, "webhook:gh:d-1", h, &out, &n, &replayed), TY_OK);
+
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->t.db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DELETE FROM idempotency_keys", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+
+    char id[STORE_ID_LEN + 1];
+    assert_int_equal(store_webhook_delivery(f->s, "webhook:gh:d-1", h, id), TY_OK);
+    assert_string_equal(id, out[0].id);
+    assert_int_equal(store_webhook_delivery(f->s, "webhook:gh:d-1", other, id), TY_ECONFLICT);
+    assert_int_equal(store_webhook_delivery(f->s, "webhook:gh:d-2", h, id), TY_ENOTFOUND);
+    /* Other idempotency keys are not delivery records. */
+    store_job *out2 = NULL;
+    size_t n2 = 0;
+    assert_int_equal(store_jobs_submit(f->s, &j, 1, "2:ci:d-3", h, &out2, &n2, &replayed), TY_OK);
+    assert_int_equal(store_webhook_delivery(f->s, "2:ci:d-3", h, id), TY_ENOTFOUND);
+    store_jobs_free(out2, n2);
+    store_jobs_free(out, n);
+
+    assert_int_equal(store_webhook_delete(f->s, "gh"), TY_OK);
+    assert_int_equal(store_webhook_delivery(f->s, "webhook:gh:d-1", h, id), TY_ENOTFOUND);
+}
+
 static void test_invalid(void **state)
 {
     store_fixture *f = *state;
@@ -142,6 +182,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_get_list_delete, store_fixture_setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_key_file, store_fixture_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delivery_outlives_its_idempotency_key,
+                                        store_fixture_setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid, store_fixture_setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
