@@ -463,7 +463,8 @@ out:
 
 static ty_err subst_string(json_t *holder_value, const json_t *params, json_t **repl)
 {
-    ty_buf b = {0};
+    ty_buf b;
+    ty_buf_init(&b, SWEEP_MAX_VALUE_BYTES); /* "${v}" a thousand times must not explode */
     ty_err e = expand(json_string_value(holder_value), params, &b, NULL, 0);
     if (e == TY_OK) {
         *repl = json_stringn(b.data ? b.data : "", b.len);

@@ -14,7 +14,7 @@
  * Values (grid entries, choices) are strings, numbers or booleans.
  *
  * Random draws are reproducible and independent of the platform's rand():
- * the k-th draw (k = trial * nparams + parameter index, from 0) is
+ * the k-th draw (k = trial * nparams + the parameter's index in name order) is
  * splitmix64's output for the state seed + (k + 1) * 0x9E3779B97F4A7C15, so
  * any trial can be drawn alone and the same seed always yields the same
  * trials. A uniform real is the top 53 bits of a draw times 2^-53, in
@@ -39,6 +39,7 @@
 #define SWEEP_MAX_TRIALS 1000 /* trials of one sweep: the limit of POST /v1/jobs:batch */
 #define SWEEP_MAX_PARAMS 32   /* parameters of one sweep */
 #define SWEEP_MAX_PARAM_NAME 63
+#define SWEEP_MAX_VALUE_BYTES 32768 /* an argument or env value after substitution */
 
 typedef struct sweep_space sweep_space;
 
@@ -72,7 +73,8 @@ ty_err sweep_space_check_template(const sweep_space *sp, const json_t *tmpl, spe
 /*
  * A new copy of tmpl (borrowed) with the placeholders of "args" and "env"
  * replaced by the values in params (borrowed, from sweep_space_trial()).
- * TY_EINVAL when a placeholder names no member of params. TY_ENOMEM.
+ * TY_EINVAL when a placeholder names no member of params; TY_ETOOLARGE when a
+ * string would grow past SWEEP_MAX_VALUE_BYTES. TY_ENOMEM.
  */
 ty_err sweep_substitute(const json_t *tmpl, const json_t *params, json_t **out);
 

@@ -81,26 +81,45 @@ nomem:
     return TY_ENOMEM;
 }
 
+/* One error at "$.template" that ends the validation: TY_EINVAL, or TY_ENOMEM. */
+static ty_err refuse(spec_errors *errs, const char *message)
+{
+    ty_err e = spec_errors_add(errs, "$.template", message);
+    return e == TY_OK ? TY_EINVAL : e;
+}
+
 /* Validates every trial's spec into errs; TY_EINVAL when one is invalid. */
 static ty_err check_trials(const sweep_def *d, spec_errors *errs)
 {
-    /* Labels get their real values later; a placeholder id of the same shape is as valid. */
+    /* Labels get their real values later; a placeholder id of the same shape is as valid.
+     * Work is bounded: each value by SWEEP_MAX_VALUE_BYTES, all trials (valid or not, counted
+     * before normalization) by SWEEP_MAX_SPEC_BYTES, so a small body cannot make the server
+     * build gigabytes. */
     static const char probe_id[] = "00000000000000000000000000";
     ty_err bad = TY_OK;
+    size_t total = 0;
     for (size_t i = 0; i < sweep_space_ntrials(d->space); i++) {
         json_t *params = NULL, *in = NULL, *spec = NULL;
         ty_err e = sweep_space_trial(d->space, i, &params);
         if (e == TY_OK)
             e = trial_input(d->tmpl, probe_id, i, params, &in);
-        if (e == TY_OK)
-            e = spec_job(in, "$.template", &spec, errs);
+        if (e == TY_OK) {
+            total += json_dumpb(in, NULL, 0, JSON_COMPACT);
+            if (total <= SWEEP_MAX_SPEC_BYTES)
+                e = spec_job(in, "$.template", &spec, errs);
+        }
         json_decref(spec);
         json_decref(in);
         json_decref(params);
+        if (e == TY_ETOOLARGE)
+            return refuse(errs, "a substitution makes an argument or env value longer than "
+                                "32768 bytes");
         if (e == TY_EINVAL)
             bad = TY_EINVAL;
         else if (e != TY_OK)
             return e;
+        if (total > SWEEP_MAX_SPEC_BYTES)
+            return refuse(errs, "the trials' job specs would exceed 16 MiB");
     }
     return bad;
 }

@@ -14,6 +14,9 @@
  * would, so a template that is only wrong for some values (an argument made
  * too long by a substitution) is refused before anything is created; its
  * errors carry the template's paths ("$.template.workers.count"), each once.
+ * The work is bounded whatever the body: each substituted string is at most
+ * SWEEP_MAX_VALUE_BYTES and all trials' specs together SWEEP_MAX_SPEC_BYTES
+ * (past either, one 422 at "$.template").
  *
  * A trial's spec is the template with its placeholders substituted and these
  * labels added to the template's own:
@@ -39,6 +42,7 @@
 #define SWEEP_LABEL "trainyard.io/sweep"
 #define SWEEP_TRIAL_LABEL "trainyard.io/sweep-trial"
 #define SWEEP_PARAM_LABEL_PREFIX "param.trainyard.io/"
+#define SWEEP_MAX_SPEC_BYTES ((size_t)16 << 20) /* all trials' job specs, compact JSON */
 
 typedef struct sweep_def {
     char name[SPEC_MAX_NAME + 1];

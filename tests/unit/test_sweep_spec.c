@@ -202,6 +202,41 @@ static void grid_too_large_stops_before_building_trials(void **state)
     free(e);
 }
 
+/* A small body must not make the server build gigabytes: both bounds are 422s. */
+static void expansion_is_bounded(void **state)
+{
+    (void)state;
+    size_t cap = 64 * 1024;
+    char *body = malloc(cap);
+    assert_non_null(body);
+    /* 40 placeholders of a 1000-byte value: 40,000 bytes in one argument */
+    int n = snprintf(body, cap, "{\"name\":\"a\",\"algorithm\":\"grid\",\"parameters\":"
+                                "{\"v\":[\"%01000d\"]}," OBJ ",\"template\":{\"name\":\"t\","
+                                "\"command\":[\"x\"],\"workers\":{\"count\":1},\"args\":[\"",
+                     7);
+    for (int i = 0; i < 40; i++)
+        n += snprintf(body + n, cap - (size_t)n, "${v}");
+    snprintf(body + n, cap - (size_t)n, "\"]}}");
+    char *e = errors_of(body, NULL);
+    assert_non_null(strstr(e, "{\"path\":\"$.template\",\"message\":\"a substitution"));
+    free(e);
+
+    /* 1,000 trials of a 20,000-byte spec: 20 MB of job specs */
+    n = snprintf(body, cap, "{\"name\":\"a\",\"algorithm\":\"grid\",\"parameters\":{\"i\":[");
+    for (int i = 0; i < 1000; i++)
+        n += snprintf(body + n, cap - (size_t)n, "%s%d", i ? "," : "", i);
+    n += snprintf(body + n, cap - (size_t)n,
+                  "]}," OBJ ",\"template\":{\"name\":\"t\",\"command\":[\"x\"],"
+                  "\"workers\":{\"count\":1},\"args\":[\"${i}\"],\"env\":{\"PAD\":\"");
+    memset(body + n, 'p', 20000);
+    n += 20000;
+    snprintf(body + n, cap - (size_t)n, "\"}}}");
+    e = errors_of(body, NULL);
+    assert_non_null(strstr(e, "{\"path\":\"$.template\",\"message\":\"the trials' job specs"));
+    free(e);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +246,7 @@ int main(void)
         cmocka_unit_test(invalid_fields_are_422s_at_their_paths),
         cmocka_unit_test(a_value_that_breaks_the_spec_is_refused_once),
         cmocka_unit_test(grid_too_large_stops_before_building_trials),
+        cmocka_unit_test(expansion_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
