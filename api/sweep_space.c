@@ -22,8 +22,8 @@ typedef enum param_kind { P_LIST, P_UNIFORM, P_LOG_UNIFORM, P_INT } param_kind;
 typedef struct param {
     char name[SWEEP_MAX_PARAM_NAME + 1];
     param_kind kind;
-    json_t *values; /* P_LIST: owned array of scalars (grid values or choices) */
-    double lo, hi;  /* P_UNIFORM, P_LOG_UNIFORM */
+    json_t *values;   /* P_LIST: owned array of scalars (grid values or choices) */
+    double lo, hi;    /* P_UNIFORM, P_LOG_UNIFORM */
     int64_t ilo, ihi; /* P_INT, both included */
 } param;
 
@@ -134,8 +134,9 @@ static ty_err parse_random_param(const json_t *v, const char *path, param *p, sp
     }
     if (!key) {
         *bad = 1;
-        return add_at(errs, path, "", "must be one of {\"choice\"}, {\"uniform\"}, "
-                                      "{\"log_uniform\"} or {\"int\"}");
+        return add_at(errs, path, "",
+                      "must be one of {\"choice\"}, {\"uniform\"}, "
+                      "{\"log_uniform\"} or {\"int\"}");
     }
     char sub[256];
     snprintf(sub, sizeof sub, "%s.%s", path, key);
@@ -150,8 +151,9 @@ static ty_err parse_random_param(const json_t *v, const char *path, param *p, sp
         if (read_range(arg, log, &p->lo, &p->hi))
             return TY_OK;
         *bad = 1;
-        return add_at(errs, sub, "", log ? "must be [low, high] with 0 < low <= high"
-                                         : "must be [low, high] with low <= high");
+        return add_at(errs, sub, "",
+                      log ? "must be [low, high] with 0 < low <= high"
+                          : "must be [low, high] with low <= high");
     }
     if (strcmp(key, "int") == 0) {
         p->kind = P_INT;
@@ -166,8 +168,9 @@ static ty_err parse_random_param(const json_t *v, const char *path, param *p, sp
         return add_at(errs, sub, "", "must be [low, high], integers with low <= high");
     }
     *bad = 1;
-    return add_at(errs, path, "", "must be one of {\"choice\"}, {\"uniform\"}, "
-                                  "{\"log_uniform\"} or {\"int\"}");
+    return add_at(errs, path, "",
+                  "must be one of {\"choice\"}, {\"uniform\"}, "
+                  "{\"log_uniform\"} or {\"int\"}");
 }
 
 static int param_cmp(const void *a, const void *b)
@@ -176,8 +179,8 @@ static int param_cmp(const void *a, const void *b)
 }
 
 /* An integer member in [lo, hi] or absent; *bad set (and an error added) otherwise. */
-static ty_err int_member(const json_t *body, const char *key, int64_t lo, int64_t hi,
-                         int64_t *val, int *present, spec_errors *errs, int *bad)
+static ty_err int_member(const json_t *body, const char *key, int64_t lo, int64_t hi, int64_t *val,
+                         int *present, spec_errors *errs, int *bad)
 {
     const json_t *v = json_object_get(body, key);
     *present = v != NULL;
@@ -241,7 +244,8 @@ ty_err sweep_space_parse(const json_t *body, sweep_space **out, spec_errors *err
     }
     const char *name;
     const json_t *v;
-    json_object_foreach((json_t *)params, name, v) {
+    json_object_foreach((json_t *)params, name, v)
+    {
         if (!is_param_name(name)) {
             bad = 1;
             if ((e = spec_errors_add(errs, "$.parameters",
@@ -448,7 +452,8 @@ ty_err sweep_space_check_template(const sweep_space *sp, const json_t *tmpl, spe
     const char *key;
     const json_t *v;
     if (json_is_object(env)) {
-        json_object_foreach((json_t *)env, key, v) {
+        json_object_foreach((json_t *)env, key, v)
+        {
             if (e != TY_OK)
                 break;
             char path[320];
@@ -494,7 +499,8 @@ ty_err sweep_substitute(const json_t *tmpl, const json_t *params, json_t **out)
     const char *key;
     json_t *v;
     if (json_is_object(env)) {
-        json_object_foreach(env, key, v) {
+        json_object_foreach(env, key, v)
+        {
             json_t *repl = NULL;
             if (!json_is_string(v))
                 continue;

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const body_fields[] = {"name",        "algorithm", "parameters", "trials",
-                                          "seed",        "parallelism", "objective", "template",
-                                          NULL};
+static const char *const body_fields[] = {"name",      "algorithm", "parameters",
+                                          "trials",    "seed",      "parallelism",
+                                          "objective", "template",  NULL};
 
 void sweep_def_free(sweep_def *d)
 {
@@ -63,7 +63,8 @@ static ty_err trial_input(const json_t *tmpl, const char *sweep_id, size_t i, co
         goto nomem;
     const char *name;
     const json_t *v;
-    json_object_foreach((json_t *)params, name, v) {
+    json_object_foreach((json_t *)params, name, v)
+    {
         char text[512], key[128];
         if (sweep_value_text(v, text, sizeof text) != TY_OK ||
             !spec_is_label_value(text, strlen(text)))
@@ -136,7 +137,8 @@ ty_err sweep_parse(const json_t *body, sweep_def **out, spec_errors *errs)
 
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)body, key, v) {
+    json_object_foreach((json_t *)body, key, v)
+    {
         size_t k = 0;
         while (body_fields[k] && strcmp(body_fields[k], key) != 0)
             k++;
@@ -154,8 +156,9 @@ ty_err sweep_parse(const json_t *body, sweep_def **out, spec_errors *errs)
         memcpy(d->name, name, strlen(name) + 1);
     } else {
         bad = 1;
-        if ((e = spec_errors_add(errs, "$.name", "must be a DNS label: 1 to 63 characters of "
-                                                 "[a-z0-9-], alphanumeric at both ends")) != TY_OK)
+        if ((e = spec_errors_add(errs, "$.name",
+                                 "must be a DNS label: 1 to 63 characters of "
+                                 "[a-z0-9-], alphanumeric at both ends")) != TY_OK)
             goto out;
     }
 
@@ -174,8 +177,8 @@ ty_err sweep_parse(const json_t *body, sweep_def **out, spec_errors *errs)
         d->parallelism = (int)json_integer_value(par);
     } else {
         bad = 1;
-        if ((e = spec_errors_add(errs, "$.parallelism",
-                                 "must be an integer between 1 and 1000")) != TY_OK)
+        if ((e = spec_errors_add(errs, "$.parallelism", "must be an integer between 1 and 1000")) !=
+            TY_OK)
             goto out;
     }
 
@@ -186,7 +189,8 @@ ty_err sweep_parse(const json_t *body, sweep_def **out, spec_errors *errs)
         bad = 1;
         e = spec_errors_add(errs, "$.objective", "must be an object {\"metric\", \"goal\"}");
     } else {
-        json_object_foreach((json_t *)obj, key, v) {
+        json_object_foreach((json_t *)obj, key, v)
+        {
             if (strcmp(key, "metric") == 0 || strcmp(key, "goal") == 0)
                 continue;
             char path[320];

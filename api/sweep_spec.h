@@ -46,11 +46,11 @@
 
 typedef struct sweep_def {
     char name[SPEC_MAX_NAME + 1];
-    sweep_space *space;      /* owned */
-    int parallelism;         /* 1..SWEEP_MAX_TRIALS */
-    char metric[65];         /* the objective's metric name */
-    int maximize;            /* goal: 1 maximize, 0 minimize */
-    json_t *tmpl;            /* owned: the template as given (not normalized) */
+    sweep_space *space; /* owned */
+    int parallelism;    /* 1..SWEEP_MAX_TRIALS */
+    char metric[65];    /* the objective's metric name */
+    int maximize;       /* goal: 1 maximize, 0 minimize */
+    json_t *tmpl;       /* owned: the template as given (not normalized) */
 } sweep_def;
 
 /*

@@ -35,14 +35,13 @@ static json_t *grid_body(void)
         json_array_append_new(bs, json_integer(16 << (i % 5)));
         json_array_append_new(seed, json_integer(i));
     }
-    json_t *body = json_pack("{s:s, s:s, s:i, s:{s:o, s:o, s:o}, s:{s:s, s:s}, s:{s:s, s:[s, s],"
-                             " s:[s, s, s, s, s, s], s:{s:s}, s:{s:i}}}",
-                             "name", "lr-grid", "algorithm", "grid", "parallelism", 8,
-                             "parameters", "lr", lr, "bs", bs, "seed", seed,
-                             "objective", "metric", "loss", "goal", "minimize",
-                             "template", "name", "trial", "command", "trainyard-worker", "train",
-                             "args", "--lr", "${lr}", "--batch", "${bs}", "--seed", "${seed}",
-                             "env", "RUN_SEED", "${seed}", "workers", "count", 2);
+    json_t *body = json_pack(
+        "{s:s, s:s, s:i, s:{s:o, s:o, s:o}, s:{s:s, s:s}, s:{s:s, s:[s, s],"
+        " s:[s, s, s, s, s, s], s:{s:s}, s:{s:i}}}",
+        "name", "lr-grid", "algorithm", "grid", "parallelism", 8, "parameters", "lr", lr, "bs", bs,
+        "seed", seed, "objective", "metric", "loss", "goal", "minimize", "template", "name",
+        "trial", "command", "trainyard-worker", "train", "args", "--lr", "${lr}", "--batch",
+        "${bs}", "--seed", "${seed}", "env", "RUN_SEED", "${seed}", "workers", "count", 2);
     return body;
 }
 

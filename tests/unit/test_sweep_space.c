@@ -144,8 +144,7 @@ static void invalid_bodies_name_their_fields(void **state)
         {"{\"algorithm\":\"random\",\"trials\":2,\"seed\":-1,\"parameters\":"
          "{\"a\":{\"choice\":[1]}}}",
          "$.seed"},
-        {"{\"algorithm\":\"random\",\"trials\":2,\"parameters\":{\"a\":[1,2]}}",
-         "$.parameters.a"},
+        {"{\"algorithm\":\"random\",\"trials\":2,\"parameters\":{\"a\":[1,2]}}", "$.parameters.a"},
         {"{\"algorithm\":\"random\",\"trials\":2,\"parameters\":{\"a\":{\"normal\":[0,1]}}}",
          "$.parameters.a"},
         {"{\"algorithm\":\"random\",\"trials\":2,\"parameters\":{\"a\":{\"uniform\":[2,1]}}}",
@@ -170,9 +169,9 @@ static void invalid_bodies_name_their_fields(void **state)
 
 /* ---- random -------------------------------------------------------------- */
 
-#define RANDOM_BODY(seed)                                                                      \
-    "{\"algorithm\":\"random\",\"trials\":50,\"seed\":" seed ",\"parameters\":"               \
-    "{\"lr\":{\"log_uniform\":[1e-4,1e-1]},\"layers\":{\"choice\":[1,2,3]},"                  \
+#define RANDOM_BODY(seed)                                                                          \
+    "{\"algorithm\":\"random\",\"trials\":50,\"seed\":" seed ",\"parameters\":"                    \
+    "{\"lr\":{\"log_uniform\":[1e-4,1e-1]},\"layers\":{\"choice\":[1,2,3]},"                       \
     "\"drop\":{\"uniform\":[0.1,0.5]},\"width\":{\"int\":[16,19]}}}"
 
 static void same_seed_same_trials_other_seed_others(void **state)

@@ -15,13 +15,13 @@
 #include "api/spec.h"
 #include "api/sweep_spec.h"
 
-#define TEMPLATE                                                                               \
-    "\"template\":{\"name\":\"trial\",\"command\":[\"trainyard-worker\",\"train\"],"          \
-    "\"args\":[\"--lr\",\"${lr}\",\"--batch\",\"${bs}\"],\"workers\":{\"count\":2},"          \
+#define TEMPLATE                                                                                   \
+    "\"template\":{\"name\":\"trial\",\"command\":[\"trainyard-worker\",\"train\"],"               \
+    "\"args\":[\"--lr\",\"${lr}\",\"--batch\",\"${bs}\"],\"workers\":{\"count\":2},"               \
     "\"labels\":{\"team\":\"ml\"}}"
-#define GRID_BODY                                                                              \
-    "{\"name\":\"lr-grid\",\"algorithm\":\"grid\",\"parallelism\":4,"                         \
-    "\"parameters\":{\"lr\":[0.1,0.01,0.001],\"bs\":[32,64]},"                                \
+#define GRID_BODY                                                                                  \
+    "{\"name\":\"lr-grid\",\"algorithm\":\"grid\",\"parallelism\":4,"                              \
+    "\"parameters\":{\"lr\":[0.1,0.01,0.001],\"bs\":[32,64]},"                                     \
     "\"objective\":{\"metric\":\"loss\",\"goal\":\"minimize\"}," TEMPLATE "}"
 
 static json_t *js(const char *text)
@@ -104,8 +104,7 @@ static void a_trial_is_the_template_substituted_and_labelled(void **state)
     assert_string_equal(json_string_value(json_object_get(labels, SWEEP_TRIAL_LABEL)), "4");
     assert_string_equal(json_string_value(json_object_get(labels, "param.trainyard.io/lr")),
                         "0.01");
-    assert_string_equal(json_string_value(json_object_get(labels, "param.trainyard.io/bs")),
-                        "64");
+    assert_string_equal(json_string_value(json_object_get(labels, "param.trainyard.io/bs")), "64");
     /* normalized like any submitted job: defaults are filled in */
     assert_non_null(json_object_get(spec, "priority"));
     assert_int_equal(json_integer_value(json_object_get(params, "bs")), 64);
@@ -142,10 +141,10 @@ static void invalid_fields_are_422s_at_their_paths(void **state)
 #define PAR "\"parameters\":{\"lr\":[0.1]}"
 #define TPL "\"template\":{\"name\":\"t\",\"command\":[\"x\"],\"workers\":{\"count\":1}}"
     expect_error("{\"algorithm\":\"grid\"," PAR "," OBJ "," TPL "}", "$.name", NULL);
-    expect_error("{\"name\":\"Bad_Name\",\"algorithm\":\"grid\"," PAR "," OBJ "," TPL "}",
-                 "$.name", NULL);
-    expect_error("{\"name\":\"a\",\"algorithm\":\"grid\",\"parallelism\":0," PAR "," OBJ
-                 "," TPL "}",
+    expect_error("{\"name\":\"Bad_Name\",\"algorithm\":\"grid\"," PAR "," OBJ "," TPL "}", "$.name",
+                 NULL);
+    expect_error("{\"name\":\"a\",\"algorithm\":\"grid\",\"parallelism\":0," PAR "," OBJ "," TPL
+                 "}",
                  "$.parallelism", NULL);
     expect_error("{\"name\":\"a\",\"algorithm\":\"grid\"," PAR "," TPL "}", "$.objective", NULL);
     expect_error("{\"name\":\"a\",\"algorithm\":\"grid\"," PAR ",\"objective\":{\"metric\":"
@@ -210,9 +209,10 @@ static void expansion_is_bounded(void **state)
     char *body = malloc(cap);
     assert_non_null(body);
     /* 40 placeholders of a 1000-byte value: 40,000 bytes in one argument */
-    int n = snprintf(body, cap, "{\"name\":\"a\",\"algorithm\":\"grid\",\"parameters\":"
-                                "{\"v\":[\"%01000d\"]}," OBJ ",\"template\":{\"name\":\"t\","
-                                "\"command\":[\"x\"],\"workers\":{\"count\":1},\"args\":[\"",
+    int n = snprintf(body, cap,
+                     "{\"name\":\"a\",\"algorithm\":\"grid\",\"parameters\":"
+                     "{\"v\":[\"%01000d\"]}," OBJ ",\"template\":{\"name\":\"t\","
+                     "\"command\":[\"x\"],\"workers\":{\"count\":1},\"args\":[\"",
                      7);
     for (int i = 0; i < 40; i++)
         n += snprintf(body + n, cap - (size_t)n, "${v}");
