@@ -332,6 +332,9 @@ static ty_err op_apply(store *s, store_op *op)
         return store_token_apply(s, &s->writer, op);
     case STORE_OP_METRICS:
         return store_metrics_apply(s, &s->writer, op);
+    case STORE_OP_WEBHOOK_CREATE:
+    case STORE_OP_WEBHOOK_DELETE:
+        return store_webhook_apply(s, &s->writer, op);
     }
     return TY_EINTERNAL;
 }

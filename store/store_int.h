@@ -112,6 +112,8 @@ typedef enum store_op_kind {
     STORE_OP_TOKEN_CREATE,
     STORE_OP_TOKEN_REVOKE,
     STORE_OP_METRICS,
+    STORE_OP_WEBHOOK_CREATE,
+    STORE_OP_WEBHOOK_DELETE,
 } store_op_kind;
 
 /*
@@ -166,6 +168,12 @@ typedef struct store_op {
             const store_metric_in *points;
             size_t n;
         } metrics;
+        struct {
+            const store_webhook *hook;          /* create: the registration */
+            const unsigned char *sealed;        /* create: the secret as stored */
+            size_t sealed_len;
+            const char *name;                   /* delete */
+        } webhook;
     } u;
 } store_op;
 
@@ -178,6 +186,7 @@ ty_err store_writer_run(store *s, store_op *op);
 ty_err store_submit_apply(store *s, store_conn *w, store_op *op);
 ty_err store_transition_apply(store *s, store_conn *w, store_op *op);
 ty_err store_update_apply(store *s, store_conn *w, store_op *op);
+ty_err store_webhook_apply(store *s, store_conn *w, store_op *op);
 ty_err store_token_apply(store *s, store_conn *w, store_op *op);
 ty_err store_metrics_apply(store *s, store_conn *w, store_op *op);
 

@@ -8,9 +8,8 @@
  * writing a temporary file and link()ing it into place (link never replaces a file, so two
  * processes starting at once agree on one key), and refused when its mode lets others read it.
  *
- * Writes use a short-lived read-write connection of their own with synchronous=FULL: a
- * registration is rare, and going through the group-commit writer would need an operation kind
- * in the writer for a table nothing else touches.
+ * Writes go through the store's one writer like every other (STORE_OP_WEBHOOK_*): a second
+ * read-write connection would contend with the writer for SQLite's write lock.
  */
 #include "store/store_int.h"
 
@@ -199,24 +198,6 @@ out:
 
 /* ---- writes ------------------------------------------------------------------ */
 
-static ty_err write_open(const store *s, sqlite3 **out)
-{
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc == SQLITE_OK) /* tells a duplicate name (TY_EEXISTS) from other constraints */
-        rc = sqlite3_extended_result_codes(db, 1);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_busy_timeout(db, s->opt.busy_timeout_ms > 0 ? s->opt.busy_timeout_ms : 5000);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        sqlite3_close(db);
-        return store_sqlite_err(rc);
-    }
-    *out = db;
-    return TY_OK;
-}
-
 static int is_provider(const char *p)
 {
     return p && (!strcmp(p, "github") || !strcmp(p, "gitlab") || !strcmp(p, "generic"));
@@ -230,8 +211,6 @@ ty_err store_webhook_create(store *s, const store_webhook *w)
         return TY_EINVAL;
     unsigned char key[KEY_LEN], *blob = NULL, hash[TY_SHA256_LEN];
     size_t bloblen = 0;
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
     ty_err e;
     if (!strcmp(w->provider, "gitlab")) {
         ty_sha256(w->secret, w->secret_len, hash);
@@ -247,23 +226,11 @@ ty_err store_webhook_create(store *s, const store_webhook *w)
         if (e)
             return e;
     }
-    if ((e = write_open(s, &db)) != TY_OK)
-        goto out;
-    int rc = sqlite3_prepare_v2(db, SQL_HOOK_INSERT, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, w->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, w->provider, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, w->events_json, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, w->branches_json, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 5, w->template_json, -1, SQLITE_STATIC);
-        sqlite3_bind_blob(st, 6, blob, (int)bloblen, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 7, ty_time_now_ms());
-        rc = sqlite3_step(st);
-    }
-    e = rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
-out:
-    sqlite3_finalize(st);
-    sqlite3_close(db);
+    store_op op = {.kind = STORE_OP_WEBHOOK_CREATE};
+    op.u.webhook.hook = w;
+    op.u.webhook.sealed = blob;
+    op.u.webhook.sealed_len = bloblen;
+    e = store_writer_run(s, &op);
     free(blob);
     return e;
 }
@@ -272,32 +239,43 @@ ty_err store_webhook_delete(store *s, const char *name)
 {
     if (!s || !name)
         return TY_EINVAL;
-    sqlite3 *db = NULL;
+    store_op op = {.kind = STORE_OP_WEBHOOK_DELETE};
+    op.u.webhook.name = name;
+    return store_writer_run(s, &op);
+}
+
+/* Run by the writer, in the group's transaction: a registration, or a removal with the
+ * records of the hook's deliveries. */
+ty_err store_webhook_apply(store *s, store_conn *w, store_op *op)
+{
+    (void)s;
     sqlite3_stmt *st = NULL;
-    ty_err e = write_open(s, &db);
-    if (e)
-        return e;
-    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), changes = 0;
-    const char *const sql[] = {SQL_HOOK_DELETE, SQL_DELIVERIES_DELETE};
-    for (int i = 0; i < 2 && rc == SQLITE_OK; i++) {
-        rc = sqlite3_prepare_v2(db, sql[i], -1, &st, NULL);
-        if (rc == SQLITE_OK) {
-            sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-            rc = sqlite3_step(st);
-            rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-        }
-        if (i == 0)
-            changes = sqlite3_changes(db);
-        sqlite3_finalize(st);
-        st = NULL;
+    ty_err e;
+    if (op->kind == STORE_OP_WEBHOOK_CREATE) {
+        const store_webhook *h = op->u.webhook.hook;
+        if ((e = store_conn_stmt(w, SQL_HOOK_INSERT, 0, &st)) != TY_OK)
+            return e;
+        sqlite3_bind_text(st, 1, h->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, h->provider, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, h->events_json, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, h->branches_json, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, h->template_json, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 6, op->u.webhook.sealed, (int)op->u.webhook.sealed_len,
+                          SQLITE_STATIC);
+        sqlite3_bind_int64(st, 7, ty_time_now_ms());
+        return store_step_done(st);
     }
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-    else
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    e = rc != SQLITE_OK ? store_sqlite_err(rc) : changes ? TY_OK : TY_ENOTFOUND;
-    sqlite3_close(db);
-    return e;
+    if ((e = store_conn_stmt(w, SQL_HOOK_DELETE, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_text(st, 1, op->u.webhook.name, -1, SQLITE_STATIC);
+    if ((e = store_step_done(st)) != TY_OK)
+        return e;
+    if (sqlite3_changes(w->db) == 0)
+        return TY_ENOTFOUND;
+    if ((e = store_conn_stmt(w, SQL_DELIVERIES_DELETE, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_text(st, 1, op->u.webhook.name, -1, SQLITE_STATIC);
+    return store_step_done(st);
 }
 
 /* ---- reads ------------------------------------------------------------------- */
