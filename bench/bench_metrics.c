@@ -41,6 +41,8 @@
  *   cmake --build build-rel --target bench_metrics && build-rel/bench/bench_metrics
  */
 #define _GNU_SOURCE /* FTW_PHYS, FTW_DEPTH */
+#include "bench/bench_util.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -89,16 +91,7 @@ typedef struct opts {
     int nserver_args;
 } opts;
 
-typedef struct buf {
-    char *data;
-    size_t len, cap;
-} buf;
-
-typedef struct server {
-    char root[256], data[300], db[340], log[300], url[96], token[80], auth[160];
-    pid_t pid;
-    int keep_on_exit;
-} server;
+typedef bench_buf buf;
 
 typedef enum mode { MODE_HEALTHZ, MODE_METRICS, MODE_SUBMIT } mode;
 
@@ -120,7 +113,8 @@ typedef struct client {
     pthread_t th;
 } client;
 
-static server g_srv;
+static bench_server g_srv;
+static char g_auth[160];
 static opts g_o;
 static client *g_clients;
 static mode g_mode;
@@ -129,55 +123,6 @@ static pthread_barrier_t g_ready;
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
-static void stop_server(void);
-
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "bench_metrics: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    if (g_srv.pid > 0)
-        fprintf(stderr, "the server's log: %s\n", g_srv.log);
-    g_srv.keep_on_exit = 1;
-    stop_server();
-    exit(1);
-}
-
-static int buf_add(buf *b, const char *p, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *grown;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (!(grown = realloc(b->data, cap)))
-            return -1;
-        b->data = grown;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
 __attribute__((format(printf, 2, 3))) static void buf_printf(buf *b, const char *fmt, ...)
 {
     char tmp[512];
@@ -185,227 +130,43 @@ __attribute__((format(printf, 2, 3))) static void buf_printf(buf *b, const char 
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp || buf_add(b, tmp, (size_t)n) < 0)
-        die("out of memory building a request");
-}
-
-static void buf_reset(buf *b)
-{
-    b->len = 0;
-    if (b->data)
-        b->data[0] = '\0';
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile p (0..100] of n sorted values. */
-static double percentile(const double *sorted, size_t n, double p)
-{
-    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999);
-    if (rank < 1)
-        rank = 1;
-    if (rank > n)
-        rank = n;
-    return n ? sorted[rank - 1] : 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Reads a whole file (new, NUL-terminated); NULL when absent. */
-static char *slurp(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    buf b = {0};
-    char chunk[65536];
-    ssize_t n;
-
-    if (fd < 0)
-        return NULL;
-    while ((n = read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
-        if (n > 0 && buf_add(&b, chunk, (size_t)n) < 0)
-            break;
-    close(fd);
-    if (!b.data)
-        b.data = calloc(1, 1);
-    return b.data;
-}
-
-/* The server's CPU seconds so far (user + system). */
-static double server_cpu_s(void)
-{
-    char path[64], *text, *p;
-    unsigned long long ut = 0, st = 0;
-    double s = 0;
-
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)g_srv.pid);
-    text = slurp(path);
-    if (text && (p = strrchr(text, ')')) != NULL &&
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
-        s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-    free(text);
-    return s;
-}
-
-/* This process's CPU seconds so far: the clients compete with the server for the CPUs. */
-static double self_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-/* ---- the server ---------------------------------------------------------- */
-
-/* The address in the server's "listening" log line, or 0 when not there yet. */
-static int find_listening(char *addr, size_t addrlen)
-{
-    char *text = slurp(g_srv.log), *line, *next;
-    int found = 0;
-
-    for (line = text; line && *line && !found; line = next) {
-        next = strchr(line, '\n');
-        if (!next)
-            break;
-        *next++ = '\0';
-        if (!strstr(line, "\"listening\""))
-            continue;
-        json_t *j = json_loads(line, 0, NULL);
-        if (j && json_string_value(json_object_get(j, "addr"))) {
-            snprintf(addr, addrlen, "%s", json_string_value(json_object_get(j, "addr")));
-            found = 1;
-        }
-        json_decref(j);
-    }
-    free(text);
-    return found;
+    if (n < 0 || (size_t)n >= sizeof tmp || bench_buf_add(b, tmp, (size_t)n) < 0)
+        bench_die("out of memory building a request");
 }
 
 static void start_server(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    char addr[64], token_env[128];
-    char *argv[MAX_SERVER_ARGS + 16], **envp;
-    size_t n = 0, ne = 0, i;
-    posix_spawn_file_actions_t fa;
-
-    snprintf(g_srv.root, sizeof g_srv.root, "%s/trainyard-bench-metrics-XXXXXX",
-             tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_srv.root))
-        die("mkdtemp %s: %s", g_srv.root, strerror(errno));
-    snprintf(g_srv.data, sizeof g_srv.data, "%s/data", g_srv.root);
-    snprintf(g_srv.db, sizeof g_srv.db, "%s/trainyard.db", g_srv.data);
-    snprintf(g_srv.log, sizeof g_srv.log, "%s/server.log", g_srv.root);
-    if (mkdir(g_srv.data, 0700) != 0)
-        die("mkdir %s: %s", g_srv.data, strerror(errno));
-    snprintf(g_srv.token, sizeof g_srv.token, "bench-metrics-%ld-%lld", (long)getpid(),
-             (long long)(mono_ms() * 1e3));
-    snprintf(g_srv.auth, sizeof g_srv.auth, "Authorization: Bearer %s", g_srv.token);
-
-    argv[n++] = (char *)g_o.trainyard;
-    argv[n++] = "serve";
-    argv[n++] = "--listen";
-    argv[n++] = "127.0.0.1:0";
-    argv[n++] = "--db";
-    argv[n++] = g_srv.db;
-    argv[n++] = "--queue-limit";
-    argv[n++] = "0";
     /* Every reporting job connects from 127.0.0.1 here, where real ones have an address
      * each: room for them all, the probe that reads /metrics and the baselines. */
-    argv[n++] = "--max-connections-per-ip";
-    argv[n++] = "1024";
-    for (i = 0; i < (size_t)g_o.nserver_args; i++)
-        argv[n++] = (char *)g_o.server_args[i];
-    argv[n] = NULL;
+    const char *args[MAX_SERVER_ARGS + 8] = {"--queue-limit", "0", "--max-connections-per-ip",
+                                             "1024"};
+    size_t n = 4;
 
-    /* Our environment without TRAINYARD_*, plus the admin token. */
-    for (i = 0; environ[i]; i++)
-        ;
-    envp = calloc(i + 2, sizeof *envp);
-    if (!envp)
-        die("out of memory");
-    for (i = 0; environ[i]; i++)
-        if (strncmp(environ[i], "TRAINYARD_", 10) != 0)
-            envp[ne++] = environ[i];
-    snprintf(token_env, sizeof token_env, "TRAINYARD_ADMIN_TOKEN=%s", g_srv.token);
-    envp[ne++] = token_env;
-    envp[ne] = NULL;
-
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, g_srv.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    int rc = posix_spawn(&g_srv.pid, g_o.trainyard, &fa, NULL, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    if (rc != 0) {
-        g_srv.pid = 0;
-        die("cannot start %s: %s", g_o.trainyard, strerror(rc));
-    }
-    double deadline = mono_ms() + START_TIMEOUT_MS;
-    while (!find_listening(addr, sizeof addr)) {
-        int wstatus;
-        if (waitpid(g_srv.pid, &wstatus, WNOHANG) == g_srv.pid) {
-            g_srv.pid = 0;
-            die("the server exited before listening");
-        }
-        if (mono_ms() > deadline)
-            die("the server did not listen within %d s", START_TIMEOUT_MS / 1000);
-        sleep_us(10000);
-    }
-    snprintf(g_srv.url, sizeof g_srv.url, "http://%s", addr);
-}
-
-static void stop_server(void)
-{
-    if (g_srv.pid > 0) {
-        int wstatus;
-        double deadline = mono_ms() + 30000;
-        kill(g_srv.pid, SIGTERM);
-        while (waitpid(g_srv.pid, &wstatus, WNOHANG) == 0) {
-            if (mono_ms() > deadline) {
-                fprintf(stderr, "bench_metrics: the server ignored SIGTERM for 30 s; killing it\n");
-                kill(g_srv.pid, SIGKILL);
-                waitpid(g_srv.pid, &wstatus, 0);
-                break;
-            }
-            sleep_us(10000);
-        }
-        g_srv.pid = 0;
-    }
-    if (g_srv.root[0] && !g_srv.keep_on_exit)
-        nftw(g_srv.root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    else if (g_srv.root[0])
-        fprintf(stderr, "bench_metrics: kept %s\n", g_srv.root);
+    snprintf(g_srv.token, sizeof g_srv.token, "bench-metrics-%ld-%lld", (long)getpid(),
+             (long long)(bench_mono_ms() * 1e3));
+    snprintf(g_auth, sizeof g_auth, "Authorization: Bearer %s", g_srv.token);
+    for (int i = 0; i < g_o.nserver_args; i++)
+        args[n++] = g_o.server_args[i];
+    args[n] = NULL;
+    bench_start_server(&g_srv, g_o.trainyard, args, START_TIMEOUT_MS);
 }
 
 /* ---- HTTP ---------------------------------------------------------------- */
 
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
-    return buf_add(ud, ptr, size * nmemb) < 0 ? 0 : size * nmemb;
+    return bench_buf_add(ud, ptr, size * nmemb) < 0 ? 0 : size * nmemb;
 }
 
 static void client_init(client *c)
 {
     c->h = curl_easy_init();
-    c->headers = curl_slist_append(NULL, g_srv.auth);
+    c->headers = curl_slist_append(NULL, g_auth);
     c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
     c->headers = curl_slist_append(c->headers, "Expect:");
     c->lat_ms = malloc(LAT_SAMPLES * sizeof *c->lat_ms);
     if (!c->h || !c->headers || !c->lat_ms)
-        die("out of memory");
+        bench_die("out of memory");
 }
 
 static void client_free(client *c)
@@ -423,7 +184,7 @@ static long http(client *c, const char *method, const char *path, const buf *bod
     char url[512];
     long status = 0;
 
-    buf_reset(&c->resp);
+    bench_buf_reset(&c->resp);
     snprintf(url, sizeof url, "%s%s", g_srv.url, path);
     curl_easy_reset(c->h);
     curl_easy_setopt(c->h, CURLOPT_URL, url);
@@ -450,7 +211,7 @@ static double metric_value(client *c, const char *name)
 {
     buf none = {0};
     if (http(c, "GET", "/metrics", &none) != 200)
-        die("GET /metrics failed");
+        bench_die("GET /metrics failed");
     size_t len = strlen(name);
     for (const char *p = c->resp.data; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         if (strncmp(p, name, len) != 0)
@@ -478,8 +239,8 @@ static void build_metrics_body(client *c)
     strftime(second, sizeof second, "%Y-%m-%dT%H:%M:%S", &tm);
     int ms = (int)(ts.tv_nsec / 1000000);
 
-    buf_reset(&c->body);
-    buf_add(&c->body, "{\"points\":[", 11);
+    bench_buf_reset(&c->body);
+    bench_buf_add(&c->body, "{\"points\":[", 11);
     for (int i = 0; i < g_o.batch; i++) {
         int64_t step = c->next_step + i;
         double x = (double)step;
@@ -490,9 +251,9 @@ static void build_metrics_body(client *c)
                    (long long)step, second, ms);
         for (int k = 0; k < g_o.values; k++)
             buf_printf(&c->body, ",\"%s\":%.9g", value_names[k], v[k]);
-        buf_add(&c->body, "}", 1);
+        bench_buf_add(&c->body, "}", 1);
     }
-    buf_add(&c->body, "]}", 2);
+    bench_buf_add(&c->body, "]}", 2);
 }
 
 static const char submit_body[] =
@@ -507,11 +268,11 @@ static int one_request(client *c, uint64_t *points)
     *points = 0;
     switch (g_mode) {
     case MODE_HEALTHZ:
-        buf_reset(&c->body);
+        bench_buf_reset(&c->body);
         return http(c, "GET", "/healthz", &c->body) == 200;
     case MODE_SUBMIT:
-        buf_reset(&c->body);
-        buf_add(&c->body, submit_body, sizeof submit_body - 1);
+        bench_buf_reset(&c->body);
+        bench_buf_add(&c->body, submit_body, sizeof submit_body - 1);
         st = http(c, "POST", "/v1/jobs", &c->body);
         if (st != 201 && st != 200)
             break;
@@ -551,9 +312,9 @@ static void *client_main(void *arg)
     http(c, "GET", "/healthz", &none);
     pthread_barrier_wait(&g_ready);
     while (!atomic_load(&g_stop)) {
-        double t0 = mono_ms();
+        double t0 = bench_mono_ms();
         int ok = one_request(c, &pts);
-        double dt = mono_ms() - t0;
+        double dt = bench_mono_ms() - t0;
         if (!ok) {
             c->errors++;
             continue;
@@ -584,19 +345,19 @@ static void run(mode m, int seconds, run_result *res)
     pthread_barrier_init(&g_ready, NULL, (unsigned)n + 1);
     for (int i = 0; i < n; i++)
         if (pthread_create(&g_clients[i].th, NULL, client_main, &g_clients[i]) != 0)
-            die("pthread_create failed");
+            bench_die("pthread_create failed");
     client probe = {0};
     client_init(&probe);
     double commits0 = metric_value(&probe, "trainyard_store_commit_duration_seconds_count");
     pthread_barrier_wait(&g_ready);
-    double t0 = mono_ms(), cpu0 = server_cpu_s(), self0 = self_cpu_s();
-    sleep_us((long)seconds * 1000000L);
+    double t0 = bench_mono_ms(), cpu0 = bench_proc_cpu_s(g_srv.pid), self0 = bench_self_cpu_s();
+    bench_sleep_us((long)seconds * 1000000L);
     atomic_store(&g_stop, 1);
     for (int i = 0; i < n; i++)
         pthread_join(g_clients[i].th, NULL);
-    double t1 = mono_ms();
-    res->server_cpu = server_cpu_s() - cpu0;
-    res->self_cpu = self_cpu_s() - self0;
+    double t1 = bench_mono_ms();
+    res->server_cpu = bench_proc_cpu_s(g_srv.pid) - cpu0;
+    res->self_cpu = bench_self_cpu_s() - self0;
     res->commits = metric_value(&probe, "trainyard_store_commit_duration_seconds_count") - commits0;
     client_free(&probe);
     pthread_barrier_destroy(&g_ready);
@@ -611,17 +372,17 @@ static void run(mode m, int seconds, run_result *res)
     }
     double *lat = malloc((total_lat ? total_lat : 1) * sizeof *lat);
     if (!lat)
-        die("out of memory");
+        bench_die("out of memory");
     size_t k = 0;
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < g_clients[i].nlat; j++)
             lat[k++] = g_clients[i].lat_ms[j];
-    qsort(lat, k, sizeof *lat, cmp_double);
+    qsort(lat, k, sizeof *lat, bench_cmp_double);
     res->seconds = (t1 - t0) / 1e3;
     res->rps = (double)res->requests / res->seconds;
     res->pps = (double)res->points / res->seconds;
-    res->p50 = percentile(lat, k, 50);
-    res->p99 = percentile(lat, k, 99);
+    res->p50 = bench_percentile(lat, k, 50);
+    res->p99 = bench_percentile(lat, k, 99);
     free(lat);
     for (int i = 0; i < n && res->errors; i++)
         if (g_clients[i].bad_status || g_clients[i].errors) {
@@ -655,21 +416,23 @@ static void create_jobs(client *c)
     char *text = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     buf body = {0};
-    if (!text || buf_add(&body, text, strlen(text)) < 0)
-        die("out of memory");
+    if (!text || bench_buf_add(&body, text, strlen(text)) < 0)
+        bench_die("out of memory");
     free(text);
     long st = http(c, "POST", "/v1/jobs:batch", &body);
     free(body.data);
     if (st != 201 && st != 200)
-        die("POST /v1/jobs:batch: status %ld: %.300s", st, c->resp.data ? c->resp.data : "");
+        bench_die("POST /v1/jobs:batch: status %ld: %.300s", st,
+                  c->resp.data ? c->resp.data : "");
     json_t *j = json_loadb(c->resp.data, c->resp.len, 0, NULL);
     json_t *arr = json_object_get(j, "jobs");
     if (json_array_size(arr) != (size_t)g_o.jobs)
-        die("POST /v1/jobs:batch answered %zu jobs: %.300s", json_array_size(arr), c->resp.data);
+        bench_die("POST /v1/jobs:batch answered %zu jobs: %.300s", json_array_size(arr),
+                  c->resp.data);
     for (int i = 0; i < g_o.jobs; i++) {
         const char *id = json_string_value(json_object_get(json_array_get(arr, (size_t)i), "id"));
         if (!id)
-            die("a job of the batch has no id: %.300s", c->resp.data);
+            bench_die("a job of the batch has no id: %.300s", c->resp.data);
         snprintf(g_clients[i].job, sizeof g_clients[i].job, "%s", id);
     }
     json_decref(j);
@@ -707,17 +470,6 @@ static void usage(FILE *f)
                "                     [--baseline-seconds S] [--keep] [--server-arg ARG]...\n");
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !end || *end || end == s || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static void parse_opts(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -738,11 +490,11 @@ static void parse_opts(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 't': g_o.trainyard = optarg; break;
-        case 'j': bad |= parse_int(optarg, 1, MAX_JOBS, &g_o.jobs); break;
-        case 'b': bad |= parse_int(optarg, 1, 5000, &g_o.batch); break;
-        case 'v': bad |= parse_int(optarg, 1, MAX_VALUES, &g_o.values); break;
-        case 's': bad |= parse_int(optarg, 1, 3600, &g_o.seconds); break;
-        case 'B': bad |= parse_int(optarg, 0, 3600, &g_o.baseline_seconds); break;
+        case 'j': bad |= bench_parse_int(optarg, 1, MAX_JOBS, &g_o.jobs); break;
+        case 'b': bad |= bench_parse_int(optarg, 1, 5000, &g_o.batch); break;
+        case 'v': bad |= bench_parse_int(optarg, 1, MAX_VALUES, &g_o.values); break;
+        case 's': bad |= bench_parse_int(optarg, 1, 3600, &g_o.seconds); break;
+        case 'B': bad |= bench_parse_int(optarg, 0, 3600, &g_o.baseline_seconds); break;
         case 'k': g_o.keep = 1; break;
         case 'a':
             if (g_o.nserver_args >= MAX_SERVER_ARGS)
@@ -767,7 +519,8 @@ static void parse_opts(int argc, char **argv)
 
 static void print_machine(void)
 {
-    char *cpuinfo = slurp("/proc/cpuinfo"), *load = slurp("/proc/loadavg"), model[128] = "?";
+    char *cpuinfo = bench_slurp("/proc/cpuinfo"), *load = bench_slurp("/proc/loadavg");
+    char model[128] = "?";
     const char *p = cpuinfo ? strstr(cpuinfo, "model name") : NULL;
     struct utsname u;
     if (p && (p = strchr(p, ':')) != NULL)
@@ -794,16 +547,17 @@ int main(int argc, char **argv)
     run_result health = {0}, ingest = {0}, submit = {0};
     int failed = 0;
 
+    bench_init("bench_metrics", &g_srv);
     parse_opts(argc, argv);
     signal(SIGPIPE, SIG_IGN);
     if (curl_global_init(CURL_GLOBAL_ALL) != CURLE_OK)
-        die("curl_global_init failed");
+        bench_die("curl_global_init failed");
     g_srv.keep_on_exit = g_o.keep;
     start_server();
     print_machine();
     g_clients = calloc((size_t)g_o.jobs, sizeof *g_clients);
     if (!g_clients)
-        die("out of memory");
+        bench_die("out of memory");
     for (int i = 0; i < g_o.jobs; i++) {
         g_clients[i].idx = i;
         client_init(&g_clients[i]);
@@ -844,7 +598,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < g_o.jobs; i++)
         client_free(&g_clients[i]);
     free(g_clients);
-    stop_server();
+    bench_stop_server(&g_srv);
     curl_global_cleanup();
     return failed ? 1 : 0;
 }

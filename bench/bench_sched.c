@@ -59,6 +59,8 @@
  * 2 on a usage error.
  */
 #define _GNU_SOURCE /* FTW_PHYS, FTW_DEPTH */
+#include "bench/bench_util.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -120,333 +122,75 @@ typedef struct opts {
     int nserver_args;
 } opts;
 
-/* A growable byte buffer (NUL-terminated). */
-typedef struct buf {
-    char *data;
-    size_t len, cap;
-} buf;
+typedef bench_buf buf;
 
-typedef struct server {
-    char root[256]; /* the temporary directory */
-    char data[300]; /* root/data: the data directory */
-    char db[340];
-    char log[300];
-    char url[96];
-    char token[80];
-    pid_t pid;
-    int keep_on_exit; /* keep root (--keep, or after a failure, for its logs) */
-    CURL *curl;
-    struct curl_slist *headers;
-} server;
-
-static server g_srv;
+static bench_server g_srv;
+static CURL *g_curl;                  /* the connection to the server */
+static struct curl_slist *g_headers; /* its headers: the admin token, JSON */
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int64_t real_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-static void stop_server(void);
-
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "bench_sched: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    if (g_srv.pid > 0)
-        fprintf(stderr, "the server's log: %s\n", g_srv.log);
-    g_srv.keep_on_exit = 1;
-    stop_server();
-    exit(1);
-}
-
-static int buf_add(buf *b, const char *p, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *grown;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (!(grown = realloc(b->data, cap)))
-            return -1;
-        b->data = grown;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
-static void buf_reset(buf *b)
-{
-    b->len = 0;
-    if (b->data)
-        b->data[0] = '\0';
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile p (0..100] of n sorted values. */
-static double percentile(const double *sorted, size_t n, double p)
-{
-    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999);
-    if (rank < 1)
-        rank = 1;
-    if (rank > n)
-        rank = n;
-    return sorted[rank - 1];
-}
-
-/* ---- the server ---------------------------------------------------------- */
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Reads a whole file (new, NUL-terminated); NULL when absent. */
-static char *slurp(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    buf b = {0};
-    char chunk[65536];
-    ssize_t n;
-
-    if (fd < 0)
-        return NULL;
-    while ((n = read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
-        if (n > 0 && buf_add(&b, chunk, (size_t)n) < 0)
-            break;
-    close(fd);
-    if (!b.data)
-        b.data = calloc(1, 1);
-    return b.data;
-}
-
-/* The address in the server's "listening" log line, or 0 when not there yet. */
-static int find_listening(char *addr, size_t addrlen)
-{
-    char *text = slurp(g_srv.log), *line, *next;
-    int found = 0;
-
-    for (line = text; line && *line && !found; line = next) {
-        json_t *j;
-        next = strchr(line, '\n');
-        if (!next)
-            break;
-        *next++ = '\0';
-        if (!strstr(line, "\"listening\""))
-            continue;
-        j = json_loads(line, 0, NULL);
-        if (j && json_string_value(json_object_get(j, "addr"))) {
-            snprintf(addr, addrlen, "%s", json_string_value(json_object_get(j, "addr")));
-            found = 1;
-        }
-        json_decref(j);
-    }
-    free(text);
-    return found;
-}
-
 static void start_server(const opts *o)
 {
-    const char *tmp = getenv("TMPDIR");
-    char slots[16], addr[64], token_env[128];
-    char *argv[MAX_SERVER_ARGS + 16], **envp;
-    size_t n = 0, ne = 0, i;
-    posix_spawn_file_actions_t fa;
-    double deadline;
-    int rc;
+    char slots[16], auth[160];
+    const char *args[MAX_SERVER_ARGS + 8] = {"--local-slots", slots};
+    size_t n = 2;
 
-    snprintf(g_srv.root, sizeof g_srv.root, "%s/trainyard-bench-sched-XXXXXX",
-             tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_srv.root))
-        die("mkdtemp %s: %s", g_srv.root, strerror(errno));
-    snprintf(g_srv.data, sizeof g_srv.data, "%s/data", g_srv.root);
-    snprintf(g_srv.db, sizeof g_srv.db, "%s/trainyard.db", g_srv.data);
-    snprintf(g_srv.log, sizeof g_srv.log, "%s/server.log", g_srv.root);
-    if (mkdir(g_srv.data, 0700) != 0)
-        die("mkdir %s: %s", g_srv.data, strerror(errno));
     snprintf(g_srv.token, sizeof g_srv.token, "bench-sched-%ld-%lld", (long)getpid(),
-             (long long)real_ns());
+             (long long)bench_real_ns());
     snprintf(slots, sizeof slots, "%d", o->slots);
-
-    argv[n++] = (char *)o->trainyard;
-    argv[n++] = "serve";
-    argv[n++] = "--listen";
-    argv[n++] = "127.0.0.1:0";
-    argv[n++] = "--db";
-    argv[n++] = g_srv.db;
-    argv[n++] = "--local-slots";
-    argv[n++] = slots;
     if (o->idle > 0) {
-        argv[n++] = "--queue-limit";
-        argv[n++] = IDLE_QUEUE "=0";
+        args[n++] = "--queue-limit";
+        args[n++] = IDLE_QUEUE "=0";
     }
-    for (i = 0; i < (size_t)o->nserver_args; i++)
-        argv[n++] = (char *)o->server_args[i];
-    argv[n] = NULL;
+    for (int i = 0; i < o->nserver_args; i++)
+        args[n++] = o->server_args[i];
+    args[n] = NULL;
+    bench_start_server(&g_srv, o->trainyard, args, START_TIMEOUT_MS);
 
-    /* Our environment without TRAINYARD_*, plus the admin token. */
-    for (i = 0; environ[i]; i++)
-        ;
-    envp = calloc(i + 2, sizeof *envp);
-    if (!envp)
-        die("out of memory");
-    for (i = 0; environ[i]; i++)
-        if (strncmp(environ[i], "TRAINYARD_", 10) != 0)
-            envp[ne++] = environ[i];
-    snprintf(token_env, sizeof token_env, "TRAINYARD_ADMIN_TOKEN=%s", g_srv.token);
-    envp[ne++] = token_env;
-    envp[ne] = NULL;
-
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, g_srv.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    rc = posix_spawn(&g_srv.pid, o->trainyard, &fa, NULL, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    if (rc != 0) {
-        g_srv.pid = 0;
-        die("cannot start %s: %s", o->trainyard, strerror(rc));
-    }
-
-    deadline = mono_ms() + START_TIMEOUT_MS;
-    while (!find_listening(addr, sizeof addr)) {
-        int wstatus;
-        if (waitpid(g_srv.pid, &wstatus, WNOHANG) == g_srv.pid) {
-            g_srv.pid = 0;
-            die("the server exited before listening");
-        }
-        if (mono_ms() > deadline)
-            die("the server did not listen within %d s", START_TIMEOUT_MS / 1000);
-        sleep_us(10000);
-    }
-    snprintf(g_srv.url, sizeof g_srv.url, "http://%s", addr);
-
-    g_srv.curl = curl_easy_init();
-    if (!g_srv.curl)
-        die("curl_easy_init failed");
-    {
-        char auth[160];
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", g_srv.token);
-        g_srv.headers = curl_slist_append(NULL, auth);
-        g_srv.headers = curl_slist_append(g_srv.headers, "Content-Type: application/json");
-        g_srv.headers = curl_slist_append(g_srv.headers, "Expect:");
-    }
+    g_curl = curl_easy_init();
+    if (!g_curl)
+        bench_die("curl_easy_init failed");
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", g_srv.token);
+    g_headers = curl_slist_append(NULL, auth);
+    g_headers = curl_slist_append(g_headers, "Content-Type: application/json");
+    g_headers = curl_slist_append(g_headers, "Expect:");
 }
 
 static void stop_server(void)
 {
-    if (g_srv.curl) {
-        curl_easy_cleanup(g_srv.curl);
-        g_srv.curl = NULL;
+    if (g_curl) {
+        curl_easy_cleanup(g_curl);
+        g_curl = NULL;
     }
-    curl_slist_free_all(g_srv.headers);
-    g_srv.headers = NULL;
-    if (g_srv.pid > 0) {
-        int wstatus;
-        double deadline = mono_ms() + 30000;
-        kill(g_srv.pid, SIGTERM);
-        while (waitpid(g_srv.pid, &wstatus, WNOHANG) == 0) {
-            if (mono_ms() > deadline) {
-                fprintf(stderr, "bench_sched: the server ignored SIGTERM for 30 s; killing it\n");
-                kill(g_srv.pid, SIGKILL);
-                waitpid(g_srv.pid, &wstatus, 0);
-                break;
-            }
-            sleep_us(10000);
-        }
-        g_srv.pid = 0;
-    }
-    if (g_srv.root[0] && !g_srv.keep_on_exit)
-        nftw(g_srv.root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    else if (g_srv.root[0])
-        fprintf(stderr, "bench_sched: kept %s\n", g_srv.root);
-}
-
-/* The server's CPU seconds so far (user + system). */
-static double server_cpu_s(void)
-{
-    char path[64], *text, *p;
-    unsigned long long ut = 0, st = 0;
-    double s = 0;
-
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)g_srv.pid);
-    text = slurp(path);
-    /* Fields 14 and 15, counted after the command name's closing parenthesis. */
-    if (text && (p = strrchr(text, ')')) != NULL &&
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
-        s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-    free(text);
-    return s;
-}
-
-/* This process's CPU seconds so far: the client competes with the server for the CPUs. */
-static double self_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    curl_slist_free_all(g_headers);
+    g_headers = NULL;
+    bench_stop_server(&g_srv);
 }
 
 /* ---- HTTP ---------------------------------------------------------------- */
 
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
-    return buf_add(ud, ptr, size * nmemb) < 0 ? 0 : size * nmemb;
+    return bench_buf_add(ud, ptr, size * nmemb) < 0 ? 0 : size * nmemb;
 }
 
 /* One request on the keep-alive connection; returns the status, the body in *out. */
 static long http(const char *method, const char *path, const char *body, buf *out)
 {
-    CURL *h = g_srv.curl;
+    CURL *h = g_curl;
     char url[512];
     long status = 0;
     CURLcode cc;
 
-    buf_reset(out);
+    bench_buf_reset(out);
     snprintf(url, sizeof url, "%s%s", g_srv.url, path);
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 120000L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, g_srv.headers);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, g_headers);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     if (strcmp(method, "POST") == 0) {
@@ -457,7 +201,7 @@ static long http(const char *method, const char *path, const char *body, buf *ou
     }
     cc = curl_easy_perform(h);
     if (cc != CURLE_OK)
-        die("%s %s: %s", method, path, curl_easy_strerror(cc));
+        bench_die("%s %s: %s", method, path, curl_easy_strerror(cc));
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     return status;
 }
@@ -469,7 +213,7 @@ static long long jobs_in_state(const char *state, buf *scratch)
     const char *p;
 
     if (http("GET", "/metrics", NULL, scratch) != 200)
-        die("GET /metrics: %s", scratch->data ? scratch->data : "");
+        bench_die("GET /metrics: %s", scratch->data ? scratch->data : "");
     snprintf(needle, sizeof needle, "\ntrainyard_jobs{state=\"%s\"} ", state);
     p = strstr(scratch->data, needle);
     return p ? strtoll(p + strlen(needle), NULL, 10) : -1;
@@ -483,7 +227,7 @@ static double metric_value(const char *name, buf *scratch)
     const char *p;
 
     if (http("GET", "/metrics", NULL, scratch) != 200)
-        die("GET /metrics: %s", scratch->data ? scratch->data : "");
+        bench_die("GET /metrics: %s", scratch->data ? scratch->data : "");
     snprintf(needle, sizeof needle, "\n%s ", name);
     if (!(p = strstr(scratch->data, needle))) {
         snprintf(needle, sizeof needle, "\n%s{} ", name);
@@ -511,7 +255,7 @@ static char *jobs_body(json_t *jobs)
     char *text = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     if (!text)
-        die("out of memory");
+        bench_die("out of memory");
     return text;
 }
 
@@ -540,17 +284,17 @@ static void throughput_round(const opts *o, int round, round_result *res)
     long status;
 
     if (base < 0)
-        die("/metrics has no trainyard_jobs{state=\"SUCCEEDED\"} sample");
+        bench_die("/metrics has no trainyard_jobs{state=\"SUCCEEDED\"} sample");
     failed0 = jobs_in_state("FAILED", &scratch);
     commits0 = metric_value("trainyard_store_commit_batch_size_count", &scratch);
     commit_s0 = metric_value("trainyard_store_commit_duration_seconds_sum", &scratch);
-    cpu0 = server_cpu_s();
-    self0 = self_cpu_s();
-    t0 = mono_ms();
+    cpu0 = bench_proc_cpu_s(g_srv.pid);
+    self0 = bench_self_cpu_s();
+    t0 = bench_mono_ms();
     status = http("POST", "/v1/jobs:batch", body, &resp);
-    t1 = mono_ms();
+    t1 = bench_mono_ms();
     if (status != 201)
-        die("POST /v1/jobs:batch answered %ld: %.300s", status, resp.data ? resp.data : "");
+        bench_die("POST /v1/jobs:batch answered %ld: %.300s", status, resp.data ? resp.data : "");
     deadline = t1 + ROUND_TIMEOUT_MS;
     for (;;) {
         done = jobs_in_state("SUCCEEDED", &scratch) - base;
@@ -558,18 +302,18 @@ static void throughput_round(const opts *o, int round, round_result *res)
             break;
         failed = jobs_in_state("FAILED", &scratch);
         if (failed > failed0)
-            die("round %d: %lld jobs FAILED (the server's log says why)", round,
+            bench_die("round %d: %lld jobs FAILED (the server's log says why)", round,
                 failed - failed0);
-        if (mono_ms() > deadline)
-            die("round %d: only %lld of %d jobs succeeded after %d s", round, done, o->jobs,
+        if (bench_mono_ms() > deadline)
+            bench_die("round %d: only %lld of %d jobs succeeded after %d s", round, done, o->jobs,
                 ROUND_TIMEOUT_MS / 1000);
-        sleep_us(POLL_US);
+        bench_sleep_us(POLL_US);
     }
-    res->total_ms = mono_ms() - t0;
+    res->total_ms = bench_mono_ms() - t0;
     res->submit_ms = t1 - t0;
     res->drain_ms = res->total_ms - res->submit_ms;
-    res->server_cpu = server_cpu_s() - cpu0;
-    res->client_cpu = self_cpu_s() - self0;
+    res->server_cpu = bench_proc_cpu_s(g_srv.pid) - cpu0;
+    res->client_cpu = bench_self_cpu_s() - self0;
     res->commits = metric_value("trainyard_store_commit_batch_size_count", &scratch) - commits0;
     res->commit_s =
         metric_value("trainyard_store_commit_duration_seconds_sum", &scratch) - commit_s0;
@@ -586,7 +330,7 @@ static void job_id_of(const char *body, char *id, size_t idlen)
     json_t *j = json_loads(body, 0, NULL);
     const char *s = json_string_value(json_object_get(j, "id"));
     if (!s)
-        die("no id in the answer: %.300s", body);
+        bench_die("no id in the answer: %.300s", body);
     snprintf(id, idlen, "%s", s);
     json_decref(j);
 }
@@ -599,25 +343,25 @@ static int job_succeeded(const char *id, buf *scratch)
 
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
     if (http("GET", path, NULL, scratch) != 200)
-        die("GET %s: %.300s", path, scratch->data);
+        bench_die("GET %s: %.300s", path, scratch->data);
     p = strstr(scratch->data, "\"state\":\"");
     if (!p)
-        die("GET %s: no state in %.300s", path, scratch->data);
+        bench_die("GET %s: no state in %.300s", path, scratch->data);
     p += 9;
     if (strncmp(p, "FAILED\"", 7) == 0 || strncmp(p, "CANCELLED\"", 10) == 0)
-        die("job %s ended %.9s; the server's log says why: %.400s", id, p, scratch->data);
+        bench_die("job %s ended %.9s; the server's log says why: %.400s", id, p, scratch->data);
     return strncmp(p, "SUCCEEDED\"", 10) == 0;
 }
 
 /* Waits until the job SUCCEEDED; dies when it ends otherwise. */
 static void wait_succeeded(const char *id, buf *scratch)
 {
-    double deadline = mono_ms() + JOB_TIMEOUT_MS;
+    double deadline = bench_mono_ms() + JOB_TIMEOUT_MS;
 
     while (!job_succeeded(id, scratch)) {
-        if (mono_ms() > deadline)
-            die("job %s did not succeed within %d s", id, JOB_TIMEOUT_MS / 1000);
-        sleep_us(2000);
+        if (bench_mono_ms() > deadline)
+            bench_die("job %s did not succeed within %d s", id, JOB_TIMEOUT_MS / 1000);
+        bench_sleep_us(2000);
     }
 }
 
@@ -643,26 +387,26 @@ static void latency_run(const opts *o, int n, const char *tag, double *lat, doub
         body = json_dumps(spec, JSON_COMPACT);
         json_decref(spec);
         if (!body)
-            die("out of memory");
+            bench_die("out of memory");
 
-        before = real_ns();
-        t0 = mono_ms();
+        before = bench_real_ns();
+        t0 = bench_mono_ms();
         status = http("POST", "/v1/jobs", body, &resp);
-        t1 = mono_ms();
+        t1 = bench_mono_ms();
         free(body);
         if (status != 201)
-            die("POST /v1/jobs answered %ld: %.300s", status, resp.data);
+            bench_die("POST /v1/jobs answered %ld: %.300s", status, resp.data);
         job_id_of(resp.data, id, sizeof id);
 
         snprintf(stamp, sizeof stamp, "%s/jobs/%s/output/stamp", g_srv.data, id);
-        deadline = mono_ms() + JOB_TIMEOUT_MS;
-        for (int polls = 1; !(text = slurp(stamp)); polls++) {
-            if (mono_ms() > deadline)
-                die("job %s: no %s after %d s", id, stamp, JOB_TIMEOUT_MS / 1000);
+        deadline = bench_mono_ms() + JOB_TIMEOUT_MS;
+        for (int polls = 1; !(text = bench_slurp(stamp)); polls++) {
+            if (bench_mono_ms() > deadline)
+                bench_die("job %s: no %s after %d s", id, stamp, JOB_TIMEOUT_MS / 1000);
             /* A job that cannot start never stamps: look at it now and then. */
             if (polls % 200 == 0 && job_succeeded(id, &scratch))
-                die("job %s succeeded without writing %s", id, stamp);
-            sleep_us(500);
+                bench_die("job %s succeeded without writing %s", id, stamp);
+            bench_sleep_us(500);
         }
         stamp_ns = strtoll(text, NULL, 10);
         free(text);
@@ -704,7 +448,7 @@ static char *idle_body(int first, int n)
 static void idle_run(const opts *o, idle_result *res)
 {
     buf resp = {0}, scratch = {0};
-    double t0 = mono_ms(), deadline, cpu0, rounds0;
+    double t0 = bench_mono_ms(), deadline, cpu0, rounds0;
 
     for (int first = 0; first < o->idle; first += IDLE_BATCH) {
         int n = o->idle - first < IDLE_BATCH ? o->idle - first : IDLE_BATCH;
@@ -712,33 +456,35 @@ static void idle_run(const opts *o, idle_result *res)
         long status = http("POST", "/v1/jobs:batch", body, &resp);
         free(body);
         if (status != 201)
-            die("POST /v1/jobs:batch answered %ld: %.300s", status, resp.data ? resp.data : "");
+            bench_die("POST /v1/jobs:batch answered %ld: %.300s", status,
+                      resp.data ? resp.data : "");
     }
-    res->fill_s = (mono_ms() - t0) / 1e3;
+    res->fill_s = (bench_mono_ms() - t0) / 1e3;
 
     /* Settled: a second without a scheduler round and with under 1 % of a core. */
-    t0 = mono_ms();
+    t0 = bench_mono_ms();
     deadline = t0 + SETTLE_TIMEOUT_MS;
     res->settled = 0;
-    while (mono_ms() < deadline) {
-        double c = server_cpu_s(), r = metric_value("trainyard_scheduler_rounds_total", &scratch);
-        double w = mono_ms();
-        sleep_us(1000000);
-        w = (mono_ms() - w) / 1e3;
+    while (bench_mono_ms() < deadline) {
+        double c = bench_proc_cpu_s(g_srv.pid);
+        double r = metric_value("trainyard_scheduler_rounds_total", &scratch);
+        double w = bench_mono_ms();
+        bench_sleep_us(1000000);
+        w = (bench_mono_ms() - w) / 1e3;
         if (metric_value("trainyard_scheduler_rounds_total", &scratch) == r &&
-            100.0 * (server_cpu_s() - c) / w < TARGET_IDLE_CPU_PCT) {
+            100.0 * (bench_proc_cpu_s(g_srv.pid) - c) / w < TARGET_IDLE_CPU_PCT) {
             res->settled = 1;
             break;
         }
     }
-    res->settle_s = (mono_ms() - t0) / 1e3;
+    res->settle_s = (bench_mono_ms() - t0) / 1e3;
 
     rounds0 = metric_value("trainyard_scheduler_rounds_total", &scratch);
-    cpu0 = server_cpu_s();
-    t0 = mono_ms();
-    sleep_us((long)o->idle_seconds * 1000000L);
-    res->cpu_s = server_cpu_s() - cpu0;
-    res->wall_s = (mono_ms() - t0) / 1e3;
+    cpu0 = bench_proc_cpu_s(g_srv.pid);
+    t0 = bench_mono_ms();
+    bench_sleep_us((long)o->idle_seconds * 1000000L);
+    res->cpu_s = bench_proc_cpu_s(g_srv.pid) - cpu0;
+    res->wall_s = (bench_mono_ms() - t0) / 1e3;
     res->rounds = metric_value("trainyard_scheduler_rounds_total", &scratch) - rounds0;
     res->pending = jobs_in_state("PENDING", &scratch);
     free(resp.data);
@@ -754,19 +500,6 @@ static void usage(FILE *f)
                "                   [--workers N] [--latency-jobs N] [--warmup N] [--idle N] "
                "[--idle-seconds S]\n"
                "                   [--keep] [--server-arg ARG]...\n");
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-    char *end = NULL;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || !end || *end || end == s || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
 }
 
 static void parse_opts(int argc, char **argv, opts *o)
@@ -797,14 +530,14 @@ static void parse_opts(int argc, char **argv, opts *o)
         switch (c) {
         case 't': o->trainyard = optarg; break;
         case 's': o->stamp = optarg; break;
-        case 'n': bad |= parse_int(optarg, 1, 100000, &o->slots); break;
-        case 'j': bad |= parse_int(optarg, 1, 1000, &o->jobs); break;
-        case 'r': bad |= parse_int(optarg, 0, 1000, &o->rounds); break;
-        case 'w': bad |= parse_int(optarg, 1, 4096, &o->workers); break;
-        case 'l': bad |= parse_int(optarg, 0, 100000, &o->latency_jobs); break;
-        case 'u': bad |= parse_int(optarg, 0, 100000, &o->warmup); break;
-        case 'i': bad |= parse_int(optarg, 0, 10000000, &o->idle); break;
-        case 'd': bad |= parse_int(optarg, 1, 3600, &o->idle_seconds); break;
+        case 'n': bad |= bench_parse_int(optarg, 1, 100000, &o->slots); break;
+        case 'j': bad |= bench_parse_int(optarg, 1, 1000, &o->jobs); break;
+        case 'r': bad |= bench_parse_int(optarg, 0, 1000, &o->rounds); break;
+        case 'w': bad |= bench_parse_int(optarg, 1, 4096, &o->workers); break;
+        case 'l': bad |= bench_parse_int(optarg, 0, 100000, &o->latency_jobs); break;
+        case 'u': bad |= bench_parse_int(optarg, 0, 100000, &o->warmup); break;
+        case 'i': bad |= bench_parse_int(optarg, 0, 10000000, &o->idle); break;
+        case 'd': bad |= bench_parse_int(optarg, 1, 3600, &o->idle_seconds); break;
         case 'k': o->keep = 1; break;
         case 'a':
             if (o->nserver_args >= MAX_SERVER_ARGS)
@@ -836,7 +569,8 @@ static void parse_opts(int argc, char **argv, opts *o)
 
 static void print_machine(const opts *o)
 {
-    char *cpuinfo = slurp("/proc/cpuinfo"), *load = slurp("/proc/loadavg"), model[128] = "?";
+    char *cpuinfo = bench_slurp("/proc/cpuinfo"), *load = bench_slurp("/proc/loadavg");
+    char model[128] = "?";
     const char *p = cpuinfo ? strstr(cpuinfo, "model name") : NULL;
     struct utsname u;
 
@@ -867,10 +601,11 @@ int main(int argc, char **argv)
     double idle_pct = 0;
     idle_result idle = {0};
 
+    bench_init("bench_sched", &g_srv);
     parse_opts(argc, argv, &o);
     signal(SIGPIPE, SIG_IGN);
     if (curl_global_init(CURL_GLOBAL_ALL) != CURLE_OK)
-        die("curl_global_init failed");
+        bench_die("curl_global_init failed");
     g_srv.keep_on_exit = o.keep;
     start_server(&o);
     print_machine(&o);
@@ -878,7 +613,7 @@ int main(int argc, char **argv)
 
     rounds = calloc((size_t)o.rounds + 1, sizeof *rounds);
     if (!rounds)
-        die("out of memory");
+        bench_die("out of memory");
     if (o.rounds > 0) {
         printf("\n== throughput: %d round(s) of %d queued jobs (`true`, %d rank%s each) "
                "submitted in one :batch ==\n",
@@ -909,20 +644,20 @@ int main(int argc, char **argv)
         warm_lat = calloc((size_t)o.warmup + 1, sizeof *warm_lat);
         warm_post = calloc((size_t)o.warmup + 1, sizeof *warm_post);
         if (!lat || !post || !warm_lat || !warm_post)
-            die("out of memory");
+            bench_die("out of memory");
         printf("\n== latency: %d jobs one at a time (after %d warm-up), from the client's "
                "clock before the POST to the rank's exec ==\n",
                o.latency_jobs, o.warmup);
         latency_run(&o, o.warmup, "warm", warm_lat, warm_post);
         latency_run(&o, o.latency_jobs, "run", lat, post);
-        qsort(lat, (size_t)o.latency_jobs, sizeof *lat, cmp_double);
-        qsort(post, (size_t)o.latency_jobs, sizeof *post, cmp_double);
-        p50 = percentile(lat, (size_t)o.latency_jobs, 50);
-        p90 = percentile(lat, (size_t)o.latency_jobs, 90);
-        p99 = percentile(lat, (size_t)o.latency_jobs, 99);
+        qsort(lat, (size_t)o.latency_jobs, sizeof *lat, bench_cmp_double);
+        qsort(post, (size_t)o.latency_jobs, sizeof *post, bench_cmp_double);
+        p50 = bench_percentile(lat, (size_t)o.latency_jobs, 50);
+        p90 = bench_percentile(lat, (size_t)o.latency_jobs, 90);
+        p99 = bench_percentile(lat, (size_t)o.latency_jobs, 99);
         lmax = lat[o.latency_jobs - 1];
-        post50 = percentile(post, (size_t)o.latency_jobs, 50);
-        post99 = percentile(post, (size_t)o.latency_jobs, 99);
+        post50 = bench_percentile(post, (size_t)o.latency_jobs, 50);
+        post99 = bench_percentile(post, (size_t)o.latency_jobs, 99);
         printf("submission to exec: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms "
                "(min %.2f ms)\n",
                p50, p90, p99, lmax, lat[0]);

@@ -32,6 +32,8 @@
  * a request failed, 2 on a usage error.
  */
 #define _GNU_SOURCE /* timegm() */
+#include "bench/bench_util.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -71,155 +73,21 @@ typedef struct opts {
     int threads; /* client threads the followers share */
 } opts;
 
-static struct {
-    char root[256];
-    char db[320];
-    char log[320];
-    char url[96];
-    char token[80];
-    char auth[128];
-    pid_t pid;
-} g_srv;
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static double real_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void stop_server(void);
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "bench_sse: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    stop_server();
-    exit(1);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
+static bench_server g_srv;
+static char g_auth[128];
 
 /* ---- the server --------------------------------------------------------------------------- */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* The address of the server's "listening" log line, or 0 when it is not there yet. */
-static int find_listening(char *addr, size_t len)
-{
-    FILE *f = fopen(g_srv.log, "r");
-    char line[4096];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) {
-        if (!strstr(line, "\"listening\""))
-            continue;
-        json_t *j = json_loads(line, 0, NULL);
-        const char *a = json_string_value(json_object_get(j, "addr"));
-        if (a) {
-            snprintf(addr, len, "%s", a);
-            found = 1;
-        }
-        json_decref(j);
-    }
-    if (f)
-        fclose(f);
-    return found;
-}
-
 static void start_server(const opts *o)
 {
-    const char *tmp = getenv("TMPDIR");
-    char conns[16], env_token[128], addr[64];
-    snprintf(g_srv.root, sizeof g_srv.root, "%s/trainyard-bench-sse-XXXXXX",
-             tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_srv.root))
-        die("mkdtemp: %s", strerror(errno));
-    snprintf(g_srv.db, sizeof g_srv.db, "%s/trainyard.db", g_srv.root);
-    snprintf(g_srv.log, sizeof g_srv.log, "%s/server.log", g_srv.root);
-    snprintf(g_srv.token, sizeof g_srv.token, "bench-sse-%ld", (long)getpid());
-    snprintf(g_srv.auth, sizeof g_srv.auth, "Authorization: Bearer %s", g_srv.token);
-    snprintf(conns, sizeof conns, "%d", o->followers + o->writers + 64);
-    char *argv[] = {(char *)o->trainyard, "serve", "--listen", "127.0.0.1:0", "--db", g_srv.db,
-                    "--queue-limit", QUEUE "=0", "--max-connections", conns,
-                    "--max-connections-per-ip", conns, "--log-level", "warn", NULL};
-    size_t n = 0, ne = 0;
-    while (environ[n])
-        n++;
-    char **envp = calloc(n + 2, sizeof *envp);
-    if (!envp)
-        die("out of memory");
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "TRAINYARD_", 10) != 0)
-            envp[ne++] = environ[i];
-    snprintf(env_token, sizeof env_token, "TRAINYARD_ADMIN_TOKEN=%s", g_srv.token);
-    envp[ne++] = env_token;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, g_srv.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    int rc = posix_spawn(&g_srv.pid, o->trainyard, &fa, NULL, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    if (rc != 0) {
-        g_srv.pid = 0;
-        die("cannot start %s: %s", o->trainyard, strerror(rc));
-    }
-    double deadline = mono_ms() + START_TIMEOUT_MS;
-    while (!find_listening(addr, sizeof addr)) {
-        int ws;
-        if (waitpid(g_srv.pid, &ws, WNOHANG) == g_srv.pid) {
-            g_srv.pid = 0;
-            die("the server exited before listening (log: %s)", g_srv.log);
-        }
-        if (mono_ms() > deadline)
-            die("the server did not listen in time");
-        sleep_ms(10);
-    }
-    snprintf(g_srv.url, sizeof g_srv.url, "http://%s", addr);
-}
+    char conns[16];
+    const char *args[] = {"--queue-limit", QUEUE "=0", "--max-connections", conns,
+                          "--max-connections-per-ip", conns, "--log-level", "warn", NULL};
 
-static void stop_server(void)
-{
-    if (g_srv.pid > 0) {
-        int ws;
-        kill(g_srv.pid, SIGTERM);
-        double deadline = mono_ms() + 30000;
-        while (waitpid(g_srv.pid, &ws, WNOHANG) == 0) {
-            if (mono_ms() > deadline) {
-                kill(g_srv.pid, SIGKILL);
-                waitpid(g_srv.pid, &ws, 0);
-                break;
-            }
-            sleep_ms(10);
-        }
-        g_srv.pid = 0;
-    }
-    if (g_srv.root[0])
-        nftw(g_srv.root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    g_srv.root[0] = '\0';
+    snprintf(g_srv.token, sizeof g_srv.token, "bench-sse-%ld", (long)getpid());
+    snprintf(g_auth, sizeof g_auth, "Authorization: Bearer %s", g_srv.token);
+    snprintf(conns, sizeof conns, "%d", o->followers + o->writers + 64);
+    bench_start_server(&g_srv, o->trainyard, args, START_TIMEOUT_MS);
 }
 
 /* ---- followers ---------------------------------------------------------------------------- */
@@ -284,7 +152,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
     follower *f = ud;
     size_t len = size * n;
-    double now = real_ms();
+    double now = bench_real_ms();
     if (f->len + len + 1 > f->cap) {
         size_t cap = (f->len + len + 1) * 2;
         char *grown = realloc(f->buf, cap);
@@ -361,7 +229,7 @@ static void *writer_main(void *ud)
 {
     writer *w = ud;
     CURL *e = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, g_srv.auth);
+    struct curl_slist *h = curl_slist_append(NULL, g_auth);
     h = curl_slist_append(h, "Content-Type: application/json");
     char url[256], body[256], id[32];
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
@@ -399,20 +267,6 @@ static void *writer_main(void *ud)
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(const double *v, size_t n, double p)
-{
-    if (n == 0)
-        return 0;
-    size_t k = (size_t)(p / 100.0 * (double)n + 0.999999);
-    return v[k == 0 ? 0 : k - 1 < n ? k - 1 : n - 1];
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_sse [--followers N (200)] [--jobs N (1000)] [--writers N (4)]\n"
@@ -420,20 +274,11 @@ static void usage(FILE *f)
                "                 [--trainyard PATH]\n");
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     opts o = {.trainyard = BENCH_TRAINYARD, .followers = 200, .jobs = 1000, .writers = 4,
               .threads = 4};
+    bench_init("bench_sse", &g_srv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = !v;
@@ -441,13 +286,13 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--followers")) {
-            bad = bad || parse_int(v, 1, 4000, &o.followers);
+            bad = bad || bench_parse_int(v, 1, 4000, &o.followers);
         } else if (!strcmp(a, "--jobs")) {
-            bad = bad || parse_int(v, 1, 1000000, &o.jobs);
+            bad = bad || bench_parse_int(v, 1, 1000000, &o.jobs);
         } else if (!strcmp(a, "--writers")) {
-            bad = bad || parse_int(v, 1, 256, &o.writers);
+            bad = bad || bench_parse_int(v, 1, 256, &o.writers);
         } else if (!strcmp(a, "--threads")) {
-            bad = bad || parse_int(v, 1, MAX_THREADS, &o.threads);
+            bad = bad || bench_parse_int(v, 1, MAX_THREADS, &o.threads);
         } else if (!strcmp(a, "--trainyard")) {
             o.trainyard = v;
         } else {
@@ -464,54 +309,54 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     start_server(&o);
-    g_headers = curl_slist_append(NULL, g_srv.auth);
+    g_headers = curl_slist_append(NULL, g_auth);
 
     long want = 2L * o.jobs;
     follower *fs = calloc((size_t)o.followers, sizeof *fs);
     client cl[MAX_THREADS];
     if (!fs)
-        die("out of memory");
+        bench_die("out of memory");
     for (int i = 0; i < o.followers; i++) {
         fs[i].caplat = want;
         if (!(fs[i].lat = malloc((size_t)want * sizeof *fs[i].lat)))
-            die("out of memory");
+            bench_die("out of memory");
     }
     for (int t = 0, at = 0; t < o.threads; t++) {
         int n = o.followers / o.threads + (t < o.followers % o.threads);
         cl[t] = (client){.f = fs + at, .n = n};
         at += n;
         if (pthread_create(&cl[t].thread, NULL, client_main, &cl[t]) != 0)
-            die("pthread_create");
+            bench_die("pthread_create");
     }
     /* Every stream is set up (its first bytes came) before the first change. */
-    double deadline = mono_ms() + START_TIMEOUT_MS;
+    double deadline = bench_mono_ms() + START_TIMEOUT_MS;
     for (int i = 0; i < o.followers; i++)
         while (!atomic_load(&fs[i].ready)) {
-            if (mono_ms() > deadline)
-                die("follower %d did not connect", i);
-            sleep_ms(5);
+            if (bench_mono_ms() > deadline)
+                bench_die("follower %d did not connect", i);
+            bench_sleep_us(5000);
         }
 
     writer ws[256];
-    double t0 = mono_ms();
+    double t0 = bench_mono_ms();
     for (int w = 0, at = 0; w < o.writers; w++) {
         int n = o.jobs / o.writers + (w < o.jobs % o.writers);
         ws[w] = (writer){.first = at, .count = n};
         at += n;
         if (pthread_create(&ws[w].thread, NULL, writer_main, &ws[w]) != 0)
-            die("pthread_create");
+            bench_die("pthread_create");
     }
     long failures = 0;
     for (int w = 0; w < o.writers; w++) {
         pthread_join(ws[w].thread, NULL);
         failures += ws[w].failures;
     }
-    double t_written = mono_ms();
+    double t_written = bench_mono_ms();
     deadline = t_written + DRAIN_TIMEOUT_MS;
     for (int i = 0; i < o.followers; i++)
-        while (atomic_load(&fs[i].events) < want - 2 * failures && mono_ms() < deadline)
-            sleep_ms(5);
-    double t_done = mono_ms();
+        while (atomic_load(&fs[i].events) < want - 2 * failures && bench_mono_ms() < deadline)
+            bench_sleep_us(5000);
+    double t_done = bench_mono_ms();
     atomic_store(&g_stop, 1);
     for (int t = 0; t < o.threads; t++)
         pthread_join(cl[t].thread, NULL);
@@ -526,14 +371,15 @@ int main(int argc, char **argv)
     }
     double *all = malloc((total ? total : 1) * sizeof *all);
     if (!all)
-        die("out of memory");
+        bench_die("out of memory");
     size_t k = 0;
     for (int i = 0; i < o.followers; i++) {
         memcpy(all + k, fs[i].lat, (size_t)fs[i].nlat * sizeof *all);
         k += (size_t)fs[i].nlat;
     }
-    qsort(all, total, sizeof *all, cmp_double);
-    double p50 = pct(all, total, 50), p90 = pct(all, total, 90), p99 = pct(all, total, 99);
+    qsort(all, total, sizeof *all, bench_cmp_double);
+    double p50 = bench_percentile(all, total, 50), p90 = bench_percentile(all, total, 90);
+    double p99 = bench_percentile(all, total, 99);
     double mx = total ? all[total - 1] : 0;
 
     struct utsname u;
@@ -562,7 +408,7 @@ int main(int argc, char **argv)
     free(fs);
     free(all);
     curl_slist_free_all(g_headers);
-    stop_server();
+    bench_stop_server(&g_srv);
     curl_global_cleanup();
     return missing || disorder || failures ? 1 : 0;
 }

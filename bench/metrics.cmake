@@ -4,6 +4,7 @@
 # bench/bench_train_report.sh measures what reporting costs a training run.
 add_executable(bench_metrics ${CMAKE_CURRENT_LIST_DIR}/bench_metrics.c)
 ty_target(bench_metrics)
-target_link_libraries(bench_metrics PRIVATE PkgConfig::CURL PkgConfig::JANSSON Threads::Threads m)
+target_link_libraries(bench_metrics PRIVATE bench_util PkgConfig::CURL PkgConfig::JANSSON
+                      Threads::Threads m)
 target_compile_definitions(bench_metrics PRIVATE BENCH_TRAINYARD="$<TARGET_FILE:trainyard>")
 add_dependencies(bench_metrics trainyard)

@@ -11,7 +11,7 @@ set_target_properties(bench_stamp PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BI
 
 add_executable(bench_sched ${CMAKE_CURRENT_LIST_DIR}/bench_sched.c)
 ty_target(bench_sched)
-target_link_libraries(bench_sched PRIVATE PkgConfig::CURL PkgConfig::JANSSON)
+target_link_libraries(bench_sched PRIVATE bench_util PkgConfig::CURL PkgConfig::JANSSON)
 target_compile_definitions(bench_sched PRIVATE BENCH_TRAINYARD="$<TARGET_FILE:trainyard>"
                            BENCH_STAMP="$<TARGET_FILE:bench_stamp>")
 add_dependencies(bench_sched trainyard bench_stamp)
