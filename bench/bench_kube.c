@@ -18,6 +18,8 @@
  * Everything runs on this machine: the fake's and the client's CPU compete with the
  * server's, so the figures are a lower bound of what the server alone can do.
  */
+#include "bench/bench_util.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
@@ -38,13 +40,6 @@
 
 static char g_fake[64], g_srv[64], g_dir[] = "/tmp/ty-bench-kube-XXXXXX";
 static pid_t g_fake_pid = -1, g_srv_pid = -1;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void die(const char *fmt, ...)
 {
@@ -118,12 +113,6 @@ static long fake(const char *method, const char *path, const char *body, json_t 
 static long srv(const char *method, const char *path, const char *body, json_t **out)
 {
     return call(g_hs, g_srv, TOKEN, method, path, body, out);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* Starts argv with stdout to a pipe (when port_line) or to log; returns the pid. */
@@ -272,12 +261,6 @@ static double cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
     int nodes = 3000, jobs = 1000, ranks = 2, samples = 200;
@@ -357,14 +340,14 @@ int main(int argc, char **argv)
         int st;
         if (waitpid(g_srv_pid, &st, WNOHANG) == g_srv_pid)
             die("the server exited; its log is %s", log);
-        sleep_ms(100);
+        bench_sleep_us(100000);
     }
     printf("fake API server: %d nodes in 3 zones (8 GPUs each); server: %s, --kube-qps 0\n",
            nodes, trainyard);
 
     /* 1. Creation. */
     double cpu0 = cpu_s(g_srv_pid), fcpu0 = cpu_s(g_fake_pid);
-    double t0 = now_s();
+    double t0 = (bench_mono_ms() / 1e3);
     for (int done = 0; done < jobs;) {
         int n = jobs - done > 1000 ? 1000 : jobs - done;
         size_t cap = (size_t)n * 256 + 64, len = 0;
@@ -387,16 +370,16 @@ int main(int argc, char **argv)
             die(":batch answered %ld", st);
         done += n;
     }
-    double t_sub = now_s() - t0;
+    double t_sub = (bench_mono_ms() / 1e3) - t0;
     /* The server's own count (a Job and a Service per attempt), so that the measuring puts
      * no load on the fake; the fake's list confirms it afterwards. */
     long created = 0;
     while ((created = server_metric("\ntrainyard_kube_objects_created_total ")) < 2L * jobs) {
-        if (now_s() - t0 > 600)
+        if ((bench_mono_ms() / 1e3) - t0 > 600)
             die("only %ld of %d objects created after 600 s", created, 2 * jobs);
-        sleep_ms(20);
+        bench_sleep_us(20000);
     }
-    double t_created = now_s() - t0;
+    double t_created = (bench_mono_ms() / 1e3) - t0;
     double cpu = cpu_s(g_srv_pid) - cpu0, fcpu = cpu_s(g_fake_pid) - fcpu0;
     if ((created = count_kube_jobs()) != jobs)
         die("%ld batch/v1 Jobs in the API server, %d expected", created, jobs);
@@ -408,19 +391,19 @@ int main(int argc, char **argv)
            cpu, 1e3 * cpu / jobs, jobs / cpu, fcpu);
 
     /* 2. Every pod Running. */
-    t0 = now_s();
+    t0 = (bench_mono_ms() / 1e3);
     if (fake("POST", "/fake/pods/" NS "/phase?labelSelector=trainyard.io%2Fjob-id",
              "{\"phase\": \"Running\"}", NULL) != 200)
         die("setting pods Running failed");
-    double t_phase = now_s() - t0;
+    double t_phase = (bench_mono_ms() / 1e3) - t0;
     long running;
     while ((running = jobs_in_state("RUNNING")) < jobs) {
-        if (now_s() - t0 > 600)
+        if ((bench_mono_ms() / 1e3) - t0 > 600)
             die("only %ld of %d jobs RUNNING after 600 s", running, jobs);
-        sleep_ms(50);
+        bench_sleep_us(50000);
     }
     printf("all pods Running (one control call, %.2f s): every job RUNNING after %.2f s\n",
-           t_phase, now_s() - t0);
+           t_phase, (bench_mono_ms() / 1e3) - t0);
 
     /* 3. Status latency, one job at a time, with the others running. */
     double *lat = calloc((size_t)(samples ? samples : 1), sizeof *lat);
@@ -436,10 +419,10 @@ int main(int argc, char **argv)
             const char *id = json_string_value(json_object_get(j, "id"));
             snprintf(path, sizeof path,
                      "/fake/pods/" NS "/phase?labelSelector=trainyard.io%%2Fjob-id%%3D%s", id);
-            double s0 = now_s();
+            double s0 = (bench_mono_ms() / 1e3);
             if (fake("POST", path, "{\"phase\": \"Succeeded\", \"exitCode\": 0}", NULL) != 200)
                 die("setting pods Succeeded failed");
-            double s1 = now_s();
+            double s1 = (bench_mono_ms() / 1e3);
             char jp[128];
             snprintf(jp, sizeof jp, "/v1/jobs/%s", id);
             for (;;) {
@@ -450,11 +433,11 @@ int main(int argc, char **argv)
                 json_decref(got);
                 if (done)
                     break;
-                if (now_s() - s1 > 60)
+                if ((bench_mono_ms() / 1e3) - s1 > 60)
                     die("job %s not SUCCEEDED 60 s after its pods", id);
-                sleep_ms(1);
+                bench_sleep_us(1000);
             }
-            lat[taken++] = (now_s() - s1) * 1e3;
+            lat[taken++] = ((bench_mono_ms() / 1e3) - s1) * 1e3;
             if (s1 - s0 > 1.0)
                 fprintf(stderr, "bench_kube: the fake took %.1f s to change a job's pods\n",
                         s1 - s0);
@@ -462,7 +445,7 @@ int main(int argc, char **argv)
     }
     json_decref(list);
     if (taken) {
-        qsort(lat, (size_t)taken, sizeof *lat, cmp_double);
+        qsort(lat, (size_t)taken, sizeof *lat, bench_cmp_double);
         printf("pod phase -> job state visible in GET /v1/jobs/{id} (%d jobs, %d running "
                "beside): p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
                taken, jobs - 1, lat[taken / 2], lat[(int)(taken * 0.99)], lat[taken - 1]);

@@ -28,6 +28,8 @@
  * go to stderr. Exit status 0 when every request succeeded, 1 when some
  * failed, 2 on a usage error.
  */
+#include "bench/bench_util.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
@@ -98,21 +100,6 @@ typedef struct stats {
     samples lat;
 } stats;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 static int samples_add(samples *s, double v)
 {
     if (s->n == s->cap) {
@@ -125,25 +112,6 @@ static int samples_add(samples *s, double v)
     }
     s->v[s->n++] = v;
     return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of n sorted samples; 0 when there are none. */
-static double percentile(const double *sorted, size_t n, double p)
-{
-    if (n == 0)
-        return 0;
-    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999);
-    if (rank < 1)
-        rank = 1;
-    if (rank > n)
-        rank = n;
-    return sorted[rank - 1];
 }
 
 /* ---- request bodies -------------------------------------------------------- */
@@ -481,7 +449,7 @@ typedef struct run {
     CURLM *m;
     conn *conns;
     stats st;
-    double from, to;    /* measurement window, now_ms() clock */
+    double from, to;    /* measurement window, bench_mono_ms() clock */
     long long next_job; /* number of the next job name */
     long long total_requests;
     double last_done;
@@ -511,7 +479,7 @@ static int issue(run *r, conn *c, int measured)
         return -1;
     }
     c->resp_len = 0;
-    c->start_ms = now_ms();
+    c->start_ms = bench_mono_ms();
     if (curl_multi_add_handle(r->m, c->easy) != CURLM_OK)
         return -1;
     c->busy = 1;
@@ -524,7 +492,7 @@ static int on_done(run *r, CURLMsg *msg)
 {
     const opts *o = &r->o;
     stats *st = &r->st;
-    double t = now_ms();
+    double t = bench_mono_ms();
     char *priv = NULL;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
     conn *c = (conn *)(void *)priv;
@@ -636,8 +604,8 @@ int main(int argc, char **argv)
     }
 
     r.next_job = o->first;
-    double cpu0 = cpu_s();
-    double t0 = now_ms();
+    double cpu0 = bench_self_cpu_s();
+    double t0 = bench_mono_ms();
     r.from = o->jobs ? t0 : t0 + o->warmup_s * 1e3;
     r.to = o->jobs ? 1e300 : r.from + o->duration_s * 1e3;
     r.last_done = t0;
@@ -649,7 +617,7 @@ int main(int argc, char **argv)
     }
     if (!failed)
         failed = loop(&r) != 0;
-    double cpu = cpu_s() - cpu0;
+    double cpu = bench_self_cpu_s() - cpu0;
     if (failed) {
         fprintf(stderr, "bench_submit: run aborted (libcurl or memory failure)\n");
         goto out;
@@ -658,7 +626,7 @@ int main(int argc, char **argv)
     stats *st = &r.st;
     double secs = o->jobs ? (r.last_done - t0) / 1e3 : o->duration_s;
     if (st->lat.n > 0)
-        qsort(st->lat.v, st->lat.n, sizeof *st->lat.v, cmp_double);
+        qsort(st->lat.v, st->lat.n, sizeof *st->lat.v, bench_cmp_double);
     const double *lv = st->lat.v;
     size_t ln = st->lat.n;
     long long errors = st->err_requests + st->curl_errors;
@@ -668,8 +636,9 @@ int main(int argc, char **argv)
            "acked_jobs=%lld",
            o->mode == MODE_SUBMIT ? "submit" : "list", o->concurrency,
            o->mode == MODE_SUBMIT ? o->batch : 0, secs, st->ok_requests, st->ok_jobs, errors,
-           (double)st->ok_requests / secs, (double)st->ok_jobs / secs, percentile(lv, ln, 50),
-           percentile(lv, ln, 90), percentile(lv, ln, 99), ln ? lv[ln - 1] : 0.0, st->connects, cpu,
+           (double)st->ok_requests / secs, (double)st->ok_jobs / secs,
+           bench_percentile(lv, ln, 50), bench_percentile(lv, ln, 90),
+           bench_percentile(lv, ln, 99), ln ? lv[ln - 1] : 0.0, st->connects, cpu,
            r.total_requests ? cpu * 1e6 / (double)r.total_requests : 0.0, r.next_job,
            st->acked_jobs);
     if (o->mode == MODE_LIST) {

@@ -3,7 +3,7 @@
 #   cmake --build BUILD --target bench_kube && BUILD/bench/bench_kube
 add_executable(bench_kube ${CMAKE_CURRENT_LIST_DIR}/bench_kube.c)
 ty_target(bench_kube)
-target_link_libraries(bench_kube PRIVATE ty_net PkgConfig::CURL PkgConfig::JANSSON)
+target_link_libraries(bench_kube PRIVATE bench_util ty_net PkgConfig::CURL PkgConfig::JANSSON)
 target_compile_definitions(bench_kube PRIVATE BENCH_TRAINYARD="$<TARGET_FILE:trainyard>"
                            BENCH_FAKE="$<TARGET_FILE:fake-kube-apiserver>"
                            BENCH_PROFILE="${PROJECT_SOURCE_DIR}/deploy/cluster-profile.example.yaml")
