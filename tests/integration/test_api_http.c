@@ -47,19 +47,6 @@ static size_t g_nsecrets;
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A unique DNS-label name: "<prefix>-<n>", in a buffer reused after eight calls. */
 static const char *uniq(const char *prefix)
 {
@@ -213,7 +200,7 @@ static const char *create_token(const char *name, const char *scopes_json)
 static void poll_status(const char *token, const char *method, const char *path, long want)
 {
     ty_client *c = ty_client_new(g_srv, token);
-    int64_t deadline = now_ms() + 5000;
+    int64_t deadline = ty_now_ms() + 5000;
     long last = 0;
 
     assert_non_null(c);
@@ -221,9 +208,9 @@ static void poll_status(const char *token, const char *method, const char *path,
         ty_http_resp *r = ty_req(c, method, path, NULL);
         last = r->status;
         ty_resp_destroy(r);
-        if (last == want || now_ms() > deadline)
+        if (last == want || ty_now_ms() > deadline)
             break;
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
     ty_client_free(c);
     if (last != want)
@@ -273,7 +260,7 @@ static char *get_metrics(void)
  * checks its fields. */
 static void expect_request_logged(const char *request_id, const char *route, long status)
 {
-    int64_t deadline = now_ms() + 5000;
+    int64_t deadline = ty_now_ms() + 5000;
 
     for (;;) {
         char *log = ty_server_log(g_srv), *line, *next;
@@ -304,9 +291,9 @@ static void expect_request_logged(const char *request_id, const char *route, lon
             json_decref(j);
         }
         free(log);
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("no request log line with request_id %s", request_id);
-        sleep_ms(20);
+        ty_sleep_ms(20);
     }
 }
 
@@ -1717,16 +1704,16 @@ static void test_metrics(void **state)
         ty_resp_destroy(r);
     }
     /* Counters may be updated when the response completes: poll. */
-    deadline = now_ms() + 5000;
+    deadline = ty_now_ms() + 5000;
     for (;;) {
         free(after);
         after = get_metrics();
         if ((metric(after, "trainyard_jobs_submitted_total", NULL) == submitted + 1 &&
              metric(after, "trainyard_http_requests_total", created) == req201 + 1 &&
              metric(after, "trainyard_http_requests_total", unmatched) == req404 + 1) ||
-            now_ms() > deadline)
+            ty_now_ms() > deadline)
             break;
-        sleep_ms(20);
+        ty_sleep_ms(20);
     }
     if (metric(after, "trainyard_jobs_submitted_total", NULL) != submitted + 1)
         fail_msg("trainyard_jobs_submitted_total went from %g to %g after one submit", submitted,

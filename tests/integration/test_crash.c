@@ -39,12 +39,6 @@ typedef struct acked_job {
 static acked_job *g_acked;
 static size_t g_nacked;
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void remember(const ty_load *load, int round)
 {
     size_t n;
@@ -329,7 +323,7 @@ static void test_kill9_loses_no_acknowledged_job(void **state)
             ty_load_free(load);
             fail_msg("round %d: only %zu jobs accepted in 20 s", round, got);
         }
-        sleep_ms(LOAD_MS);
+        ty_sleep_ms(LOAD_MS);
         ty_server_kill(s);
         ty_load_stop(load);
         if (ty_load_violation(load)) {

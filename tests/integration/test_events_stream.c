@@ -36,20 +36,6 @@
 static ty_server *g_srv;
 static ty_client *g_admin;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 /* ---- a stream client ------------------------------------------------------------------- */
 
 /* One event as received: its id line and its data (parsed). */
@@ -190,17 +176,17 @@ static sse *sse_start(const char *path, const char *token, const char *last_id)
 /* Waits until the stream has received text (its first bytes, ": ok", say it is set up). */
 static void sse_wait_text(sse *s, const char *text)
 {
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         int found = s->buf && strstr(s->buf, text);
         pthread_mutex_unlock(&s->mu);
         if (found)
             return;
-        if (atomic_load(&s->done) || now_ms() > deadline)
+        if (atomic_load(&s->done) || ty_now_ms() > deadline)
             fail_msg("the stream %s did not send \"%s\" (ended: %d, status %ld)", s->url, text,
                      atomic_load(&s->done), s->status);
-        sleep_ms(10);
+        ty_sleep_ms(10);
     }
 }
 
@@ -219,27 +205,27 @@ static long find_event(const sse *s, const char *id, const char *to)
 /* Waits for the event of job id moving to `to`; returns its index. */
 static size_t sse_wait_event(sse *s, const char *id, const char *to)
 {
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         long i = find_event(s, id, to);
         pthread_mutex_unlock(&s->mu);
         if (i >= 0)
             return (size_t)i;
-        if (atomic_load(&s->done) || now_ms() > deadline)
+        if (atomic_load(&s->done) || ty_now_ms() > deadline)
             fail_msg("the stream %s sent no %s event for job %s", s->url, to, id);
-        sleep_ms(10);
+        ty_sleep_ms(10);
     }
 }
 
 /* Waits until the transfer has ended on its own. */
 static void sse_wait_end(sse *s)
 {
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
     while (!atomic_load(&s->done)) {
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("the stream %s did not end", s->url);
-        sleep_ms(10);
+        ty_sleep_ms(10);
     }
 }
 
@@ -295,16 +281,16 @@ static void wait_succeeded(const char *id)
 {
     char path[160];
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
     for (;;) {
         ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
         int ok = strcmp(ty_json_str(r->json, "state"), "SUCCEEDED") == 0;
         ty_resp_destroy(r);
         if (ok)
             return;
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("job %s did not succeed", id);
-        sleep_ms(20);
+        ty_sleep_ms(20);
     }
 }
 
@@ -369,7 +355,7 @@ static void test_follower_sees_a_job_run(void **state)
     (void)state;
     sse *s = sse_start("/v1/events?follow=true", TY_TEST_ADMIN_TOKEN, NULL);
     sse_wait_text(s, ": ok");
-    sleep_ms(2500); /* past the request deadline: the stream stays */
+    ty_sleep_ms(2500); /* past the request deadline: the stream stays */
     char id[32];
     submit("watched", "default", "{\"team\": \"vision\"}", id);
     size_t last = sse_wait_event(s, id, "SUCCEEDED");
@@ -584,13 +570,13 @@ static void test_refusals(void **state)
 
     ty_client *c = ty_client_new(g_srv, token);
     ty_http_resp *x = NULL;
-    int64_t deadline = now_ms() + 5000;
+    int64_t deadline = ty_now_ms() + 5000;
     for (;;) { /* the token list is cached for up to a second */
         ty_resp_destroy(x);
         x = ty_req(c, "GET", "/v1/events?follow=true", NULL);
-        if (x->status != 401 || now_ms() > deadline)
+        if (x->status != 401 || ty_now_ms() > deadline)
             break;
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
     assert_int_equal(x->status, 403);
     assert_string_equal(ty_json_str(x->json, "code"), "forbidden");

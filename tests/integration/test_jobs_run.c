@@ -60,20 +60,6 @@ static ty_client *g_c;
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads a whole file (new, NUL-terminated; *len without the NUL); NULL if absent. */
 static char *slurp(const char *path, size_t *len)
 {
@@ -254,12 +240,12 @@ static int server_job_procs(const ty_server *s, pid_t *pids, int max)
 /* Waits until at least n processes of the job's attempt run. */
 static void wait_procs(const char *id, int attempt, int n)
 {
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
 
     while (job_procs(id, attempt, NULL, 0) < n) {
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("job %s: fewer than %d processes of attempt %d after 60 s", id, n, attempt);
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
 }
 
@@ -273,7 +259,7 @@ static void kill_leftovers(const ty_server *s)
         for (int i = 0; i < n && i < 256; i++)
             kill(pids[i], SIGKILL);
         killed += n;
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
     if (killed > 0)
         print_message("teardown: killed %d leftover job process(es)\n", killed);
@@ -500,7 +486,7 @@ static void dump_job(const char *id)
  */
 static json_t *wait_state(const char *id, const char *want)
 {
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
     char last[32] = "";
 
     for (;;) {
@@ -510,12 +496,12 @@ static json_t *wait_state(const char *id, const char *want)
             return job;
         snprintf(last, sizeof last, "%s", state ? state : "?");
         json_decref(job);
-        if (is_terminal(last) || now_ms() > deadline) {
+        if (is_terminal(last) || ty_now_ms() > deadline) {
             dump_job(id);
             fail_msg("job %s: waiting for %s, it is %s%s", id, want, last,
                      is_terminal(last) ? "" : " after 60 s");
         }
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
 }
 
@@ -588,18 +574,18 @@ static void output_path(const char *id, const char *name, char *out, size_t outl
 /* Waits until the file exists and holds at least n lines starting with prefix. */
 static char *wait_lines(const char *id, const char *path, const char *prefix, int n)
 {
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
 
     for (;;) {
         char *text = slurp(path, NULL);
         if (text && count_lines(text, prefix) >= n)
             return text;
         free(text);
-        if (now_ms() > deadline) {
+        if (ty_now_ms() > deadline) {
             dump_job(id);
             fail_msg("%s: fewer than %d lines '%s...' after 60 s", path, n, prefix);
         }
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
 }
 
@@ -1132,17 +1118,17 @@ static void test_server_kill9_resumes_job(void **state)
     assert_non_null(g_c);
 
     /* The new server takes the job over as attempt 2 once attempt 1 is gone. */
-    deadline = now_ms() + DEADLINE_MS;
+    deadline = ty_now_ms() + DEADLINE_MS;
     for (;;) {
         job = get_job(id);
         if (jint(job, "attempt") >= 2 || is_terminal(jstr(job, "state")))
             break;
         json_decref(job);
-        if (now_ms() > deadline) {
+        if (ty_now_ms() > deadline) {
             dump_job(id);
             fail_msg("job %s: no attempt 2 within 60 s of the restart", id);
         }
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
     json_decref(job);
     if (job_procs(id, 1, NULL, 0) > 0)
@@ -1314,7 +1300,7 @@ static void test_burst_respects_slots(void **state)
     submit_batch(jobs);
 
     /* Until no burst job is left unfinished (cheap requests: one job per answer at most). */
-    deadline = now_ms() + BURST_DEADLINE_MS;
+    deadline = ty_now_ms() + BURST_DEADLINE_MS;
     while (count_listed("label=case%3Dburst&state=" ACTIVE_STATES ",PENDING&limit=1") > 0) {
         json_t *list = get_json("/v1/jobs?label=case%3Dburst&state=FAILED,CANCELLED&limit=1");
         const char *fid = jstr(json_array_get(json_object_get(list, "jobs"), 0), "id");
@@ -1323,11 +1309,11 @@ static void test_burst_respects_slots(void **state)
             fail_msg("burst job %s did not succeed", fid);
         }
         json_decref(list);
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("%zu of %d burst jobs SUCCEEDED within %d s",
                      count_listed("label=case%3Dburst&state=SUCCEEDED&limit=1000"), BURST_JOBS,
                      BURST_DEADLINE_MS / 1000);
-        sleep_ms(200);
+        ty_sleep_ms(200);
     }
     done = count_listed("label=case%3Dburst&state=SUCCEEDED&limit=1000");
     assert_int_equal(done, BURST_JOBS);
@@ -1448,7 +1434,7 @@ static void run_queue_limit_case(const char *const *args, const char *queue)
         json_object_set_new(spec, "queue", json_string(queue));
         ids[i] = submit(spec);
     }
-    deadline = now_ms() + DEADLINE_MS;
+    deadline = ty_now_ms() + DEADLINE_MS;
     for (;;) {
         size_t active;
         /* One request, so one snapshot of the store. */
@@ -1465,9 +1451,9 @@ static void run_queue_limit_case(const char *const *args, const char *queue)
             dump_job(ids[1]);
             fail_msg("a job of queue %s did not succeed", queue);
         }
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("the two jobs of queue %s did not both succeed within 60 s", queue);
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
     snprintf(seen, sizeof seen, "%s/seen", shared);
     max = max_in_file(seen, &lines);
@@ -1532,19 +1518,19 @@ static unsigned long long sched_rounds(void)
 static unsigned long long expect_rounds_stand_still(const char *when)
 {
     unsigned long long before = sched_rounds(), now;
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
 
     for (;;) {
-        sleep_ms(300);
+        ty_sleep_ms(300);
         now = sched_rounds();
         if (now == before)
             break;
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("%s: the scheduler never stopped running rounds (%llu, then %llu)", when,
                      before, now);
         before = now;
     }
-    sleep_ms(1000);
+    ty_sleep_ms(1000);
     now = sched_rounds();
     if (now != before)
         fail_msg("%s: %llu scheduler rounds ran while nothing changed", when, now - before);
@@ -1613,7 +1599,7 @@ static void test_full_queue_costs_nothing(void **state)
     ty_resp_destroy(r);
     json_decref(wait_state(blocker, "CANCELLED"));
 
-    deadline = now_ms() + BURST_DEADLINE_MS;
+    deadline = ty_now_ms() + BURST_DEADLINE_MS;
     while (count_listed("label=case%3Dsweep&state=" ACTIVE_STATES ",PENDING&limit=1") > 0) {
         json_t *list = get_json("/v1/jobs?label=case%3Dsweep&state=FAILED,CANCELLED&limit=1");
         const char *fid = jstr(json_array_get(json_object_get(list, "jobs"), 0), "id");
@@ -1622,9 +1608,9 @@ static void test_full_queue_costs_nothing(void **state)
             fail_msg("sweep job %s did not succeed", fid);
         }
         json_decref(list);
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("the sweep did not end within %d s", BURST_DEADLINE_MS / 1000);
-        sleep_ms(200);
+        ty_sleep_ms(200);
     }
 
     /* One at a time (limit 1), so the file holds the admission order. */
@@ -1781,9 +1767,9 @@ static void expect_procs_gone(const char *id, int attempt, const char *when)
 {
     pid_t pids[8];
     int n;
-    int64_t deadline = now_ms() + 10000;
-    while ((n = job_procs(id, attempt, pids, 8)) > 0 && now_ms() < deadline)
-        sleep_ms(50);
+    int64_t deadline = ty_now_ms() + 10000;
+    while ((n = job_procs(id, attempt, pids, 8)) > 0 && ty_now_ms() < deadline)
+        ty_sleep_ms(50);
     if (n > 0)
         fail_msg("%s: %d process(es) of job %s still run (pid %d)", when, n, id, (int)pids[0]);
 }

@@ -145,12 +145,6 @@ static size_t count_objects(const char *collection, const char *job, int attempt
     return n;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Waits until the attempt has n pods bound to nodes; returns them (new). */
 static json_t *wait_pods_bound(const char *job, int attempt, size_t n)
 {
@@ -168,7 +162,7 @@ static json_t *wait_pods_bound(const char *job, int attempt, size_t n)
         if (json_array_size(items) == n && bound == n)
             return items;
         json_decref(items);
-        sleep_ms(100);
+        ty_sleep_ms(100);
     }
     fail_msg("attempt %d of %s: %zu pods never all bound", attempt, job, n);
     return NULL;
@@ -243,7 +237,7 @@ static json_t *wait_state(const char *id, const char *state)
         if (strcmp(ty_json_str(j, "state"), state) == 0)
             return j;
         json_decref(j);
-        sleep_ms(100);
+        ty_sleep_ms(100);
     }
     dump_events(id);
     fail_msg("job %s never reached %s", id, state);
@@ -273,7 +267,7 @@ static void wait_event(const char *id, const char *reason, const char *text)
     for (int i = 0; i < WAIT_S * 10; i++) {
         if (has_event(id, reason, text))
             return;
-        sleep_ms(100);
+        ty_sleep_ms(100);
     }
     dump_events(id);
     fail_msg("job %s: no event %s with \"%s\"", id, reason ? reason : "*", text ? text : "");
@@ -471,7 +465,7 @@ static int follower_has(follower *f, const char *text)
         pthread_mutex_unlock(&f->mu);
         if (yes || ended)
             return yes;
-        sleep_ms(100);
+        ty_sleep_ms(100);
     }
     return 0;
 }

@@ -28,19 +28,6 @@
 static ty_server *g_srv;
 static ty_client *g_admin;
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void start_server(void)
 {
     char err[1024];
@@ -90,7 +77,7 @@ static void wait_state(const char *id, const char *want)
 {
     char path[96];
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
     for (;;) {
         ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
         assert_int_equal(r->status, 200);
@@ -100,9 +87,9 @@ static void wait_state(const char *id, const char *want)
         ty_resp_destroy(r);
         if (strcmp(state, want) == 0)
             return;
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("job %s: waiting for %s, it is %s", id, want, state);
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
 }
 
@@ -111,12 +98,12 @@ static void read_token(const char *id, char *token, size_t len)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/jobs/%s/output/token", ty_server_dir(g_srv), id);
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
     FILE *fp;
     while (!(fp = fopen(path, "r"))) {
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("job %s never wrote its token", id);
-        sleep_ms(50);
+        ty_sleep_ms(50);
     }
     assert_non_null(fgets(token, (int)len, fp));
     fclose(fp);

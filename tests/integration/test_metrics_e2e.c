@@ -30,20 +30,6 @@
 #define N_TRAIN 2048
 #define N_TEST 256
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* GET path with the client's token, expecting 200; the body (new). */
 static json_t *get_json(ty_client *c, const char *path)
 {
@@ -73,7 +59,7 @@ static void wait_succeeded(ty_client *c, const char *id)
 {
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
-    int64_t deadline = now_ms() + DEADLINE_MS;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
     for (;;) {
         json_t *job = get_json(c, path);
         char state[32];
@@ -83,11 +69,11 @@ static void wait_succeeded(ty_client *c, const char *id)
         if (strcmp(state, "SUCCEEDED") == 0)
             return;
         if (strcmp(state, "FAILED") == 0 || strcmp(state, "CANCELLED") == 0 ||
-            now_ms() > deadline) {
+            ty_now_ms() > deadline) {
             char *l0 = rank_log(c, id, 0), *l1 = rank_log(c, id, 1);
             fail_msg("job %s is %s; rank 0:\n%.3000s\nrank 1:\n%.1500s", id, state, l0, l1);
         }
-        sleep_ms(100);
+        ty_sleep_ms(100);
     }
 }
 

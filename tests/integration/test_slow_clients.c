@@ -46,19 +46,6 @@
     "{\"name\": \"after-flood\", \"image\": \"registry.example/worker:1.0\", \"command\": " \
     "[\"train\"], \"workers\": {\"count\": 1}}"
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
 /* Each flood needs a descriptor per connection, in this process and in the server. */
 static void raise_nofile(void)
 {
@@ -240,10 +227,10 @@ static void flood_tick(flood *f)
 /* Ticks until the server has closed every connection (failing after 60 s). */
 static void flood_wait_closed(flood *f)
 {
-    int64_t end = now_ms() + 60000;
-    while (f->nopen > 0 && now_ms() < end) {
+    int64_t end = ty_now_ms() + 60000;
+    while (f->nopen > 0 && ty_now_ms() < end) {
         flood_tick(f);
-        sleep_ms(200);
+        ty_sleep_ms(200);
     }
     assert_int_equal(f->nopen, 0);
 }

@@ -56,19 +56,6 @@ static int g_counter;
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A unique job name "<prefix>-<n>" in a buffer reused after eight calls. */
 static const char *uniq(const char *prefix)
 {
@@ -222,7 +209,7 @@ static void js_true_at(int line, const char *expr, json_t *arg)
 static void wait_js_at(int line, const char *expr, const json_t *arg, const char *what)
 {
     char script[4096];
-    int64_t deadline = now_ms() + WAIT_MS;
+    int64_t deadline = ty_now_ms() + WAIT_MS;
     /* A view that failed says so at once (data-ready="error"): no use waiting for it. */
     snprintf(script, sizeof script,
              "if (document.body.dataset.ready === 'error') return 'error';"
@@ -234,7 +221,7 @@ static void wait_js_at(int line, const char *expr, const json_t *arg, const char
         json_decref(v);
         if (ok)
             return;
-        if (failed || now_ms() > deadline) {
+        if (failed || ty_now_ms() > deadline) {
             json_t *seen = js_at(line, "return document.body.innerText.slice(0, 600);", NULL);
             char shot[64];
             snprintf(shot, sizeof shot, "failed-line-%d.png", line);
@@ -242,7 +229,7 @@ static void wait_js_at(int line, const char *expr, const json_t *arg, const char
             fail_msg("line %d: waited %d ms for %s (%s); the page shows: %s", line, WAIT_MS, what,
                      expr, json_string_value(seen) ? json_string_value(seen) : "?");
         }
-        sleep_ms(100);
+        ty_sleep_ms(100);
     }
 }
 
@@ -366,7 +353,7 @@ static int driver_start(char *err, size_t errlen)
         return -1;
     }
     /* Ready when /status says so. */
-    int64_t deadline = now_ms() + 30000;
+    int64_t deadline = ty_now_ms() + 30000;
     for (;;) {
         json_t *v = NULL;
         if (wd_try("GET", "/status", NULL, &v, err, errlen) == 0 &&
@@ -375,12 +362,12 @@ static int driver_start(char *err, size_t errlen)
             break;
         }
         json_decref(v);
-        if (now_ms() > deadline || waitpid(g_driver_pid, NULL, WNOHANG) == g_driver_pid) {
+        if (ty_now_ms() > deadline || waitpid(g_driver_pid, NULL, WNOHANG) == g_driver_pid) {
             snprintf(err, errlen, "chromedriver did not get ready (see %s/chromedriver.log)",
                      g_artifacts);
             return -1;
         }
-        sleep_ms(100);
+        ty_sleep_ms(100);
     }
     /* We run as root in CI: Chromium's sandbox needs a user namespace it may not get. */
     json_t *caps = json_pack("{s:{s:{s:s, s:{s:s, s:[s,s,s,s,s,s]}}}}", "capabilities",
@@ -522,15 +509,15 @@ static void test_jobs_table_live(void **state)
                      "case", "live", "command", "sh", "-c", "exit 3", "workers", "count", 1),
            id2);
     snprintf(expr, sizeof expr, "/v1/jobs/%s", id2);
-    for (int64_t deadline = now_ms() + WAIT_MS;;) {
+    for (int64_t deadline = ty_now_ms() + WAIT_MS;;) {
         ty_http_resp *r = ty_req(g_admin, "GET", expr, NULL);
         int failed = strcmp(ty_json_str(r->json, "state"), "FAILED") == 0;
         ty_resp_destroy(r);
         if (failed)
             break;
-        if (now_ms() > deadline)
+        if (ty_now_ms() > deadline)
             fail_msg("the job that exits 3 did not fail");
-        sleep_ms(100);
+        ty_sleep_ms(100);
     }
     js_true("!document.querySelector('#jobs tr[data-id=\"' + arguments[0] + '\"]')",
             json_string(id2));

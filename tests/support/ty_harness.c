@@ -100,14 +100,14 @@ const char *ty_harness_openapi_path(void)
     return g_openapi_path;
 }
 
-static int64_t now_ms(void)
+int64_t ty_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(int ms)
+void ty_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
@@ -172,7 +172,7 @@ static void __attribute__((noreturn)) spawn_exec(spawn *sp)
 /* waitpid() with a deadline; 0 and *wstatus when it exited, -1 on timeout. */
 static int wait_deadline(pid_t pid, int timeout_ms, int *wstatus)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = ty_now_ms() + timeout_ms;
 
     for (;;) {
         pid_t r = waitpid(pid, wstatus, WNOHANG);
@@ -180,9 +180,9 @@ static int wait_deadline(pid_t pid, int timeout_ms, int *wstatus)
             return 0;
         if (r < 0 && errno != EINTR)
             return -1;
-        if (now_ms() >= deadline)
+        if (ty_now_ms() >= deadline)
             return -1;
-        sleep_ms(5);
+        ty_sleep_ms(5);
     }
 }
 
@@ -425,7 +425,7 @@ int ty_server_restart(ty_server *s, char *err, size_t errlen)
         spawn_exec(&sp);
     }
     close(fd);
-    deadline = now_ms() + START_TIMEOUT_MS;
+    deadline = ty_now_ms() + START_TIMEOUT_MS;
     for (;;) {
         s->port = find_listening(s, offset);
         if (s->port > 0)
@@ -438,14 +438,14 @@ int ty_server_restart(ty_server *s, char *err, size_t errlen)
                      WIFEXITED(wstatus) ? "" : ", signal", tail);
             return -1;
         }
-        if (now_ms() > deadline) {
+        if (ty_now_ms() > deadline) {
             ty_server_kill(s);
             log_tail(s, offset, tail, sizeof tail);
             snprintf(err, errlen, "no 'listening' line within %d ms; log: %s", START_TIMEOUT_MS,
                      tail);
             return -1;
         }
-        sleep_ms(5);
+        ty_sleep_ms(5);
     }
     snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
     return 0;
@@ -619,10 +619,10 @@ int ty_run(const char *const *args, const char *const *env, int timeout_ms, int 
     close(po[1]);
     close(pe[1]);
     po[1] = pe[1] = -1;
-    deadline = now_ms() + timeout_ms;
+    deadline = ty_now_ms() + timeout_ms;
     while (open_fds > 0) {
         struct pollfd pfd[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - ty_now_ms();
         int r;
 
         if (left <= 0)
@@ -644,7 +644,8 @@ int ty_run(const char *const *args, const char *const *env, int timeout_ms, int 
             }
         }
     }
-    if (wait_deadline(pid, (int)(deadline - now_ms() > 0 ? deadline - now_ms() : 0), wstatus) < 0) {
+    int64_t left = deadline - ty_now_ms();
+    if (wait_deadline(pid, (int)(left > 0 ? left : 0), wstatus) < 0) {
         kill(pid, SIGKILL);
         while (waitpid(pid, wstatus, 0) < 0 && errno == EINTR)
             ;

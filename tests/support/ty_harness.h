@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "tests/support/oas.h"
@@ -29,6 +30,11 @@
 /* The admin token every server started by the harness gets, unless the
  * options ask for none. */
 #define TY_TEST_ADMIN_TOKEN "ty_it_admin_4f1c2e9a7b3d5a60c8e2f1b9d7a3c5e1"
+
+/* Sleeps ms milliseconds (polling loops of the tests). */
+void ty_sleep_ms(int ms);
+/* The monotonic clock in milliseconds, for deadlines; tests never assert on time. */
+int64_t ty_now_ms(void);
 
 /* Reads argv[1] (binary) and argv[2] (openapi.yaml), loads the document,
  * initializes libcurl. Call once, before any thread starts. */
