@@ -48,18 +48,20 @@ enum {
     OPT_QUEUE,
     OPT_LABEL,
     OPT_LIMIT,
-    OPT_COUNT
+    OPT_COUNT,
+    OPT_PAGE_TOKEN,
+    OPT_ALL
 };
 
 /* What every command's flags may set. */
 typedef struct opts {
-    const char *server, *token_file, *file, *output, *state, *queue, *rank;
+    const char *server, *token_file, *file, *output, *state, *queue, *rank, *page_token;
     const char *labels[64];
     size_t nlabels;
     const char *sets[64];
     size_t nsets;
     long limit, count;
-    int wait, follow, help;
+    int wait, follow, help, all;
 } opts;
 
 static const struct option long_opts[] = {
@@ -75,6 +77,8 @@ static const struct option long_opts[] = {
     {"label", required_argument, NULL, OPT_LABEL},
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"count", required_argument, NULL, OPT_COUNT},
+    {"page-token", required_argument, NULL, OPT_PAGE_TOKEN},
+    {"all", no_argument, NULL, OPT_ALL},
     {"rank", required_argument, NULL, 'r'},
     {"follow", no_argument, NULL, 'F'},
     {NULL, 0, NULL, 0},
@@ -93,6 +97,16 @@ static int parse_long(const char *s, long lo, long hi, long *out)
     if (!*s || *end || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* Whether the space-separated list `allowed` holds the word `flag`. */
+static int allows(const char *allowed, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (const char *p = allowed; n && (p = strstr(p, flag)); p += n)
+        if ((p == allowed || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
     return 0;
 }
 
@@ -115,7 +129,7 @@ static int parse_opts(const cmd *c, int argc, char **argv, const char *allowed, 
             if (lo->val == ch)
                 snprintf(flag, sizeof flag, "%s", lo->name);
         if (ch == '?' ||
-            (ch != 'h' && ch != OPT_SERVER && ch != OPT_TOKEN_FILE && !strstr(allowed, flag))) {
+            (ch != 'h' && ch != OPT_SERVER && ch != OPT_TOKEN_FILE && !allows(allowed, flag))) {
             char msg[128];
             snprintf(msg, sizeof msg, "unknown option or missing value: %s",
                      argv[optind - 1 > 0 ? optind - 1 : 0]);
@@ -155,6 +169,12 @@ static int parse_opts(const cmd *c, int argc, char **argv, const char *allowed, 
             break;
         case OPT_QUEUE:
             o->queue = optarg;
+            break;
+        case OPT_PAGE_TOKEN:
+            o->page_token = optarg;
+            break;
+        case OPT_ALL:
+            o->all = 1;
             break;
         case OPT_SET:
         case OPT_LABEL: {
@@ -501,10 +521,13 @@ static json_t *labels_text(const json_t *labels)
 static int cmd_list(int argc, char **argv)
 {
     opts o;
-    char path[8192] = "/v1/jobs", num[32];
+    char path[8192] = "/v1/jobs", page[8192], num[32];
+    char *token = NULL;
     cli_http *c = NULL;
     cli_resp r = {0};
-    int rc = parse_opts(find_cmd("list"), argc, argv, "output state queue label limit", &o);
+    json_t *jobs = NULL;
+    int rc = parse_opts(find_cmd("list"), argc, argv,
+                        "output state queue label limit page-token all", &o);
     if (rc)
         return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
     if (optind < argc)
@@ -516,15 +539,43 @@ static int cmd_list(int argc, char **argv)
     if (add_filters(path, sizeof path, &o) ||
         (o.limit && cli_query_add(path, sizeof path, "limit", num)))
         return usage_error("list", "filters too long");
+    if (o.page_token && !(token = strdup(o.page_token)))
+        return CLI_EXIT_FAIL;
     if ((rc = connect_cli("list", &o, &c)) != CLI_EXIT_OK)
-        return rc;
-    cli_http_do(c, "GET", path, NULL, &r);
-    if (!is_2xx(&r) || !r.json) {
-        rc = cli_report("list", &r, stderr);
+        goto out;
+    if (!(jobs = json_array())) {
+        rc = CLI_EXIT_FAIL;
         goto out;
     }
+    /* One page, or with --all every page: each next_page_token is handed back unchanged. */
+    for (;;) {
+        memcpy(page, path, sizeof page);
+        if (token && cli_query_add(page, sizeof page, "page_token", token)) {
+            rc = usage_error("list", "page token too long");
+            goto out;
+        }
+        cli_resp_free(&r);
+        memset(&r, 0, sizeof r);
+        cli_http_do(c, "GET", page, NULL, &r);
+        if (!is_2xx(&r) || !r.json) {
+            rc = cli_report("list", &r, stderr);
+            goto out;
+        }
+        json_array_extend(jobs, json_object_get(r.json, "jobs"));
+        const char *next = json_string_value(json_object_get(r.json, "next_page_token"));
+        free(token);
+        token = next ? strdup(next) : NULL;
+        if (!o.all || !token)
+            break;
+    }
     if (o.output && !wide) {
-        rc = print_doc("list", o.output, r.json);
+        if (o.all) {
+            json_t *doc = json_pack("{s:O}", "jobs", jobs);
+            rc = print_doc("list", o.output, doc);
+            json_decref(doc);
+        } else {
+            rc = print_doc("list", o.output, r.json);
+        }
         goto out;
     }
     json_t *rows = json_array(), *job;
@@ -535,7 +586,7 @@ static int cmd_list(int argc, char **argv)
     else
         json_array_append_new(rows,
                               json_pack("[s,s,s,s,s]", "ID", "NAME", "STATE", "QUEUE", "CREATED"));
-    json_array_foreach(json_object_get(r.json, "jobs"), i, job)
+    json_array_foreach(jobs, i, job)
     {
         if (wide) {
             char prio[32], workers[32];
@@ -558,9 +609,11 @@ static int cmd_list(int argc, char **argv)
     }
     print_table(rows);
     json_decref(rows);
-    if (json_object_get(r.json, "next_page_token"))
-        fprintf(stderr, "(more jobs: raise --limit or narrow the filters)\n");
+    if (token)
+        fprintf(stderr, "(more jobs: add --page-token %s, or --all)\n", token);
 out:
+    free(token);
+    json_decref(jobs);
     cli_resp_free(&r);
     cli_http_free(c);
     return rc;
@@ -779,7 +832,12 @@ static const cmd commands[] = {
      "  -o FORMAT             id (default), json or yaml",
      cmd_submit},
     {"list", "Lists jobs, newest first, as an aligned table.",
-     "[--state S[,S]] [--queue Q] [--label K=V]... [--limit N] [-o json|yaml|wide]", cmd_list},
+     "[--state S[,S]] [--queue Q] [--label K=V]... [--limit N] [--page-token T | --all]\n"
+     "     [-o json|yaml|wide]\n"
+     "  --limit N             jobs per page (the server's default: 100)\n"
+     "  --page-token T        the page after the one that printed T\n"
+     "  --all                 every page, not just the first",
+     cmd_list},
     {"get", "Shows one job.", "ID [-o json|yaml]", cmd_get},
     {"events", "Shows a job's state changes, oldest first.", "ID [-o json|yaml]", cmd_events},
     {"logs", "Prints what one rank of a job wrote; with -f, follows it until the rank ends.",

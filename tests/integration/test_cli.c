@@ -228,7 +228,36 @@ static void test_list(void **state)
     json_t *page = json_loads(r.out, 0, NULL);
     assert_non_null(page);
     assert_int_equal(json_array_size(json_object_get(page, "jobs")), 1);
+    const char *next = json_string_value(json_object_get(page, "next_page_token"));
+    assert_non_null(next);
+    /* The token printed by one page gives the next one: the older job. */
+    run_result r2 = run((const char *[]){"list", "--label", "suite=list", "--limit", "1",
+                                         "--page-token", next, NULL});
+    EXPECT_EXIT(r2, 0);
+    EXPECT_IN(r2.out, a);
+    assert_null(strstr(r2.out, b));
+    run_free(&r2);
     json_decref(page);
+    run_free(&r);
+    /* A table of one page says how to get the rest; --all walks every page. */
+    r = run((const char *[]){"list", "--label", "suite=list", "--limit", "1", NULL});
+    EXPECT_EXIT(r, 0);
+    EXPECT_IN(r.err, "--page-token");
+    run_free(&r);
+    r = run((const char *[]){"list", "--label", "suite=list", "--limit", "1", "--all", "-o",
+                             "json", NULL});
+    EXPECT_EXIT(r, 0);
+    page = json_loads(r.out, 0, NULL);
+    assert_non_null(page);
+    assert_int_equal(json_array_size(json_object_get(page, "jobs")), 2);
+    assert_null(json_object_get(page, "next_page_token"));
+    json_decref(page);
+    run_free(&r);
+    r = run((const char *[]){"list", "--label", "suite=list", "--limit", "1", "--all", NULL});
+    EXPECT_EXIT(r, 0);
+    EXPECT_IN(r.out, a);
+    EXPECT_IN(r.out, b);
+    assert_null(strstr(r.err, "--page-token"));
     run_free(&r);
 
     r = run((const char *[]){"list", "--label", "suite=list", "-o", "wide", NULL});
