@@ -333,6 +333,37 @@ fail:
     return NULL;
 }
 
+/*
+ * The request body of -f FILE (YAML or JSON) with each --set applied, as compact JSON in
+ * *body (new). Returns an exit status, after printing what was wrong.
+ */
+static int load_body(const char *name, const opts *o, char **body)
+{
+    char err[512] = "", *text;
+    json_t *doc = NULL;
+    size_t len = 0;
+    int rc = CLI_EXIT_USAGE;
+    if (!(text = read_all(o->file, &len, err, sizeof err))) {
+        fprintf(stderr, "trainyard %s: %s\n", name, err);
+        return rc;
+    }
+    if (cli_yaml_to_json(text, len, &doc, err, sizeof err) != TY_OK) {
+        fprintf(stderr, "trainyard %s: %s: %s\n", name, o->file, err);
+        goto out;
+    }
+    for (size_t i = 0; i < o->nsets; i++) {
+        if (cli_json_set(doc, o->sets[i], err, sizeof err) != TY_OK) {
+            fprintf(stderr, "trainyard %s: %s\n", name, err);
+            goto out;
+        }
+    }
+    rc = (*body = json_dumps(doc, JSON_COMPACT)) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+out:
+    json_decref(doc);
+    free(text);
+    return rc;
+}
+
 static int is_terminal(const char *state)
 {
     return strcmp(state, "SUCCEEDED") == 0 || strcmp(state, "FAILED") == 0 ||
@@ -417,11 +448,9 @@ static int cmd_submit(int argc, char **argv)
 {
     const cmd *self = find_cmd("submit");
     opts o;
-    char err[512] = "", *text = NULL, *body = NULL;
-    json_t *spec = NULL;
+    char *body = NULL;
     cli_http *c = NULL;
     cli_resp r = {0};
-    size_t len = 0;
     int rc = parse_opts(self, argc, argv, "file output set wait", &o);
     if (rc)
         return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
@@ -431,25 +460,8 @@ static int cmd_submit(int argc, char **argv)
         return usage_error("submit", "unexpected argument");
     if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml") && strcmp(o.output, "id"))
         return usage_error("submit", "-o takes id, json or yaml");
-    rc = CLI_EXIT_USAGE;
-    if (!(text = read_all(o.file, &len, err, sizeof err))) {
-        fprintf(stderr, "trainyard submit: %s\n", err);
+    if ((rc = load_body("submit", &o, &body)) != CLI_EXIT_OK)
         goto out;
-    }
-    if (cli_yaml_to_json(text, len, &spec, err, sizeof err) != TY_OK) {
-        fprintf(stderr, "trainyard submit: %s: %s\n", o.file, err);
-        goto out;
-    }
-    for (size_t i = 0; i < o.nsets; i++) {
-        if (cli_json_set(spec, o.sets[i], err, sizeof err) != TY_OK) {
-            fprintf(stderr, "trainyard submit: %s\n", err);
-            goto out;
-        }
-    }
-    if (!(body = json_dumps(spec, JSON_COMPACT))) {
-        rc = CLI_EXIT_FAIL;
-        goto out;
-    }
     if ((rc = connect_cli("submit", &o, &c)) != CLI_EXIT_OK)
         goto out;
     cli_http_do(c, "POST", "/v1/jobs", body, &r);
@@ -480,9 +492,7 @@ static int cmd_submit(int argc, char **argv)
 out:
     cli_resp_free(&r);
     cli_http_free(c);
-    json_decref(spec);
     free(body);
-    free(text);
     return rc;
 }
 
