@@ -284,6 +284,8 @@ static size_t op_rows(const store_op *op)
         return op->u.submit.n;
     if (op->kind == STORE_OP_UPDATE)
         return op->u.update.n;
+    if (op->kind == STORE_OP_SWEEP_CREATE)
+        return op->u.sweep.in->ntrials;
     if (op->kind == STORE_OP_METRICS) /* a point costs a small fraction of a job */
         return 1 + op->u.metrics.n / 16;
     return 1;
@@ -335,6 +337,9 @@ static ty_err op_apply(store *s, store_op *op)
     case STORE_OP_WEBHOOK_CREATE:
     case STORE_OP_WEBHOOK_DELETE:
         return store_webhook_apply(s, &s->writer, op);
+    case STORE_OP_SWEEP_CREATE:
+    case STORE_OP_SWEEP_CANCEL:
+        return store_sweep_apply(s, &s->writer, op);
     }
     return TY_EINTERNAL;
 }

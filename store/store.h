@@ -489,6 +489,86 @@ ty_err store_webhook_delete(store *s, const char *name);
 ty_err store_webhook_delivery(store *s, const char *key, const unsigned char body_hash[32],
                               char id[STORE_ID_LEN + 1]);
 
+/* ---- sweeps ------------------------------------------------------------ */
+
+/*
+ * A sweep: a job template tried over a search space, each trial an ordinary
+ * job labelled with its sweep. All its trials are created with it, in one
+ * transaction; each trial job records its sweep and the sweep's parallelism,
+ * so that admission can bound the trials active at once (store_job.sweep_*).
+ */
+typedef struct store_sweep_new {
+    const char *id;                 /* from store_sweep_id_new(); also in the trials' labels */
+    const char *name;
+    const char *algorithm;          /* "grid" or "random" */
+    int parallelism;                /* trials active at once, >= 1 */
+    const char *metric;             /* the objective's metric name */
+    int maximize;                   /* goal: 1 maximize, 0 minimize */
+    int stop_min_trials;            /* median early stopping: succeeded trials needed; < 0: off */
+    int64_t stop_min_step;          /* ... and the first step it applies at */
+    const char *body_json;          /* the request body, kept for the record */
+    const store_job_new *trials;    /* trial i's job */
+    const char *const *params_json; /* trial i's parameter values, a JSON object */
+    size_t ntrials;                 /* >= 1 */
+} store_sweep_new;
+
+typedef struct store_sweep_trial {
+    int64_t index;                  /* from 0 */
+    char job_id[STORE_ID_LEN + 1];
+    job_state state;
+    char *params_json;
+    int has_value;                  /* the trial reported the objective's metric */
+    int64_t step;                   /* ... its highest step */
+    double value;                   /* ... and the value there: the trial's objective value */
+} store_sweep_trial;
+
+typedef struct store_sweep {
+    int64_t seq;                    /* creation order */
+    char id[STORE_ID_LEN + 1];
+    char *name;
+    char *algorithm;
+    char *metric;
+    int parallelism;
+    int maximize;
+    int stop_min_trials;            /* < 0: no early stopping */
+    int64_t stop_min_step;
+    int64_t created_at_ms;
+    int64_t cancelled_at_ms;        /* 0 unless a cancel was asked */
+    int64_t ntrials;
+    int64_t counts[JOB_STATE_COUNT]; /* trials in each state */
+    store_sweep_trial *trials;      /* store_sweep_get() only: every trial, by index */
+    size_t ntrials_read;
+} store_sweep;
+
+/* A fresh sweep id: the format of job ids (a millisecond timestamp, 80 random bits). */
+ty_err store_sweep_id_new(char id[STORE_ID_LEN + 1]);
+/*
+ * Creates the sweep and all its trial jobs (each PENDING with its "Submitted"
+ * event) in one transaction: all or none. TY_EINVAL for a malformed input,
+ * TY_EEXISTS when the id is taken.
+ */
+ty_err store_sweep_create(store *s, const store_sweep_new *in);
+/* One sweep with its trials and their objective values, in one snapshot. TY_ENOTFOUND. *out is
+ * new: free with store_sweeps_free(*out, 1). */
+ty_err store_sweep_get(store *s, const char *id, store_sweep **out);
+/*
+ * Sweeps newest first with their state counts (no trials), at most limit (1..1000), before the
+ * cursor before_seq (0: from the newest); *next_before_seq is the next page's cursor, 0 after
+ * the last page. *out is new (NULL when none).
+ */
+ty_err store_sweeps_list(store *s, int64_t before_seq, int limit, store_sweep **out, size_t *nout,
+                         int64_t *next_before_seq);
+void store_sweeps_free(store_sweep *sw, size_t n);
+/*
+ * Cancels every trial that has not ended, as a job cancel does (reason "Cancelled", message),
+ * and marks the sweep cancelled, in one transaction; *ncancelled (may be NULL) counts the
+ * trials moved. Idempotent. TY_ENOTFOUND for an unknown sweep.
+ */
+ty_err store_sweep_cancel(store *s, const char *id, const char *message, size_t *ncancelled);
+/* "running" while a trial has not ended, then "cancelled" (a cancel was asked) or "finished";
+ * from sw->counts. Static. */
+const char *store_sweep_state(const store_sweep *sw);
+
 /* ---- statistics for /metrics --------------------------------------------- */
 
 typedef struct store_stats {

@@ -12,6 +12,7 @@
  *   store_tokens.c  API tokens and job tokens
  *   store_metrics.c the metrics jobs report: the batched upsert, the
  *                   downsampled read, the stream's read by seq
+ *   store_sweeps.c  sweeps: creation with all their trial jobs, cancel, reads
  *
  * Threads: the writer thread alone uses the writer connection and the id
  * generator; a read connection is used by one caller at a time between
@@ -114,6 +115,8 @@ typedef enum store_op_kind {
     STORE_OP_METRICS,
     STORE_OP_WEBHOOK_CREATE,
     STORE_OP_WEBHOOK_DELETE,
+    STORE_OP_SWEEP_CREATE,
+    STORE_OP_SWEEP_CANCEL,
 } store_op_kind;
 
 /*
@@ -174,6 +177,13 @@ typedef struct store_op {
             size_t sealed_len;
             const char *name;                   /* delete */
         } webhook;
+        struct {
+            const store_sweep_new *in; /* create */
+            store_job *jobs;           /* create: in->ntrials entries the writer fills */
+            const char *id;            /* cancel */
+            const char *message;       /* cancel */
+            size_t cancelled;          /* cancel: trials moved */
+        } sweep;
     } u;
 } store_op;
 
@@ -189,6 +199,15 @@ ty_err store_update_apply(store *s, store_conn *w, store_op *op);
 ty_err store_webhook_apply(store *s, store_conn *w, store_op *op);
 ty_err store_token_apply(store *s, store_conn *w, store_op *op);
 ty_err store_metrics_apply(store *s, store_conn *w, store_op *op);
+ty_err store_sweep_apply(store *s, store_conn *w, store_op *op);
+
+/*
+ * Inserts n jobs as a submission does (store_jobs.c), each PENDING with its
+ * "Submitted" event, filling out[i]'s seq, id, state and times; writer only,
+ * inside the caller's operation. A constraint is TY_EEXISTS or TY_EINVAL.
+ */
+ty_err store_jobs_insert(store *s, store_conn *w, const store_job_new *jobs, size_t n,
+                         store_job *out);
 
 /*
  * Job tokens (store_tokens.c), writer only, inside the transaction that

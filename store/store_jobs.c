@@ -239,6 +239,16 @@ static ty_err insert_job(store *s, store_conn *w, const store_job_new *in, int64
     return insert_event(w, out->seq, ms, JOB_STATE_NONE, JOB_PENDING, "Submitted", "");
 }
 
+ty_err store_jobs_insert(store *s, store_conn *w, const store_job_new *jobs, size_t n,
+                         store_job *out)
+{
+    int64_t now = ty_time_now_ms();
+    ty_err e = sync_idgen(s, w);
+    for (size_t i = 0; e == TY_OK && i < n; i++)
+        e = insert_job(s, w, &jobs[i], now, &out[i]);
+    return e;
+}
+
 ty_err store_submit_apply(store *s, store_conn *w, store_op *op)
 {
     int64_t now = ty_time_now_ms();

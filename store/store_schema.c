@@ -43,6 +43,7 @@
  *      point, which halved what ingestion writes
  *   6  webhooks: CI webhooks, their sealed secrets and job templates
  *   7  webhook_deliveries: a delivery id's job, kept past its idempotency key
+ *   8  sweeps, sweep_trials; jobs.sweep and jobs.sweep_parallelism on a trial
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -209,6 +210,32 @@ static const char *const migrations[] = {
     "  INSERT OR IGNORE INTO webhook_deliveries (key, body_hash, job_seq)"
     "    VALUES (new.key, new.body_hash, new.first_seq);"
     "  END;",
+
+    /* 8: sweeps (store_sweeps.c). A trial job carries its sweep's seq and parallelism so that
+     * admission bounds a sweep's active trials from the job rows it reads anyway. */
+    "CREATE TABLE sweeps ("
+    "  seq             INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  id              TEXT NOT NULL UNIQUE CHECK (length(id) = 26),"
+    "  name            TEXT NOT NULL CHECK (length(name) > 0),"
+    "  algorithm       TEXT NOT NULL CHECK (algorithm IN ('grid', 'random')),"
+    "  parallelism     INTEGER NOT NULL CHECK (parallelism > 0),"
+    "  metric          TEXT NOT NULL CHECK (length(metric) > 0),"
+    "  maximize        INTEGER NOT NULL CHECK (maximize IN (0, 1)),"
+    "  stop_min_trials INTEGER CHECK (stop_min_trials >= 0),"
+    "  stop_min_step   INTEGER CHECK (stop_min_step >= 0),"
+    "  body            TEXT NOT NULL,"
+    "  created_ms      INTEGER NOT NULL,"
+    "  cancelled_ms    INTEGER"
+    ") STRICT;"
+    "CREATE TABLE sweep_trials ("
+    "  sweep_seq INTEGER NOT NULL,"
+    "  trial     INTEGER NOT NULL CHECK (trial >= 0),"
+    "  job_seq   INTEGER NOT NULL,"
+    "  params    TEXT NOT NULL,"
+    "  PRIMARY KEY (sweep_seq, trial)"
+    ") STRICT, WITHOUT ROWID;"
+    "ALTER TABLE jobs ADD COLUMN sweep INTEGER;"
+    "ALTER TABLE jobs ADD COLUMN sweep_parallelism INTEGER CHECK (sweep_parallelism > 0);",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
