@@ -334,6 +334,10 @@ static ty_err op_apply(store *s, store_op *op)
         return store_token_apply(s, &s->writer, op);
     case STORE_OP_METRICS:
         return store_metrics_apply(s, &s->writer, op);
+    case STORE_OP_NOTIFY_CREATE:
+    case STORE_OP_NOTIFY_DELETE:
+    case STORE_OP_NOTIFY_MARK:
+        return store_notify_apply(s, &s->writer, op);
     case STORE_OP_WEBHOOK_CREATE:
     case STORE_OP_WEBHOOK_DELETE:
         return store_webhook_apply(s, &s->writer, op);
@@ -414,6 +418,17 @@ static void call_change_hook(store *s, int metrics)
         fn(ud);
 }
 
+/* Calls the notify hook, if any; writer thread, after a commit. */
+static void call_notify_hook(store *s)
+{
+    pthread_mutex_lock(&s->qmu);
+    void (*fn)(void *) = s->notify_hook;
+    void *ud = s->notify_hook_ud;
+    pthread_mutex_unlock(&s->qmu);
+    if (fn)
+        fn(ud);
+}
+
 /*
  * Runs one group of nops operations: BEGIN IMMEDIATE, every op in its own
  * savepoint, COMMIT; then sets the counters, calls the change hook when the
@@ -482,6 +497,8 @@ wake:;
     double secs = (double)(ty_time_mono_ns() - t0) / 1e9;
     int changed = 0; /* a committed op wrote job events */
     int measured = 0; /* a committed op stored metric points */
+    int ended = 0;    /* a committed op moved a job into a terminal state: the outbox may
+                         have new rows (the trigger notify_outbox_queue) */
     pthread_mutex_lock(&s->smu);
     s->commits_total += (uint64_t)committed;
     for (store_op *op = group; op; op = op->next) {
@@ -493,6 +510,8 @@ wake:;
             s->jobs_by_state[st] += (uint64_t)op->moved[st]; /* modular: adds a negative too */
         changed |= op->wrote_events;
         measured |= op->wrote_metrics;
+        ended |= op->moved[JOB_SUCCEEDED] > 0 || op->moved[JOB_FAILED] > 0 ||
+                 op->moved[JOB_CANCELLED] > 0;
     }
     pthread_mutex_unlock(&s->smu);
     if (committed) {
@@ -502,6 +521,8 @@ wake:;
             call_change_hook(s, 0);
         if (measured)
             call_change_hook(s, 1);
+        if (ended)
+            call_notify_hook(s);
     }
     for (store_op *op = group, *next; op; op = next) {
         next = op->next; /* op may vanish (caller's stack) as soon as it is posted */
@@ -895,6 +916,16 @@ void store_set_metrics_hook(store *s, void (*fn)(void *ud), void *ud)
     pthread_mutex_lock(&s->qmu);
     s->metrics_hook = fn;
     s->metrics_hook_ud = fn ? ud : NULL;
+    pthread_mutex_unlock(&s->qmu);
+}
+
+void store_set_notify_hook(store *s, void (*fn)(void *ud), void *ud)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->qmu);
+    s->notify_hook = fn;
+    s->notify_hook_ud = fn ? ud : NULL;
     pthread_mutex_unlock(&s->qmu);
 }
 

@@ -569,6 +569,105 @@ ty_err store_sweep_cancel(store *s, const char *id, const char *message, size_t 
  * from sw->counts. Static. */
 const char *store_sweep_state(const store_sweep *sw);
 
+/* ---- notifications --------------------------------------------------------- */
+
+/*
+ * Notifications out: a subscription names an http(s) URL, the terminal job events it wants
+ * and optionally a queue and labels a job must have. When a job reaches SUCCEEDED, FAILED or
+ * CANCELLED, a trigger on the job's state writes one delivery row (the outbox) per matching
+ * subscription in the very transaction that writes the state: a transition that committed has
+ * its deliveries committed with it, and none is lost to a crash after the commit. The store
+ * only records "deliver event E of job J to subscription S"; server/notify.c sends the rows and
+ * marks each through store_notify_mark(). The secret that signs a subscription's deliveries is
+ * sealed like a webhook's (AES-256-GCM under the key file, "notification:<name>" as associated
+ * data) and only store_notify_get() returns it.
+ */
+enum {
+    STORE_NOTIFY_SUCCEEDED = 1u << 0, /* the event bit of a terminal state s: s - JOB_SUCCEEDED */
+    STORE_NOTIFY_FAILED = 1u << 1,
+    STORE_NOTIFY_CANCELLED = 1u << 2,
+    STORE_NOTIFY_ALL = 7u,
+};
+
+typedef struct store_notify_sub {
+    char *name;                  /* a DNS label, the subscription's id in the API */
+    char *url;
+    unsigned events;             /* STORE_NOTIFY_* bits, at least one */
+    char *queue;                 /* only jobs of this queue; NULL: any */
+    char *labels_json;           /* a JSON object of labels a job must all have; NULL: any */
+    int64_t created_at_ms;
+    /* store_notify_create(): the secret in clear (borrowed). store_notify_get(): a new copy,
+     * wiped by store_notify_subs_free(). NULL otherwise. */
+    unsigned char *secret;
+    size_t secret_len;           /* 1..1024 */
+} store_notify_sub;
+
+/* Frees n subscriptions (secrets wiped first) and the array. Accepts NULL. */
+void store_notify_subs_free(store_notify_sub *subs, size_t n);
+/* Stores sub (borrowed; created_at_ms ignored). TY_EEXISTS when the name is taken; TY_EINVAL
+ * for a missing member; TY_EIO when the key file cannot be used (logged). */
+ty_err store_notify_create(store *s, const store_notify_sub *sub);
+/* Every subscription by name, without secrets. */
+ty_err store_notify_list(store *s, store_notify_sub **out, size_t *nout);
+/* One subscription with its secret. TY_ENOTFOUND for an unknown name. */
+ty_err store_notify_get(store *s, const char *name, store_notify_sub **out);
+/* TY_ENOTFOUND for an unknown name. Its deliveries, pending or not, go with it. */
+ty_err store_notify_delete(store *s, const char *name);
+
+typedef enum store_delivery_state {
+    STORE_DELIVERY_PENDING = 0,
+    STORE_DELIVERY_DELIVERED = 1,
+    STORE_DELIVERY_FAILED = 2,   /* given up */
+} store_delivery_state;
+
+/* One outbox row. */
+typedef struct store_delivery {
+    int64_t id;                  /* increasing; the receiver's deduplication key */
+    char *sub;                   /* the subscription's name */
+    char job_id[STORE_ID_LEN + 1];
+    job_state event;             /* the terminal state the job reached */
+    store_delivery_state state;
+    int attempts;
+    int64_t created_at_ms;       /* the transition's time */
+    int64_t next_at_ms;          /* pending: when the next attempt is due */
+    int64_t last_at_ms;          /* the last attempt; 0 before the first */
+    int64_t done_at_ms;          /* delivered or failed; 0 while pending */
+    int last_code;               /* the last attempt's HTTP status; 0: none (see last_error) */
+    char *last_error;            /* "" when the last attempt got a response, or none was made */
+} store_delivery;
+
+/* Frees the members of n deliveries and the array. Accepts NULL. */
+void store_deliveries_free(store_delivery *d, size_t n);
+/* The subscription's deliveries, newest first, at most limit (1..1000). TY_ENOTFOUND for an
+ * unknown subscription. */
+ty_err store_notify_deliveries(store *s, const char *name, int limit, store_delivery **out,
+                               size_t *nout);
+/* Pending deliveries due at now_ms (next_at_ms <= now_ms), oldest due first, at most limit
+ * (1..1000); *next_at_ms is the due time of the earliest pending row left, 0 when none. */
+ty_err store_notify_due(store *s, int64_t now_ms, int limit, store_delivery **out, size_t *nout,
+                        int64_t *next_at_ms);
+
+/* The outcome of one attempt. */
+typedef struct store_delivery_mark {
+    int64_t id;
+    store_delivery_state state;  /* PENDING: retry at next_at_ms */
+    int64_t at_ms;               /* when the attempt was made */
+    int64_t next_at_ms;
+    int code;                    /* HTTP status, 0 when there was no response */
+    const char *error;           /* NULL or "" when there was a response */
+} store_delivery_mark;
+
+/* Records an attempt of a pending delivery through the writer (attempts + 1). TY_ENOTFOUND
+ * when the row is gone (its subscription was deleted) or no longer pending. */
+ty_err store_notify_mark(store *s, const store_delivery_mark *m);
+
+/*
+ * Registers fn to be called by the writer thread after every commit that moved a job into a
+ * terminal state (which may have queued deliveries). fn must be quick and must not call the
+ * store. One hook per store; NULL removes it.
+ */
+void store_set_notify_hook(store *s, void (*fn)(void *ud), void *ud);
+
 /* ---- statistics for /metrics --------------------------------------------- */
 
 typedef struct store_stats {

@@ -10,6 +10,8 @@
  *   store_sched.c   the scheduler's side: batched updates, attempts, the
  *                   admission order, the change feed
  *   store_tokens.c  API tokens and job tokens
+ *   store_notify.c  notification subscriptions and the outbox of their deliveries
+ *   store_seal.c    secrets sealed at rest under the key file (AES-256-GCM)
  *   store_metrics.c the metrics jobs report: the batched upsert, the
  *                   downsampled read, the stream's read by seq
  *   store_sweeps.c  sweeps: creation with all their trial jobs, cancel, reads
@@ -113,6 +115,9 @@ typedef enum store_op_kind {
     STORE_OP_TOKEN_CREATE,
     STORE_OP_TOKEN_REVOKE,
     STORE_OP_METRICS,
+    STORE_OP_NOTIFY_CREATE,
+    STORE_OP_NOTIFY_DELETE,
+    STORE_OP_NOTIFY_MARK,
     STORE_OP_WEBHOOK_CREATE,
     STORE_OP_WEBHOOK_DELETE,
     STORE_OP_SWEEP_CREATE,
@@ -172,6 +177,13 @@ typedef struct store_op {
             size_t n;
         } metrics;
         struct {
+            const store_notify_sub *sub;     /* create: the subscription */
+            const unsigned char *sealed;     /* create: the secret as stored */
+            size_t sealed_len;
+            const char *name;                /* delete */
+            const store_delivery_mark *mark; /* mark */
+        } notify;
+        struct {
             const store_webhook *hook;          /* create: the registration */
             const unsigned char *sealed;        /* create: the secret as stored */
             size_t sealed_len;
@@ -197,6 +209,7 @@ ty_err store_submit_apply(store *s, store_conn *w, store_op *op);
 ty_err store_transition_apply(store *s, store_conn *w, store_op *op);
 ty_err store_update_apply(store *s, store_conn *w, store_op *op);
 ty_err store_webhook_apply(store *s, store_conn *w, store_op *op);
+ty_err store_notify_apply(store *s, store_conn *w, store_op *op);
 ty_err store_token_apply(store *s, store_conn *w, store_op *op);
 ty_err store_metrics_apply(store *s, store_conn *w, store_op *op);
 ty_err store_sweep_apply(store *s, store_conn *w, store_op *op);
@@ -245,6 +258,19 @@ ty_err store_job_move(store_conn *w, store_job *job, job_state to, const char *r
                       const char *message);
 ty_err store_job_note(store_conn *w, const store_job *job, const char *reason,
                       const char *message);
+
+/*
+ * Secrets the server reads back, sealed at rest (store_seal.c): AES-256-GCM under the key
+ * file next to the database, with aad (names the row) as associated data. *out is new;
+ * unseal's is NUL-terminated past *outlen, to be wiped before free(). TY_EIO when the key
+ * file cannot be created or read, or others may read it; unseal's TY_ESCHEMA when the
+ * blob does not open (another key, another row, tampering).
+ */
+#define STORE_SECRET_MAX 1024
+ty_err store_secret_seal(const store *s, const char *aad, const unsigned char *in, size_t n,
+                         unsigned char **out, size_t *outlen);
+ty_err store_secret_unseal(const store *s, const char *aad, const unsigned char *in, size_t n,
+                           unsigned char **out, size_t *outlen);
 
 /* ---- read connections ---------------------------------------------------- */
 
@@ -360,6 +386,10 @@ struct store {
     /* Called by the writer after a commit that stored metric points (qmu). */
     void (*metrics_hook)(void *ud);
     void *metrics_hook_ud;
+    /* Called by the writer after a commit that moved a job into a terminal state, which
+     * may have queued notification deliveries (qmu). */
+    void (*notify_hook)(void *ud);
+    void *notify_hook_ud;
 
     /* Test hook: while set, the writer takes no new group (see store_test_hold_writer). */
     int hold_writer;

@@ -44,6 +44,8 @@
  *   6  webhooks: CI webhooks, their sealed secrets and job templates
  *   7  webhook_deliveries: a delivery id's job, kept past its idempotency key
  *   8  sweeps, sweep_trials; jobs.sweep and jobs.sweep_parallelism on a trial
+ *   9  notify_subs, notify_outbox: notification subscriptions and their deliveries,
+ *      queued by a trigger on a job's move into a terminal state
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -236,6 +238,47 @@ static const char *const migrations[] = {
     ") STRICT, WITHOUT ROWID;"
     "ALTER TABLE jobs ADD COLUMN sweep INTEGER;"
     "ALTER TABLE jobs ADD COLUMN sweep_parallelism INTEGER CHECK (sweep_parallelism > 0);",
+
+    /* 9: notification subscriptions and the outbox of their deliveries (store_notify.c). The
+     * trigger queues a delivery per matching subscription in the statement, hence the
+     * transaction, that moves a job into SUCCEEDED (6), FAILED (7) or CANCELLED (8); event bit
+     * state - 6 of a subscription's events selects it, then its queue and labels when set. */
+    "CREATE TABLE notify_subs ("
+    "  id         INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  name       TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 63),"
+    "  url        TEXT NOT NULL CHECK (length(url) > 0),"
+    "  events     INTEGER NOT NULL CHECK (events BETWEEN 1 AND 7),"
+    "  queue      TEXT,"
+    "  labels     TEXT CHECK (labels IS NULL OR json_type(labels) = 'object'),"
+    "  secret     BLOB NOT NULL,"
+    "  created_ms INTEGER NOT NULL"
+    ") STRICT;"
+    "CREATE TABLE notify_outbox ("
+    "  id         INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  sub_id     INTEGER NOT NULL,"
+    "  job_seq    INTEGER NOT NULL,"
+    "  event      INTEGER NOT NULL CHECK (event BETWEEN 6 AND 8),"
+    "  state      INTEGER NOT NULL DEFAULT 0 CHECK (state BETWEEN 0 AND 2),"
+    "  attempts   INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),"
+    "  created_ms INTEGER NOT NULL,"
+    "  next_ms    INTEGER NOT NULL,"
+    "  last_ms    INTEGER NOT NULL DEFAULT 0,"
+    "  done_ms    INTEGER NOT NULL DEFAULT 0,"
+    "  last_code  INTEGER NOT NULL DEFAULT 0,"
+    "  last_error TEXT NOT NULL DEFAULT ''"
+    ") STRICT;"
+    "CREATE INDEX notify_outbox_due ON notify_outbox (next_ms) WHERE state = 0;"
+    "CREATE INDEX notify_outbox_sub ON notify_outbox (sub_id);"
+    "CREATE TRIGGER notify_outbox_queue AFTER UPDATE OF state ON jobs"
+    "  WHEN new.state BETWEEN 6 AND 8 AND old.state < 6 BEGIN"
+    "  INSERT INTO notify_outbox (sub_id, job_seq, event, created_ms, next_ms)"
+    "    SELECT s.id, new.seq, new.state, new.updated_ms, new.updated_ms FROM notify_subs AS s"
+    "    WHERE (s.events >> (new.state - 6)) & 1"
+    "      AND (s.queue IS NULL OR s.queue = new.queue)"
+    "      AND NOT EXISTS (SELECT 1 FROM json_each(s.labels) AS l WHERE NOT EXISTS ("
+    "        SELECT 1 FROM job_labels AS jl WHERE jl.key = l.key AND jl.value = l.value"
+    "        AND jl.seq = new.seq));"
+    "  END;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
