@@ -45,6 +45,12 @@ void api_webhooks_list(const api_req *req, api_resp *resp);
 void api_webhooks_delete(const api_req *req, api_resp *resp);
 void api_webhooks_deliver(const api_req *req, api_resp *resp);
 
+/* Notifications out (notifications.c): subscriptions and their deliveries (admin). */
+void api_notifications_create(const api_req *req, api_resp *resp);
+void api_notifications_list(const api_req *req, api_resp *resp);
+void api_notifications_delete(const api_req *req, api_resp *resp);
+void api_notifications_deliveries(const api_req *req, api_resp *resp);
+
 /* ---- responses (resp.c) --------------------------------------------------- */
 
 #define API_CT_JSON "application/json"

@@ -33,6 +33,11 @@ const api_route api_routes[] = {
     {"POST", "/v1/webhooks", api_webhooks_create, STORE_SCOPE_ADMIN},
     {"DELETE", "/v1/webhooks/{id}", api_webhooks_delete, STORE_SCOPE_ADMIN},
     {"POST", "/v1/hooks/{id}", api_webhooks_deliver, 0},
+    {"GET", "/v1/notifications", api_notifications_list, STORE_SCOPE_ADMIN},
+    {"POST", "/v1/notifications", api_notifications_create, STORE_SCOPE_ADMIN},
+    {"DELETE", "/v1/notifications/{id}", api_notifications_delete, STORE_SCOPE_ADMIN},
+    {"GET", "/v1/notifications/{id}/deliveries", api_notifications_deliveries,
+     STORE_SCOPE_ADMIN},
 };
 
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];

@@ -34,7 +34,8 @@ static void test_table_is_well_formed(void **state)
         if (hook)
             assert_string_equal(r->method, "POST");
         else if (v1 && (strncmp(r->path, "/v1/tokens", 10) == 0 ||
-                        strncmp(r->path, "/v1/webhooks", 12) == 0))
+                        strncmp(r->path, "/v1/webhooks", 12) == 0 ||
+                        strncmp(r->path, "/v1/notifications", 17) == 0))
             assert_int_equal(r->scope, STORE_SCOPE_ADMIN);
         else if (v1 && r->scope == STORE_SCOPE_REPORT) /* a job's token reports its metrics */
             assert_true(strcmp(r->method, "POST") == 0 &&
