@@ -32,6 +32,12 @@ void api_jobs_attempts(const api_req *req, api_resp *resp);
 void api_jobs_cancel(const api_req *req, api_resp *resp);
 void api_jobs_logs(const api_req *req, api_resp *resp);
 
+/* Sweeps (sweeps.c): a template over a search space, each trial a job. */
+void api_sweeps_create(const api_req *req, api_resp *resp);
+void api_sweeps_list(const api_req *req, api_resp *resp);
+void api_sweeps_get(const api_req *req, api_resp *resp);
+void api_sweeps_cancel(const api_req *req, api_resp *resp);
+
 void api_metrics_report(const api_req *req, api_resp *resp);
 void api_metrics_read(const api_req *req, api_resp *resp);
 

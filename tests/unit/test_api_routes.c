@@ -50,6 +50,35 @@ static void test_table_is_well_formed(void **state)
     }
 }
 
+/* The route a method and path template name, or NULL. */
+static const api_route *route(const char *method, const char *path)
+{
+    for (size_t i = 0; i < api_nroutes; i++)
+        if (strcmp(api_routes[i].method, method) == 0 && strcmp(api_routes[i].path, path) == 0)
+            return &api_routes[i];
+    return NULL;
+}
+
+/* Sweeps: a read token sees them, a submit token creates and cancels them. */
+static void test_sweep_routes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *method, *path;
+        unsigned scope;
+    } want[] = {
+        {"POST", "/v1/sweeps", STORE_SCOPE_SUBMIT},
+        {"GET", "/v1/sweeps", STORE_SCOPE_READ},
+        {"GET", "/v1/sweeps/{id}", STORE_SCOPE_READ},
+        {"POST", "/v1/sweeps/{id}:cancel", STORE_SCOPE_SUBMIT},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const api_route *r = route(want[i].method, want[i].path);
+        assert_non_null(r);
+        assert_int_equal(r->scope, want[i].scope);
+    }
+}
+
 static void test_scopes_match_openapi(void **state)
 {
     (void)state;
@@ -90,6 +119,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_is_well_formed),
         cmocka_unit_test(test_scopes_match_openapi),
+        cmocka_unit_test(test_sweep_routes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
