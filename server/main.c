@@ -29,6 +29,7 @@
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/http.h"
+#include "server/notify.h"
 #include "server/paths.h"
 #include "server/token_cli.h"
 #include "store/store.h"
@@ -113,9 +114,18 @@ static int kube_spec_check(void *ud, const json_t *spec, char *path, size_t path
     return kube_render_check(k->profile, spec, path, pathlen, msg, msglen) != TY_OK;
 }
 
-static ty_err kube_metrics(void *ud, ty_buf *out)
+/* The families /metrics adds to the API's own: the backend's (Kubernetes only) and the
+ * notifications' counters. */
+typedef struct extra_metrics {
+    backend *kube; /* NULL with the local backend */
+    notify *notify;
+} extra_metrics;
+
+static ty_err render_extra_metrics(void *ud, ty_buf *out)
 {
-    return kube_backend_metrics(ud, out);
+    const extra_metrics *m = ud;
+    ty_err e = m->kube ? kube_backend_metrics(m->kube, out) : TY_OK;
+    return e ? e : notify_render_metrics(m->notify, out);
 }
 
 /*
@@ -218,6 +228,8 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     http_server *srv = NULL;
     api_feed *feed = NULL;
     change_hooks hooks = {0};
+    notify *nt = NULL;
+    extra_metrics extra = {0};
     ty_counter_vec requests;
     ty_histogram duration;
     char addr[CONFIG_ADDR_LEN];
@@ -282,6 +294,14 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     hooks.feed = feed;
     store_set_change_hook(st, on_change, &hooks);
     store_set_metrics_hook(st, on_metrics, feed);
+    notify_options nopt = {.store = st};
+    if ((e = notify_start(&nopt, &nt, err, sizeof err)) != TY_OK) {
+        TY_LOG(TY_LOG_ERROR, "cannot start the notifications", "{s:s}", "error", err);
+        goto out;
+    }
+    store_set_notify_hook(st, notify_wake, nt);
+    extra.kube = kube.profile ? be : NULL;
+    extra.notify = nt;
     api_ctx ctx = {
         .store = st,
         .feed = feed,
@@ -291,8 +311,8 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         .http_duration = &duration,
         .spec_check = kube.profile ? kube_spec_check : NULL,
         .spec_check_ud = &kube,
-        .backend_metrics = kube.profile ? kube_metrics : NULL,
-        .backend_metrics_ud = be,
+        .backend_metrics = render_extra_metrics,
+        .backend_metrics_ud = &extra,
     };
     e = http_server_start(srv, &ctx, auth, err, sizeof err);
     if (e) {
@@ -322,6 +342,8 @@ out:
     ty_kubeconfig_free(kube.kubeconfig);
     kube_profile_free(kube.profile);
     auth_cache_free(auth);
+    store_set_notify_hook(st, NULL, NULL);
+    notify_stop(nt); /* an attempt in flight is dropped: its row stays pending */
     store_close(st); /* finishes queued commits */
     api_feed_free(feed);
     ty_histogram_destroy(&duration);
