@@ -137,6 +137,7 @@ typedef struct sjob {
     job_state state; /* as last committed */
     int attempt;     /* the store's attempt number */
     int restarts;
+    int64_t sweep;   /* a sweep's trial: the sweep's seq, else 0 */
     /* From the spec: what backend_job shows a backend, parsed once. */
     json_t *spec;
     char **argv;     /* borrowed strings of spec, NULL-terminated */
@@ -181,6 +182,12 @@ typedef struct queue_count {
     int active;
 } queue_count;
 
+/* The trials of a sweep held here (active); a sweep leaves the list when none is. */
+typedef struct sweep_count {
+    int64_t sweep;
+    int active;
+} sweep_count;
+
 struct sched {
     store *st;
     backend *be;
@@ -201,6 +208,8 @@ struct sched {
     int read_failed;   /* admission could not read the store: pause before trying again */
     queue_count *queues;
     size_t nqueues, capqueues;
+    sweep_count *sweeps;
+    size_t nsweeps, capsweeps;
     /* The head of the line that waits for capacity, and why, as last written (a Waiting
      * event is written when either changes). */
     char waiting_id[STORE_ID_LEN + 1];
@@ -265,6 +274,40 @@ static queue_count *queue_get(sched *s, const char *queue)
     return &s->queues[s->nqueues++];
 }
 
+/* The trials of sweep `sweep` held here. */
+static int sweep_active(const sched *s, int64_t sweep)
+{
+    for (size_t i = 0; i < s->nsweeps; i++)
+        if (s->sweeps[i].sweep == sweep)
+            return s->sweeps[i].active;
+    return 0;
+}
+
+/* Counts one trial of `sweep` more (delta 1) or less (-1). A count that cannot grow for want
+ * of memory only lets a sweep run more trials at once than it asked for. */
+static void sweep_add(sched *s, int64_t sweep, int delta)
+{
+    for (size_t i = 0; i < s->nsweeps; i++) {
+        if (s->sweeps[i].sweep != sweep)
+            continue;
+        s->sweeps[i].active += delta;
+        if (s->sweeps[i].active <= 0)
+            s->sweeps[i] = s->sweeps[--s->nsweeps];
+        return;
+    }
+    if (delta <= 0)
+        return;
+    if (s->nsweeps == s->capsweeps) {
+        size_t cap = s->capsweeps ? s->capsweeps * 2 : 8;
+        sweep_count *g = realloc(s->sweeps, cap * sizeof *g);
+        if (!g)
+            return;
+        s->sweeps = g;
+        s->capsweeps = cap;
+    }
+    s->sweeps[s->nsweeps++] = (sweep_count){sweep, delta};
+}
+
 static sjob *job_find(sched *s, const char *id)
 {
     for (sjob *j = s->jobs; j; j = j->next)
@@ -321,6 +364,7 @@ static ty_err job_new(const store_job *row, sjob **out)
     j->state = row->state;
     j->attempt = row->attempt;
     j->restarts = row->restarts;
+    j->sweep = row->sweep;
     if (!(j->queue = strdup(row->queue)))
         goto fail;
     json_error_t jerr;
@@ -437,6 +481,8 @@ static void job_link(sched *s, sjob *j)
     queue_count *q = queue_get(s, j->queue);
     if (q)
         q->active++;
+    if (j->sweep)
+        sweep_add(s, j->sweep, 1);
 }
 
 /* Removes j from the list, releases its reservation and frees it. */
@@ -453,6 +499,8 @@ static void job_forget(sched *s, sjob *j)
     queue_count *q = queue_get(s, j->queue);
     if (q && q->active > 0)
         q->active--;
+    if (j->sweep)
+        sweep_add(s, j->sweep, -1);
     if (j->res)
         s->be->ops->release(s->be, j->res);
     job_free(j);
@@ -1035,17 +1083,22 @@ static void decide_job(sched *s, round *r, sjob *j, int64_t now)
 }
 
 /*
- * Admission merges the queues it may admit from. Each queue with PENDING jobs
- * that is under its limit contributes its head: a page of its jobs in
- * admission order (store_jobs_pending), read when first needed and refilled
- * when used up. The next job considered is the best head of all (priority,
- * then seq), so the order is the global one of sched.h; a queue that reaches
- * its limit leaves the merge, and a queue at its limit is never read at all.
- * A round therefore reads the list of queues (one index seek each) and at
- * most a few pages per open queue, whatever the number of jobs waiting.
+ * Admission merges the lines it may admit from. A line is a queue's jobs
+ * outside sweeps, or one sweep's trials in that queue (store_jobs_pending_sweep):
+ * each line with PENDING jobs whose queue is under its limit, and whose sweep
+ * is under its parallelism, contributes its head: a page of its jobs in
+ * admission order, read when first needed and refilled when used up. The next
+ * job considered is the best head of all (priority, then seq), so the order
+ * is the global one of sched.h; a line that reaches its queue's limit or its
+ * sweep's parallelism leaves the merge, and one at either is never read at
+ * all. A round therefore reads the lists of queues and of their sweeps (one
+ * index seek each) and at most a few pages per open line, whatever the
+ * number of jobs waiting.
  */
 typedef struct admit_head {
     const char *queue;      /* borrowed from the round's list of queues */
+    int64_t sweep;          /* the sweep whose trials this line holds; 0: no sweep's */
+    int parallelism;        /* the sweep's */
     store_job *page;        /* owned */
     size_t n, pos;          /* page[pos..n) not yet considered */
     int reads;              /* pages read this round */
@@ -1064,12 +1117,23 @@ static int queue_room(sched *s, const char *queue)
     return active >= limit ? 0 : limit - active;
 }
 
+/* Trials of a sweep that may still become active; INT_MAX outside sweeps. */
+static int sweep_room(const sched *s, int64_t sweep, int parallelism)
+{
+    if (!sweep)
+        return INT_MAX;
+    int active = sweep_active(s, sweep);
+    return active >= parallelism ? 0 : parallelism - active;
+}
+
 /* Makes h's next job available; 0 when there is none (h is then done), -1 on a store error. */
 static int head_fill(sched *s, admit_head *h)
 {
     if (h->done)
         return 0;
-    int room = queue_room(s, h->queue);
+    int room = queue_room(s, h->queue), sroom = sweep_room(s, h->sweep, h->parallelism);
+    if (sroom < room)
+        room = sroom;
     if (room == 0) {
         h->done = 1; /* it reached its limit: it leaves the merge */
         return 0;
@@ -1083,8 +1147,8 @@ static int head_fill(sched *s, admit_head *h)
     int want = h->reads++ == 0 ? PENDING_FIRST_PAGE : PENDING_PAGE;
     if (room < want)
         want = room;
-    if (store_jobs_pending(s->st, h->queue, h->after_prio, h->after_seq, want, &h->page, &h->n) !=
-        TY_OK)
+    if (store_jobs_pending_sweep(s->st, h->queue, h->sweep, h->after_prio, h->after_seq, want,
+                                 &h->page, &h->n) != TY_OK)
         return -1;
     if (h->n == 0) {
         h->done = 1;
@@ -1093,7 +1157,23 @@ static int head_fill(sched *s, admit_head *h)
     return 1;
 }
 
-/* The queues under their limit that hold PENDING jobs, as merge heads (*heads new). */
+/* Appends h to the growing array *a of *n heads (capacity *cap). */
+static ty_err heads_push(admit_head **a, size_t *n, size_t *cap, admit_head h)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        admit_head *g = realloc(*a, c * sizeof *g);
+        if (!g)
+            return TY_ENOMEM;
+        *a = g;
+        *cap = c;
+    }
+    (*a)[(*n)++] = h;
+    return TY_OK;
+}
+
+/* The lines (queue, or queue and sweep) under their limits that hold PENDING jobs, as merge
+ * heads (*heads new). */
 static ty_err admit_heads(sched *s, char ***names, size_t *nnames, admit_head **heads,
                           size_t *nheads)
 {
@@ -1126,15 +1206,39 @@ static ty_err admit_heads(sched *s, char ***names, size_t *nnames, admit_head **
         if (got < QUEUES_PAGE)
             break;
     }
-    admit_head *h = n ? calloc(n, sizeof *h) : NULL;
-    if (n && !h) {
-        store_queues_free(all, n);
-        return TY_ENOMEM;
+    admit_head *h = NULL;
+    size_t k = 0, cap = 0;
+    ty_err e = TY_OK;
+    for (size_t i = 0; i < n && e == TY_OK; i++) {
+        if (queue_room(s, all[i]) == 0)
+            continue; /* at its limit: neither its jobs nor its sweeps are read */
+        if ((e = heads_push(&h, &k, &cap, (admit_head){.queue = all[i]})) != TY_OK)
+            break;
+        /* The queue's sweeps, each a line of its own, but for those at their parallelism. */
+        int64_t after = 0;
+        for (;;) {
+            store_pending_sweep *sw = NULL;
+            size_t got = 0;
+            if ((e = store_pending_sweeps(s->st, all[i], after, QUEUES_PAGE, &sw, &got)) != TY_OK)
+                break;
+            for (size_t x = 0; x < got && e == TY_OK; x++)
+                if (sweep_room(s, sw[x].sweep, sw[x].parallelism) > 0)
+                    e = heads_push(&h, &k, &cap,
+                                   (admit_head){.queue = all[i],
+                                                .sweep = sw[x].sweep,
+                                                .parallelism = sw[x].parallelism});
+            if (got)
+                after = sw[got - 1].sweep;
+            free(sw);
+            if (e != TY_OK || got < QUEUES_PAGE)
+                break;
+        }
     }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (queue_room(s, all[i]) > 0)
-            h[k++] = (admit_head){.queue = all[i]};
+    if (e != TY_OK) {
+        free(h);
+        store_queues_free(all, n);
+        return e;
+    }
     *names = all;
     *nnames = n;
     *heads = h;
@@ -1718,6 +1822,7 @@ void sched_stop(sched *s)
     for (size_t i = 0; i < s->nqueues; i++)
         free(s->queues[i].name);
     free(s->queues);
+    free(s->sweeps);
     if (s->wake_fd >= 0)
         close(s->wake_fd);
     pthread_mutex_destroy(&s->mu);

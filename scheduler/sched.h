@@ -11,14 +11,18 @@
  *   2. decides, per job, what its state must become and which backend calls
  *      it wants; deciding calls nothing but reserve() (see sched.c)
  *   3. admits PENDING jobs by priority, then age, while their queue is under
- *      its limit and the backend can reserve the whole gang; the first job
+ *      its limit, a sweep's trial only while fewer than the sweep's
+ *      parallelism of its trials are active (ADMITTED to CANCELLING), and
+ *      the backend can reserve the whole gang; the first job
  *      that does not fit stops admission (no backfill, so a big gang is not
  *      starved by a stream of small ones) and says why (a Waiting event, when
  *      the reason changes); a job that can never fit fails.
  *      Admission runs only after something that may let a job in (a
  *      submission, a job that ended and freed its slots and its queue place,
  *      a round that hit its admission cap), and reads only the queues under
- *      their limit: jobs waiting in a queue at its limit cost nothing, and a
+ *      their limit and the sweeps under their parallelism: jobs waiting in a
+ *      queue at its limit, or trials of a sweep at its parallelism, cost
+ *      nothing and block nobody, and a
  *      loop with nothing to do sleeps until the next event or deadline
  *   4. commits every decision of the round in one group commit
  *      (store_jobs_update), then acts, for the jobs whose changes committed:

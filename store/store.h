@@ -82,6 +82,8 @@ typedef struct store_job {
     char *spec_json;
     char *attempt_json;          /* the current attempt's record (a JSON object written by the
                                     scheduler, see store_update), or NULL before the first */
+    int64_t sweep;               /* a sweep's trial: the sweep's seq, else 0 */
+    int sweep_parallelism;       /* a trial: its sweep's trials active at once, else 0 */
 } store_job;
 
 /* Frees the members of n jobs and the array itself. Accepts NULL. */
@@ -213,10 +215,18 @@ ty_err store_jobs_update(store *s, store_update *u, size_t n);
  * a walk of the queue's jobs. *out is a new array of new strings (NULL when
  * there are none); free it with store_queues_free().
  *
- * store_jobs_pending(): the PENDING jobs of `queue` in admission order. With
- * after_seq > 0 the walk resumes after the job (after_priority, after_seq),
- * which need not be PENDING any more. At most limit (1..1000) jobs; *out is
- * new (NULL when there are none). Fewer than limit jobs means the walk is done.
+ * store_jobs_pending(): the PENDING jobs of `queue` that are no sweep's
+ * trials, in admission order. With after_seq > 0 the walk resumes after the
+ * job (after_priority, after_seq), which need not be PENDING any more. At
+ * most limit (1..1000) jobs; *out is new (NULL when there are none). Fewer
+ * than limit jobs means the walk is done. store_jobs_pending_sweep() is the
+ * same walk over the trials of sweep `sweep` (a seq; 0: no sweep's) in
+ * `queue`: each (queue, sweep) pair is a line of its own, so a sweep at its
+ * parallelism costs admission nothing, like a queue at its limit.
+ *
+ * store_pending_sweeps(): the sweeps with PENDING trials in `queue`, by seq,
+ * after after_sweep (0: from the first), with their parallelism; at most
+ * limit (1..1000); one index seek each. *out is new (free(); NULL when none).
  *
  * Both read on a read connection, never the writer, each call in one snapshot.
  */
@@ -225,6 +235,14 @@ ty_err store_pending_queues(store *s, const char *after, int limit, char ***out,
 void store_queues_free(char **queues, size_t n);
 ty_err store_jobs_pending(store *s, const char *queue, int64_t after_priority, int64_t after_seq,
                           int limit, store_job **out, size_t *nout);
+ty_err store_jobs_pending_sweep(store *s, const char *queue, int64_t sweep, int64_t after_priority,
+                                int64_t after_seq, int limit, store_job **out, size_t *nout);
+typedef struct store_pending_sweep {
+    int64_t sweep;               /* the sweep's seq */
+    int parallelism;             /* its trials active at once */
+} store_pending_sweep;
+ty_err store_pending_sweeps(store *s, const char *queue, int64_t after_sweep, int limit,
+                            store_pending_sweep **out, size_t *nout);
 
 /* One job_events row as a change feed entry (like a watch event). */
 typedef struct store_change {

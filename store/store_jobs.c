@@ -110,6 +110,8 @@ ty_err store_job_from_row(sqlite3_stmt *st, void *job)
     j->created_at_ms = sqlite3_column_int64(st, 7);
     j->updated_at_ms = sqlite3_column_int64(st, 8);
     j->restarts = sqlite3_column_int(st, 10);
+    j->sweep = sqlite3_column_int64(st, 12); /* NULL reads as 0: not a trial */
+    j->sweep_parallelism = sqlite3_column_int(st, 13);
     int has_attempt = sqlite3_column_type(st, 11) != SQLITE_NULL;
     if (!(j->name = store_column_dup(st, 2)) || !(j->queue = store_column_dup(st, 3)) ||
         !(j->spec_json = store_column_dup(st, 9)) ||

@@ -20,15 +20,18 @@
  * into jobs.attempt_json, so reading a job shows its current attempt without
  * a join, and the history of attempts stays readable after a restart.
  *
- * The admission order is per queue, a walk of the partial index
- * jobs_pending_queue (queue, priority descending, then seq): only PENDING jobs
- * are in it, so its size follows the waiting jobs, not the history. A cursor
- * (priority, seq) resumes strictly after a job in two index ranges of its
- * queue: the rest of its priority, then the priorities below, read in one
- * transaction so both see the same snapshot. The queues that hold PENDING
- * jobs are found by a loose index scan of the same index: one seek for the
- * first queue name greater than the last one found, so listing them costs one
- * seek per queue whatever the number of jobs waiting in each.
+ * The admission order is per (queue, sweep) line, a walk of the partial index
+ * jobs_pending_queue (queue, sweep, priority descending, then seq): only
+ * PENDING jobs are in it, so its size follows the waiting jobs, not the
+ * history. The jobs outside sweeps are one line per queue (sweep NULL); each
+ * sweep's trials are another, so the scheduler can leave a sweep at its
+ * parallelism out without reading it. A cursor (priority, seq) resumes
+ * strictly after a job in two index ranges of its line: the rest of its
+ * priority, then the priorities below, read in one transaction so both see
+ * the same snapshot. The queues that hold PENDING jobs, and a queue's sweeps,
+ * are found by loose index scans of the same index: one seek for the first
+ * name (or sweep) greater than the last one found, so listing them costs one
+ * seek each whatever the number of jobs waiting.
  *
  * The change feed is job_events read by its primary key: every submission and
  * every transition is one row, and seqs increase in commit order because the
@@ -54,13 +57,19 @@ static const char SQL_SET_RECORDS[] =
     "UPDATE jobs SET attempt_json = coalesce(?2, attempt_json), restarts = coalesce(?3, restarts) "
     "WHERE seq = ?1";
 
+/* ?5 is the sweep's seq, or NULL for the jobs outside sweeps: `IS` matches both in the index. */
 static const char SQL_PENDING_AT[] =
     "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_queue "
-    "WHERE state = 0 AND queue = ?4 AND priority = ?1 AND seq > ?2 "
+    "WHERE state = 0 AND queue = ?4 AND sweep IS ?5 AND priority = ?1 AND seq > ?2 "
     "ORDER BY priority DESC, seq LIMIT ?3";
 static const char SQL_PENDING_BELOW[] =
     "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_queue "
-    "WHERE state = 0 AND queue = ?4 AND priority <= ?1 ORDER BY priority DESC, seq LIMIT ?3";
+    "WHERE state = 0 AND queue = ?4 AND sweep IS ?5 AND priority <= ?1 "
+    "ORDER BY priority DESC, seq LIMIT ?3";
+/* One step of the loose index scan of a queue's sweeps: the first sweep after ?2. */
+static const char SQL_PENDING_SWEEP_AFTER[] =
+    "SELECT sweep, sweep_parallelism FROM jobs INDEXED BY jobs_pending_queue "
+    "WHERE state = 0 AND queue = ?1 AND sweep > ?2 ORDER BY sweep LIMIT 1";
 /* One step of the loose index scan: the first queue name after ?1 ('' before any). */
 static const char SQL_PENDING_QUEUE_AFTER[] =
     "SELECT queue FROM jobs INDEXED BY jobs_pending_queue "
@@ -73,9 +82,9 @@ static const char SQL_ATTEMPTS[] =
     "SELECT a.attempt, a.record FROM jobs AS j LEFT JOIN attempts AS a ON a.job_seq = j.seq "
     "WHERE j.id = ?1 ORDER BY a.attempt";
 
-const char *const store_sched_sql[] = {SQL_PENDING_AT,   SQL_PENDING_BELOW, SQL_PENDING_QUEUE_AFTER,
-                                       SQL_CHANGES,      SQL_CHANGES_HEAD,  SQL_ATTEMPTS,
-                                       NULL};
+const char *const store_sched_sql[] = {SQL_PENDING_AT,    SQL_PENDING_BELOW, SQL_PENDING_QUEUE_AFTER,
+                                       SQL_CHANGES,       SQL_CHANGES_HEAD,  SQL_ATTEMPTS,
+                                       SQL_PENDING_SWEEP_AFTER, NULL};
 
 /* ---- batched updates (writer thread) ------------------------------------- */
 
@@ -190,9 +199,9 @@ ty_err store_jobs_update(store *s, store_update *u, size_t n)
 
 /* ---- reads --------------------------------------------------------------- */
 
-/* Appends to v the jobs sql returns for (queue, priority, seq, limit). */
-static ty_err pending_read(store_conn *c, const char *sql, const char *queue, int64_t priority,
-                           int64_t seq, int limit, store_vec *v)
+/* Appends to v the jobs sql returns for (queue, sweep, priority, seq, limit). */
+static ty_err pending_read(store_conn *c, const char *sql, const char *queue, int64_t sweep,
+                           int64_t priority, int64_t seq, int limit, store_vec *v)
 {
     sqlite3_stmt *st = NULL;
     ty_err e = store_conn_stmt(c, sql, 0, &st);
@@ -202,13 +211,21 @@ static ty_err pending_read(store_conn *c, const char *sql, const char *queue, in
     sqlite3_bind_int64(st, 2, seq);
     sqlite3_bind_int(st, 3, limit);
     store_bind_text(st, 4, queue);
+    if (sweep > 0)
+        sqlite3_bind_int64(st, 5, sweep); /* else NULL: the jobs outside sweeps */
     return store_collect(st, sizeof(store_job), store_job_from_row, v);
 }
 
 ty_err store_jobs_pending(store *s, const char *queue, int64_t after_priority, int64_t after_seq,
                           int limit, store_job **out, size_t *nout)
 {
-    if (!s || !queue || !out || !nout)
+    return store_jobs_pending_sweep(s, queue, 0, after_priority, after_seq, limit, out, nout);
+}
+
+ty_err store_jobs_pending_sweep(store *s, const char *queue, int64_t sweep, int64_t after_priority,
+                                int64_t after_seq, int limit, store_job **out, size_t *nout)
+{
+    if (!s || !queue || !out || !nout || sweep < 0)
         return TY_EINVAL;
     *out = NULL;
     *nout = 0;
@@ -220,12 +237,12 @@ ty_err store_jobs_pending(store *s, const char *queue, int64_t after_priority, i
     if (e != TY_OK)
         goto out;
     if (after_seq == 0) {
-        e = pending_read(c, SQL_PENDING_BELOW, queue, INT64_MAX, 0, limit, &v);
+        e = pending_read(c, SQL_PENDING_BELOW, queue, sweep, INT64_MAX, 0, limit, &v);
     } else {
         /* The rest of the cursor's priority, then the priorities below it. */
-        e = pending_read(c, SQL_PENDING_AT, queue, after_priority, after_seq, limit, &v);
+        e = pending_read(c, SQL_PENDING_AT, queue, sweep, after_priority, after_seq, limit, &v);
         if (e == TY_OK && v.n < (size_t)limit && after_priority > INT64_MIN)
-            e = pending_read(c, SQL_PENDING_BELOW, queue, after_priority - 1, 0,
+            e = pending_read(c, SQL_PENDING_BELOW, queue, sweep, after_priority - 1, 0,
                              limit - (int)v.n, &v);
     }
     store_read_end(c);
@@ -297,6 +314,59 @@ out:
         return e;
     }
     *out = names;
+    *nout = n;
+    return TY_OK;
+}
+
+ty_err store_pending_sweeps(store *s, const char *queue, int64_t after_sweep, int limit,
+                            store_pending_sweep **out, size_t *nout)
+{
+    if (!s || !queue || !out || !nout)
+        return TY_EINVAL;
+    *out = NULL;
+    *nout = 0;
+    if (limit < 1 || limit > QUEUES_MAX_LIMIT || after_sweep < 0)
+        return TY_EINVAL;
+    store_pending_sweep *list = calloc((size_t)limit, sizeof *list);
+    if (!list)
+        return TY_ENOMEM;
+    size_t n = 0;
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_read_begin(c);
+    if (e != TY_OK)
+        goto out;
+    if ((e = store_conn_stmt(c, SQL_PENDING_SWEEP_AFTER, 0, &st)) != TY_OK)
+        goto end;
+    /* Sweep seqs are >= 1, so after 0 comes the first; the jobs outside sweeps (NULL) never
+     * compare greater. */
+    int64_t last = after_sweep;
+    while (n < (size_t)limit) {
+        store_bind_text(st, 1, queue);
+        sqlite3_bind_int64(st, 2, last);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+            break;
+        if (rc != SQLITE_ROW) {
+            e = store_sqlite_err(rc);
+            break;
+        }
+        list[n].sweep = last = sqlite3_column_int64(st, 0);
+        list[n].parallelism = sqlite3_column_int(st, 1);
+        n++;
+        sqlite3_reset(st);
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+end:
+    store_read_end(c);
+out:
+    store_reader_release(s, c);
+    if (e != TY_OK || n == 0) {
+        free(list);
+        return e;
+    }
+    *out = list;
     *nout = n;
     return TY_OK;
 }

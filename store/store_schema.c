@@ -18,11 +18,12 @@
  *   jobs(queue, state) = (queue, state, seq): queue with or without states
  *   jobs(name)         = (name, seq): the seqs of a name_prefix range
  *   job_labels         (key, value, seq): one descending stream per label
- *   jobs_pending_queue (queue, priority DESC, seq) of the PENDING jobs only
- *                      (partial): each queue's admission order, read in order
- *                      without a sort, and the list of queues with PENDING
- *                      jobs, one seek per queue (a loose index scan); jobs
- *                      leave it when admitted, so it stays small
+ *   jobs_pending_queue (queue, sweep, priority DESC, seq) of the PENDING jobs
+ *                      only (partial): each (queue, sweep) line's admission
+ *                      order, read in order without a sort, and the lists of
+ *                      queues and of a queue's sweeps with PENDING jobs, one
+ *                      seek each (loose index scans); jobs leave it when
+ *                      admitted, so it stays small
  * job_events is keyed by its own seq and indexed by (job_seq, seq), so a job's
  * history is one range read, oldest first, and the change feed (events after
  * a seq) is a range of its primary key. attempts is keyed by (job_seq,
@@ -46,6 +47,7 @@
  *   8  sweeps, sweep_trials; jobs.sweep and jobs.sweep_parallelism on a trial
  *   9  notify_subs, notify_outbox: notification subscriptions and their deliveries,
  *      queued by a trigger on a job's move into a terminal state
+ *  10  jobs_pending_queue on (queue, sweep, priority, seq): a line per sweep
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -279,6 +281,11 @@ static const char *const migrations[] = {
     "        SELECT 1 FROM job_labels AS jl WHERE jl.key = l.key AND jl.value = l.value"
     "        AND jl.seq = new.seq));"
     "  END;",
+
+    /* 10: admission lines per (queue, sweep): a sweep's trials wait in their queue's order
+     * but apart from the other jobs, so a sweep at its parallelism is never walked. */
+    "DROP INDEX jobs_pending_queue;"
+    "CREATE INDEX jobs_pending_queue ON jobs (queue, sweep, priority DESC, seq) WHERE state = 0;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

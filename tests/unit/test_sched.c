@@ -1134,6 +1134,105 @@ static void test_fake_job_token_per_attempt(void **state)
     pthread_mutex_destroy(&sp.mu);
 }
 
+/* ---- sweeps ---------------------------------------------------------------- */
+
+/* A sweep of n trials in `queue`, trial i running `sh -c scripts[i]`; their ids go to ids. */
+static void create_sweep(fixture *f, const char *queue, int parallelism, size_t n,
+                         const char *const *scripts, char (*ids)[STORE_ID_LEN + 1])
+{
+    char sweep_id[STORE_ID_LEN + 1];
+    store_job_new jobs[8];
+    char *texts[8];
+    const char *params[8];
+    assert_true(n <= 8);
+    assert_int_equal(store_sweep_id_new(sweep_id), TY_OK);
+    for (size_t i = 0; i < n; i++) {
+        json_t *spec = json_pack("{s:s, s:{}, s:s, s:i, s:s, s:[s,s,s], s:[], s:{s:s}, s:{s:i}, "
+                                 "s:{s:n}, s:{s:i, s:i}, s:n}",
+                                 "name", "trial", "labels", "queue", queue, "priority", 0,
+                                 "image", "local", "command", "sh", "-c", scripts[i], "args",
+                                 "env", "T", f->dir, "workers", "count", 1, "resources", "gpu",
+                                 "restart", "max", 0, "backoff_seconds", 0, "timeout_seconds");
+        assert_non_null(spec);
+        texts[i] = json_dumps(spec, JSON_COMPACT);
+        json_decref(spec);
+        jobs[i] = (store_job_new){.name = "trial", .queue = queue, .spec_json = texts[i]};
+        params[i] = "{}";
+    }
+    store_sweep_new in = {.id = sweep_id,
+                          .name = "sweep",
+                          .algorithm = "grid",
+                          .parallelism = parallelism,
+                          .metric = "loss",
+                          .stop_min_trials = -1,
+                          .body_json = "{}",
+                          .trials = jobs,
+                          .params_json = params,
+                          .ntrials = n};
+    assert_int_equal(store_sweep_create(f->st, &in), TY_OK);
+    for (size_t i = 0; i < n; i++)
+        free(texts[i]);
+    store_sweep *sw = NULL;
+    assert_int_equal(store_sweep_get(f->st, sweep_id, &sw), TY_OK);
+    for (size_t i = 0; i < n; i++)
+        memcpy(ids[i], sw->trials[i].job_id, STORE_ID_LEN + 1);
+    store_sweeps_free(sw, 1);
+}
+
+/*
+ * At most `parallelism` trials of a sweep are active; the trials waiting for a place block
+ * nobody (a job submitted after them runs), and a trial that ends lets the next one in.
+ */
+static void test_sweep_parallelism(void **state)
+{
+    fixture *f = *state;
+    start_sched(f, 8, SCHED_UNLIMITED, NULL, 0);
+    char ids[5][STORE_ID_LEN + 1];
+    static const char *const scripts[] = {GATED("go-0", "t0"), GATED("go-1", "t1"),
+                                          GATED("go-2", "t2"), GATED("go-3", "t3")};
+    create_sweep(f, "default", 2, 4, scripts, ids);
+    submit(f, "o", "default", 0, 1, 0, "echo o >> \"$T/order\"", ids[4]);
+    expect_done(f, ids[4], JOB_SUCCEEDED); /* passed the trials waiting for their sweep */
+    store_jobs_free(wait_state(f, ids[0], 1u << JOB_RUNNING), 1);
+    store_jobs_free(wait_state(f, ids[1], 1u << JOB_RUNNING), 1);
+    assert_int_equal(state_of(f, ids[2]), JOB_PENDING);
+    assert_int_equal(state_of(f, ids[3]), JOB_PENDING);
+    touch(f, "go-0");
+    expect_done(f, ids[0], JOB_SUCCEEDED);
+    store_jobs_free(wait_state(f, ids[2], 1u << JOB_RUNNING), 1); /* t0's place went to t2 */
+    assert_int_equal(state_of(f, ids[3]), JOB_PENDING);
+    touch(f, "go-1");
+    touch(f, "go-2");
+    touch(f, "go-3");
+    for (int i = 0; i < 4; i++)
+        expect_done(f, ids[i], JOB_SUCCEEDED);
+    static const char *const names[] = {"t0", "t1", "t2", "t3", "o"};
+    char *order = admitted_order(f, ids, names, 5);
+    assert_string_equal(order, "t0|t1|o|t2|t3");
+    free(order);
+}
+
+/* A sweep does not bypass its queue's limit: its trials count against it like other jobs. */
+static void test_sweep_within_queue_limit(void **state)
+{
+    fixture *f = *state;
+    sched_queue_limit limits[] = {{"batch", 1}};
+    start_sched(f, 8, SCHED_UNLIMITED, limits, 1);
+    char ids[2][STORE_ID_LEN + 1];
+    static const char *const scripts[] = {GATED("go-0", "t0"), GATED("go-1", "t1")};
+    create_sweep(f, "batch", 2, 2, scripts, ids);
+    store_jobs_free(wait_state(f, ids[0], 1u << JOB_RUNNING), 1);
+    assert_int_equal(state_of(f, ids[1]), JOB_PENDING);
+    touch(f, "go-1");
+    touch(f, "go-0");
+    expect_done(f, ids[0], JOB_SUCCEEDED);
+    expect_done(f, ids[1], JOB_SUCCEEDED);
+    static const char *const names[] = {"t0", "t1"};
+    char *order = admitted_order(f, ids, names, 2);
+    assert_string_equal(order, "t0|t1");
+    free(order);
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_WARN);
@@ -1156,6 +1255,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fake_capacity_wakes_waiting_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_adopt_on_recover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_job_token_per_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_parallelism, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_within_queue_limit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -222,6 +222,49 @@ static void test_list_is_newest_first_in_pages(void **state)
     assert_int_equal(store_sweeps_list(f->s, 0, 0, &page, &n, &next), TY_EINVAL);
 }
 
+/* Admission's lines: a queue's jobs outside sweeps, and each sweep's trials apart. */
+static void test_pending_lines(void **state)
+{
+    store_fixture *f = *state;
+    char a[STORE_ID_LEN + 1], b[STORE_ID_LEN + 1];
+    store_job *other = submit_one(f->s, "other", "default");
+    create(f->s, "a", 2, a);
+    create(f->s, "b", 3, b);
+    store_job *page = NULL;
+    size_t n = 0;
+    assert_int_equal(store_jobs_pending(f->s, "default", 0, 0, 100, &page, &n), TY_OK);
+    assert_int_equal(n, 1); /* the trials are not in the queue's own line */
+    assert_string_equal(page[0].id, other->id);
+    assert_int_equal(page[0].sweep, 0);
+    store_jobs_free(page, n);
+    store_pending_sweep *sw = NULL;
+    assert_int_equal(store_pending_sweeps(f->s, "default", 0, 10, &sw, &n), TY_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(sw[0].parallelism, 2);
+    assert_int_equal(sw[1].parallelism, 3);
+    assert_true(sw[0].sweep < sw[1].sweep);
+    int64_t first = sw[0].sweep, second = sw[1].sweep;
+    free(sw);
+    assert_int_equal(store_pending_sweeps(f->s, "default", first, 10, &sw, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(sw[0].sweep, second);
+    free(sw);
+    assert_int_equal(store_pending_sweeps(f->s, "other", 0, 10, &sw, &n), TY_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(store_jobs_pending_sweep(f->s, "default", second, 0, 0, 2, &page, &n), TY_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(page[0].sweep, second);
+    assert_int_equal(page[0].sweep_parallelism, 3);
+    assert_true(page[0].seq < page[1].seq);
+    int64_t prio = page[1].priority, seq = page[1].seq;
+    store_jobs_free(page, n);
+    assert_int_equal(store_jobs_pending_sweep(f->s, "default", second, prio, seq, 10, &page, &n),
+                     TY_OK);
+    assert_int_equal(n, 1); /* the walk resumes after its cursor */
+    store_jobs_free(page, n);
+    store_jobs_free(other, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +279,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_finished_when_every_trial_ended, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_list_is_newest_first_in_pages, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_pending_lines, store_fixture_setup,
                                         store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
