@@ -219,7 +219,11 @@ static int64_t backoff(const notify_options *o, int attempts)
     return d - d / 2 + (int64_t)(r % (uint32_t)(d / 2 + 1));
 }
 
-/* One attempt of d, recorded; TY_OK unless the store failed. */
+/*
+ * One attempt of d, recorded; TY_OK unless the store failed to record it. A row that cannot
+ * be sent (its secret does not open, its body cannot be built) is recorded as a failed attempt
+ * too, so that it backs off and finally fails instead of holding up the rows due after it.
+ */
 static ty_err deliver(notify *n, const store_delivery *d)
 {
     store *st = n->opt.store;
@@ -230,11 +234,16 @@ static ty_err deliver(notify *n, const store_delivery *d)
     ty_err e = store_notify_get(st, d->sub, &sub);
     if (e == TY_ENOTFOUND) /* deleted since the read: its rows are gone too */
         return TY_OK;
-    if (e || (e = build_body(st, d, &body)) != TY_OK)
+    if (e)
+        error = "the subscription's secret cannot be read";
+    else if ((e = build_body(st, d, &body)) != TY_OK)
+        error = "the delivery's body cannot be built";
+    else
+        post(n, sub, d, body, &code, &error);
+    if (atomic_load(&n->stop)) { /* aborted: the row stays as it was, pending */
+        e = TY_OK;
         goto out;
-    post(n, sub, d, body, &code, &error);
-    if (atomic_load(&n->stop)) /* aborted: the row stays as it was, pending */
-        goto out;
+    }
     int64_t now = ty_time_now_ms();
     int attempts = d->attempts + 1;
     store_delivery_mark m = {.id = d->id, .at_ms = now, .code = code, .error = error};

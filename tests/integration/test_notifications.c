@@ -413,6 +413,40 @@ static void test_registration_errors_and_scope(void **state)
     ty_client_free(user);
 }
 
+/* A secret that no longer opens (the key file was replaced) is recorded on the delivery as a
+ * failed attempt, which backs off like any other instead of stopping the outbox. */
+static void test_unreadable_secret_is_recorded(void **state)
+{
+    (void)state;
+    char err[1024], key[512];
+    rx_mode(0, 0);
+    subscribe("sealed", "/sealed", "[\"job.finished\"]");
+    ty_server_kill(g_srv);
+    snprintf(key, sizeof key, "%s", ty_server_db(g_srv));
+    char *slash = strrchr(key, '/');
+    assert_non_null(slash);
+    snprintf(slash, sizeof key - (size_t)(slash - key), "/webhook-secrets.key");
+    FILE *f = fopen(key, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("0123456789abcdef0123456789abcdef", 1, 32, f), 32);
+    fclose(f);
+    if (ty_server_restart(g_srv, err, sizeof err))
+        fail_msg("cannot restart the server: %s", err);
+    ty_client_free(g_admin);
+    g_admin = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    assert_non_null(g_admin);
+    char *id = submit("notify-sealed", "true");
+    json_t *d = wait_delivery("sealed", NULL, 1);
+    assert_string_equal(ty_json_str(d, "state"), "pending");
+    assert_string_equal(ty_json_str(d, "last_error"), "the subscription's secret cannot be read");
+    assert_non_null(json_object_get(d, "next_attempt_at"));
+    json_decref(d);
+    int total, ok, accepted;
+    rx_count("/sealed", &total, &ok, &accepted, NULL);
+    assert_int_equal(total, 0);
+    free(id);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -452,6 +486,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_deleted_subscription_gets_nothing),
         cmocka_unit_test(test_kill_between_commit_and_delivery),
         cmocka_unit_test(test_registration_errors_and_scope),
+        cmocka_unit_test(test_unreadable_secret_is_recorded),
     };
     if (ty_harness_init(argc, argv, err, sizeof err)) {
         fprintf(stderr, "test_notifications: %s\n", err);
