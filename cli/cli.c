@@ -827,6 +827,375 @@ out:
     return rc;
 }
 
+/* ---- sweep ------------------------------------------------------------------- */
+
+/* A line of a list of commands: the summary's first clause, in lower case like the server's. */
+static void summary_line(FILE *f, const char *name, const char *sum)
+{
+    size_t n = strcspn(sum, ";(");
+    while (n && (sum[n - 1] == '.' || sum[n - 1] == ' '))
+        n--;
+    fprintf(f, "  %-14s  %c%.*s\n", name, tolower((unsigned char)sum[0]), (int)n - 1, sum + 1);
+}
+
+/* A parameter's value as a table cell: a string as it is, anything else as compact JSON. */
+static json_t *value_text(const json_t *v)
+{
+    if (json_is_string(v))
+        return json_string(json_string_value(v));
+    char *t = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+    json_t *out = json_string(t ? t : "-");
+    free(t);
+    return out;
+}
+
+static json_t *objective_text(const json_t *trial)
+{
+    const json_t *v = json_object_get(trial, "objective_value");
+    char buf[64] = "-";
+    if (json_is_number(v))
+        snprintf(buf, sizeof buf, "%.6g", json_number_value(v));
+    return json_string(buf);
+}
+
+/* "done/total" of a sweep: its trials in a terminal state, out of all. */
+static json_t *progress_text(const json_t *sw)
+{
+    long done = 0;
+    const char *state;
+    json_t *n;
+    json_object_foreach(json_object_get(sw, "counts"), state, n)
+    {
+        if (is_terminal(state))
+            done += (long)json_integer_value(n);
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%ld/%lld", done,
+             (long long)json_integer_value(json_object_get(sw, "trials_total")));
+    return json_string(buf);
+}
+
+/* GET or POST /v1/sweeps/{id}{suffix}; the answer in *r. Returns an exit status. */
+static int sweep_request(const char *name, const opts *o, const char *method, const char *id,
+                         const char *suffix, cli_http **c, cli_resp *r)
+{
+    char path[512];
+    int rc;
+    memset(r, 0, sizeof *r);
+    if (cli_sweep_path(path, sizeof path, id, suffix) != TY_OK)
+        return usage_error(name, "sweep id too long");
+    if (!*c && (rc = connect_cli(name, o, c)) != CLI_EXIT_OK)
+        return rc;
+    cli_http_do(*c, method, path, NULL, r);
+    return is_2xx(r) && r->json ? CLI_EXIT_OK : cli_report(name, r, stderr);
+}
+
+/* The sweep as a summary and a table of its trials, the best marked with '*'. */
+static void print_sweep(const json_t *sw)
+{
+    const json_t *obj = json_object_get(sw, "objective"), *best = json_object_get(sw, "best");
+    json_t *trials = json_object_get(sw, "trials"), *t, *names = json_array(), *rows;
+    json_t *progress = progress_text(sw);
+    size_t i, j;
+    printf("Sweep %s (%s, %s): %s, %s trials done, %lld at once\n", str(sw, "id"),
+           str(sw, "name"), str(sw, "algorithm"), str(sw, "state"),
+           json_string_value(progress), (long long)json_integer_value(json_object_get(sw,
+           "parallelism")));
+    json_decref(progress);
+    printf("Objective: %s %s\n", str(obj, "goal"), str(obj, "metric"));
+    if (json_is_object(best)) {
+        json_t *v = objective_text(best);
+        printf("Best: trial %lld (job %s), %s = %s\n",
+               (long long)json_integer_value(json_object_get(best, "index")), str(best, "job_id"),
+               str(obj, "metric"), json_string_value(v));
+        json_decref(v);
+    } else {
+        printf("Best: none yet (no trial has reported %s)\n", str(obj, "metric"));
+    }
+    putchar('\n');
+    /* The parameters' names, in the order the first trial that has each gives them. */
+    json_array_foreach(trials, i, t)
+    {
+        const char *k;
+        json_t *v, *seen;
+        json_object_foreach(json_object_get(t, "parameters"), k, v)
+        {
+            int known = 0;
+            json_array_foreach(names, j, seen)
+            {
+                if (strcmp(json_string_value(seen), k) == 0)
+                    known = 1;
+            }
+            if (!known && json_array_size(names) < 10)
+                json_array_append_new(names, json_string(k));
+        }
+    }
+    rows = json_pack("[[s,s,s]]", "TRIAL", "JOB", "STATE");
+    json_t *head = json_array_get(rows, 0), *name;
+    json_array_foreach(names, j, name)
+        json_array_append(head, name);
+    json_array_append_new(head, json_string(str(obj, "metric")));
+    json_int_t best_index = json_is_object(best)
+                                ? json_integer_value(json_object_get(best, "index"))
+                                : -1;
+    json_array_foreach(trials, i, t)
+    {
+        char idx[32];
+        json_int_t index = json_integer_value(json_object_get(t, "index"));
+        snprintf(idx, sizeof idx, "%lld%s", (long long)index, index == best_index ? " *" : "");
+        json_t *row = json_pack("[s,s,s]", idx, str(t, "job_id"), str(t, "state"));
+        json_array_foreach(names, j, name)
+            json_array_append_new(row, value_text(json_object_get(
+                                           json_object_get(t, "parameters"),
+                                           json_string_value(name))));
+        json_array_append_new(row, objective_text(t));
+        json_array_append_new(rows, row);
+    }
+    print_table(rows);
+    json_decref(rows);
+    json_decref(names);
+}
+
+/*
+ * Polls the sweep until it is no longer running, printing its progress when it moves. Exit
+ * status: 0 when it finished with a best trial, else 1 (cancelled, or no trial reported).
+ */
+static int wait_sweep(const opts *o, cli_http **c, const char *id)
+{
+    char last[64] = "";
+    for (int misses = 0;;) {
+        cli_resp r;
+        int rc = sweep_request("sweep create", o, "GET", id, "", c, &r);
+        if (rc == CLI_EXIT_UNREACHABLE && ++misses <= FOLLOW_RETRIES) {
+            cli_resp_free(&r);
+            sleep(1); /* a restarting server gets a moment */
+            continue;
+        }
+        if (rc != CLI_EXIT_OK) {
+            cli_resp_free(&r);
+            return rc;
+        }
+        misses = 0;
+        json_t *p = progress_text(r.json);
+        if (strcmp(last, json_string_value(p)) != 0) {
+            snprintf(last, sizeof last, "%s", json_string_value(p));
+            fprintf(stderr, "%s trials done\n", last);
+        }
+        json_decref(p);
+        if (strcmp(str(r.json, "state"), "running") != 0) {
+            print_sweep(r.json);
+            int ok = strcmp(str(r.json, "state"), "finished") == 0 &&
+                     json_is_object(json_object_get(r.json, "best"));
+            cli_resp_free(&r);
+            return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+        }
+        cli_resp_free(&r);
+        sleep(1);
+    }
+}
+
+static int cmd_sweep_create(int argc, char **argv)
+{
+    opts o;
+    char *body = NULL;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = parse_opts(find_cmd("sweep create"), argc, argv, "file output set wait", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (!o.file)
+        return usage_error("sweep create", "-f FILE is required (- for standard input)");
+    if (optind < argc)
+        return usage_error("sweep create", "unexpected argument");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml") && strcmp(o.output, "id"))
+        return usage_error("sweep create", "-o takes id, json or yaml");
+    if ((rc = load_body("sweep create", &o, &body)) != CLI_EXIT_OK)
+        goto out;
+    if ((rc = connect_cli("sweep create", &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    cli_http_do(c, "POST", "/v1/sweeps", body, &r);
+    if (!is_2xx(&r) || !json_string_value(json_object_get(r.json, "id"))) {
+        rc = cli_report("sweep create", &r, stderr);
+        goto out;
+    }
+    if (!o.output || strcmp(o.output, "id") == 0)
+        printf("%s\n", str(r.json, "id"));
+    else if ((rc = print_doc("sweep create", o.output, r.json)) != CLI_EXIT_OK)
+        goto out;
+    fflush(stdout);
+    rc = o.wait ? wait_sweep(&o, &c, str(r.json, "id")) : CLI_EXIT_OK;
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    free(body);
+    return rc;
+}
+
+static int cmd_sweep_list(int argc, char **argv)
+{
+    opts o;
+    char path[256] = "/v1/sweeps", page[512], num[32];
+    char *token = NULL;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    json_t *sweeps = NULL, *sw;
+    int rc = parse_opts(find_cmd("sweep list"), argc, argv, "output limit page-token all", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind < argc)
+        return usage_error("sweep list", "unexpected argument");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+        return usage_error("sweep list", "-o takes json or yaml");
+    snprintf(num, sizeof num, "%ld", o.limit);
+    if (o.limit && cli_query_add(path, sizeof path, "limit", num))
+        return usage_error("sweep list", "--limit too long");
+    if (o.page_token && !(token = strdup(o.page_token)))
+        return CLI_EXIT_FAIL;
+    if ((rc = connect_cli("sweep list", &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    if (!(sweeps = json_array())) {
+        rc = CLI_EXIT_FAIL;
+        goto out;
+    }
+    for (;;) {
+        memcpy(page, path, sizeof path);
+        if (token && cli_query_add(page, sizeof page, "page_token", token)) {
+            rc = usage_error("sweep list", "page token too long");
+            goto out;
+        }
+        cli_resp_free(&r);
+        memset(&r, 0, sizeof r);
+        cli_http_do(c, "GET", page, NULL, &r);
+        if (!is_2xx(&r) || !r.json) {
+            rc = cli_report("sweep list", &r, stderr);
+            goto out;
+        }
+        json_array_extend(sweeps, json_object_get(r.json, "sweeps"));
+        const char *next = json_string_value(json_object_get(r.json, "next_page_token"));
+        free(token);
+        token = next ? strdup(next) : NULL;
+        if (!o.all || !token)
+            break;
+    }
+    if (o.output) {
+        json_t *doc = o.all ? json_pack("{s:O}", "sweeps", sweeps) : json_incref(r.json);
+        rc = print_doc("sweep list", o.output, doc);
+        json_decref(doc);
+        goto out;
+    }
+    json_t *rows = json_pack("[[s,s,s,s,s,s]]", "ID", "NAME", "ALGORITHM", "STATE", "DONE",
+                             "CREATED");
+    size_t i;
+    json_array_foreach(sweeps, i, sw)
+    {
+        json_array_append_new(rows, json_pack("[s,s,s,s,o,s]", str(sw, "id"), str(sw, "name"),
+                                              str(sw, "algorithm"), str(sw, "state"),
+                                              progress_text(sw), str(sw, "created_at")));
+    }
+    print_table(rows);
+    json_decref(rows);
+    if (token)
+        fprintf(stderr, "(more sweeps: add --page-token %s, or --all)\n", token);
+out:
+    free(token);
+    json_decref(sweeps);
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+static int cmd_sweep_get(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = parse_opts(find_cmd("sweep get"), argc, argv, "output", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind + 1 != argc)
+        return usage_error("sweep get", "expected one sweep id");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+        return usage_error("sweep get", "-o takes json or yaml");
+    if ((rc = sweep_request("sweep get", &o, "GET", argv[optind], "", &c, &r)) == CLI_EXIT_OK) {
+        if (o.output)
+            rc = print_doc("sweep get", o.output, r.json);
+        else
+            print_sweep(r.json);
+    }
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+static int cmd_sweep_cancel(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    int rc = parse_opts(find_cmd("sweep cancel"), argc, argv, "", &o), worst = CLI_EXIT_OK;
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind >= argc)
+        return usage_error("sweep cancel", "expected at least one sweep id");
+    for (int i = optind; i < argc; i++) {
+        cli_resp r;
+        rc = sweep_request("sweep cancel", &o, "POST", argv[i], ":cancel", &c, &r);
+        if (rc == CLI_EXIT_OK) {
+            json_t *p = progress_text(r.json);
+            printf("%s  %s  %s done\n", str(r.json, "id"), str(r.json, "state"),
+                   json_string_value(p));
+            json_decref(p);
+        }
+        cli_resp_free(&r);
+        if (rc > worst)
+            worst = rc;
+        if (rc == CLI_EXIT_UNREACHABLE || rc == CLI_EXIT_USAGE)
+            break;
+    }
+    cli_http_free(c);
+    return worst;
+}
+
+static const cmd sweep_commands[] = {
+    {"sweep create",
+     "Creates a sweep from a YAML or JSON file (every trial is a job); with --wait, follows it "
+     "to its end and prints its trials.",
+     "-f FILE [--set KEY=VALUE]... [--wait] [-o id|json|yaml]\n"
+     "  -f, --file FILE       the sweep: name, algorithm (grid or random), parameters, trials,\n"
+     "                        seed, parallelism, objective, early_stopping, template\n"
+     "  --set KEY=VALUE       sets a member by its dotted path (parallelism=2)\n"
+     "  --wait                poll until every trial has ended; exit 0 only if the sweep\n"
+     "                        finished with a best trial\n"
+     "  -o FORMAT             id (default), json or yaml",
+     cmd_sweep_create},
+    {"sweep list", "Lists sweeps, newest first.",
+     "[--limit N] [--page-token T | --all] [-o json|yaml]", cmd_sweep_list},
+    {"sweep get", "Shows a sweep: its state, best trial, and every trial's parameters and objective.",
+     "ID [-o json|yaml]", cmd_sweep_get},
+    {"sweep cancel", "Cancels sweeps: every trial that has not ended.", "ID...", cmd_sweep_cancel},
+};
+
+static int cmd_sweep(int argc, char **argv)
+{
+    char name[64];
+    const cmd *sub = NULL;
+    if (argc >= 2 && strlen(argv[1]) < 32) {
+        snprintf(name, sizeof name, "sweep %s", argv[1]);
+        sub = find_cmd(name);
+    }
+    if (sub)
+        return sub->fn(argc - 1, argv + 1);
+    FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+                  ? stdout
+                  : stderr;
+    fputs("Usage: trainyard sweep COMMAND [OPTIONS]\n"
+          "Sweeps: a job template over a search space; each trial is a job.\n\n",
+          f);
+    for (size_t i = 0; i < sizeof sweep_commands / sizeof sweep_commands[0]; i++)
+        summary_line(f, sweep_commands[i].name + strlen("sweep "), sweep_commands[i].summary);
+    fputs("\nSee trainyard sweep COMMAND --help.\n", f);
+    return f == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
 /* ---- the table ----------------------------------------------------------------- */
 
 static const cmd commands[] = {
@@ -864,6 +1233,8 @@ static const cmd commands[] = {
      "--server URL [--token-file PATH]\n"
      "  the token is read from PATH, else from standard input",
      cmd_login},
+    {"sweep", "Creates, lists, shows and cancels sweeps (sweep create|list|get|cancel).",
+     "COMMAND [OPTIONS]", cmd_sweep},
 };
 
 static const cmd *find_cmd(const char *name)
@@ -871,6 +1242,9 @@ static const cmd *find_cmd(const char *name)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(commands[i].name, name) == 0)
             return &commands[i];
+    for (size_t i = 0; i < sizeof sweep_commands / sizeof sweep_commands[0]; i++)
+        if (strcmp(sweep_commands[i].name, name) == 0)
+            return &sweep_commands[i];
     return NULL;
 }
 
@@ -902,15 +1276,8 @@ void cli_usage(FILE *f)
           "Client (over HTTP; server and token from --server/--token-file, TRAINYARD_SERVER/\n"
           "TRAINYARD_TOKEN, or the file trainyard login writes):\n",
           f);
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        /* The summary's first clause, in the lower case of the server commands' lines. */
-        const char *sum = commands[i].summary;
-        size_t n = strcspn(sum, ";(");
-        while (n && (sum[n - 1] == '.' || sum[n - 1] == ' '))
-            n--;
-        fprintf(f, "  %-14s  %c%.*s\n", commands[i].name, tolower((unsigned char)sum[0]),
-                (int)n - 1, sum + 1);
-    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        summary_line(f, commands[i].name, commands[i].summary);
     fputs("\n"
           "Options:\n"
           "  --help          show this help (also: trainyard COMMAND --help)\n"

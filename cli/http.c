@@ -86,14 +86,26 @@ ty_err cli_query_add(char *buf, size_t len, const char *name, const char *value)
     return n < 0 || (size_t)n >= len - used ? TY_ETOOLARGE : TY_OK;
 }
 
-ty_err cli_job_path(char *buf, size_t len, const char *id, const char *suffix)
+/* Writes "<prefix><escaped id><suffix>" into buf. */
+static ty_err resource_path(char *buf, size_t len, const char *prefix, const char *id,
+                            const char *suffix)
 {
     char *esc = curl_easy_escape(NULL, id, 0);
     if (!esc)
         return TY_ENOMEM;
-    int n = snprintf(buf, len, "/v1/jobs/%s%s", esc, suffix);
+    int n = snprintf(buf, len, "%s%s%s", prefix, esc, suffix);
     curl_free(esc);
     return n < 0 || (size_t)n >= len ? TY_ETOOLARGE : TY_OK;
+}
+
+ty_err cli_job_path(char *buf, size_t len, const char *id, const char *suffix)
+{
+    return resource_path(buf, len, "/v1/jobs/", id, suffix);
+}
+
+ty_err cli_sweep_path(char *buf, size_t len, const char *id, const char *suffix)
+{
+    return resource_path(buf, len, "/v1/sweeps/", id, suffix);
 }
 
 static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)

@@ -52,6 +52,8 @@ void cli_http_free(cli_http *c); /* accepts NULL */
 ty_err cli_query_add(char *buf, size_t len, const char *name, const char *value);
 /* Writes "/v1/jobs/<escaped id><suffix>" into buf. */
 ty_err cli_job_path(char *buf, size_t len, const char *id, const char *suffix);
+/* Writes "/v1/sweeps/<escaped id><suffix>" into buf. */
+ty_err cli_sweep_path(char *buf, size_t len, const char *id, const char *suffix);
 
 /* Sends method on path (with its query) with body (JSON, or NULL) and reads the answer into *r
  * (zeroed here; free with cli_resp_free). Returns 0 when an answer came, -1 otherwise. */

@@ -24,6 +24,7 @@
 #define FIXTURES "tests/fixtures"
 #endif
 #define JOB_FILE FIXTURES "/cli/job.yaml"
+#define SWEEP_FILE FIXTURES "/cli/sweep.yaml"
 #define RUN_MS 60000
 
 static ty_server *g_srv;
@@ -284,6 +285,80 @@ static void test_list(void **state)
     run_free(&r);
 }
 
+/* ---- sweep ---------------------------------------------------------------------- */
+
+static void test_sweep(void **state)
+{
+    char id[64], id2[64];
+    (void)state;
+    /* --wait polls to the end and prints the trials, the best marked; each trial reported its
+     * x as its loss, so the best is x = 0.5. */
+    run_result r = run((const char *[]){"sweep", "create", "-f", SWEEP_FILE, "--wait", NULL});
+    EXPECT_EXIT(r, 0);
+    first_line(r.out, id, sizeof id);
+    EXPECT_IN(r.out, "finished, 3/3 trials done, 2 at once");
+    EXPECT_IN(r.out, "Best: trial 1 (job ");
+    EXPECT_IN(r.out, "loss = 0.5");
+    EXPECT_IN(r.out, "1 *");
+    run_free(&r);
+
+    r = run((const char *[]){"sweep", "get", id, "-o", "json", NULL});
+    EXPECT_EXIT(r, 0);
+    json_t *sw = json_loads(r.out, 0, NULL);
+    assert_non_null(sw);
+    assert_int_equal(json_array_size(json_object_get(sw, "trials")), 3);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sw, "best"), "index")), 1);
+    json_decref(sw);
+    run_free(&r);
+
+    /* A second sweep whose trials sleep: listed first, then cancelled with its trials. */
+    r = run((const char *[]){"sweep", "create", "-f", SWEEP_FILE, "--set", "name=cli-sleep",
+                             "--set", "template.args=[\"sleep 60\"]", NULL});
+    EXPECT_EXIT(r, 0);
+    first_line(r.out, id2, sizeof id2);
+    run_free(&r);
+    r = run((const char *[]){"sweep", "list", NULL});
+    EXPECT_EXIT(r, 0);
+    char *l2 = strchr(r.out, '\n') + 1;
+    assert_int_equal(strncmp(l2, id2, strlen(id2)), 0);
+    EXPECT_IN(r.out, "cli-sleep");
+    EXPECT_IN(r.out, "3/3");
+    run_free(&r);
+    r = run((const char *[]){"sweep", "list", "--limit", "1", "--all", "-o", "json", NULL});
+    EXPECT_EXIT(r, 0);
+    sw = json_loads(r.out, 0, NULL);
+    assert_non_null(sw);
+    assert_true(json_array_size(json_object_get(sw, "sweeps")) >= 2);
+    json_decref(sw);
+    run_free(&r);
+    r = run((const char *[]){"sweep", "cancel", id2, NULL});
+    EXPECT_EXIT(r, 0);
+    EXPECT_IN(r.out, id2);
+    run_free(&r);
+    r = run((const char *[]){"sweep", "get", id2, NULL});
+    EXPECT_EXIT(r, 0);
+    EXPECT_IN(r.out, "CANCELLED");
+    assert_null(strstr(r.out, "PENDING"));
+    assert_null(strstr(r.out, "RUNNING"));
+    run_free(&r);
+
+    /* Refusals: the server's field paths, not found, usage. */
+    r = run((const char *[]){"sweep", "create", "-f", SWEEP_FILE, "--set", "parallelism=0", NULL});
+    EXPECT_EXIT(r, 1);
+    EXPECT_IN(r.err, "$.parallelism");
+    run_free(&r);
+    r = run((const char *[]){"sweep", "get", "0000000000000000000000000z", NULL});
+    EXPECT_EXIT(r, 3);
+    run_free(&r);
+    r = run((const char *[]){"sweep", "nope", NULL});
+    EXPECT_EXIT(r, 2);
+    run_free(&r);
+    r = run((const char *[]){"sweep", "get", "--help", NULL});
+    EXPECT_EXIT(r, 0);
+    EXPECT_IN(r.out, "Usage: trainyard sweep get");
+    run_free(&r);
+}
+
 static void test_cancel(void **state)
 {
     char id[64];
@@ -514,6 +589,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_problem_paths),
         cmocka_unit_test(test_list),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_exit_statuses),
         cmocka_unit_test(test_help),
