@@ -304,8 +304,11 @@
     if (path === '/jobs' || path === '/') run = jobsPage(page, view, params);
     else if ((m = /^\/jobs\/([0-9a-z]{1,64})$/.exec(path))) run = jobPage(page, view, m[1]);
     else if (path === '/compare') run = comparePage(page, view, params);
+    else if (path === '/sweeps') run = sweepsPage(page, view);
+    else if ((m = /^\/sweeps\/([0-9a-z]{1,64})$/.exec(path))) run = sweepPage(page, view, m[1]);
     else run = Promise.resolve(add(view, [h('p', { class: 'error' }, 'No such page: ' + path)]));
-    document.body.dataset.view = m ? 'job' : (path.split('/')[1] || 'jobs');
+    document.body.dataset.view = m ? path.split('/')[1].replace(/s$/, '') :
+      (path.split('/')[1] || 'jobs');
     run.then(() => { if (!page.signal.aborted) document.body.dataset.ready = '1'; },
       (e) => {
         if (e instanceof AuthError || page.signal.aborted) return;
@@ -849,6 +852,115 @@
       label: names[i], data: series[i], borderColor: COLORS[i % COLORS.length],
       backgroundColor: COLORS[i % COLORS.length],
     })));
+  }
+
+  /* ---- sweeps ---------------------------------------------------------------------------- */
+
+  function sweepHref(id) { return '#/sweeps/' + encodeURIComponent(id); }
+
+  /* Trials that have ended, out of all: "4/12". */
+  function sweepProgress(sw) {
+    const done = ['SUCCEEDED', 'FAILED', 'CANCELLED']
+      .reduce((n, s) => n + ((sw.counts || {})[s] || 0), 0);
+    return done + '/' + sw.trials_total;
+  }
+
+  function fmtValue(v) {
+    if (v === null || v === undefined) return '';
+    return typeof v === 'number' ? String(Number(v.toPrecision(6))) : String(v);
+  }
+
+  async function sweepsPage(page, view) {
+    const tbody = h('tbody');
+    add(view, [h('h1', {}, 'Sweeps'),
+      h('table', { class: 'jobs', id: 'sweeps' }, h('thead', {}, h('tr', {}, ['name', 'id',
+        'algorithm', 'state', 'trials done', 'objective', 'created'].map((c) => h('th', {}, c)))),
+      tbody)]);
+    const load = async () => {
+      const list = await apiJson('/v1/sweeps?limit=100', { signal: page.signal });
+      tbody.replaceChildren(...list.sweeps.map((sw) => h('tr', { dataset: { id: sw.id } },
+        h('td', { class: 'name' }, h('a', { href: sweepHref(sw.id) }, sw.name)),
+        h('td', { class: 'id mono' }, sw.id), h('td', {}, sw.algorithm),
+        h('td', {}, h('span', { class: 'badge sweep-' + sw.state }, sw.state)),
+        h('td', { class: 'num' }, sweepProgress(sw)),
+        h('td', {}, sw.objective.goal + ' ' + sw.objective.metric),
+        h('td', { class: 'time' }, fmtTime(sw.created_at)))));
+      if (!list.sweeps.length) {
+        tbody.append(h('tr', {}, h('td', { colspan: '7', class: 'muted' }, 'No sweep yet.')));
+      }
+    };
+    await load();
+    page.timers.push(setInterval(() => load().catch(() => {}), 5000));
+  }
+
+  /*
+   * One sweep: its trials compared on one chart of the objective's metric, each curve named by
+   * the trial's parameters, and a table whose best row is marked. It is read again every few
+   * seconds while trials run; a trial's curve is fetched again when its objective moved.
+   */
+  async function sweepPage(page, view, id) {
+    const path = '/v1/sweeps/' + encodeURIComponent(id);
+    let sw = await apiJson(path, { signal: page.signal });
+    const metric = sw.objective.metric;
+    const names = [...new Set(sw.trials.flatMap((t) => Object.keys(t.parameters)))];
+    const curveName = (t) => names.map((n) => n + '=' + fmtValue(t.parameters[n])).join(', ') ||
+      'trial ' + t.index;
+    const summary = h('p', { id: 'sweep-summary' });
+    const best = h('p', { id: 'sweep-best' });
+    const tbody = h('tbody');
+    const canvas = h('canvas', { id: 'chart-sweep' });
+    add(view, [h('h1', {}, 'Sweep ' + sw.name), summary, best,
+      h('p', {}, h('a', { href: '#/jobs?' + new URLSearchParams({ label: 'trainyard.io/sweep=' +
+        sw.id }) }, 'its jobs')),
+      h('div', { class: 'chartbox tall' }, canvas),
+      h('table', { class: 'jobs', id: 'trials' }, h('thead', {}, h('tr', {},
+        ['curve', 'trial', 'job', 'state', ...names, metric, 'at step']
+          .map((c) => h('th', {}, c)))), tbody)]);
+    const datasets = sw.trials.map((t, i) => ({ label: curveName(t), data: [],
+      borderColor: COLORS[i % COLORS.length], backgroundColor: COLORS[i % COLORS.length] }));
+    const chart = exported.charts.sweep = lineChart(page, canvas, metric, datasets);
+    const seenStep = new Map();
+
+    const fetchSeries = async (t) => {
+      const m = await apiJson('/v1/jobs/' + encodeURIComponent(t.job_id) + '/metrics?' +
+        new URLSearchParams({ name: metric, max_points: '500' }), { signal: page.signal });
+      const s = (m.series || []).find((x) => x.name === metric);
+      datasets[t.index].data = s ? s.points.map((p) => ({ x: p.step, y: p.value })) : [];
+    };
+    const render = async () => {
+      const moved = sw.trials.filter((t) => t.objective_step !== null &&
+        seenStep.get(t.index) !== t.objective_step);
+      for (let i = 0; i < moved.length; i += 6) {
+        await Promise.all(moved.slice(i, i + 6).map((t) => fetchSeries(t).then(() => {
+          seenStep.set(t.index, t.objective_step);
+        }, (e) => { if (e instanceof AuthError) throw e; })));
+      }
+      chart.update();
+      summary.textContent = sw.state + ' · ' + sweepProgress(sw) + ' trials done · ' +
+        sw.algorithm + ', ' + sw.parallelism + ' at once · ' + sw.objective.goal + ' ' + metric;
+      best.textContent = sw.best ? 'Best: trial ' + sw.best.index + ' (' +
+        curveName(sw.best) + '), ' + metric + ' = ' + fmtValue(sw.best.objective_value) +
+        ' at step ' + sw.best.objective_step : 'Best: none yet (no trial has reported ' +
+        metric + ')';
+      tbody.replaceChildren(...sw.trials.map((t) => h('tr', { dataset: { trial: String(t.index),
+        state: t.state }, class: sw.best && sw.best.index === t.index ? 'best' : null },
+      h('td', {}, h('span', { class: 'swatch c' + (t.index % COLORS.length) })),
+      h('td', { class: 'num' }, String(t.index)),
+      h('td', { class: 'id mono' }, h('a', { href: jobHref(t.job_id) }, t.job_id)),
+      h('td', {}, badge(t.state)),
+      names.map((n) => h('td', { class: 'num' }, fmtValue(t.parameters[n]))),
+      h('td', { class: 'num' }, fmtValue(t.objective_value)),
+      h('td', { class: 'num' }, t.objective_step === null ? '' : String(t.objective_step)))));
+    };
+    await render();
+    if (sw.state !== 'running') return;
+    const tick = async () => {
+      sw = await apiJson(path, { signal: page.signal });
+      await render();
+      if (sw.state !== 'running') clearInterval(timer);
+    };
+    const timer = setInterval(() => tick().catch(() => {}), 3000);
+    page.timers.push(timer);
   }
 
   /* ---- start ----------------------------------------------------------------------------- */

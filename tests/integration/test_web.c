@@ -8,9 +8,10 @@
  * why, where chromium or chromedriver is not installed (scripts/install-deps installs both).
  *
  * The cases read the page the way a user does (rows, text, charts) plus a few data attributes
- * the page sets for this purpose: body[data-view] (login, jobs, job, compare), body[data-ready]
- * ("1" once a view has drawn what it fetched), #live[data-mode] ("live" while its event stream
- * is connected), and window.trainyard (the SSE parser, Chart.js instances, CSP violations seen).
+ * the page sets for this purpose: body[data-view] (login, jobs, job, compare, sweeps, sweep),
+ * body[data-ready] ("1" once a view has drawn what it fetched), #live[data-mode] ("live" while
+ * its event stream is connected), and window.trainyard (the SSE parser, Chart.js instances, CSP
+ * violations seen).
  * Waits are bounded by deadlines, never measured.
  */
 #include <errno.h>
@@ -833,6 +834,54 @@ static void test_compare(void **state)
         cancel(ids[i]);
 }
 
+/* A sweep's page compares its trials on the objective's metric and marks the best trial. */
+static void test_sweep_view(void **state)
+{
+    char id[32], hash[64], expr[512], path[128];
+    static const double rates[] = {0.1, 0.3, 0.2}; /* trial 1's loss ends lowest */
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    if (!documented("/v1/sweeps/{id}")) {
+        print_message("[  SKIP    ] /v1/sweeps is not on this server yet\n");
+        skip();
+    }
+    ty_http_resp *r = ty_req(g_admin, "POST", "/v1/sweeps",
+                             "{\"name\": \"web-grid\", \"algorithm\": \"grid\", \"parallelism\": 3,"
+                             " \"parameters\": {\"x\": [1, 2, 3]},"
+                             " \"objective\": {\"metric\": \"loss\", \"goal\": \"minimize\"},"
+                             " \"template\": {\"name\": \"web-trial\", \"command\": [\"sh\", "
+                             "\"-c\", \"sleep 120\"], \"args\": [\"--x\", \"${x}\"],"
+                             " \"workers\": {\"count\": 1}}}");
+    if (r->status != 201)
+        fail_msg("POST /v1/sweeps: HTTP %ld: %.400s", r->status, r->body);
+    snprintf(id, sizeof id, "%s", ty_json_str(r->json, "id"));
+    json_t *trials = json_object_get(r->json, "trials");
+    assert_int_equal(json_array_size(trials), 3);
+    for (size_t i = 0; i < 3; i++)
+        post_points(ty_json_str(json_array_get(trials, i), "job_id"), 0, 20, rates[i]);
+    ty_resp_destroy(r);
+
+    open_view("#/sweeps", "sweeps");
+    snprintf(expr, sizeof expr, "document.querySelector('#sweeps tr[data-id=\"%s\"]') !== null",
+             id);
+    js_true(expr, NULL);
+    snprintf(hash, sizeof hash, "#/sweeps/%s", id);
+    open_view(hash, "sweep");
+    json_t *labels = js("const c = Chart.getChart(document.getElementById('chart-sweep'));"
+                        "return c.data.datasets.map((d) => d.label + ':' + d.data.length)"
+                        ".join(' ');",
+                        NULL);
+    assert_string_equal(json_string_value(labels), "x=1:20 x=2:20 x=3:20");
+    json_decref(labels);
+    js_true("document.querySelector('#trials tr.best').dataset.trial === '1'", NULL);
+    js_true("document.getElementById('sweep-best').textContent.startsWith('Best: trial 1 (x=2)')",
+            NULL);
+    expect_no_violation();
+    screenshot("sweep.png");
+    snprintf(path, sizeof path, "/v1/sweeps/%s:cancel", id);
+    ty_resp_destroy(ty_req(g_admin, "POST", path, NULL));
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -878,6 +927,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_job_chart),
         cmocka_unit_test(test_hostile_strings_are_text),
         cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_sweep_view),
         /* clang-format on */
     };
     if (argc < 4) {
