@@ -12,6 +12,7 @@
 #include "api/spec.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -651,9 +652,52 @@ static int int_field(vctx *v, const json_t *obj, const char *key, int required, 
     return rc;
 }
 
+/*
+ * Shared immutable values for what most specs hold: the defaults and small
+ * integers. A batch of 1,000 specs would otherwise allocate (and free) some
+ * 16,000 identical jansson values; the normalized trees share these instead,
+ * as they share the request's strings. Nothing modifies a scalar of a
+ * normalized spec (json_*_set), jansson's reference counts are atomic, and
+ * the one reference taken here is never dropped, so the values live for the
+ * process. When they could not be built, int_value and default_string fall
+ * back to new values.
+ */
+#define SHARED_INT_MAX 64
+static const char *const shared_string_text[] = {"default", "1", "2Gi", "auto", "on-demand"};
+#define NSHARED_STRINGS (sizeof shared_string_text / sizeof shared_string_text[0])
+static json_t *shared_ints[SHARED_INT_MAX + 1];
+static json_t *shared_ttl;
+static json_t *shared_strings[NSHARED_STRINGS];
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+
+static void shared_init(void)
+{
+    for (json_int_t i = 0; i <= SHARED_INT_MAX; i++)
+        shared_ints[i] = json_integer(i);
+    shared_ttl = json_integer(SPEC_DEFAULT_TTL);
+    for (size_t i = 0; i < NSHARED_STRINGS; i++)
+        shared_strings[i] = json_string(shared_string_text[i]);
+}
+
 static json_t *int_value(vctx *v, json_int_t n)
 {
-    return chk(v, json_integer(n));
+    json_t *shared = NULL;
+    pthread_once(&shared_once, shared_init);
+    if (n >= 0 && n <= SHARED_INT_MAX)
+        shared = shared_ints[n];
+    else if (n == SPEC_DEFAULT_TTL)
+        shared = shared_ttl;
+    return chk(v, shared ? json_incref(shared) : json_integer(n));
+}
+
+/* A new reference to the default string dflt. */
+static json_t *default_string(vctx *v, const char *dflt)
+{
+    pthread_once(&shared_once, shared_init);
+    for (size_t i = 0; i < NSHARED_STRINGS; i++)
+        if (shared_strings[i] && strcmp(dflt, shared_string_text[i]) == 0)
+            return json_incref(shared_strings[i]);
+    return chk(v, json_string(dflt));
 }
 
 /* Checks val (at the current path) is a string passing check; returns a new
@@ -685,7 +729,7 @@ static json_t *string_field(vctx *v, const json_t *obj, const char *key, str_che
             fail_at(v, key, "is required");
             return NULL;
         }
-        return chk(v, json_string(dflt));
+        return default_string(v, dflt);
     }
     size_t mark = push_key(v, key);
     json_t *out = want_string(v, val, check);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -593,6 +594,73 @@ static void test_batch(void **state)
     ty_buf_free(&b);
 }
 
+/*
+ * Defaults are the same in every spec, whichever thread normalized it and
+ * whatever happened to the specs normalized before: two threads normalize
+ * batches of specs that rely on every default and free them, then the
+ * defaults of a fresh spec are checked.
+ */
+typedef struct batch_run {
+    const char *body;
+    const char *failure; /* NULL when every round was right */
+} batch_run;
+
+static void *normalize_batches(void *arg)
+{
+    batch_run *run = arg;
+    for (int round = 0; round < 20 && !run->failure; round++) {
+        json_t *in = json_loads(run->body, 0, NULL), *out = NULL;
+        spec_errors errs;
+        if (!in || spec_errors_init(&errs) != TY_OK) {
+            run->failure = "setup failed";
+            json_decref(in);
+            break;
+        }
+        if (spec_batch(in, 1000, &out, &errs) != TY_OK)
+            run->failure = "batch refused";
+        for (size_t i = 0; !run->failure && i < json_array_size(out); i++) {
+            const json_t *spec = json_array_get(out, i);
+            const json_t *res = json_object_get(spec, "resources");
+            if (strcmp(json_string_value(json_object_get(spec, "queue")), "default") != 0 ||
+                strcmp(json_string_value(json_object_get(res, "memory")), "2Gi") != 0 ||
+                json_integer_value(json_object_get(spec, "ttl_seconds_after_finished")) !=
+                    SPEC_DEFAULT_TTL)
+                run->failure = "a default changed";
+        }
+        json_decref(out);
+        json_decref(in);
+        spec_errors_free(&errs);
+    }
+    return NULL;
+}
+
+static void test_defaults_survive_concurrent_batches(void **state)
+{
+    (void)state;
+    ty_buf b = {0};
+    assert_int_equal(ty_buf_puts(&b, "{\"jobs\":["), TY_OK);
+    for (int i = 0; i < 200; i++)
+        assert_int_equal(ty_buf_printf(&b, "%s{" REQ "}", i ? "," : ""), TY_OK);
+    assert_int_equal(ty_buf_puts(&b, "]}"), TY_OK);
+    pthread_t t[2];
+    batch_run runs[2] = {{.body = b.data}, {.body = b.data}};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, normalize_batches, &runs[i]), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < 2; i++)
+        if (runs[i].failure)
+            fail_msg("thread %d: %s", i, runs[i].failure);
+    ty_buf_free(&b);
+    char *got = normalize("{" REQ "}");
+    assert_non_null(strstr(got, "\"queue\":\"default\""));
+    assert_non_null(strstr(got, "\"resources\":{\"cpu\":\"1\",\"memory\":\"2Gi\",\"gpu\":null}"));
+    assert_non_null(strstr(got, "\"placement\":{\"zone\":\"auto\",\"capacity\":\"on-demand\"}"));
+    assert_non_null(strstr(got, "\"restart\":{\"max\":0,\"backoff_seconds\":10}"));
+    assert_non_null(strstr(got, "\"ttl_seconds_after_finished\":604800"));
+    free(got);
+}
+
 /* ---- decoding: hostile input ends as a clean 400 (or 422), never a crash -- */
 
 static void expect_malformed(const char *body, size_t len, const char *fragment)
@@ -744,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_good_specs_are_normalized),
         cmocka_unit_test(test_quantities),
         cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_defaults_survive_concurrent_batches),
         cmocka_unit_test(test_malformed_json),
         cmocka_unit_test(test_nesting_limit),
         cmocka_unit_test(test_huge_numbers_become_field_errors),
