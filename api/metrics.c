@@ -23,6 +23,7 @@
 
 #include "api/api_int.h"
 #include "common/ty_json.h"
+#include "common/ty_log.h"
 #include "common/ty_time.h"
 
 #define METRICS_MAX_POINTS 5000           /* points in one report */
@@ -240,6 +241,14 @@ void api_metrics_report(const api_req *req, api_resp *resp)
         goto out;
     }
     e = store_metrics_append(req->ctx->store, req->id, r.names, r.nnames, r.pts, r.npts);
+    if (e == TY_OK) {
+        /* A sweep's median rule may stop the trial now. The points are stored whatever it
+         * decides: its failure is logged, never the report's. */
+        ty_err se = store_sweep_check_stop(req->ctx->store, req->id, NULL);
+        if (se != TY_OK)
+            TY_LOG(TY_LOG_WARN, "metrics: early stopping check failed", "{s:s,s:s}", "job_id",
+                   req->id, "error", ty_strerror(se));
+    }
     if (e == TY_OK)
         api_reply_json(resp, 200,
                        json_pack("{s:I}", "accepted",

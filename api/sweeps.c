@@ -15,6 +15,11 @@
  * not ended, then "cancelled" when a cancel was asked, else "finished". A
  * failed trial is one ended trial among others; nothing stops the sweep.
  *
+ * "early_stopping": {"rule": "median", "min_trials": N (3), "min_step": S (0)}
+ * is read here (sweep_parse() knows no such member) and kept with the sweep;
+ * the rule runs after each metrics report a trial stores (metrics.c calls
+ * store_sweep_check_stop()), so it never makes the report fail.
+ *
  * Like jobs, sweeps are visible to every token with the read scope and
  * cancellable by every token with the submit scope.
  */

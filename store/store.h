@@ -586,6 +586,15 @@ ty_err store_sweep_cancel(store *s, const char *id, const char *message, size_t 
 /* "running" while a trial has not ended, then "cancelled" (a cancel was asked) or "finished";
  * from sw->counts. Static. */
 const char *store_sweep_state(const store_sweep *sw);
+/*
+ * Median early stopping, for job `id` after its metrics were stored: when the job is a trial
+ * of a sweep with the rule, its latest step s of the objective's metric is >= min_step, at
+ * least min_trials trials SUCCEEDED with a value at a step <= s, and its value at s is worse
+ * (by the goal) than the median of their last values at or before s, the job moves as a
+ * cancel moves it with reason "EarlyStopped" (*stopped, may be NULL, is then 1). A job that is
+ * no such trial, or not worse, is left alone (TY_OK).
+ */
+ty_err store_sweep_check_stop(store *s, const char *id, int *stopped);
 
 /* ---- notifications --------------------------------------------------------- */
 

@@ -19,10 +19,16 @@
  * A trial's objective value is the last value it reported of the sweep's
  * metric: the point of the highest step, one seek in metrics' primary key
  * (job_seq, name_id, step).
+ *
+ * Median early stopping (store_sweep_check_stop(), called after a trial's
+ * metrics committed) reads, in one snapshot, the trial's latest point of the
+ * objective and each succeeded trial's last value at or before that step,
+ * and cancels the trial with reason "EarlyStopped" through a job transition
+ * when it is worse than their median. A job outside sweeps with the rule
+ * costs one seek.
  */
 #include "store/store_int.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +69,21 @@ static const char SQL_SWEEP_OPEN_TRIALS[] =
     "WHERE t.sweep_seq = ?1 AND j.state NOT IN (6, 7, 8) ORDER BY t.trial";
 static const char SQL_SWEEP_SET_CANCELLED[] =
     "UPDATE sweeps SET cancelled_ms = coalesce(cancelled_ms, ?2) WHERE seq = ?1";
+/* Early stopping: the job's sweep, when the sweep has the rule. */
+static const char SQL_STOP_RULE[] =
+    "SELECT j.seq, s.seq, s.metric, s.maximize, s.stop_min_trials, s.stop_min_step "
+    "FROM jobs AS j JOIN sweeps AS s ON s.seq = j.sweep "
+    "WHERE j.id = ?1 AND s.stop_min_trials IS NOT NULL";
+static const char SQL_LAST_POINT[] =
+    "SELECT step, value FROM metrics WHERE job_seq = ?1 AND name_id = ?2 "
+    "ORDER BY step DESC LIMIT 1";
+/* Each succeeded trial's last value of metric ?2 at a step <= ?3 (NULL when it has none). */
+static const char SQL_DONE_VALUES_AT[] =
+    "SELECT (SELECT m.value FROM metrics AS m WHERE m.job_seq = j.seq AND m.name_id = ?2 "
+    "AND m.step <= ?3 ORDER BY m.step DESC LIMIT 1) "
+    "FROM sweep_trials AS t JOIN jobs AS j ON j.seq = t.job_seq "
+    "WHERE t.sweep_seq = ?1 AND j.state = 6";
+
 /* ---- ids ------------------------------------------------------------------- */
 
 ty_err store_sweep_id_new(char id[STORE_ID_LEN + 1])
@@ -433,4 +454,125 @@ const char *store_sweep_state(const store_sweep *sw)
         if (sw->counts[st] > 0 && !job_state_is_terminal((job_state)st))
             return "running";
     return sw->cancelled_at_ms > 0 ? "cancelled" : "finished";
+}
+
+/* ---- median early stopping ------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* What the rule found: whether to stop, and why (message). */
+typedef struct stop_verdict {
+    int stop;
+    char message[192];
+} stop_verdict;
+
+/* Reads what the rule needs for job `id` on c (in one read transaction) and decides. */
+static ty_err stop_decide(store_conn *c, const char *id, stop_verdict *v)
+{
+    sqlite3_stmt *st = NULL;
+    char metric[STORE_METRIC_NAME_MAX + 1];
+    double *vals = NULL;
+    size_t n = 0, cap = 0;
+    ty_err e = store_conn_stmt(c, SQL_STOP_RULE, 0, &st);
+    if (e != TY_OK)
+        return e;
+    store_bind_text(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc); /* no rule for this job */
+    }
+    int64_t job_seq = sqlite3_column_int64(st, 0), sweep_seq = sqlite3_column_int64(st, 1);
+    snprintf(metric, sizeof metric, "%s", (const char *)sqlite3_column_text(st, 2));
+    int maximize = sqlite3_column_int(st, 3), min_trials = sqlite3_column_int(st, 4);
+    int64_t min_step = sqlite3_column_int64(st, 5);
+    sqlite3_reset(st);
+
+    int64_t name_id, step;
+    double value;
+    if ((e = metric_id(c, metric, &name_id)) != TY_OK || name_id < 0)
+        return e;
+    if ((e = store_conn_stmt(c, SQL_LAST_POINT, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int64(st, 2, name_id);
+    rc = sqlite3_step(st);
+    step = sqlite3_column_int64(st, 0);
+    value = sqlite3_column_double(st, 1);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
+    if (step < min_step)
+        return TY_OK;
+
+    if ((e = store_conn_stmt(c, SQL_DONE_VALUES_AT, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, sweep_seq);
+    sqlite3_bind_int64(st, 2, name_id);
+    sqlite3_bind_int64(st, 3, step);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+            continue; /* it reported nothing up to this step: it has no say */
+        if (n == cap) {
+            size_t c2 = cap ? cap * 2 : 16;
+            double *g = realloc(vals, c2 * sizeof *g);
+            if (!g) {
+                e = TY_ENOMEM;
+                break;
+            }
+            vals = g;
+            cap = c2;
+        }
+        vals[n++] = sqlite3_column_double(st, 0);
+    }
+    if (e == TY_OK && rc != SQLITE_DONE)
+        e = store_sqlite_err(rc);
+    sqlite3_reset(st);
+    if (e == TY_OK && n > 0 && n >= (size_t)min_trials) {
+        qsort(vals, n, sizeof *vals, cmp_double);
+        double median = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
+        v->stop = maximize ? value < median : value > median;
+        snprintf(v->message, sizeof v->message,
+                 "%s %.6g at step %lld is worse than the median %.6g of %zu succeeded trials",
+                 metric, value, (long long)step, median, n);
+    }
+    free(vals);
+    return e;
+}
+
+/* Inside the transaction: an open trial stops as a cancel would stop it. */
+static ty_err decide_stop(job_state cur, job_state *to, void *ud)
+{
+    *to = cur;
+    if (!job_state_cancel_conflicts(cur))
+        job_state_cancel_target(cur, to);
+    *(int *)ud = *to != cur;
+    return TY_OK;
+}
+
+ty_err store_sweep_check_stop(store *s, const char *id, int *stopped)
+{
+    if (stopped)
+        *stopped = 0;
+    if (!s || !id)
+        return TY_EINVAL;
+    stop_verdict v = {0};
+    store_conn *c = store_reader_acquire(s);
+    ty_err e = store_read_begin(c);
+    if (e == TY_OK) {
+        e = stop_decide(c, id, &v);
+        store_read_end(c);
+    }
+    store_reader_release(s, c);
+    if (e != TY_OK || !v.stop)
+        return e;
+    int moved = 0;
+    e = store_job_transition(s, id, decide_stop, &moved, "EarlyStopped", v.message, NULL);
+    if (e == TY_OK && stopped)
+        *stopped = moved;
+    return e;
 }

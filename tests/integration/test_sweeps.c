@@ -290,6 +290,93 @@ static void test_best_trial_and_a_failure(void **state)
     json_decref(sw);
 }
 
+static json_int_t active(const json_t *sw)
+{
+    return count(sw, "ADMITTED") + count(sw, "STARTING") + count(sw, "RUNNING") +
+           count(sw, "RESTARTING") + count(sw, "CANCELLING");
+}
+
+static void test_parallelism_is_respected(void **state)
+{
+    (void)state;
+    char id[32];
+    const char *body = "{\"name\": \"par\", \"algorithm\": \"grid\", \"parallelism\": 2,"
+                       " \"parameters\": {\"i\": [1, 2, 3, 4, 5, 6]},"
+                       " \"objective\": {\"metric\": \"loss\", \"goal\": \"minimize\"},"
+                       " \"template\": {\"name\": \"trial\", \"command\": [\"sh\", \"-c\"],"
+                       " \"args\": [\"sleep 0.2\"], \"workers\": {\"count\": 1}}}";
+    json_decref(create(body, id));
+    json_int_t most = 0;
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
+    for (;;) {
+        json_t *sw = get_sweep(id);
+        json_int_t a = active(sw);
+        if (a > 2)
+            fail_msg("%lld trials active at once, parallelism 2", (long long)a);
+        if (a > most)
+            most = a;
+        int done = strcmp(json_string_value(json_object_get(sw, "state")), "finished") == 0;
+        if (done)
+            assert_int_equal(count(sw, "SUCCEEDED"), 6);
+        json_decref(sw);
+        if (done)
+            break;
+        if (ty_now_ms() > deadline)
+            fail_msg("sweep %s did not finish", id);
+        ty_sleep_ms(20);
+    }
+    assert_true(most >= 1);
+}
+
+/* Trials that report the loss they are given at step 1; the one given 5.0 then waits. */
+#define REPORT_LOSS                                                                            \
+    "\"curl -sf -H \\\"Authorization: Bearer $TRAINYARD_TOKEN\\\" "                            \
+    "-H 'Content-Type: application/json' "                                                     \
+    "-d \\\"{\\\\\\\"points\\\\\\\":[{\\\\\\\"step\\\\\\\":1,\\\\\\\"loss\\\\\\\":${loss}}]}\\\" " \
+    "\\\"$TRAINYARD_SERVER/v1/jobs/$TRAINYARD_JOB_ID/metrics\\\" >/dev/null || exit 1; "         \
+    "if [ ${loss} = 5.0 ]; then exec sleep 60; fi\""
+
+static void test_median_stopping_stops_the_worse_trial(void **state)
+{
+    (void)state;
+    char id[32];
+    /* One trial at a time, in order: two succeed before the worse one reports. */
+    const char *body =
+        "{\"name\": \"median\", \"algorithm\": \"grid\", \"parallelism\": 1,"
+        " \"parameters\": {\"loss\": [\"1.0\", \"1.2\", \"5.0\", \"0.9\"]},"
+        " \"objective\": {\"metric\": \"loss\", \"goal\": \"minimize\"},"
+        " \"early_stopping\": {\"rule\": \"median\", \"min_trials\": 2},"
+        " \"template\": {\"name\": \"trial\", \"command\": [\"sh\", \"-c\"],"
+        " \"args\": [" REPORT_LOSS "], \"workers\": {\"count\": 1}}}";
+    json_t *sw = create(body, id);
+    json_t *es = json_object_get(sw, "early_stopping");
+    assert_string_equal(json_string_value(json_object_get(es, "rule")), "median");
+    assert_int_equal(json_integer_value(json_object_get(es, "min_trials")), 2);
+    assert_int_equal(json_integer_value(json_object_get(es, "min_step")), 0);
+    json_decref(sw);
+    sw = wait_sweep(id, "finished");
+    json_t *trials = json_object_get(sw, "trials");
+    static const char *const want[] = {"SUCCEEDED", "SUCCEEDED", "CANCELLED", "SUCCEEDED"};
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(
+            json_string_value(json_object_get(json_array_get(trials, i), "state")), want[i]);
+    /* Why is in the stopped trial's history. */
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%s/events",
+             json_string_value(json_object_get(json_array_get(trials, 2), "job_id")));
+    ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
+    int found = 0;
+    json_t *ev;
+    size_t i;
+    json_array_foreach(json_object_get(r->json, "events"), i, ev)
+        found |= strcmp(json_string_value(json_object_get(ev, "reason")), "EarlyStopped") == 0;
+    assert_true(found);
+    ty_resp_destroy(r);
+    assert_true(json_number_value(json_object_get(json_object_get(sw, "best"),
+                                                  "objective_value")) == 0.9);
+    json_decref(sw);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -352,6 +439,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_same_seed_same_trials, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_cancels_the_trials, setup, teardown),
         cmocka_unit_test_setup_teardown(test_best_trial_and_a_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallelism_is_respected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_median_stopping_stops_the_worse_trial, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
     };
     if (ty_harness_init(argc, argv, err, sizeof err)) {

@@ -265,6 +265,82 @@ static void test_pending_lines(void **state)
     store_jobs_free(other, 1);
 }
 
+static void run_to(store *s, const char *id, job_state last)
+{
+    static const job_state path[] = {JOB_ADMITTED, JOB_STARTING, JOB_RUNNING};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(move_job(s, id, path[i]), TY_OK);
+    if (last != JOB_RUNNING)
+        assert_int_equal(move_job(s, id, last), TY_OK);
+}
+
+static void test_median_stopping(void **state)
+{
+    store_fixture *f = *state;
+    char id[STORE_ID_LEN + 1], trial[NTRIALS][STORE_ID_LEN + 1];
+    store_job_new jobs[NTRIALS];
+    const char *params[NTRIALS] = {"{}", "{}", "{}"};
+    store_label label = {"trainyard.io/sweep", NULL};
+    assert_int_equal(store_sweep_id_new(id), TY_OK);
+    label.value = id;
+    for (int i = 0; i < NTRIALS; i++) {
+        jobs[i] = job_template("trial", "default");
+        jobs[i].labels = &label;
+        jobs[i].nlabels = 1;
+    }
+    store_sweep_new in = {.id = id,
+                          .name = "es",
+                          .algorithm = "grid",
+                          .parallelism = 3,
+                          .metric = "loss",
+                          .stop_min_trials = 2,
+                          .stop_min_step = 1,
+                          .body_json = "{}",
+                          .trials = jobs,
+                          .params_json = params,
+                          .ntrials = NTRIALS};
+    assert_int_equal(store_sweep_create(f->s, &in), TY_OK);
+    store_sweep *sw = get(f->s, id);
+    for (int i = 0; i < NTRIALS; i++) {
+        memcpy(trial[i], sw->trials[i].job_id, STORE_ID_LEN + 1);
+        run_to(f->s, trial[i], JOB_RUNNING);
+    }
+    store_sweeps_free(sw, 1);
+    int stopped = -1;
+    report(f->s, trial[0], 1, 1.0);
+    report(f->s, trial[0], 2, 0.5);
+    report(f->s, trial[1], 1, 0.8);
+    report(f->s, trial[1], 2, 0.4);
+    report(f->s, trial[2], 1, 5.0);
+    /* Far worse, but no trial has succeeded yet: the rule does not apply. */
+    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
+    assert_int_equal(stopped, 0);
+    assert_int_equal(move_job(f->s, trial[0], JOB_SUCCEEDED), TY_OK);
+    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
+    assert_int_equal(stopped, 0); /* one succeeded of the two needed */
+    assert_int_equal(move_job(f->s, trial[1], JOB_SUCCEEDED), TY_OK);
+    report(f->s, trial[2], 1, 0.85); /* the median at step 1 is 0.9: better */
+    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
+    assert_int_equal(stopped, 0);
+    report(f->s, trial[2], 2, 0.6); /* the median at step 2 is 0.45: worse */
+    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
+    assert_int_equal(stopped, 1);
+    store_event *ev = NULL;
+    size_t n = 0;
+    assert_int_equal(store_job_events(f->s, trial[2], &ev, &n), TY_OK);
+    assert_int_equal(ev[n - 1].to, JOB_CANCELLING);
+    assert_string_equal(ev[n - 1].reason, "EarlyStopped");
+    assert_non_null(strstr(ev[n - 1].message, "median 0.45 of 2 succeeded trials"));
+    store_events_free(ev, n);
+    /* Once stopping, nothing more happens; a job outside sweeps is left alone. */
+    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
+    assert_int_equal(stopped, 0);
+    store_job *other = submit_one(f->s, "other", "default");
+    assert_int_equal(store_sweep_check_stop(f->s, other->id, &stopped), TY_OK);
+    assert_int_equal(stopped, 0);
+    store_jobs_free(other, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +357,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_is_newest_first_in_pages, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_pending_lines, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_median_stopping, store_fixture_setup,
                                         store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
