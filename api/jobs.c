@@ -28,22 +28,52 @@
 
 /* ---- JSON views of store objects ----------------------------------------- */
 
+/* Times formatted once per distinct millisecond: the jobs of one batch share a few. */
+typedef struct time_cache {
+    int64_t ms;
+    int valid;
+    char text[32];
+} time_cache;
+
+static const char *time_text(time_cache *c, int64_t ms)
+{
+    if (!c->valid || c->ms != ms) {
+        ty_time_format_rfc3339(ms, c->text, sizeof c->text);
+        c->ms = ms;
+        c->valid = 1;
+    }
+    return c->text;
+}
+
+/* Appends v in decimal: a page or a batch writes thousands, and vsnprintf costs more. */
+static ty_err put_int(ty_buf *b, long long v)
+{
+    char digits[24];
+    size_t i = sizeof digits;
+    unsigned long long mag = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[--i] = (char)('0' + mag % 10);
+        mag /= 10;
+    } while (mag);
+    if (v < 0)
+        digits[--i] = '-';
+    return ty_buf_append(b, digits + i, sizeof digits - i);
+}
+
 /*
  * Appends the Job resource to b. The spec is the stored normalized spec,
  * copied verbatim: the store keeps exactly the compact JSON that submit()
  * wrote, so it is neither parsed nor serialized again (which matters for
  * pages of 1000 jobs). The current attempt's record is copied the same way:
- * the scheduler wrote it as one JSON object.
+ * the scheduler wrote it as one JSON object. tc keeps the last time formatted, for
+ * the next job.
  */
-static ty_err job_write(ty_buf *b, const store_job *j)
+static ty_err job_write_cached(ty_buf *b, const store_job *j, time_cache *tc)
 {
-    char created[32], updated[32];
     if (!j->spec_json || j->spec_json[0] != '{')
         return TY_EINTERNAL;
     if (j->attempt_json && j->attempt_json[0] != '{')
         return TY_EINTERNAL;
-    ty_time_format_rfc3339(j->created_at_ms, created, sizeof created);
-    ty_time_format_rfc3339(j->updated_at_ms, updated, sizeof updated);
     ty_err e = ty_buf_puts(b, "{\"id\":");
     if (!e)
         e = ty_json_put_string(b, j->id, SIZE_MAX);
@@ -52,24 +82,50 @@ static ty_err job_write(ty_buf *b, const store_job *j)
     if (!e)
         e = ty_json_put_string(b, j->name, SIZE_MAX);
     if (!e)
-        e = ty_buf_printf(b, ",\"state\":\"%s\",\"queue\":", job_state_name(j->state));
+        e = ty_buf_puts(b, ",\"state\":\"");
+    if (!e)
+        e = ty_buf_puts(b, job_state_name(j->state));
+    if (!e)
+        e = ty_buf_puts(b, "\",\"queue\":");
     if (!e)
         e = ty_json_put_string(b, j->queue, SIZE_MAX);
     if (!e)
-        e = ty_buf_printf(b,
-                          ",\"priority\":%lld,\"attempt\":%d,\"restarts\":%d,"
-                          "\"current_attempt\":",
-                          (long long)j->priority, j->attempt, j->restarts);
+        e = ty_buf_puts(b, ",\"priority\":");
+    if (!e)
+        e = put_int(b, (long long)j->priority);
+    if (!e)
+        e = ty_buf_puts(b, ",\"attempt\":");
+    if (!e)
+        e = put_int(b, j->attempt);
+    if (!e)
+        e = ty_buf_puts(b, ",\"restarts\":");
+    if (!e)
+        e = put_int(b, j->restarts);
+    if (!e)
+        e = ty_buf_puts(b, ",\"current_attempt\":");
     if (!e)
         e = ty_buf_puts(b, j->attempt_json ? j->attempt_json : "null");
     if (!e)
-        e = ty_buf_printf(b, ",\"created_at\":\"%s\",\"updated_at\":\"%s\",\"spec\":", created,
-                          updated);
+        e = ty_buf_puts(b, ",\"created_at\":\"");
+    if (!e)
+        e = ty_buf_puts(b, time_text(tc, j->created_at_ms));
+    if (!e)
+        e = ty_buf_puts(b, "\",\"updated_at\":\"");
+    if (!e)
+        e = ty_buf_puts(b, time_text(tc, j->updated_at_ms));
+    if (!e)
+        e = ty_buf_puts(b, "\",\"spec\":");
     if (!e)
         e = ty_buf_puts(b, j->spec_json);
     if (!e)
         e = ty_buf_append(b, "}", 1);
     return e;
+}
+
+static ty_err job_write(ty_buf *b, const store_job *j)
+{
+    time_cache tc = {0};
+    return job_write_cached(b, j, &tc);
 }
 
 /* Replies 200 with one Job. */
@@ -126,6 +182,9 @@ void api_reply_invalid(api_resp *resp, unsigned status, const char *code, spec_e
 
 /* ---- submission ---------------------------------------------------------- */
 
+#define SPEC_TEXT_GUESS 512 /* bytes of a typical normalized spec, to reserve up front */
+#define JOB_TEXT_EXTRA 320  /* bytes of a Job resource besides its spec, about */
+
 /*
  * Stores n normalized specs (borrowed) in one transaction and replies with
  * the Job (single) or {"jobs": [...]} (batch): 201, or 200 on a replay.
@@ -134,15 +193,31 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
                    const char *idem, int batch)
 {
     store_job_new *jobs = calloc(n, sizeof *jobs);
+    size_t *spec_at = malloc(n * sizeof *spec_at);
     store_label *labels = NULL;
     char *idem_scoped = NULL;
     store_job *out = NULL;
     size_t nout = 0, nlabels = 0;
-    ty_buf text = {0};
+    ty_buf text = {0}, specs_text = {0};
+    time_cache tc = {0};
     ty_err e = TY_ENOMEM;
 
-    if (!jobs)
+    if (!jobs || !spec_at)
         goto fail;
+    /*
+     * Every spec is written once, NUL-terminated, into one buffer (a batch
+     * reallocates it a few times instead of each spec's own buffer growing
+     * from empty); the pointers into it are taken once it stopped moving.
+     */
+    if ((e = ty_buf_reserve(&specs_text, n * SPEC_TEXT_GUESS)) != TY_OK)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        spec_at[i] = specs_text.len;
+        if ((e = ty_json_write(&specs_text, specs[i])) != TY_OK ||
+            (e = ty_buf_append(&specs_text, "", 1)) != TY_OK)
+            goto fail;
+    }
+    e = TY_ENOMEM;
     for (size_t i = 0; i < n; i++)
         nlabels += json_object_size(json_object_get(specs[i], "labels"));
     labels = calloc(nlabels ? nlabels : 1, sizeof *labels);
@@ -154,13 +229,7 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
         jobs[i].name = json_string_value(json_object_get(spec, "name"));
         jobs[i].queue = json_string_value(json_object_get(spec, "queue"));
         jobs[i].priority = json_integer_value(json_object_get(spec, "priority"));
-        ty_buf text_spec = {0};
-        char *spec_json = NULL;
-        if (ty_json_write(&text_spec, spec) || ty_buf_steal(&text_spec, &spec_json, NULL)) {
-            ty_buf_free(&text_spec);
-            goto fail;
-        }
-        jobs[i].spec_json = spec_json;
+        jobs[i].spec_json = specs_text.data + spec_at[i];
         jobs[i].labels = labels + nlabels;
         const char *k;
         json_t *val;
@@ -200,12 +269,15 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
         goto fail;
     }
 
-    e = batch ? ty_buf_puts(&text, "{\"jobs\":[") : TY_OK;
+    /* The response holds every spec again, plus about JOB_TEXT_EXTRA bytes per job. */
+    e = ty_buf_reserve(&text, specs_text.len + nout * JOB_TEXT_EXTRA);
+    if (!e && batch)
+        e = ty_buf_puts(&text, "{\"jobs\":[");
     for (size_t i = 0; i < nout && !e; i++) {
         if (i)
             e = ty_buf_append(&text, ",", 1);
         if (!e)
-            e = job_write(&text, &out[i]);
+            e = job_write_cached(&text, &out[i], &tc);
     }
     if (!e && batch)
         e = ty_buf_puts(&text, "]}");
@@ -222,10 +294,9 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
 fail:
     api_reply_error(resp, e, NULL);
 done:
-    if (jobs)
-        for (size_t i = 0; i < n; i++)
-            free((char *)jobs[i].spec_json);
     free(jobs);
+    free(spec_at);
+    ty_buf_free(&specs_text);
     free(labels);
     free(idem_scoped);
     ty_buf_free(&text);

@@ -336,6 +336,16 @@ static void test_batch(void **state)
     assert_string_equal(json_string_value(json_object_get(json_array_get(jobs, 1), "name")),
                         "second");
     api_resp_free(&resp);
+    /* Each job in the answer is the job as stored, spec and times included. */
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *job = json_array_get(jobs, i);
+        const char *id = json_string_value(json_object_get(job, "id"));
+        json_t *got = fx_call(f, "GET", "/v1/jobs/{id}", &(fx_req){.id = id}, &resp);
+        assert_int_equal(resp.status, 200);
+        assert_true(json_equal(got, job));
+        json_decref(got);
+        api_resp_free(&resp);
+    }
 
     json_t *again =
         fx_call(f, "POST", "/v1/jobs:batch", &(fx_req){.body = body, .idem = "b1"}, &resp);
