@@ -282,7 +282,7 @@ int main(int argc, char **argv)
     run("batch", "/v1/jobs:batch", body, o.trials, &batch, NULL, 0);
     free(body);
 
-    printf("\n%-28s %10s %10s %12s\n", "", "POST ms", "total ms", "jobs/s");
+    printf("\n%-32s %10s %10s %12s\n", "", "POST ms", "total ms", "jobs/s");
     printf("%-32s %10.1f %10.1f %12.0f\n", "sweep (POST /v1/sweeps)", sweep.post_ms,
            sweep.total_ms, o.trials / (sweep.total_ms / 1e3));
     printf("%-32s %10.1f %10.1f %12.0f\n", "baseline (POST /v1/jobs:batch)", batch.post_ms,
