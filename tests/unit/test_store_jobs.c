@@ -110,6 +110,21 @@ static void test_batch_keeps_input_order(void **state)
             assert_true(out[i].created_at_ms >= out[i - 1].created_at_ms);
         }
     }
+    /* Each job has one event, its own "Submitted" at its creation time, in the jobs' order. */
+    int64_t last_event = 0;
+    for (int i = 0; i < 5; i++) {
+        store_event *ev = NULL;
+        size_t nev = 0;
+        assert_int_equal(store_job_events(f->s, out[i].id, &ev, &nev), TY_OK);
+        assert_int_equal(nev, 1);
+        assert_int_equal(ev[0].from, JOB_STATE_NONE);
+        assert_int_equal(ev[0].to, JOB_PENDING);
+        assert_string_equal(ev[0].reason, "Submitted");
+        assert_int_equal(ev[0].time_ms, out[i].created_at_ms);
+        assert_true(ev[0].seq > last_event);
+        last_event = ev[0].seq;
+        store_events_free(ev, nev);
+    }
     store_jobs_free(out, n);
     store_stats st;
     store_get_stats(f->s, &st);
