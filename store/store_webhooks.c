@@ -1,37 +1,23 @@
 /*
  * store_webhooks.c - CI webhooks: registrations and their secrets at rest.
  *
- * Secrets (see store.h): a GitHub or generic secret is sealed with AES-256-GCM under the key in
- * "webhook-secrets.key" next to the database; the blob is nonce (12) | ciphertext | tag (16),
- * and the hook's name is the associated data, so a sealed secret moved to another row does not
- * open. A GitLab token is kept as its SHA-256. The key file is created once, complete, by
- * writing a temporary file and link()ing it into place (link never replaces a file, so two
- * processes starting at once agree on one key), and refused when its mode lets others read it.
+ * Secrets (see store.h): a GitHub or generic secret is sealed by store_seal.c (AES-256-GCM
+ * under the key file next to the database) with the hook's name as the associated data, so a
+ * sealed secret moved to another row does not open. A GitLab token is kept as its SHA-256.
  *
  * Writes go through the store's one writer like every other (STORE_OP_WEBHOOK_*): a second
  * read-write connection would contend with the writer for SQLite's write lock.
  */
 #include "store/store_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/ty_crypto.h"
 #include "common/ty_log.h"
 #include "common/ty_time.h"
-
-#define KEY_FILE "webhook-secrets.key"
-#define KEY_LEN 32
-#define NONCE_LEN 12
-#define TAG_LEN 16
-#define MAX_SECRET 1024
 
 static const char SQL_HOOK_INSERT[] =
     "INSERT INTO webhooks (name, provider, events, branches, template, secret, created_ms) "
@@ -49,153 +35,6 @@ static const char SQL_HOOK_GET[] =
     "SELECT name, provider, events, branches, template, created_ms, secret FROM webhooks "
     "WHERE name = ?1";
 
-/* ---- the key file ---------------------------------------------------------- */
-
-/* The key file's path: the database's directory and KEY_FILE. */
-static ty_err key_path(const store *s, char *out, size_t len)
-{
-    const char *slash = strrchr(s->path, '/');
-    int n = slash ? snprintf(out, len, "%.*s/%s", (int)(slash - s->path), s->path, KEY_FILE)
-                  : snprintf(out, len, "%s", KEY_FILE);
-    return n < 0 || (size_t)n >= len ? TY_ETOOLARGE : TY_OK;
-}
-
-static ty_err key_read(const char *path, unsigned char key[KEY_LEN])
-{
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? TY_ENOTFOUND : TY_EIO;
-    ty_err e = TY_EIO;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        goto out;
-    if (st.st_mode & 077) {
-        TY_LOG(TY_LOG_ERROR, "webhook key file is readable by others; refusing it",
-               "{s:s, s:i}", "path", path, "mode", (int)(st.st_mode & 0777));
-        goto out;
-    }
-    size_t got = 0;
-    while (got < KEY_LEN) {
-        ssize_t r = read(fd, key + got, KEY_LEN - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            goto out;
-        got += (size_t)r;
-    }
-    e = TY_OK;
-out:
-    close(fd);
-    return e;
-}
-
-/* Writes a new key to a temporary file and links it to path; EEXIST means another process
- * won the race, and its key is the one. */
-static ty_err key_create(const char *path)
-{
-    char tmp[4200];
-    unsigned char key[KEY_LEN], r[8];
-    char rhex[17];
-    if (ty_random_bytes(r, sizeof r) || ty_random_bytes(key, sizeof key))
-        return TY_EIO;
-    ty_hex(r, sizeof r, rhex);
-    int n = snprintf(tmp, sizeof tmp, "%s.%s.tmp", path, rhex);
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        return TY_ETOOLARGE;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return TY_EIO;
-    ty_err e = TY_EIO;
-    if (write(fd, key, sizeof key) == (ssize_t)sizeof key && fsync(fd) == 0)
-        e = TY_OK;
-    close(fd);
-    OPENSSL_cleanse(key, sizeof key);
-    if (e == TY_OK && link(tmp, path) != 0 && errno != EEXIST)
-        e = TY_EIO;
-    unlink(tmp);
-    return e;
-}
-
-static ty_err key_load(const store *s, unsigned char key[KEY_LEN])
-{
-    char path[4096];
-    ty_err e = key_path(s, path, sizeof path);
-    if (e)
-        return e;
-    e = key_read(path, key);
-    if (e == TY_ENOTFOUND && (e = key_create(path)) == TY_OK)
-        e = key_read(path, key);
-    if (e)
-        TY_LOG(TY_LOG_ERROR, "cannot read or create the webhook key file", "{s:s}", "path",
-               path);
-    return e == TY_ENOTFOUND ? TY_EIO : e;
-}
-
-/* ---- sealing --------------------------------------------------------------- */
-
-/* AES-256-GCM of in[0..n) with aad; *out (new) is nonce | ciphertext | tag. */
-static ty_err seal(const unsigned char key[KEY_LEN], const char *aad, const unsigned char *in,
-                   size_t n, unsigned char **out, size_t *outlen)
-{
-    size_t len = NONCE_LEN + n + TAG_LEN;
-    unsigned char *b = malloc(len);
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    ty_err e = TY_ENOMEM;
-    int l = 0;
-    if (!b || !c)
-        goto out;
-    e = TY_EIO;
-    if (ty_random_bytes(b, NONCE_LEN) ||
-        EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, b) != 1 ||
-        EVP_EncryptUpdate(c, NULL, &l, (const unsigned char *)aad, (int)strlen(aad)) != 1 ||
-        EVP_EncryptUpdate(c, b + NONCE_LEN, &l, in, (int)n) != 1 ||
-        EVP_EncryptFinal_ex(c, b + NONCE_LEN + l, &l) != 1 ||
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, TAG_LEN, b + NONCE_LEN + n) != 1)
-        goto out;
-    *out = b;
-    *outlen = len;
-    b = NULL;
-    e = TY_OK;
-out:
-    EVP_CIPHER_CTX_free(c);
-    free(b);
-    return e;
-}
-
-/* The inverse of seal(); TY_ESCHEMA when the blob does not open (wrong key, tampered row). */
-static ty_err unseal(const unsigned char key[KEY_LEN], const char *aad, const unsigned char *in,
-                     size_t n, unsigned char **out, size_t *outlen)
-{
-    if (n < NONCE_LEN + TAG_LEN || n - NONCE_LEN - TAG_LEN > MAX_SECRET)
-        return TY_ESCHEMA;
-    size_t len = n - NONCE_LEN - TAG_LEN;
-    unsigned char *b = malloc(len + 1);
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    ty_err e = TY_ENOMEM;
-    int l = 0;
-    if (!b || !c)
-        goto out;
-    e = TY_ESCHEMA;
-    if (EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, in) != 1 ||
-        EVP_DecryptUpdate(c, NULL, &l, (const unsigned char *)aad, (int)strlen(aad)) != 1 ||
-        EVP_DecryptUpdate(c, b, &l, in + NONCE_LEN, (int)len) != 1 ||
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAG_LEN, (void *)(in + n - TAG_LEN)) != 1 ||
-        EVP_DecryptFinal_ex(c, b + l, &l) != 1)
-        goto out;
-    b[len] = 0;
-    *out = b;
-    *outlen = len;
-    b = NULL;
-    e = TY_OK;
-out:
-    EVP_CIPHER_CTX_free(c);
-    if (b) {
-        OPENSSL_cleanse(b, len + 1);
-        free(b);
-    }
-    return e;
-}
-
 /* ---- writes ------------------------------------------------------------------ */
 
 static int is_provider(const char *p)
@@ -207,9 +46,9 @@ ty_err store_webhook_create(store *s, const store_webhook *w)
 {
     if (!s || !w || !w->name || !w->name[0] || !is_provider(w->provider) || !w->events_json ||
         !w->branches_json || !w->template_json || !w->secret || !w->secret_len ||
-        w->secret_len > MAX_SECRET)
+        w->secret_len > STORE_SECRET_MAX)
         return TY_EINVAL;
-    unsigned char key[KEY_LEN], *blob = NULL, hash[TY_SHA256_LEN];
+    unsigned char *blob = NULL, hash[TY_SHA256_LEN];
     size_t bloblen = 0;
     ty_err e;
     if (!strcmp(w->provider, "gitlab")) {
@@ -219,11 +58,7 @@ ty_err store_webhook_create(store *s, const store_webhook *w)
         memcpy(blob, hash, sizeof hash);
         bloblen = sizeof hash;
     } else {
-        if ((e = key_load(s, key)) != TY_OK)
-            return e;
-        e = seal(key, w->name, w->secret, w->secret_len, &blob, &bloblen);
-        OPENSSL_cleanse(key, sizeof key);
-        if (e)
+        if ((e = store_secret_seal(s, w->name, w->secret, w->secret_len, &blob, &bloblen)))
             return e;
     }
     store_op op = {.kind = STORE_OP_WEBHOOK_CREATE};
@@ -330,7 +165,7 @@ ty_err store_webhook_get(store *s, const char *name, store_webhook **out)
     if (!s || !name || !out)
         return TY_EINVAL;
     store_webhook *w = calloc(1, sizeof *w);
-    unsigned char *blob = NULL, key[KEY_LEN];
+    unsigned char *blob = NULL;
     size_t bloblen = 0;
     if (!w)
         return TY_ENOMEM;
@@ -364,10 +199,7 @@ ty_err store_webhook_get(store *s, const char *name, store_webhook **out)
         w->secret_len = bloblen;
         blob = NULL;
     } else {
-        if ((e = key_load(s, key)) != TY_OK)
-            goto out;
-        e = unseal(key, w->name, blob, bloblen, &w->secret, &w->secret_len);
-        OPENSSL_cleanse(key, sizeof key);
+        e = store_secret_unseal(s, w->name, blob, bloblen, &w->secret, &w->secret_len);
         if (e) {
             TY_LOG(TY_LOG_ERROR, "a webhook secret does not open with the key file", "{s:s}",
                    "webhook", w->name);
