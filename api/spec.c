@@ -298,8 +298,16 @@ static size_t push_key(vctx *v, const char *key)
 
 static size_t push_index(vctx *v, size_t i)
 {
-    size_t mark = v->path.len;
-    if (ty_buf_printf(&v->path, "[%zu]", i))
+    /* Digits by hand: a batch pushes an index per job and per array item. */
+    char text[24];
+    size_t at = sizeof text, mark = v->path.len;
+    text[--at] = ']';
+    do {
+        text[--at] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i);
+    text[--at] = '[';
+    if (ty_buf_append(&v->path, text + at, sizeof text - at))
         v->oom = 1;
     return mark;
 }
@@ -345,12 +353,16 @@ static json_t *chk(vctx *v, json_t *j)
     return j;
 }
 
-/* Sets obj[key] = val (stolen); NULL val means "an error was recorded", so nothing is set. */
+/*
+ * Sets obj[key] = val (stolen); NULL val means "an error was recorded", so nothing is set.
+ * Keys are the contract's names or label and env keys that passed their (ASCII) checks,
+ * so jansson's UTF-8 check of each key is skipped.
+ */
 static void put(vctx *v, json_t *obj, const char *key, json_t *val)
 {
     if (!val)
         return;
-    if (!obj || json_object_set_new(obj, key, val))
+    if (!obj || json_object_set_new_nocheck(obj, key, val))
         v->oom = 1;
 }
 
