@@ -528,14 +528,70 @@ static json_t *labels_text(const json_t *labels)
     return json_string(used ? buf : "-");
 }
 
+/* What a listing command read: its items, what -o prints, and the next page's token. */
+typedef struct pages {
+    json_t *items; /* every item of every page read (new) */
+    json_t *doc;   /* the one page as the server sent it; with --all {key: items} (new) */
+    char *next;    /* the token of the page after the last one read; NULL at the end (new) */
+} pages;
+
+static void pages_free(pages *p)
+{
+    json_decref(p->items);
+    json_decref(p->doc);
+    free(p->next);
+}
+
+/*
+ * GETs path (its filters and limit in the query) from the page o->page_token names, or the
+ * first; with o->all every page after it too, each next_page_token handed back unchanged. The
+ * items are the array member `key` of each page. Returns an exit status; *out is filled either
+ * way (free with pages_free).
+ */
+static int read_pages(const char *name, const opts *o, const char *path, const char *key,
+                      pages *out)
+{
+    char page[8192];
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc;
+    memset(out, 0, sizeof *out);
+    if ((o->page_token && !(out->next = strdup(o->page_token))) || !(out->items = json_array()))
+        return CLI_EXIT_FAIL;
+    if ((rc = connect_cli(name, o, &c)) != CLI_EXIT_OK)
+        return rc;
+    for (;;) {
+        snprintf(page, sizeof page, "%s", path);
+        if (out->next && cli_query_add(page, sizeof page, "page_token", out->next)) {
+            rc = usage_error(name, "page token too long");
+            break;
+        }
+        cli_resp_free(&r);
+        memset(&r, 0, sizeof r);
+        cli_http_do(c, "GET", page, NULL, &r);
+        if (!is_2xx(&r) || !r.json) {
+            rc = cli_report(name, &r, stderr);
+            break;
+        }
+        json_array_extend(out->items, json_object_get(r.json, key));
+        const char *next = json_string_value(json_object_get(r.json, "next_page_token"));
+        free(out->next);
+        out->next = next ? strdup(next) : NULL;
+        if (!o->all || !out->next) {
+            out->doc = o->all ? json_pack("{s:O}", key, out->items) : json_incref(r.json);
+            break;
+        }
+    }
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
 static int cmd_list(int argc, char **argv)
 {
     opts o;
-    char path[8192] = "/v1/jobs", page[8192], num[32];
-    char *token = NULL;
-    cli_http *c = NULL;
-    cli_resp r = {0};
-    json_t *jobs = NULL;
+    char path[8192] = "/v1/jobs", num[32];
+    pages p;
     int rc = parse_opts(find_cmd("list"), argc, argv,
                         "output state queue label limit page-token all", &o);
     if (rc)
@@ -549,43 +605,10 @@ static int cmd_list(int argc, char **argv)
     if (add_filters(path, sizeof path, &o) ||
         (o.limit && cli_query_add(path, sizeof path, "limit", num)))
         return usage_error("list", "filters too long");
-    if (o.page_token && !(token = strdup(o.page_token)))
-        return CLI_EXIT_FAIL;
-    if ((rc = connect_cli("list", &o, &c)) != CLI_EXIT_OK)
+    if ((rc = read_pages("list", &o, path, "jobs", &p)) != CLI_EXIT_OK)
         goto out;
-    if (!(jobs = json_array())) {
-        rc = CLI_EXIT_FAIL;
-        goto out;
-    }
-    /* One page, or with --all every page: each next_page_token is handed back unchanged. */
-    for (;;) {
-        memcpy(page, path, sizeof page);
-        if (token && cli_query_add(page, sizeof page, "page_token", token)) {
-            rc = usage_error("list", "page token too long");
-            goto out;
-        }
-        cli_resp_free(&r);
-        memset(&r, 0, sizeof r);
-        cli_http_do(c, "GET", page, NULL, &r);
-        if (!is_2xx(&r) || !r.json) {
-            rc = cli_report("list", &r, stderr);
-            goto out;
-        }
-        json_array_extend(jobs, json_object_get(r.json, "jobs"));
-        const char *next = json_string_value(json_object_get(r.json, "next_page_token"));
-        free(token);
-        token = next ? strdup(next) : NULL;
-        if (!o.all || !token)
-            break;
-    }
     if (o.output && !wide) {
-        if (o.all) {
-            json_t *doc = json_pack("{s:O}", "jobs", jobs);
-            rc = print_doc("list", o.output, doc);
-            json_decref(doc);
-        } else {
-            rc = print_doc("list", o.output, r.json);
-        }
+        rc = print_doc("list", o.output, p.doc);
         goto out;
     }
     json_t *rows = json_array(), *job;
@@ -596,7 +619,7 @@ static int cmd_list(int argc, char **argv)
     else
         json_array_append_new(rows,
                               json_pack("[s,s,s,s,s]", "ID", "NAME", "STATE", "QUEUE", "CREATED"));
-    json_array_foreach(jobs, i, job)
+    json_array_foreach(p.items, i, job)
     {
         if (wide) {
             char prio[32], workers[32];
@@ -619,13 +642,10 @@ static int cmd_list(int argc, char **argv)
     }
     print_table(rows);
     json_decref(rows);
-    if (token)
-        fprintf(stderr, "(more jobs: add --page-token %s, or --all)\n", token);
+    if (p.next)
+        fprintf(stderr, "(more jobs: add --page-token %s, or --all)\n", p.next);
 out:
-    free(token);
-    json_decref(jobs);
-    cli_resp_free(&r);
-    cli_http_free(c);
+    pages_free(&p);
     return rc;
 }
 
@@ -1034,11 +1054,9 @@ out:
 static int cmd_sweep_list(int argc, char **argv)
 {
     opts o;
-    char path[256] = "/v1/sweeps", page[512], num[32];
-    char *token = NULL;
-    cli_http *c = NULL;
-    cli_resp r = {0};
-    json_t *sweeps = NULL, *sw;
+    char path[256] = "/v1/sweeps", num[32];
+    pages p;
+    json_t *sw;
     int rc = parse_opts(find_cmd("sweep list"), argc, argv, "output limit page-token all", &o);
     if (rc)
         return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
@@ -1049,44 +1067,16 @@ static int cmd_sweep_list(int argc, char **argv)
     snprintf(num, sizeof num, "%ld", o.limit);
     if (o.limit && cli_query_add(path, sizeof path, "limit", num))
         return usage_error("sweep list", "--limit too long");
-    if (o.page_token && !(token = strdup(o.page_token)))
-        return CLI_EXIT_FAIL;
-    if ((rc = connect_cli("sweep list", &o, &c)) != CLI_EXIT_OK)
+    if ((rc = read_pages("sweep list", &o, path, "sweeps", &p)) != CLI_EXIT_OK)
         goto out;
-    if (!(sweeps = json_array())) {
-        rc = CLI_EXIT_FAIL;
-        goto out;
-    }
-    for (;;) {
-        memcpy(page, path, sizeof path);
-        if (token && cli_query_add(page, sizeof page, "page_token", token)) {
-            rc = usage_error("sweep list", "page token too long");
-            goto out;
-        }
-        cli_resp_free(&r);
-        memset(&r, 0, sizeof r);
-        cli_http_do(c, "GET", page, NULL, &r);
-        if (!is_2xx(&r) || !r.json) {
-            rc = cli_report("sweep list", &r, stderr);
-            goto out;
-        }
-        json_array_extend(sweeps, json_object_get(r.json, "sweeps"));
-        const char *next = json_string_value(json_object_get(r.json, "next_page_token"));
-        free(token);
-        token = next ? strdup(next) : NULL;
-        if (!o.all || !token)
-            break;
-    }
     if (o.output) {
-        json_t *doc = o.all ? json_pack("{s:O}", "sweeps", sweeps) : json_incref(r.json);
-        rc = print_doc("sweep list", o.output, doc);
-        json_decref(doc);
+        rc = print_doc("sweep list", o.output, p.doc);
         goto out;
     }
     json_t *rows = json_pack("[[s,s,s,s,s,s]]", "ID", "NAME", "ALGORITHM", "STATE", "DONE",
                              "CREATED");
     size_t i;
-    json_array_foreach(sweeps, i, sw)
+    json_array_foreach(p.items, i, sw)
     {
         json_array_append_new(rows, json_pack("[s,s,s,s,o,s]", str(sw, "id"), str(sw, "name"),
                                               str(sw, "algorithm"), str(sw, "state"),
@@ -1094,13 +1084,10 @@ static int cmd_sweep_list(int argc, char **argv)
     }
     print_table(rows);
     json_decref(rows);
-    if (token)
-        fprintf(stderr, "(more sweeps: add --page-token %s, or --all)\n", token);
+    if (p.next)
+        fprintf(stderr, "(more sweeps: add --page-token %s, or --all)\n", p.next);
 out:
-    free(token);
-    json_decref(sweeps);
-    cli_resp_free(&r);
-    cli_http_free(c);
+    pages_free(&p);
     return rc;
 }
 
