@@ -444,37 +444,52 @@ static int follow_stream(const char *name, cli_http *c, const char *path, follow
     }
 }
 
-static int cmd_submit(int argc, char **argv)
+/*
+ * What submit and sweep create share: parses `-f FILE [--set]... [--wait] [-o id|json|yaml]`
+ * into *o, POSTs the file's body to path and prints the new resource's id (or the resource).
+ * Returns an exit status, or -1 when --help was printed (exit 0, nothing else to do); on
+ * CLI_EXIT_OK, *c is the client and r->json the created resource (free both either way).
+ */
+static int create_from_file(const char *name, int argc, char **argv, const char *path, opts *o,
+                            cli_http **c, cli_resp *r)
 {
-    const cmd *self = find_cmd("submit");
-    opts o;
     char *body = NULL;
-    cli_http *c = NULL;
-    cli_resp r = {0};
-    int rc = parse_opts(self, argc, argv, "file output set wait", &o);
+    memset(r, 0, sizeof *r);
+    int rc = parse_opts(find_cmd(name), argc, argv, "file output set wait", o);
     if (rc)
-        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-    if (!o.file)
-        return usage_error("submit", "-f FILE is required (- for standard input)");
+        return rc < 0 ? CLI_EXIT_USAGE : -1;
+    if (!o->file)
+        return usage_error(name, "-f FILE is required (- for standard input)");
     if (optind < argc)
-        return usage_error("submit", "unexpected argument");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml") && strcmp(o.output, "id"))
-        return usage_error("submit", "-o takes id, json or yaml");
-    if ((rc = load_body("submit", &o, &body)) != CLI_EXIT_OK)
+        return usage_error(name, "unexpected argument");
+    if (o->output && strcmp(o->output, "json") && strcmp(o->output, "yaml") &&
+        strcmp(o->output, "id"))
+        return usage_error(name, "-o takes id, json or yaml");
+    if ((rc = load_body(name, o, &body)) != CLI_EXIT_OK ||
+        (rc = connect_cli(name, o, c)) != CLI_EXIT_OK)
         goto out;
-    if ((rc = connect_cli("submit", &o, &c)) != CLI_EXIT_OK)
-        goto out;
-    cli_http_do(c, "POST", "/v1/jobs", body, &r);
-    if (!is_2xx(&r) || !json_string_value(json_object_get(r.json, "id"))) {
-        rc = cli_report("submit", &r, stderr);
+    cli_http_do(*c, "POST", path, body, r);
+    if (!is_2xx(r) || !json_string_value(json_object_get(r->json, "id"))) {
+        rc = cli_report(name, r, stderr);
         goto out;
     }
-    if (!o.output || strcmp(o.output, "id") == 0)
-        printf("%s\n", str(r.json, "id"));
-    else if ((rc = print_doc("submit", o.output, r.json)) != CLI_EXIT_OK)
-        goto out;
+    if (!o->output || strcmp(o->output, "id") == 0)
+        printf("%s\n", str(r->json, "id"));
+    else
+        rc = print_doc(name, o->output, r->json);
     fflush(stdout);
-    if (o.wait) {
+out:
+    free(body);
+    return rc;
+}
+
+static int cmd_submit(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r;
+    int rc = create_from_file("submit", argc, argv, "/v1/jobs", &o, &c, &r);
+    if (rc == CLI_EXIT_OK && o.wait) {
         char path[256];
         follower f = {0};
         if (cli_job_path(path, sizeof path, str(r.json, "id"), "/events?follow=true")) {
@@ -486,14 +501,11 @@ static int cmd_submit(int argc, char **argv)
             fprintf(stderr, "trainyard submit: job %s ended %s\n", str(r.json, "id"), f.state);
             rc = CLI_EXIT_FAIL;
         }
-        goto out;
     }
-    rc = CLI_EXIT_OK;
 out:
     cli_resp_free(&r);
     cli_http_free(c);
-    free(body);
-    return rc;
+    return rc < 0 ? CLI_EXIT_OK : rc;
 }
 
 /* ---- list, get, events, cancel ---------------------------------------------- */
@@ -1017,38 +1029,14 @@ static int wait_sweep(const opts *o, cli_http **c, const char *id)
 static int cmd_sweep_create(int argc, char **argv)
 {
     opts o;
-    char *body = NULL;
     cli_http *c = NULL;
-    cli_resp r = {0};
-    int rc = parse_opts(find_cmd("sweep create"), argc, argv, "file output set wait", &o);
-    if (rc)
-        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-    if (!o.file)
-        return usage_error("sweep create", "-f FILE is required (- for standard input)");
-    if (optind < argc)
-        return usage_error("sweep create", "unexpected argument");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml") && strcmp(o.output, "id"))
-        return usage_error("sweep create", "-o takes id, json or yaml");
-    if ((rc = load_body("sweep create", &o, &body)) != CLI_EXIT_OK)
-        goto out;
-    if ((rc = connect_cli("sweep create", &o, &c)) != CLI_EXIT_OK)
-        goto out;
-    cli_http_do(c, "POST", "/v1/sweeps", body, &r);
-    if (!is_2xx(&r) || !json_string_value(json_object_get(r.json, "id"))) {
-        rc = cli_report("sweep create", &r, stderr);
-        goto out;
-    }
-    if (!o.output || strcmp(o.output, "id") == 0)
-        printf("%s\n", str(r.json, "id"));
-    else if ((rc = print_doc("sweep create", o.output, r.json)) != CLI_EXIT_OK)
-        goto out;
-    fflush(stdout);
-    rc = o.wait ? wait_sweep(&o, &c, str(r.json, "id")) : CLI_EXIT_OK;
-out:
+    cli_resp r;
+    int rc = create_from_file("sweep create", argc, argv, "/v1/sweeps", &o, &c, &r);
+    if (rc == CLI_EXIT_OK && o.wait)
+        rc = wait_sweep(&o, &c, str(r.json, "id"));
     cli_resp_free(&r);
     cli_http_free(c);
-    free(body);
-    return rc;
+    return rc < 0 ? CLI_EXIT_OK : rc;
 }
 
 static int cmd_sweep_list(int argc, char **argv)
