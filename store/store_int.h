@@ -271,6 +271,13 @@ ty_err store_secret_seal(const store *s, const char *aad, const unsigned char *i
                          unsigned char **out, size_t *outlen);
 ty_err store_secret_unseal(const store *s, const char *aad, const unsigned char *in, size_t n,
                            unsigned char **out, size_t *outlen);
+/*
+ * Reads the one row sql (its ?1 bound to name) returns: into item through row, and its sealed
+ * secret, column col, into *blob (new, *bloblen bytes). TY_ENOTFOUND when there is no row,
+ * TY_ESCHEMA when the column is empty.
+ */
+ty_err store_read_sealed_row(store *s, const char *sql, const char *name, int col,
+                             store_row_fn row, void *item, unsigned char **blob, size_t *bloblen);
 
 /* ---- read connections ---------------------------------------------------- */
 

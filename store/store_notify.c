@@ -234,25 +234,7 @@ ty_err store_notify_get(store *s, const char *name, store_notify_sub **out)
     size_t bloblen = 0;
     if (!x)
         return TY_ENOMEM;
-    store_conn *c = store_reader_acquire(s);
-    sqlite3_stmt *st = NULL;
-    ty_err e = store_conn_stmt(c, SQL_SUB_GET, 0, &st);
-    if (e == TY_OK) {
-        store_bind_text(st, 1, name);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            e = sub_from_row(st, x);
-            bloblen = (size_t)sqlite3_column_bytes(st, 6);
-            if (!e && (!bloblen || !(blob = malloc(bloblen))))
-                e = bloblen ? TY_ENOMEM : TY_ESCHEMA;
-            if (!e)
-                memcpy(blob, sqlite3_column_blob(st, 6), bloblen);
-        } else {
-            e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
-        }
-        sqlite3_reset(st);
-    }
-    store_reader_release(s, c);
+    ty_err e = store_read_sealed_row(s, SQL_SUB_GET, name, 6, sub_from_row, x, &blob, &bloblen);
     if (e)
         goto out;
     char aad[96];

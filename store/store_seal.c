@@ -7,7 +7,8 @@
  * ("notification:<name>"), so a blob moved to another row, or to another kind of row, does
  * not open. The key file is created once, complete, by writing a temporary file and link()ing
  * it into place (link never replaces a file, so two processes starting at once agree on one
- * key), and refused when its mode lets others read it.
+ * key), and refused when its mode lets others read it. store_read_sealed_row() reads a row with
+ * its sealed blob, for the modules that keep one (webhooks, notification subscriptions).
  */
 #include "store/store_int.h"
 
@@ -178,5 +179,34 @@ out:
         OPENSSL_cleanse(b, len + 1);
         free(b);
     }
+    return e;
+}
+
+ty_err store_read_sealed_row(store *s, const char *sql, const char *name, int col,
+                             store_row_fn row, void *item, unsigned char **blob, size_t *bloblen)
+{
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    *blob = NULL;
+    *bloblen = 0;
+    ty_err e = store_conn_stmt(c, sql, 0, &st);
+    if (e == TY_OK) {
+        store_bind_text(st, 1, name);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            size_t n = (size_t)sqlite3_column_bytes(st, col);
+            e = row(st, item);
+            if (!e && (!n || !(*blob = malloc(n))))
+                e = n ? TY_ENOMEM : TY_ESCHEMA;
+            if (!e) {
+                memcpy(*blob, sqlite3_column_blob(st, col), n);
+                *bloblen = n;
+            }
+        } else {
+            e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
+        }
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
     return e;
 }

@@ -169,25 +169,7 @@ ty_err store_webhook_get(store *s, const char *name, store_webhook **out)
     size_t bloblen = 0;
     if (!w)
         return TY_ENOMEM;
-    store_conn *c = store_reader_acquire(s);
-    sqlite3_stmt *st = NULL;
-    ty_err e = store_conn_stmt(c, SQL_HOOK_GET, 0, &st);
-    if (e == TY_OK) {
-        store_bind_text(st, 1, name);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            e = hook_from_row(st, w);
-            bloblen = (size_t)sqlite3_column_bytes(st, 6);
-            if (!e && (!bloblen || !(blob = malloc(bloblen))))
-                e = bloblen ? TY_ENOMEM : TY_ESCHEMA;
-            if (!e)
-                memcpy(blob, sqlite3_column_blob(st, 6), bloblen);
-        } else {
-            e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
-        }
-        sqlite3_reset(st);
-    }
-    store_reader_release(s, c);
+    ty_err e = store_read_sealed_row(s, SQL_HOOK_GET, name, 6, hook_from_row, w, &blob, &bloblen);
     if (e)
         goto out;
     if (!strcmp(w->provider, "gitlab")) {
