@@ -288,6 +288,8 @@ static size_t op_rows(const store_op *op)
         return op->u.sweep.in->ntrials;
     if (op->kind == STORE_OP_METRICS) /* a point costs a small fraction of a job */
         return 1 + op->u.metrics.n / 16;
+    if (op->kind == STORE_OP_METRICS_PURGE || op->kind == STORE_OP_NOTIFY_PURGE)
+        return 1 + (size_t)op->u.purge.max_rows / 16; /* a deleted row, about a point */
     return 1;
 }
 
@@ -334,9 +336,12 @@ static ty_err op_apply(store *s, store_op *op)
         return store_token_apply(s, &s->writer, op);
     case STORE_OP_METRICS:
         return store_metrics_apply(s, &s->writer, op);
+    case STORE_OP_METRICS_PURGE:
+        return store_metrics_purge_apply(s, &s->writer, op);
     case STORE_OP_NOTIFY_CREATE:
     case STORE_OP_NOTIFY_DELETE:
     case STORE_OP_NOTIFY_MARK:
+    case STORE_OP_NOTIFY_PURGE:
         return store_notify_apply(s, &s->writer, op);
     case STORE_OP_WEBHOOK_CREATE:
     case STORE_OP_WEBHOOK_DELETE:
@@ -803,6 +808,9 @@ ty_err store_open(const char *path, const store_options *opt, store **out, char 
     s->opt.busy_timeout_ms = opt && opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000;
     s->opt.max_group_ops = opt && opt->max_group_ops > 0 ? opt->max_group_ops : 4096;
     s->opt.read_connections = opt && opt->read_connections > 0 ? opt->read_connections : 4;
+    s->opt.metrics_max_points = opt && opt->metrics_max_points > 0
+                                    ? opt->metrics_max_points
+                                    : STORE_METRIC_DEFAULT_MAX_POINTS;
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     pthread_mutex_init(&s->ckmu, NULL);

@@ -37,6 +37,8 @@ typedef struct store_options {
     int busy_timeout_ms;   /* wait for a lock held by another process; default 5000 */
     int max_group_ops;     /* operations folded into one commit at most; default 4096 */
     int read_connections;  /* size of the read pool; default 4 */
+    int64_t metrics_max_points; /* metric points one job may store (store_metrics_append);
+                                   default STORE_METRIC_DEFAULT_MAX_POINTS */
 } store_options;
 
 /* Opens (creating if needed) and migrates the database; starts the writer.
@@ -332,6 +334,7 @@ ty_err store_metrics_head(store *s, int64_t *seq);
  */
 #define STORE_METRIC_NAME_MAX 64     /* bytes of a metric name */
 #define STORE_METRIC_MAX_SERIES 1000 /* names one job may report: a job is untrusted code */
+#define STORE_METRIC_DEFAULT_MAX_POINTS 1000000 /* points one job may store, by default */
 
 /* A point to store: names[name] at step. */
 typedef struct store_metric_in {
@@ -347,12 +350,46 @@ typedef struct store_metric_in {
  * distinct metric names the points refer to, each 1..STORE_METRIC_NAME_MAX
  * bytes. TY_ENOTFOUND for an unknown job; TY_ECONFLICT when the job is in a
  * terminal state (nothing stored); TY_ETOOLARGE when the job would have more
- * than STORE_METRIC_MAX_SERIES names (nothing stored); TY_EINVAL for a
- * malformed point (a name index out of range, a negative step, a value that is
- * not finite).
+ * than STORE_METRIC_MAX_SERIES names, or more stored points than the store's
+ * metrics_max_points (store_options), nothing stored either way; TY_EINVAL for
+ * a malformed point (a name index out of range, a negative step, a value that
+ * is not finite).
+ *
+ * The points a job stores are counted in the transaction that writes them (a
+ * per-job total, one seek): a step written again replaces its point and
+ * counts nothing, so a report that only rewrites steps always fits.
  */
 ty_err store_metrics_append(store *s, const char *id, const char *const *names, size_t nnames,
                             const store_metric_in *points, size_t n);
+
+/* Which cap refused a report (store_metrics_append_why()'s TY_ETOOLARGE). */
+typedef struct store_metrics_refusal {
+    int points;                  /* 1: the points cap; 0: the series cap */
+    int64_t limit;               /* that cap */
+    int64_t stored;              /* the job's stored points (or series) before the report */
+} store_metrics_refusal;
+
+/* store_metrics_append() that says, on TY_ETOOLARGE, which cap refused the report (why may
+ * be NULL; it is written on TY_ETOOLARGE only). */
+ty_err store_metrics_append_why(store *s, const char *id, const char *const *names,
+                                size_t nnames, const store_metric_in *points, size_t n,
+                                store_metrics_refusal *why);
+
+/* The points cap of this store (store_options.metrics_max_points). */
+int64_t store_metrics_max_points(const store *s);
+
+/*
+ * Retention: deletes the metrics of jobs that ended before ended_before_ms
+ * (their points, stream batches, series and totals), oldest end first, at
+ * most max_rows (1..100000) rows in one writer operation, so a purge never
+ * holds the writer for long and submissions commit between its batches.
+ * *points (may be NULL) counts the points deleted; *more is 1 when rows may
+ * be left to delete (call again), 0 when none is. Jobs that ended later, and
+ * jobs that run, are not touched. A job being purged reads as having fewer
+ * points, then none.
+ */
+ty_err store_metrics_purge(store *s, int64_t ended_before_ms, int max_rows, int64_t *points,
+                           int *more);
 
 typedef struct store_metric_point {
     int64_t step;
@@ -687,6 +724,15 @@ typedef struct store_delivery_mark {
 /* Records an attempt of a pending delivery through the writer (attempts + 1). TY_ENOTFOUND
  * when the row is gone (its subscription was deleted) or no longer pending. */
 ty_err store_notify_mark(store *s, const store_delivery_mark *m);
+
+/*
+ * Retention: deletes delivered and failed outbox rows whose last attempt was before
+ * done_before_ms, oldest first, at most max_rows (1..100000) in one writer operation.
+ * *rows (may be NULL) counts them; *more is 1 when more may be left (call again). Pending
+ * rows are never deleted.
+ */
+ty_err store_notify_purge(store *s, int64_t done_before_ms, int max_rows, int64_t *rows,
+                          int *more);
 
 /*
  * Registers fn to be called by the writer thread after every commit that moved a job into a

@@ -12,8 +12,9 @@
  *   store_tokens.c  API tokens and job tokens
  *   store_notify.c  notification subscriptions and the outbox of their deliveries
  *   store_seal.c    secrets sealed at rest under the key file (AES-256-GCM)
- *   store_metrics.c the metrics jobs report: the batched upsert, the
- *                   downsampled read, the stream's read by seq
+ *   store_metrics.c the metrics jobs report: the batched upsert under the
+ *                   per-job caps, the downsampled read, the stream's read by
+ *                   seq, the retention purge
  *   store_sweeps.c  sweeps: creation with all their trial jobs, cancel, reads
  *
  * Threads: the writer thread alone uses the writer connection and the id
@@ -122,6 +123,8 @@ typedef enum store_op_kind {
     STORE_OP_WEBHOOK_DELETE,
     STORE_OP_SWEEP_CREATE,
     STORE_OP_SWEEP_CANCEL,
+    STORE_OP_METRICS_PURGE,
+    STORE_OP_NOTIFY_PURGE,
 } store_op_kind;
 
 /*
@@ -175,7 +178,14 @@ typedef struct store_op {
             size_t nnames;
             const store_metric_in *points;
             size_t n;
+            store_metrics_refusal refusal; /* set by the writer with TY_ETOOLARGE */
         } metrics;
+        struct {
+            int64_t before_ms;  /* rows older than this go */
+            int64_t max_rows;   /* deleted by this op at most */
+            int64_t deleted;    /* out: metric points, or outbox rows */
+            int more;           /* out: rows may be left */
+        } purge;
         struct {
             const store_notify_sub *sub;     /* create: the subscription */
             const unsigned char *sealed;     /* create: the secret as stored */
@@ -212,6 +222,7 @@ ty_err store_webhook_apply(store *s, store_conn *w, store_op *op);
 ty_err store_notify_apply(store *s, store_conn *w, store_op *op);
 ty_err store_token_apply(store *s, store_conn *w, store_op *op);
 ty_err store_metrics_apply(store *s, store_conn *w, store_op *op);
+ty_err store_metrics_purge_apply(store *s, store_conn *w, store_op *op);
 ty_err store_sweep_apply(store *s, store_conn *w, store_op *op);
 
 /*

@@ -7,11 +7,28 @@
  * terminal: TY_ECONFLICT), so a report that races the job's end is either
  * committed before it or refused, never stored after it. Each distinct name of
  * the report costs two seeks (metric_names, job_metric_names); each point is
- * one upsert of its primary key, the last write winning. seq is taken for the
+ * one insert of its primary key, or, when the step is there already, an update
+ * of it: the last write wins. seq is taken for the
  * whole report from metric_seq with one UPDATE ... RETURNING, so every point
  * gets a seq above every point committed before it. The report then writes
  * one metric_batches row per series: its seq interval and the series' step
  * range, which is all the live stream needs to find the report's points.
+ *
+ * The caps. A job is untrusted code with a token: what it may store is bounded
+ * by STORE_METRIC_MAX_SERIES names and by the store's metrics_max_points
+ * points. Both are counted in job_metric_totals, one row per job read at the
+ * start of a report and written at its end, in the same transaction as the
+ * points: a new series and a new point (an insert, not the update of a step
+ * already there) add one. The report that would cross a cap stops at the row
+ * that crosses it and returns TY_ETOOLARGE; the writer rolls its savepoint
+ * back, so nothing of it is stored and the count is as it was. A job at its
+ * cap can still rewrite its steps.
+ *
+ * Retention (store_metrics_purge). A trigger sets job_metric_totals.ended_ms
+ * in the transaction that ends the job; the purge takes the jobs ended before
+ * the cutoff by that index and deletes their rows, at most max_rows in one
+ * writer operation: points first, then stream batches, series, and last the
+ * totals row, so a job half purged is found again by the next operation.
  *
  * The stream's read (store_metrics_since). The batches of the job after the
  * cursor come in last_seq order; each is one range read of its series' steps,
@@ -46,17 +63,40 @@ static const char SQL_NAME_INSERT[] =
 static const char SQL_NAME_ID[] = "SELECT id FROM metric_names WHERE name = ?1";
 static const char SQL_JOB_NAME_INSERT[] =
     "INSERT OR IGNORE INTO job_metric_names (job_seq, name_id) VALUES (?1, ?2)";
-static const char SQL_JOB_NAMES_COUNT[] =
-    "SELECT count(*) FROM job_metric_names WHERE job_seq = ?1";
+static const char SQL_TOTALS[] =
+    "SELECT points, series FROM job_metric_totals WHERE job_seq = ?1";
+static const char SQL_TOTALS_PUT[] =
+    "INSERT INTO job_metric_totals (job_seq, points, series) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (job_seq) DO UPDATE SET points = excluded.points, series = excluded.series";
 static const char SQL_SEQ_TAKE[] =
     "UPDATE metric_seq SET last = last + ?1 WHERE id = 1 RETURNING last";
 static const char SQL_BATCH_INSERT[] =
     "INSERT INTO metric_batches (job_seq, last_seq, name_id, first_seq, step_min, step_max) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-static const char SQL_POINT_UPSERT[] =
+/* A new point is an insert; a step already stored is an update of its row: the two are told
+ * apart by the insert's change count, so that only new rows count against the cap. */
+static const char SQL_POINT_INSERT[] =
     "INSERT INTO metrics (job_seq, name_id, step, value, time_ms, seq) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job_seq, name_id, step) DO UPDATE SET "
-    "value = excluded.value, time_ms = excluded.time_ms, seq = excluded.seq";
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job_seq, name_id, step) DO NOTHING";
+static const char SQL_POINT_UPDATE[] =
+    "UPDATE metrics SET value = ?4, time_ms = ?5, seq = ?6 "
+    "WHERE job_seq = ?1 AND name_id = ?2 AND step = ?3";
+
+/* Retention. Each delete takes at most ?2 rows of one job through its primary key. */
+static const char SQL_PURGE_NEXT[] =
+    "SELECT job_seq FROM job_metric_totals WHERE ended_ms < ?1 ORDER BY ended_ms LIMIT 1";
+static const char SQL_PURGE_POINTS[] =
+    "DELETE FROM metrics WHERE (job_seq, name_id, step) IN "
+    "(SELECT job_seq, name_id, step FROM metrics WHERE job_seq = ?1 LIMIT ?2)";
+static const char SQL_PURGE_BATCHES[] =
+    "DELETE FROM metric_batches WHERE (job_seq, last_seq, name_id) IN "
+    "(SELECT job_seq, last_seq, name_id FROM metric_batches WHERE job_seq = ?1 LIMIT ?2)";
+static const char SQL_PURGE_NAMES[] =
+    "DELETE FROM job_metric_names WHERE (job_seq, name_id) IN "
+    "(SELECT job_seq, name_id FROM job_metric_names WHERE job_seq = ?1 LIMIT ?2)";
+static const char SQL_PURGE_TOTALS[] = "DELETE FROM job_metric_totals WHERE job_seq = ?1";
+static const char SQL_PURGE_COUNT[] =
+    "UPDATE job_metric_totals SET points = max(points - ?2, 0) WHERE job_seq = ?1";
 
 static const char SQL_FIRST_STEP[] =
     "SELECT step FROM metrics WHERE job_seq = ?1 AND name_id = ?2 AND step BETWEEN ?3 AND ?4 "
@@ -84,9 +124,10 @@ const char *const store_metrics_sql[] = {SQL_FIRST_STEP, SQL_LAST_STEP,  SQL_RAN
 
 /* ---- writes (writer thread) ----------------------------------------------- */
 
-/* The id of name, inserted when new, with the job's series list kept: TY_ETOOLARGE when the
- * name is new to the job and the job has STORE_METRIC_MAX_SERIES names already. */
-static ty_err name_id(store_conn *w, int64_t job_seq, const char *name, int64_t *id)
+/* The id of name, inserted when new, with the job's series list kept: *series (the job's
+ * count) grows by one when the name is new to the job. */
+static ty_err name_id(store_conn *w, int64_t job_seq, const char *name, int64_t *id,
+                      int64_t *series)
 {
     sqlite3_stmt *st = NULL;
     ty_err e = store_conn_stmt(w, SQL_NAME_INSERT, 0, &st);
@@ -106,25 +147,57 @@ static ty_err name_id(store_conn *w, int64_t job_seq, const char *name, int64_t 
         return e;
     sqlite3_bind_int64(st, 1, job_seq);
     sqlite3_bind_int64(st, 2, *id);
-    if ((e = store_step_done(st)) != TY_OK || sqlite3_changes(w->db) == 0)
-        return e;
-    /* A new series of the job, which is rare: count them (at most the limit, one range). */
-    if ((e = store_conn_stmt(w, SQL_JOB_NAMES_COUNT, 0, &st)) != TY_OK)
+    if ((e = store_step_done(st)) == TY_OK && sqlite3_changes(w->db) > 0)
+        (*series)++;
+    return e;
+}
+
+/* The job's totals (points, series); none yet is 0, 0. */
+static ty_err totals_get(store_conn *w, int64_t job_seq, int64_t *points, int64_t *series)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, SQL_TOTALS, 0, &st);
+    if (e != TY_OK)
         return e;
     sqlite3_bind_int64(st, 1, job_seq);
-    rc = sqlite3_step(st);
-    int64_t count = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    int rc = sqlite3_step(st);
+    *points = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    *series = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
     sqlite3_reset(st);
-    if (rc != SQLITE_ROW)
-        return store_sqlite_err(rc);
-    return count > STORE_METRIC_MAX_SERIES ? TY_ETOOLARGE : TY_OK;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
+}
+
+/* Writes point p of the report with seq; *added is 1 when it is a new row, 0 when it replaced
+ * the step's point. */
+static ty_err point_put(store_conn *w, int64_t job_seq, int64_t name_id, const store_metric_in *p,
+                        int64_t seq, int *added)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, SQL_POINT_INSERT, 0, &st);
+    for (int pass = 0; e == TY_OK && pass < 2; pass++) {
+        sqlite3_bind_int64(st, 1, job_seq);
+        sqlite3_bind_int64(st, 2, name_id);
+        sqlite3_bind_int64(st, 3, p->step);
+        sqlite3_bind_double(st, 4, p->value);
+        sqlite3_bind_int64(st, 5, p->time_ms);
+        sqlite3_bind_int64(st, 6, seq);
+        if ((e = store_step_done(st)) != TY_OK)
+            break;
+        if (sqlite3_changes(w->db) > 0) {
+            *added = pass == 0;
+            return TY_OK;
+        }
+        if (pass == 0)
+            e = store_conn_stmt(w, SQL_POINT_UPDATE, 0, &st);
+    }
+    return e != TY_OK ? e : TY_EINTERNAL; /* neither inserted nor there to update */
 }
 
 ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
 {
-    (void)s;
     sqlite3_stmt *st = NULL;
     int64_t job_seq = 0, last = 0, *ids = NULL, *lo = NULL, *hi = NULL;
+    int64_t points = 0, series = 0, points0, series0;
     size_t nn = op->u.metrics.nnames;
     ty_err e = store_conn_stmt(w, SQL_JOB_FOR_METRICS, 0, &st);
     if (e != TY_OK)
@@ -150,8 +223,18 @@ ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
         lo[i] = INT64_MAX;
         hi[i] = -1; /* a name no point uses gets no batch */
     }
+    if ((e = totals_get(w, job_seq, &points, &series)) != TY_OK)
+        goto out;
+    points0 = points;
+    series0 = series;
     for (size_t i = 0; i < nn && e == TY_OK; i++)
-        e = name_id(w, job_seq, op->u.metrics.names[i], &ids[i]);
+        e = name_id(w, job_seq, op->u.metrics.names[i], &ids[i], &series);
+    if (e == TY_OK && series > STORE_METRIC_MAX_SERIES) {
+        op->u.metrics.refusal =
+            (store_metrics_refusal){.points = 0, .limit = STORE_METRIC_MAX_SERIES,
+                                    .stored = series0};
+        e = TY_ETOOLARGE;
+    }
     if (e != TY_OK || (e = store_conn_stmt(w, SQL_SEQ_TAKE, 0, &st)) != TY_OK)
         goto out;
     sqlite3_bind_int64(st, 1, (int64_t)op->u.metrics.n);
@@ -165,18 +248,18 @@ ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
         goto out;
     }
     int64_t seq = last - (int64_t)op->u.metrics.n;
-    if ((e = store_conn_stmt(w, SQL_POINT_UPSERT, 0, &st)) != TY_OK)
-        goto out;
     for (size_t i = 0; i < op->u.metrics.n; i++) {
         const store_metric_in *p = &op->u.metrics.points[i];
-        sqlite3_bind_int64(st, 1, job_seq);
-        sqlite3_bind_int64(st, 2, ids[p->name]);
-        sqlite3_bind_int64(st, 3, p->step);
-        sqlite3_bind_double(st, 4, p->value);
-        sqlite3_bind_int64(st, 5, p->time_ms);
-        sqlite3_bind_int64(st, 6, ++seq);
-        if ((e = store_step_done(st)) != TY_OK)
+        int added = 0;
+        if ((e = point_put(w, job_seq, ids[p->name], p, ++seq, &added)) != TY_OK)
             goto out;
+        if (added && ++points > s->opt.metrics_max_points) {
+            /* The first new row past the cap: the savepoint's rollback takes back the rest. */
+            op->u.metrics.refusal = (store_metrics_refusal){
+                .points = 1, .limit = s->opt.metrics_max_points, .stored = points0};
+            e = TY_ETOOLARGE;
+            goto out;
+        }
         if (p->step < lo[p->name])
             lo[p->name] = p->step;
         if (p->step > hi[p->name])
@@ -196,6 +279,15 @@ ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
         if ((e = store_step_done(st)) != TY_OK)
             goto out;
     }
+    if (points != points0 || series != series0) {
+        if ((e = store_conn_stmt(w, SQL_TOTALS_PUT, 0, &st)) != TY_OK)
+            goto out;
+        sqlite3_bind_int64(st, 1, job_seq);
+        sqlite3_bind_int64(st, 2, points);
+        sqlite3_bind_int64(st, 3, series);
+        if ((e = store_step_done(st)) != TY_OK)
+            goto out;
+    }
     op->wrote_metrics = 1;
 out:
     free(ids);
@@ -206,6 +298,18 @@ out:
 
 ty_err store_metrics_append(store *s, const char *id, const char *const *names, size_t nnames,
                             const store_metric_in *points, size_t n)
+{
+    return store_metrics_append_why(s, id, names, nnames, points, n, NULL);
+}
+
+int64_t store_metrics_max_points(const store *s)
+{
+    return s ? s->opt.metrics_max_points : STORE_METRIC_DEFAULT_MAX_POINTS;
+}
+
+ty_err store_metrics_append_why(store *s, const char *id, const char *const *names,
+                                size_t nnames, const store_metric_in *points, size_t n,
+                                store_metrics_refusal *why)
 {
     if (!s || !id || !names || nnames == 0 || !points || n == 0)
         return TY_EINVAL;
@@ -225,7 +329,93 @@ ty_err store_metrics_append(store *s, const char *id, const char *const *names, 
     op.u.metrics.nnames = nnames;
     op.u.metrics.points = points;
     op.u.metrics.n = n;
-    return store_writer_run(s, &op);
+    ty_err e = store_writer_run(s, &op);
+    if (e == TY_ETOOLARGE && why)
+        *why = op.u.metrics.refusal;
+    return e;
+}
+
+/* ---- retention (writer thread) -------------------------------------------- */
+
+/* Runs the delete sql for job_seq with at most `limit` rows; *n is the rows deleted. */
+static ty_err purge_rows(store_conn *w, const char *sql, int64_t job_seq, int64_t limit,
+                         int64_t *n)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, sql, 0, &st);
+    if (e != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int64(st, 2, limit);
+    if ((e = store_step_done(st)) == TY_OK)
+        *n = sqlite3_changes(w->db);
+    return e;
+}
+
+ty_err store_metrics_purge_apply(store *s, store_conn *w, store_op *op)
+{
+    (void)s;
+    int64_t budget = op->u.purge.max_rows;
+    ty_err e = TY_OK;
+    op->u.purge.deleted = 0;
+    op->u.purge.more = 0;
+    while (e == TY_OK && budget > 0) {
+        sqlite3_stmt *st = NULL;
+        int64_t job_seq = 0, n = 0, points = 0;
+        if ((e = store_conn_stmt(w, SQL_PURGE_NEXT, 0, &st)) != TY_OK)
+            break;
+        sqlite3_bind_int64(st, 1, op->u.purge.before_ms);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            job_seq = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+        if (rc != SQLITE_ROW) {
+            e = rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
+            break; /* nothing (more) to purge */
+        }
+        /* Points, then the rows that find them, then the totals row that finds the job. */
+        if ((e = purge_rows(w, SQL_PURGE_POINTS, job_seq, budget, &points)) != TY_OK)
+            break;
+        budget -= points;
+        op->u.purge.deleted += points;
+        if (budget > 0 && (e = purge_rows(w, SQL_PURGE_BATCHES, job_seq, budget, &n)) == TY_OK)
+            budget -= n;
+        if (e == TY_OK && budget > 0 &&
+            (e = purge_rows(w, SQL_PURGE_NAMES, job_seq, budget, &n)) == TY_OK)
+            budget -= n;
+        if (e != TY_OK)
+            break;
+        if (budget > 0) { /* everything of the job is gone */
+            if ((e = store_conn_stmt(w, SQL_PURGE_TOTALS, 0, &st)) == TY_OK) {
+                sqlite3_bind_int64(st, 1, job_seq);
+                e = store_step_done(st);
+            }
+            budget--;
+        } else { /* the next operation goes on with this job */
+            if ((e = store_conn_stmt(w, SQL_PURGE_COUNT, 0, &st)) == TY_OK) {
+                sqlite3_bind_int64(st, 1, job_seq);
+                sqlite3_bind_int64(st, 2, points);
+                e = store_step_done(st);
+            }
+            op->u.purge.more = 1;
+        }
+    }
+    return e;
+}
+
+ty_err store_metrics_purge(store *s, int64_t ended_before_ms, int max_rows, int64_t *points,
+                           int *more)
+{
+    if (!s || !more || max_rows < 1 || max_rows > 100000)
+        return TY_EINVAL;
+    store_op op = {.kind = STORE_OP_METRICS_PURGE};
+    op.u.purge.before_ms = ended_before_ms;
+    op.u.purge.max_rows = max_rows;
+    ty_err e = store_writer_run(s, &op);
+    *more = e == TY_OK && op.u.purge.more;
+    if (points)
+        *points = e == TY_OK ? op.u.purge.deleted : 0;
+    return e;
 }
 
 /* ---- reads ---------------------------------------------------------------- */

@@ -9,6 +9,10 @@
  * bookkeeping of its attempts, which server/notify.c writes through store_notify_mark().
  *
  * Writes go through the store's one writer (STORE_OP_NOTIFY_*); reads use the read pool.
+ *
+ * Retention (store_notify_purge): delivered and failed rows go once they are older than the
+ * cutoff, found through notify_outbox_done (done_ms of the rows not pending), at most
+ * max_rows per writer operation; a pending row is never purged, whatever its age.
  */
 #include "store/store_int.h"
 
@@ -37,6 +41,9 @@ static const char SQL_SUB_GET[] =
     "SELECT name, url, events, queue, labels, created_ms, secret FROM notify_subs "
     "WHERE name = ?1";
 static const char SQL_SUB_ID[] = "SELECT id FROM notify_subs WHERE name = ?1";
+static const char SQL_PURGE[] =
+    "DELETE FROM notify_outbox WHERE id IN (SELECT id FROM notify_outbox "
+    "WHERE state > 0 AND done_ms < ?1 ORDER BY done_ms LIMIT ?2)";
 
 #define DELIVERY_COLUMNS                                                                           \
     "o.id, s.name, j.id, o.event, o.state, o.attempts, o.created_ms, o.next_ms, o.last_ms, "       \
@@ -139,6 +146,37 @@ static ty_err sub_delete(store_conn *w, const char *name)
     return store_step_done(st);
 }
 
+ty_err store_notify_purge(store *s, int64_t done_before_ms, int max_rows, int64_t *rows,
+                          int *more)
+{
+    if (!s || !more || max_rows < 1 || max_rows > 100000)
+        return TY_EINVAL;
+    store_op op = {.kind = STORE_OP_NOTIFY_PURGE};
+    op.u.purge.before_ms = done_before_ms;
+    op.u.purge.max_rows = max_rows;
+    ty_err e = store_writer_run(s, &op);
+    *more = e == TY_OK && op.u.purge.more;
+    if (rows)
+        *rows = e == TY_OK ? op.u.purge.deleted : 0;
+    return e;
+}
+
+/* At most max_rows finished rows older than the cutoff; more when the limit was reached. */
+static ty_err purge(store_conn *w, store_op *op)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, SQL_PURGE, 0, &st);
+    if (e)
+        return e;
+    sqlite3_bind_int64(st, 1, op->u.purge.before_ms);
+    sqlite3_bind_int64(st, 2, op->u.purge.max_rows);
+    if ((e = store_step_done(st)) != TY_OK)
+        return e;
+    op->u.purge.deleted = sqlite3_changes(w->db);
+    op->u.purge.more = op->u.purge.deleted >= op->u.purge.max_rows;
+    return TY_OK;
+}
+
 static ty_err mark(store_conn *w, const store_delivery_mark *m)
 {
     sqlite3_stmt *st = NULL;
@@ -167,6 +205,8 @@ ty_err store_notify_apply(store *s, store_conn *w, store_op *op)
         return sub_delete(w, op->u.notify.name);
     case STORE_OP_NOTIFY_MARK:
         return mark(w, op->u.notify.mark);
+    case STORE_OP_NOTIFY_PURGE:
+        return purge(w, op);
     default:
         return TY_EINTERNAL;
     }

@@ -48,6 +48,8 @@
  *   9  notify_subs, notify_outbox: notification subscriptions and their deliveries,
  *      queued by a trigger on a job's move into a terminal state
  *  10  jobs_pending_queue on (queue, sweep, priority, seq): a line per sweep
+ *  11  job_metric_totals (a job's stored points and series, its end time) and its
+ *      trigger; notify_outbox_done: the caps and the retention purges
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -286,6 +288,28 @@ static const char *const migrations[] = {
      * but apart from the other jobs, so a sweep at its parallelism is never walked. */
     "DROP INDEX jobs_pending_queue;"
     "CREATE INDEX jobs_pending_queue ON jobs (queue, sweep, priority DESC, seq) WHERE state = 0;",
+
+    /* 11: per-job metric totals (store_metrics.c): the points and series a job stores, kept by
+     * the report that writes them, so the caps cost one seek; ended_ms, set by a trigger in
+     * the transaction that ends the job, lets retention find old jobs' metrics by one index
+     * range. notify_outbox_done: finished deliveries by the time they finished, for theirs. */
+    "CREATE TABLE job_metric_totals ("
+    "  job_seq  INTEGER PRIMARY KEY,"
+    "  points   INTEGER NOT NULL CHECK (points >= 0),"
+    "  series   INTEGER NOT NULL CHECK (series >= 0),"
+    "  ended_ms INTEGER"
+    ") STRICT;"
+    "CREATE INDEX job_metric_totals_ended ON job_metric_totals (ended_ms) "
+    "  WHERE ended_ms IS NOT NULL;"
+    "INSERT INTO job_metric_totals (job_seq, points, series, ended_ms)"
+    "  SELECT n.job_seq, (SELECT count(*) FROM metrics AS m WHERE m.job_seq = n.job_seq),"
+    "    count(*), (SELECT j.updated_ms FROM jobs AS j WHERE j.seq = n.job_seq AND j.state >= 6)"
+    "  FROM job_metric_names AS n GROUP BY n.job_seq;"
+    "CREATE TRIGGER job_metric_totals_end AFTER UPDATE OF state ON jobs"
+    "  WHEN new.state BETWEEN 6 AND 8 AND old.state < 6 BEGIN"
+    "  UPDATE job_metric_totals SET ended_ms = new.updated_ms WHERE job_seq = new.seq;"
+    "  END;"
+    "CREATE INDEX notify_outbox_done ON notify_outbox (done_ms) WHERE state > 0;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

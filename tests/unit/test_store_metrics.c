@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdatomic.h>
 
+#include "common/ty_time.h"
 #include "test_store_util.h"
 
 /* Appends one point of `name` (borrowed). */
@@ -131,7 +132,12 @@ static void test_series_per_job_bounded(void **state)
     }
     assert_int_equal(store_metrics_append(f->s, job->id, names, N, pts, N), TY_OK);
     assert_int_equal(store_metrics_append(f->s, job->id, names, N, pts, N), TY_OK); /* known */
-    assert_int_equal(store_metrics_append(f->s, job->id, names + N, 1, pts, 1), TY_ETOOLARGE);
+    store_metrics_refusal why = {.points = -1};
+    assert_int_equal(store_metrics_append_why(f->s, job->id, names + N, 1, pts, 1, &why),
+                     TY_ETOOLARGE);
+    assert_int_equal(why.points, 0);
+    assert_int_equal(why.limit, N);
+    assert_int_equal(why.stored, N);
     char **list = NULL;
     size_t n = 0;
     assert_int_equal(store_metrics_names(f->s, job->id, &list, &n), TY_OK);
@@ -141,6 +147,190 @@ static void test_series_per_job_bounded(void **state)
     assert_int_equal(store_metrics_append(f->s, other->id, names + N, 1, pts, 1), TY_OK);
     store_jobs_free(job, 1);
     store_jobs_free(other, 1);
+}
+
+/* A store with a points cap of `cap` in a scratch directory. */
+static store *open_capped(const tdir *t, int64_t cap)
+{
+    store *s = NULL;
+    char err[256];
+    store_options opt = {.metrics_max_points = cap};
+    if (store_open(t->db, &opt, &s, err, sizeof err) != TY_OK)
+        fail_msg("store_open: %s", err);
+    return s;
+}
+
+/* Stores steps [from, to) of "loss" and "acc" (two points a step) in one report. */
+static ty_err put_steps(store *s, const char *id, int64_t from, int64_t to,
+                        store_metrics_refusal *why)
+{
+    const char *names[] = {"loss", "acc"};
+    store_metric_in pts[64];
+    size_t n = 0;
+    assert_true(to - from <= 32);
+    for (int64_t st = from; st < to; st++) {
+        pts[n++] = (store_metric_in){.name = 0, .step = st, .time_ms = 1, .value = (double)st};
+        pts[n++] = (store_metric_in){.name = 1, .step = st, .time_ms = 1, .value = 1.0};
+    }
+    return store_metrics_append_why(s, id, names, 2, pts, n, why);
+}
+
+static int64_t total(store *s, const char *id, const char *name)
+{
+    store_metric_series ser;
+    assert_int_equal(store_metrics_read(s, id, name, 0, INT64_MAX, 10, &ser), TY_OK);
+    int64_t n = ser.total_points;
+    store_metric_series_clear(&ser);
+    return n;
+}
+
+/* The points cap is per job, counts new rows only (a step written again replaces its point),
+ * refuses the crossing report whole, and holds across a restart. */
+static void test_points_cap_per_job(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    store *s = open_capped(&t, 20);
+    assert_int_equal(store_metrics_max_points(s), 20);
+    store_job *a = submit_one(s, "a", "q"), *b = submit_one(s, "b", "q");
+    store_metrics_refusal why = {0};
+    assert_int_equal(put_steps(s, a->id, 0, 6, NULL), TY_OK); /* 12 points */
+    /* 12 + 10 > 20: refused whole, nothing of it stored. */
+    assert_int_equal(put_steps(s, a->id, 6, 11, &why), TY_ETOOLARGE);
+    assert_int_equal(why.points, 1);
+    assert_int_equal(why.limit, 20);
+    assert_int_equal(why.stored, 12);
+    assert_int_equal(total(s, a->id, "loss"), 6);
+    assert_int_equal(total(s, a->id, "acc"), 6);
+    /* Rewrites count nothing: 6 old steps and 4 new ones make exactly 20. */
+    assert_int_equal(put_steps(s, a->id, 0, 10, NULL), TY_OK);
+    assert_int_equal(total(s, a->id, "loss"), 10);
+    /* At the cap a job may still write its steps again, and nothing new. */
+    assert_int_equal(put_steps(s, a->id, 0, 10, NULL), TY_OK);
+    memset(&why, 0, sizeof why);
+    assert_int_equal(put_steps(s, a->id, 10, 11, &why), TY_ETOOLARGE);
+    assert_int_equal(why.stored, 20);
+    /* Another job has its own count. */
+    assert_int_equal(put_steps(s, b->id, 0, 10, NULL), TY_OK);
+    assert_int_equal(put_steps(s, b->id, 10, 11, NULL), TY_ETOOLARGE);
+    /* The count is stored with the points: a restart keeps it. */
+    store_close(s);
+    s = open_capped(&t, 20);
+    assert_int_equal(put_steps(s, a->id, 10, 11, NULL), TY_ETOOLARGE);
+    assert_int_equal(put_steps(s, a->id, 9, 10, NULL), TY_OK);
+    store_close(s);
+    /* A higher cap set later lets the job go on from its count. */
+    s = open_capped(&t, 22);
+    assert_int_equal(put_steps(s, a->id, 10, 11, NULL), TY_OK);
+    assert_int_equal(put_steps(s, a->id, 11, 12, NULL), TY_ETOOLARGE);
+    assert_int_equal(total(s, a->id, "loss"), 11);
+    store_jobs_free(a, 1);
+    store_jobs_free(b, 1);
+    store_close(s);
+    tdir_remove(&t);
+}
+
+/* Moves job id to CANCELLED and returns the time its end was recorded. */
+static int64_t end_job(store *s, const char *id)
+{
+    assert_int_equal(move_job(s, id, JOB_CANCELLED), TY_OK);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(s, id, &j), TY_OK);
+    int64_t at = j->updated_at_ms;
+    store_jobs_free(j, 1);
+    return at;
+}
+
+static int64_t rows_of(store *s, const char *sql)
+{
+    int64_t n = -1;
+    assert_int_equal(store_read_int64(s, sql, &n), TY_OK);
+    return n;
+}
+
+/* Retention deletes the metrics of jobs that ended before the cutoff, in operations of at
+ * most max_rows rows, and leaves the jobs that ended later and those that run alone. */
+static void test_purge_old_jobs_in_batches(void **state)
+{
+    store_fixture *f = *state;
+    store_job *old1 = submit_one(f->s, "old1", "q"), *old2 = submit_one(f->s, "old2", "q");
+    store_job *young = submit_one(f->s, "young", "q"), *running = submit_one(f->s, "run", "q");
+    store_job *jobs[] = {old1, old2, young, running};
+    for (size_t j = 0; j < 4; j++) /* 3 reports of 2 series and 10 steps: 60 points a job */
+        for (int64_t r = 0; r < 3; r++)
+            assert_int_equal(put_steps(f->s, jobs[j]->id, r * 10, r * 10 + 10, NULL), TY_OK);
+    end_job(f->s, old1->id);
+    int64_t cutoff = end_job(f->s, old2->id) + 1;
+    struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
+    while (ty_time_now_ms() <= cutoff) /* young ends after the cutoff */
+        nanosleep(&ms, NULL);
+    end_job(f->s, young->id);
+
+    int64_t purged = 0, points = 0;
+    int more = 1, calls = 0;
+    while (more) {
+        assert_int_equal(store_metrics_purge(f->s, cutoff, 25, &points, &more), TY_OK);
+        assert_true(points <= 25);
+        purged += points;
+        assert_true(++calls < 100);
+    }
+    assert_int_equal(purged, 120);
+    assert_true(calls >= 120 / 25); /* in batches, not at once */
+    for (size_t j = 0; j < 2; j++) {
+        char **names = NULL;
+        size_t n = 9;
+        assert_int_equal(total(f->s, jobs[j]->id, "loss"), 0);
+        assert_int_equal(store_metrics_names(f->s, jobs[j]->id, &names, &n), TY_OK);
+        assert_int_equal(n, 0);
+        store_job *still = NULL; /* the job itself stays */
+        assert_int_equal(store_job_get(f->s, jobs[j]->id, &still), TY_OK);
+        store_jobs_free(still, 1);
+    }
+    for (size_t j = 2; j < 4; j++) {
+        assert_int_equal(total(f->s, jobs[j]->id, "loss"), 30);
+        assert_int_equal(total(f->s, jobs[j]->id, "acc"), 30);
+    }
+    /* Of the old jobs nothing is left: points, the stream's batches, series, totals. */
+    static const char q_points[] = "SELECT count(*) FROM metrics";
+    static const char q_batches[] = "SELECT count(*) FROM metric_batches";
+    static const char q_names[] = "SELECT count(*) FROM job_metric_names";
+    static const char q_totals[] = "SELECT count(*) FROM job_metric_totals";
+    assert_int_equal(rows_of(f->s, q_points), 120);
+    assert_int_equal(rows_of(f->s, q_batches), 12);
+    assert_int_equal(rows_of(f->s, q_names), 4);
+    assert_int_equal(rows_of(f->s, q_totals), 2);
+    /* Nothing more to do; the running job's points survive any cutoff. */
+    assert_int_equal(store_metrics_purge(f->s, cutoff, 25, &points, &more), TY_OK);
+    assert_int_equal(points, 0);
+    assert_int_equal(more, 0);
+    assert_int_equal(store_metrics_purge(f->s, INT64_MAX, 1000, &points, &more), TY_OK);
+    assert_int_equal(points, 60); /* young's */
+    assert_int_equal(total(f->s, running->id, "loss"), 30);
+    assert_int_equal(put_steps(f->s, running->id, 30, 31, NULL), TY_OK);
+    assert_int_equal(store_metrics_purge(f->s, 0, 0, &points, &more), TY_EINVAL);
+    for (size_t j = 0; j < 4; j++)
+        store_jobs_free(jobs[j], 1);
+}
+
+/* A purge that fails to commit deletes nothing and can be run again. */
+static void test_purge_failing_commit(void **state)
+{
+    store_fixture *f = *state;
+    store_job *job = submit_one(f->s, "a", "q");
+    assert_int_equal(put_steps(f->s, job->id, 0, 10, NULL), TY_OK);
+    int64_t cutoff = end_job(f->s, job->id) + 1;
+    int64_t points = -1;
+    int more = -1;
+    store_fail_writes(f->s, 1, 1, TY_EIO);
+    assert_int_equal(store_metrics_purge(f->s, cutoff, 5, &points, &more), TY_EIO);
+    assert_int_equal(points, 0);
+    assert_int_equal(more, 0);
+    assert_int_equal(total(f->s, job->id, "loss"), 10);
+    assert_int_equal(store_metrics_purge(f->s, cutoff, 100, &points, &more), TY_OK);
+    assert_int_equal(points, 20);
+    assert_int_equal(total(f->s, job->id, "loss"), 0);
+    store_jobs_free(job, 1);
 }
 
 /* A series of n points: a smooth curve with a few spikes the downsampling must keep. */
@@ -319,8 +509,12 @@ static void test_version_4_points_after_upgrade(void **state)
     assert_int_equal(n, 1);
     assert_int_equal(rows[0].seq, 2);
     free(rows);
+    /* The upgrade counted the job's points and series (schema version 11). */
+    static const char q_totals[] = "SELECT points * 10 + series FROM job_metric_totals";
+    assert_int_equal(rows_of(s, q_totals), 32);
     /* New reports continue the seq. */
     assert_int_equal(put1(s, id, "loss", 2, 0.3), TY_OK);
+    assert_int_equal(rows_of(s, q_totals), 42);
     assert_int_equal(store_metrics_since(s, id, 3, 100, &rows, &n), TY_OK);
     assert_int_equal(n, 1);
     assert_int_equal(rows[0].seq, 4);
@@ -503,6 +697,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_downsampling_keeps_extremes, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_series_per_job_bounded, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test(test_points_cap_per_job),
+        cmocka_unit_test_setup_teardown(test_purge_old_jobs_in_batches, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_purge_failing_commit, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_since_follows_seq, store_fixture_setup,
                                         store_fixture_teardown),

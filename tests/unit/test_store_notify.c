@@ -286,6 +286,69 @@ static void test_due_and_marks(void **state)
     free(j3);
 }
 
+/* Retention: finished rows older than the cutoff go, oldest first, at most max_rows at a time;
+ * a pending row stays whatever its age. */
+static void test_purge_finished_rows(void **state)
+{
+    store_fixture *f = *state;
+    store_notify_sub a = sub("a", STORE_NOTIFY_ALL, NULL, NULL);
+    assert_int_equal(store_notify_create(f->s, &a), TY_OK);
+    enum { N = 5 };
+    char *ids[N];
+    for (int i = 0; i < N; i++) {
+        ids[i] = submit_labelled(f->s, "cpu", NULL);
+        assert_int_equal(move_job(f->s, ids[i], JOB_CANCELLED), TY_OK);
+    }
+    store_delivery *d = NULL;
+    size_t n = 0;
+    int64_t next = 0;
+    assert_int_equal(store_notify_due(f->s, ty_time_now_ms(), 10, &d, &n, &next), TY_OK);
+    assert_int_equal(n, N);
+    /* Finished at 3000, 1000, 2000 (delivered), 2500 (failed); the last one retries. */
+    static const int64_t done[N] = {3000, 1000, 2000, 2500, 0};
+    for (int i = 0; i < N; i++) {
+        store_delivery_mark m = {.id = d[i].id, .at_ms = done[i], .code = 204};
+        m.state = i == 3 ? STORE_DELIVERY_FAILED : i == 4 ? STORE_DELIVERY_PENDING
+                                                         : STORE_DELIVERY_DELIVERED;
+        if (i == 4) {
+            m.at_ms = 1;
+            m.next_at_ms = 2; /* due long ago, and still pending */
+            m.code = 503;
+        }
+        assert_int_equal(store_notify_mark(f->s, &m), TY_OK);
+    }
+    int64_t first = d[0].id, pending = d[4].id;
+    store_deliveries_free(d, n);
+
+    int64_t rows = -1;
+    int more = -1;
+    assert_int_equal(store_notify_purge(f->s, 3000, 2, &rows, &more), TY_OK);
+    assert_int_equal(rows, 2); /* 1000 and 2000 */
+    assert_int_equal(more, 1);
+    assert_int_equal(store_notify_purge(f->s, 3000, 2, &rows, &more), TY_OK);
+    assert_int_equal(rows, 1); /* 2500, failed */
+    assert_int_equal(more, 0);
+    n = deliveries(f->s, "a", &d);
+    assert_int_equal(n, 2); /* 3000 is not before the cutoff; the pending row stays */
+    assert_true((d[0].id == pending && d[1].id == first) ||
+                (d[0].id == first && d[1].id == pending));
+    store_deliveries_free(d, n);
+    assert_int_equal(store_notify_purge(f->s, INT64_MAX, 100, &rows, &more), TY_OK);
+    assert_int_equal(rows, 1);
+    n = deliveries(f->s, "a", &d);
+    assert_int_equal(n, 1);
+    assert_int_equal(d[0].id, pending);
+    assert_int_equal(d[0].state, STORE_DELIVERY_PENDING);
+    store_deliveries_free(d, n);
+    /* The pending row is still sent. */
+    assert_int_equal(store_notify_due(f->s, ty_time_now_ms(), 10, &d, &n, &next), TY_OK);
+    assert_int_equal(n, 1);
+    store_deliveries_free(d, n);
+    assert_int_equal(store_notify_purge(f->s, 0, 0, &rows, &more), TY_EINVAL);
+    for (int i = 0; i < N; i++)
+        free(ids[i]);
+}
+
 /* Rows survive a close and reopen (the outbox is the database). */
 static void test_outbox_survives_reopen(void **state)
 {
@@ -320,6 +383,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_due_and_marks, store_fixture_setup, teardown),
         cmocka_unit_test_setup_teardown(test_outbox_survives_reopen, store_fixture_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_purge_finished_rows, store_fixture_setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
