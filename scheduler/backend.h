@@ -125,7 +125,18 @@ typedef enum backend_event_kind {
      * a job waiting for reserve() is reconsidered. attempt is NULL. Capacity given back by
      * release() needs no event. */
     BACKEND_EV_CAPACITY,
+    /* The attempt (rank -1) went over a limit the backend keeps on the job as a whole,
+     * beyond any rank's own resources (`limit` says which); detail says by how much ("job
+     * directory uses 1.2 GiB, over its limit of 1 GiB"). Its ranks still run: the loop
+     * stops the gang and decides what it costs. Said once per attempt. */
+    BACKEND_EV_OVER_LIMIT,
 } backend_event_kind;
+
+/* OVER_LIMIT: which limit. */
+typedef enum backend_limit {
+    BACKEND_LIMIT_DISK = 1,             /* the job's directory (working, output, checkpoints):
+                                           a restart would start on the same full disk */
+} backend_limit;
 
 typedef enum backend_disruption {
     BACKEND_DISRUPT_STOP_REQUESTED = 1, /* ended after stop() was asked */
@@ -146,6 +157,7 @@ typedef struct backend_event {
     int signal;                 /* > 0 when killed by a signal, else 0 */
     backend_disruption disruption; /* DISRUPTED: why */
     int ended;                  /* DISRUPTED: 1 when the rank has ended, 0 for a notice */
+    backend_limit limit;        /* OVER_LIMIT: which */
     int64_t time_ms;            /* when it happened, wall clock */
     char detail[BACKEND_DETAIL_MAX]; /* words for a person, see each kind; "" when none */
 } backend_event;

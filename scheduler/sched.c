@@ -111,6 +111,8 @@ typedef enum end_cause {
     END_SHUTDOWN, /* the server stops: RESTARTING, resumed by the next start */
     END_DISRUPTED, /* the backend took a rank away: RESTARTING without spending restart.max */
     END_LAUNCH,   /* the attempt could not be started: FAILED (LaunchFailed) */
+    END_DISK,     /* the job's directory went over the backend's disk limit: FAILED
+                     (DiskLimitExceeded); a restart would find the same full disk */
 } end_cause;
 
 /* A backend call a job wants, made in the act phase. */
@@ -951,6 +953,14 @@ static void on_event(sched *s, const backend_event *ev)
             j->kill_at_ms = ev->time_ms + s->grace_ms;
         }
         break;
+    case BACKEND_EV_OVER_LIMIT:
+        if (ev->limit == BACKEND_LIMIT_DISK && j->alive > 0) {
+            TY_LOG(TY_LOG_INFO, "scheduler: over the disk limit", "{s:s, s:i, s:s}", "job_id",
+                   j->id, "attempt", j->attempt, "detail", ev->detail);
+            stop_gang(s, j, END_DISK, ev->detail[0] ? ev->detail : "over the disk limit",
+                      ev->time_ms);
+        }
+        break;
     case BACKEND_EV_CAPACITY:
         break;
     }
@@ -1003,6 +1013,10 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
         j->launched = 0; /* its ranks never ran: they stay pending in the record */
         record_end(s, j, ATT_FAILED, "LaunchFailed", j->cause_msg, now);
         set_act(push(r, j, JOB_FAILED, "LaunchFailed", "%s", j->cause_msg), ACT_FORGET);
+        break;
+    case END_DISK:
+        record_end(s, j, ATT_FAILED, "DiskLimitExceeded", j->cause_msg, now);
+        set_act(push(r, j, JOB_FAILED, "DiskLimitExceeded", "%s", j->cause_msg), ACT_FORGET);
         break;
     case END_TIMEOUT:
         record_end(s, j, ATT_FAILED, "Timeout", j->cause_msg, now);

@@ -347,7 +347,7 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     const char *sandbox = NULL, *user = NULL, *log_limit = NULL;
     const char *profile = NULL, *kubeconfig = NULL, *kctx = NULL, *kube = NULL, *qps = NULL,
                *burst = NULL;
-    int queue_flags = 0;
+    int queue_flags = 0, allow_private = -1;
     ty_err e = TY_OK;
 
     memset(out, 0, sizeof *out);
@@ -358,6 +358,10 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
         if (is_help(argv[i])) {
             out->help = 1;
             return TY_OK;
+        }
+        if (strcmp(argv[i], "--notify-allow-private") == 0) {
+            allow_private = 1;
+            continue;
         }
         if ((r = opt_value(argc, argv, &i, "--listen", &v)) != 0)
             listen_arg = v;
@@ -494,6 +498,18 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
         return e;
     if ((e = parse_kube(profile, kubeconfig, kctx, kube, qps, burst, out, err, errlen)) != TY_OK)
         return e;
+    out->notify_allow_private = allow_private > 0;
+    if (allow_private < 0 && (v = env("TRAINYARD_NOTIFY_ALLOW_PRIVATE"))) {
+        static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false",
+                                                                                    "no", "off"};
+        size_t k = 0;
+        while (k < 4 && strcmp(v, yes[k]) != 0 && strcmp(v, no[k]) != 0)
+            k++;
+        if (k == 4)
+            return fail(err, errlen, "TRAINYARD_NOTIFY_ALLOW_PRIVATE: expected 1, true, yes, on, "
+                        "0, false, no or off, got '%s'", v);
+        out->notify_allow_private = strcmp(v, yes[k]) == 0;
+    }
     const char *limits = queue_flags ? NULL : env("TRAINYARD_QUEUE_LIMIT");
     while (limits && *limits) {
         size_t n = strcspn(limits, ",");
@@ -662,6 +678,13 @@ void config_usage_serve(FILE *f)
           "                        env TRAINYARD_KUBE_QPS, default 5\n"
           "  --kube-burst N        requests above the rate allowed in a burst\n"
           "                        env TRAINYARD_KUBE_BURST, default 10\n"
+          "\n"
+          "Notifications out:\n"
+          "  --notify-allow-private  let notification URLs name hosts whose addresses are\n"
+          "                        not public (loopback, private, link-local such as the\n"
+          "                        cloud metadata service, ...); without it such URLs are\n"
+          "                        refused (422) and a delivery to one is refused\n"
+          "                        env TRAINYARD_NOTIFY_ALLOW_PRIVATE (1 or 0), default off\n"
           "  --help                show this help\n"
           "\n"
           "On first start (no valid admin token in the database) an admin token named\n"

@@ -30,6 +30,9 @@
  *           --kube in-cluster    TRAINYARD_KUBE         the service account even outside a pod
  *           --kube-qps N         TRAINYARD_KUBE_QPS     5 (0: no client-side rate limit)
  *           --kube-burst N       TRAINYARD_KUBE_BURST   10
+ *           --notify-allow-private  TRAINYARD_NOTIFY_ALLOW_PRIVATE  off: notifications go
+ *                                to public addresses only (common/ty_addr.h); a switch,
+ *                                the variable takes 1/true/yes/on or 0/false/no/off
  *   token:  --db PATH, --server URL (TRAINYARD_SERVER), --token T (TRAINYARD_TOKEN),
  *           --token-file PATH|-, --name N, --scope S[,S...]
  */
@@ -105,6 +108,8 @@ typedef struct config_serve {
     int kube_in_cluster;                   /* --kube in-cluster */
     double kube_qps;                       /* requests a second; 0: no client-side limit */
     int kube_burst;
+    int notify_allow_private;      /* 1: notification URLs may name loopback, private, ...
+                                      addresses (a receiver on this machine or network) */
 } config_serve;
 
 typedef enum config_token_action {

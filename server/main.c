@@ -294,7 +294,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     hooks.feed = feed;
     store_set_change_hook(st, on_change, &hooks);
     store_set_metrics_hook(st, on_metrics, feed);
-    notify_options nopt = {.store = st};
+    notify_options nopt = {.store = st, .allow_private = cfg->notify_allow_private};
     if ((e = notify_start(&nopt, &nt, err, sizeof err)) != TY_OK) {
         TY_LOG(TY_LOG_ERROR, "cannot start the notifications", "{s:s}", "error", err);
         goto out;
@@ -313,6 +313,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         .spec_check_ud = &kube,
         .backend_metrics = render_extra_metrics,
         .backend_metrics_ud = &extra,
+        .notify_allow_private = cfg->notify_allow_private,
     };
     e = http_server_start(srv, &ctx, auth, err, sizeof err);
     if (e) {
