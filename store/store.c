@@ -345,6 +345,7 @@ static ty_err op_apply(store *s, store_op *op)
         return store_notify_apply(s, &s->writer, op);
     case STORE_OP_WEBHOOK_CREATE:
     case STORE_OP_WEBHOOK_DELETE:
+    case STORE_OP_WEBHOOK_SUBMIT:
         return store_webhook_apply(s, &s->writer, op);
     case STORE_OP_SWEEP_CREATE:
     case STORE_OP_SWEEP_CANCEL:

@@ -544,6 +544,35 @@ ty_err store_webhook_delete(store *s, const char *name);
 ty_err store_webhook_delivery(store *s, const char *key, const unsigned char body_hash[32],
                               char id[STORE_ID_LEN + 1]);
 
+/*
+ * Replays. A hook's delivery is also known by a replay key, a 32-byte digest chosen by the
+ * caller (api/webhooks.c: the SHA-256 of a GitHub or GitLab body, a generic delivery's
+ * signature), kept with its job until expires_ms (wall clock, ms) whatever its delivery id.
+ */
+typedef struct store_webhook_replay {
+    const char *hook;              /* borrowed */
+    const unsigned char *digest;   /* 32 bytes, borrowed */
+    int64_t expires_ms;
+} store_webhook_replay;
+
+/*
+ * The job of a live replay key: TY_OK with its id, TY_ENOTFOUND when the key is unknown or
+ * expired (or its job is gone).
+ */
+ty_err store_webhook_replay_get(store *s, const store_webhook_replay *r,
+                                char id[STORE_ID_LEN + 1]);
+
+/*
+ * Stores a delivery's job (as store_jobs_submit() with one job, idem_key and body_hash may be
+ * NULL) and records replay in the same transaction. When the replay key is live, or idem_key
+ * came before with the same body_hash, nothing is inserted and *replayed is 1, with the first
+ * job's id. TY_ECONFLICT: idem_key came with another body_hash. Expired replay keys are
+ * deleted a few at a time by the same writes.
+ */
+ty_err store_webhook_submit(store *s, const store_job_new *job, const char *idem_key,
+                            const unsigned char body_hash[32], const store_webhook_replay *replay,
+                            char id[STORE_ID_LEN + 1], int *replayed);
+
 /* ---- sweeps ------------------------------------------------------------ */
 
 /*

@@ -125,6 +125,7 @@ typedef enum store_op_kind {
     STORE_OP_SWEEP_CANCEL,
     STORE_OP_METRICS_PURGE,
     STORE_OP_NOTIFY_PURGE,
+    STORE_OP_WEBHOOK_SUBMIT, /* u.submit with its replay_* fields */
 } store_op_kind;
 
 /*
@@ -153,6 +154,11 @@ typedef struct store_op {
             int replayed;
             int64_t first_seq; /* on replay: the jobs of the first call */
             int64_t njobs;
+            /* STORE_OP_WEBHOOK_SUBMIT: the delivery's replay key (hook, 32-byte digest),
+             * kept until replay_expires_ms (wall clock) */
+            const char *replay_hook;
+            const unsigned char *replay_digest;
+            int64_t replay_expires_ms;
         } submit;
         struct {
             const char *id;

@@ -50,6 +50,8 @@
  *  10  jobs_pending_queue on (queue, sweep, priority, seq): a line per sweep
  *  11  job_metric_totals (a job's stored points and series, its end time) and its
  *      trigger; notify_outbox_done: the caps and the retention purges
+ *  12  webhook_replays: a delivery's job by its body's SHA-256 (GitHub, GitLab) or its
+ *      signature (generic), so a replayed delivery finds its first job
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -310,6 +312,18 @@ static const char *const migrations[] = {
     "  UPDATE job_metric_totals SET ended_ms = new.updated_ms WHERE job_seq = new.seq;"
     "  END;"
     "CREATE INDEX notify_outbox_done ON notify_outbox (done_ms) WHERE state > 0;",
+
+    /* 12: replays of webhook deliveries (store_webhooks.c): the job a hook's delivery made,
+     * by the SHA-256 of a GitHub or GitLab body (24 hours) or a generic delivery's signature
+     * (its 5-minute window), written in the job's transaction; purged by expiry. */
+    "CREATE TABLE webhook_replays ("
+    "  hook       TEXT NOT NULL,"
+    "  digest     BLOB NOT NULL CHECK (length(digest) = 32),"
+    "  job_seq    INTEGER NOT NULL,"
+    "  expires_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (hook, digest)"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE INDEX webhook_replays_expires ON webhook_replays (expires_ms);",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

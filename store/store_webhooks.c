@@ -7,6 +7,12 @@
  *
  * Writes go through the store's one writer like every other (STORE_OP_WEBHOOK_*): a second
  * read-write connection would contend with the writer for SQLite's write lock.
+ *
+ * Replays (webhook_replays, keyed (hook, digest)): a delivery's job is stored with its replay
+ * key in one transaction (STORE_OP_WEBHOOK_SUBMIT), and that op first looks the key up, so
+ * two identical deliveries that race make one job. Each such op deletes at most
+ * REPLAY_PURGE_ROWS expired keys through the (expires_ms) index: the table holds about a
+ * day of deliveries, and no purge ever takes long.
  */
 #include "store/store_int.h"
 
@@ -31,11 +37,25 @@ static const char SQL_DELIVERY_GET[] =
     "WHERE d.key = ?1";
 static const char SQL_HOOKS_LIST[] =
     "SELECT name, provider, events, branches, template, created_ms FROM webhooks ORDER BY name";
+static const char SQL_REPLAYS_DELETE[] = "DELETE FROM webhook_replays WHERE hook = ?1";
+/* The key's job, when the key is live and the job still exists. */
+static const char SQL_REPLAY_GET[] =
+    "SELECT j.seq, j.id FROM webhook_replays AS r JOIN jobs AS j ON j.seq = r.job_seq "
+    "WHERE r.hook = ?1 AND r.digest = ?2 AND r.expires_ms >= ?3";
+static const char SQL_REPLAY_PUT[] =
+    "INSERT OR REPLACE INTO webhook_replays (hook, digest, job_seq, expires_ms) "
+    "VALUES (?1, ?2, ?3, ?4)";
+static const char SQL_REPLAYS_PURGE[] =
+    "DELETE FROM webhook_replays WHERE (hook, digest) IN (SELECT hook, digest FROM "
+    "webhook_replays WHERE expires_ms < ?1 ORDER BY expires_ms LIMIT ?2)";
+static const char SQL_JOB_ID[] = "SELECT id FROM jobs WHERE seq = ?1";
 static const char SQL_HOOK_GET[] =
     "SELECT name, provider, events, branches, template, created_ms, secret FROM webhooks "
     "WHERE name = ?1";
 
 /* ---- writes ------------------------------------------------------------------ */
+
+#define REPLAY_PURGE_ROWS 32
 
 static int is_provider(const char *p)
 {
@@ -79,13 +99,16 @@ ty_err store_webhook_delete(store *s, const char *name)
     return store_writer_run(s, &op);
 }
 
-/* Run by the writer, in the group's transaction: a registration, or a removal with the
- * records of the hook's deliveries. */
+static ty_err submit_apply(store *s, store_conn *w, store_op *op);
+
+/* Run by the writer, in the group's transaction: a registration, a removal with the records
+ * of the hook's deliveries and replays, or a delivery's job (submit_apply()). */
 ty_err store_webhook_apply(store *s, store_conn *w, store_op *op)
 {
-    (void)s;
     sqlite3_stmt *st = NULL;
     ty_err e;
+    if (op->kind == STORE_OP_WEBHOOK_SUBMIT)
+        return submit_apply(s, w, op);
     if (op->kind == STORE_OP_WEBHOOK_CREATE) {
         const store_webhook *h = op->u.webhook.hook;
         if ((e = store_conn_stmt(w, SQL_HOOK_INSERT, 0, &st)) != TY_OK)
@@ -110,6 +133,68 @@ ty_err store_webhook_apply(store *s, store_conn *w, store_op *op)
     if ((e = store_conn_stmt(w, SQL_DELIVERIES_DELETE, 0, &st)) != TY_OK)
         return e;
     sqlite3_bind_text(st, 1, op->u.webhook.name, -1, SQLITE_STATIC);
+    if ((e = store_step_done(st)) != TY_OK)
+        return e;
+    if ((e = store_conn_stmt(w, SQL_REPLAYS_DELETE, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_text(st, 1, op->u.webhook.name, -1, SQLITE_STATIC);
+    return store_step_done(st);
+}
+
+/* Binds (hook, digest, now) and steps SQL_REPLAY_GET on c: TY_OK with *seq (and id when not
+ * NULL), TY_ENOTFOUND. */
+static ty_err replay_find(store_conn *c, const char *hook, const unsigned char *digest,
+                          int64_t now, int64_t *seq, char id[STORE_ID_LEN + 1])
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_REPLAY_GET, 0, &st);
+    if (e != TY_OK)
+        return e;
+    sqlite3_bind_text(st, 1, hook, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, digest, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, now);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 1) == STORE_ID_LEN) {
+        *seq = sqlite3_column_int64(st, 0);
+        if (id)
+            memcpy(id, sqlite3_column_text(st, 1), STORE_ID_LEN + 1);
+        e = TY_OK;
+    } else {
+        e = rc == SQLITE_ROW ? TY_ESCHEMA : rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
+    }
+    sqlite3_reset(st);
+    return e;
+}
+
+/* Run by the writer: a delivery's job and its replay key, unless the key (or the delivery's
+ * idempotency key) already has a job. */
+static ty_err submit_apply(store *s, store_conn *w, store_op *op)
+{
+    int64_t now = ty_time_now_ms(), seq = 0;
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, SQL_REPLAYS_PURGE, 0, &st);
+    if (e != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int(st, 2, REPLAY_PURGE_ROWS);
+    if ((e = store_step_done(st)) != TY_OK)
+        return e;
+    e = replay_find(w, op->u.submit.replay_hook, op->u.submit.replay_digest, now, &seq, NULL);
+    if (e == TY_OK) {
+        op->u.submit.replayed = 1;
+        op->u.submit.first_seq = seq;
+        op->u.submit.njobs = 1;
+        return TY_OK;
+    }
+    if (e != TY_ENOTFOUND || (e = store_submit_apply(s, w, op)) != TY_OK)
+        return e;
+    seq = op->u.submit.replayed ? op->u.submit.first_seq : op->u.submit.out[0].seq;
+    if ((e = store_conn_stmt(w, SQL_REPLAY_PUT, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_text(st, 1, op->u.submit.replay_hook, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, op->u.submit.replay_digest, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, seq);
+    sqlite3_bind_int64(st, 4, op->u.submit.replay_expires_ms);
     return store_step_done(st);
 }
 
@@ -220,4 +305,66 @@ ty_err store_webhook_delivery(store *s, const char *key, const unsigned char bod
     }
     store_reader_release(s, c);
     return e;
+}
+
+ty_err store_webhook_replay_get(store *s, const store_webhook_replay *r,
+                                char id[STORE_ID_LEN + 1])
+{
+    if (!s || !r || !r->hook || !r->digest || !id)
+        return TY_EINVAL;
+    int64_t seq = 0;
+    store_conn *c = store_reader_acquire(s);
+    ty_err e = replay_find(c, r->hook, r->digest, ty_time_now_ms(), &seq, id);
+    store_reader_release(s, c);
+    return e;
+}
+
+/* The id of the job with this seq, from a read connection. */
+static ty_err job_id_of(store *s, int64_t seq, char id[STORE_ID_LEN + 1])
+{
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_JOB_ID, 0, &st);
+    if (e == TY_OK) {
+        sqlite3_bind_int64(st, 1, seq);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 0) == STORE_ID_LEN)
+            memcpy(id, sqlite3_column_text(st, 0), STORE_ID_LEN + 1);
+        else
+            e = rc == SQLITE_ROW    ? TY_ESCHEMA
+                : rc == SQLITE_DONE ? TY_ENOTFOUND
+                                    : store_sqlite_err(rc);
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
+    return e;
+}
+
+ty_err store_webhook_submit(store *s, const store_job_new *job, const char *idem_key,
+                            const unsigned char body_hash[32], const store_webhook_replay *replay,
+                            char id[STORE_ID_LEN + 1], int *replayed)
+{
+    if (!s || !job || !replay || !replay->hook || !replay->digest || !id || !replayed ||
+        (idem_key && !body_hash))
+        return TY_EINVAL;
+    store_job res = {0};
+    store_op op = {.kind = STORE_OP_WEBHOOK_SUBMIT};
+    op.u.submit.jobs = job;
+    op.u.submit.n = 1;
+    op.u.submit.idem_key = idem_key;
+    op.u.submit.body_hash = body_hash;
+    op.u.submit.out = &res;
+    op.u.submit.replay_hook = replay->hook;
+    op.u.submit.replay_digest = replay->digest;
+    op.u.submit.replay_expires_ms = replay->expires_ms;
+    *replayed = 0;
+    ty_err e = store_writer_run(s, &op);
+    if (e != TY_OK)
+        return e;
+    if (!op.u.submit.replayed) {
+        memcpy(id, res.id, STORE_ID_LEN + 1);
+        return TY_OK;
+    }
+    *replayed = 1;
+    return job_id_of(s, op.u.submit.first_seq, id);
 }

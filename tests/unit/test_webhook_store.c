@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "common/ty_crypto.h"
+#include "common/ty_time.h"
 
 #define SECRET "It's a Secret to Everybody"
 
@@ -166,6 +167,97 @@ static void test_delivery_outlives_its_idempotency_key(void **state)
     assert_int_equal(store_webhook_delivery(f->s, "webhook:gh:d-1", h, id), TY_ENOTFOUND);
 }
 
+/* The first column of the first row of sql, an integer, read from a connection of its own. */
+static int db_count(const store_fixture *f, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open(f->t.db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+static int njobs(const store_fixture *f)
+{
+    return db_count(f, "SELECT count(*) FROM jobs");
+}
+
+/* A replay key finds the first job whatever the delivery id, per hook, until it expires; an
+ * expired key is purged by a later delivery; a removed hook takes its keys along. */
+static void test_replays(void **state)
+{
+    store_fixture *f = *state;
+    store_webhook gh = hook("gh", "github"), other = hook("other", "github");
+    assert_int_equal(store_webhook_create(f->s, &gh), TY_OK);
+    assert_int_equal(store_webhook_create(f->s, &other), TY_OK);
+    unsigned char body[32], digest[32], stale[32];
+    memset(body, 1, sizeof body);
+    memset(digest, 2, sizeof digest);
+    memset(stale, 3, sizeof stale);
+    int64_t later = ty_time_now_ms() + 3600 * 1000;
+    store_webhook_replay r = {.hook = "gh", .digest = digest, .expires_ms = later};
+    store_job_new j = job_template("ci", "default");
+    char id[STORE_ID_LEN + 1], again[STORE_ID_LEN + 1];
+    int replayed = -1;
+
+    assert_int_equal(store_webhook_replay_get(f->s, &r, id), TY_ENOTFOUND);
+    assert_int_equal(store_webhook_submit(f->s, &j, "webhook:gh:d-1", body, &r, id, &replayed),
+                     TY_OK);
+    assert_int_equal(replayed, 0);
+    assert_int_equal(store_webhook_replay_get(f->s, &r, again), TY_OK);
+    assert_string_equal(again, id);
+    /* Another delivery id, or none: the first job, nothing inserted. */
+    assert_int_equal(store_webhook_submit(f->s, &j, "webhook:gh:d-2", body, &r, again, &replayed),
+                     TY_OK);
+    assert_int_equal(replayed, 1);
+    assert_string_equal(again, id);
+    assert_int_equal(store_webhook_submit(f->s, &j, NULL, NULL, &r, again, &replayed), TY_OK);
+    assert_int_equal(replayed, 1);
+    assert_string_equal(again, id);
+    assert_int_equal(njobs(f), 1);
+    /* The delivery id's own record still answers for another body: a conflict. */
+    store_webhook_replay r2 = {.hook = "gh", .digest = stale, .expires_ms = later};
+    assert_int_equal(store_webhook_submit(f->s, &j, "webhook:gh:d-1", digest, &r2, again,
+                                          &replayed),
+                     TY_ECONFLICT);
+    /* Another hook: its own keys. */
+    store_webhook_replay ro = {.hook = "other", .digest = digest, .expires_ms = later};
+    assert_int_equal(store_webhook_replay_get(f->s, &ro, again), TY_ENOTFOUND);
+    assert_int_equal(store_webhook_submit(f->s, &j, NULL, NULL, &ro, again, &replayed), TY_OK);
+    assert_int_equal(replayed, 0);
+    assert_string_not_equal(again, id);
+
+    /* Expired: not found, and the next delivery's job replaces it. */
+    store_webhook_replay old = {.hook = "gh", .digest = stale, .expires_ms = 1};
+    assert_int_equal(store_webhook_submit(f->s, &j, NULL, NULL, &old, again, &replayed), TY_OK);
+    assert_int_equal(store_webhook_replay_get(f->s, &old, again), TY_ENOTFOUND);
+    int before = njobs(f);
+    assert_int_equal(store_webhook_submit(f->s, &j, NULL, NULL, &r, again, &replayed), TY_OK);
+    assert_int_equal(replayed, 1);
+    assert_int_equal(njobs(f), before);
+    assert_int_equal(db_count(f, "SELECT count(*) FROM webhook_replays WHERE expires_ms < 1000"),
+                     0);
+
+    /* A failed commit stores neither the job nor its key. */
+    unsigned char fresh[32];
+    memset(fresh, 4, sizeof fresh);
+    store_webhook_replay rf = {.hook = "gh", .digest = fresh, .expires_ms = later};
+    store_fail_writes(f->s, 1, 1, TY_EIO);
+    assert_int_equal(store_webhook_submit(f->s, &j, NULL, NULL, &rf, again, &replayed), TY_EIO);
+    assert_int_equal(njobs(f), before);
+    assert_int_equal(store_webhook_replay_get(f->s, &rf, again), TY_ENOTFOUND);
+
+    assert_int_equal(store_webhook_delete(f->s, "gh"), TY_OK);
+    assert_int_equal(store_webhook_replay_get(f->s, &r, again), TY_ENOTFOUND);
+    assert_int_equal(store_webhook_replay_get(f->s, &ro, again), TY_OK);
+    assert_int_equal(store_webhook_submit(f->s, &j, NULL, NULL, NULL, again, &replayed),
+                     TY_EINVAL);
+}
+
 static void test_invalid(void **state)
 {
     store_fixture *f = *state;
@@ -184,6 +276,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_key_file, store_fixture_setup, teardown),
         cmocka_unit_test_setup_teardown(test_delivery_outlives_its_idempotency_key,
                                         store_fixture_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replays, store_fixture_setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid, store_fixture_setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
