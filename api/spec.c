@@ -285,6 +285,7 @@ out:
 typedef struct vctx {
     ty_buf path; /* JSON path of the value being checked */
     spec_errors *errs;
+    const spec_opts *opts; /* never NULL */
     int oom;
 } vctx;
 
@@ -554,15 +555,48 @@ static const char *check_arg(const char *s, size_t len)
 
 #define QUANTITY_MSG "must be a Kubernetes quantity such as \"500m\", \"2\", \"1.5\" or \"4Gi\""
 
-/* Kubernetes resource quantities, in common/ty_quantity.h's grammar. */
-static const char *check_quantity(const char *s, size_t len)
+/*
+ * Kubernetes resource quantities, in common/ty_quantity.h's grammar, that are positive and fit
+ * an int64 both as the double the scheduler reads (cores, bytes) and as the integer the limits
+ * are compared in (scaled by 10^scale: millicores, bytes). *v gets that integer.
+ */
+static const char *check_quantity(const char *s, size_t len, int scale, int64_t *v)
 {
-    double v;
-    if (len == 0 || len > SPEC_MAX_QUANTITY || ty_quantity_parse(s, len, &v) != TY_OK)
+    double d;
+    if (len == 0 || len > SPEC_MAX_QUANTITY)
         return QUANTITY_MSG;
-    if (!(v > 0))
+    ty_err e = ty_quantity_parse(s, len, &d);
+    if (e == TY_OK)
+        e = ty_quantity_scaled(s, len, scale, v);
+    if (e == TY_ETOOLARGE)
+        return s[0] == '-' ? "must be greater than 0" : NULL; /* said by the caller */
+    if (e != TY_OK)
+        return QUANTITY_MSG;
+    if (!(d > 0))
         return "must be greater than 0";
     return NULL;
+}
+
+static const char *check_cpu(const char *s, size_t len)
+{
+    int64_t v = -1;
+    const char *msg = check_quantity(s, len, 3, &v);
+    if (!msg && v < 0)
+        return "is too large: at most 9223372036854775 CPUs";
+    return msg;
+}
+
+static const char *check_memory(const char *s, size_t len)
+{
+    int64_t v = -1;
+    double d = 0;
+    const char *msg = check_quantity(s, len, 0, &v);
+    if (!msg && v < 0)
+        return "is too large: at most 9223372036854775807 bytes (just under 8Ei)";
+    /* Below one byte the local backend would set no limit at all. */
+    if (!msg && ty_quantity_parse(s, len, &d) == TY_OK && d < 1)
+        return "must be at least 1 byte";
+    return msg;
 }
 
 static const char *check_zone(const char *s, size_t len)
@@ -622,6 +656,57 @@ static const char *check_env_value(const char *s, size_t len)
 {
     (void)s;
     return len > SPEC_MAX_ENV_VALUE ? "must be at most " STR(SPEC_MAX_ENV_VALUE) " bytes" : NULL;
+}
+
+/* ---- reserved labels ------------------------------------------------------ */
+
+const char *const spec_webhook_labels[] = {"webhook", "commit", NULL};
+
+int spec_is_reserved_label(const char *key, size_t len)
+{
+    static const char domain[] = "trainyard.io";
+    const size_t dlen = sizeof domain - 1;
+    const char *slash = memchr(key, '/', len);
+    if (slash) {
+        /* The prefix is trainyard.io or one of its subdomains (param.trainyard.io). */
+        size_t plen = (size_t)(slash - key);
+        return plen >= dlen && memcmp(key + plen - dlen, domain, dlen) == 0 &&
+               (plen == dlen || key[plen - dlen - 1] == '.');
+    }
+    for (const char *const *w = spec_webhook_labels; *w; w++)
+        if (strlen(*w) == len && memcmp(*w, key, len) == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * Records "reserved for the server" at $.labels["key"] for every reserved key of the input's
+ * labels the server did not set itself (v->opts->server_labels). Syntax errors of keys are
+ * string_map_field's.
+ */
+static void check_reserved_labels(vctx *v, const json_t *in)
+{
+    const json_t *labels = member(in, "labels");
+    const char *k;
+    json_t *val;
+    if (!json_is_object(labels))
+        return;
+    json_object_foreach((json_t *)labels, k, val)
+    {
+        size_t len = strlen(k);
+        if (!spec_is_label_key(k, len) || !spec_is_reserved_label(k, len))
+            continue;
+        if (v->opts->server_labels && in_list(k, v->opts->server_labels))
+            continue;
+        /* A valid key holds no quote or backslash: the bracket form needs no escape. */
+        size_t mark = v->path.len;
+        if (ty_buf_puts(&v->path, ".labels[\"") || ty_buf_puts(&v->path, k) ||
+            ty_buf_puts(&v->path, "\"]"))
+            v->oom = 1;
+        fail(v, "reserved for the server: labels under trainyard.io/, \"webhook\" and "
+                "\"commit\" say where a job came from and are set by Trainyard only");
+        pop(v, mark);
+    }
 }
 
 /* ---- typed field readers ------------------------------------------------- */
@@ -949,6 +1034,87 @@ out:
     return out;
 }
 
+/* CPUs from millicores, as a person writes them: "2", "2.5", "0.125". */
+static void format_cpus(int64_t millis, char *buf, size_t len)
+{
+    if (millis % 1000 == 0) {
+        snprintf(buf, len, "%lld", (long long)(millis / 1000));
+        return;
+    }
+    int n = snprintf(buf, len, "%lld.%03lld", (long long)(millis / 1000),
+                     (long long)(millis % 1000));
+    while (n > 0 && (size_t)n < len && buf[n - 1] == '0')
+        buf[--n] = '\0';
+}
+
+/* Bytes in the largest binary unit that holds one: "64Gi", "7.67Gi" (rounded down), "512". */
+static void format_bytes(int64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    int u = -1;
+    while (u + 1 < 6 && bytes >> (10 * (u + 2)) > 0)
+        u++;
+    if (u < 0) {
+        snprintf(buf, len, "%lld", (long long)bytes);
+        return;
+    }
+    int64_t unit = (int64_t)1 << (10 * (u + 1)), whole = bytes / unit;
+    int64_t hundredths = (int64_t)((double)(bytes % unit) * 100 / (double)unit);
+    if (bytes % unit == 0)
+        snprintf(buf, len, "%lld%s", (long long)whole, units[u]);
+    else
+        snprintf(buf, len, "%lld.%02lld%s", (long long)whole, (long long)hundredths, units[u]);
+}
+
+/*
+ * The normalized resources `res` against what the backend could ever give one rank: for each
+ * resource, the limit of the rank's GPU type where it is known, else that of any rank. Errors
+ * at resources.cpu / .memory / .gpu.count (the current path is $.resources).
+ */
+static void check_limits(vctx *v, const spec_limits *lim, const json_t *res)
+{
+    const json_t *gpu = json_object_get(res, "gpu");
+    const char *type = json_string_value(json_object_get(gpu, "type"));
+    json_int_t gpus = json_integer_value(json_object_get(gpu, "count"));
+    const char *cpu = json_string_value(json_object_get(res, "cpu"));
+    const char *mem = json_string_value(json_object_get(res, "memory"));
+    const spec_rank_limit none = {0}, *t = &none;
+    for (size_t i = 0; type && i < lim->ntypes; i++)
+        if (lim->types[i].gpu_type && strcmp(lim->types[i].gpu_type, type) == 0)
+            t = &lim->types[i];
+    char node[96], want[32], have[32];
+    const char *any = lim->where ? lim->where : "the backend";
+    snprintf(node, sizeof node, "the largest %s node", type ? type : "");
+    int64_t n;
+    int64_t cpu_max = t->cpu_millis ? t->cpu_millis : lim->any.cpu_millis;
+    if (cpu && cpu_max > 0 && ty_quantity_scaled(cpu, strlen(cpu), 3, &n) == TY_OK &&
+        n > cpu_max) {
+        format_cpus(n, want, sizeof want);
+        format_cpus(cpu_max, have, sizeof have);
+        size_t m = push_key(v, "cpu");
+        failf(v, "%s CPUs requested per rank, %s has %s", want, t->cpu_millis ? node : any, have);
+        pop(v, m);
+    }
+    int64_t mem_max = t->memory_bytes ? t->memory_bytes : lim->any.memory_bytes;
+    if (mem && mem_max > 0 && ty_quantity_scaled(mem, strlen(mem), 0, &n) == TY_OK &&
+        n > mem_max) {
+        format_bytes(mem_max, have, sizeof have);
+        size_t m = push_key(v, "memory");
+        failf(v, "%.*s of memory requested per rank, %s has %s", SPEC_MAX_QUANTITY, mem,
+              t->memory_bytes ? node : any, have);
+        pop(v, m);
+    }
+    int gpu_max = t->gpus ? t->gpus : lim->any.gpus;
+    if (type && gpu_max > 0 && gpus > gpu_max) {
+        size_t m = push_key(v, "gpu");
+        size_t m2 = push_key(v, "count");
+        failf(v, "%lld GPUs of type %s requested per rank, %s has %d", (long long)gpus, type,
+              t->gpus ? node : any, gpu_max);
+        pop(v, m2);
+        pop(v, m);
+    }
+}
+
 static json_t *resources_section(vctx *v, const json_t *job)
 {
     int bad;
@@ -958,9 +1124,11 @@ static json_t *resources_section(vctx *v, const json_t *job)
     size_t mark = push_key(v, "resources");
     size_t nerr = v->errs->count;
     json_t *out = chk(v, json_object());
-    put(v, out, "cpu", string_field(v, raw, "cpu", check_quantity, "1"));
-    put(v, out, "memory", string_field(v, raw, "memory", check_quantity, "2Gi"));
+    put(v, out, "cpu", string_field(v, raw, "cpu", check_cpu, "1"));
+    put(v, out, "memory", string_field(v, raw, "memory", check_memory, "2Gi"));
     put(v, out, "gpu", gpu_section(v, raw));
+    if (v->errs->count == nerr && !v->oom && v->opts->limits)
+        check_limits(v, v->opts->limits, out);
     pop(v, mark);
     if (v->errs->count != nerr) {
         json_decref(out);
@@ -1146,6 +1314,7 @@ static json_t *job_spec(vctx *v, const json_t *in)
     put(v, out, "name", string_field(v, in, "name", check_job_name, NULL));
     put(v, out, "labels",
         string_map_field(v, in, "labels", SPEC_MAX_LABELS, check_label_key, check_label_value));
+    check_reserved_labels(v, in);
     put(v, out, "queue", string_field(v, in, "queue", check_dns_label, "default"));
     if (!int_field(v, in, "priority", 0, -SPEC_MAX_PRIORITY, SPEC_MAX_PRIORITY, 0, &n))
         put(v, out, "priority", int_value(v, n));
@@ -1179,10 +1348,12 @@ static json_t *job_spec(vctx *v, const json_t *in)
     return out;
 }
 
-static ty_err vctx_init(vctx *v, const char *path, spec_errors *errs)
+static ty_err vctx_init(vctx *v, const char *path, const spec_opts *opts, spec_errors *errs)
 {
+    static const spec_opts client = {0};
     ty_buf_init(&v->path, 0);
     v->errs = errs;
+    v->opts = opts ? opts : &client;
     v->oom = 0;
     return ty_buf_puts(&v->path, path);
 }
@@ -1205,9 +1376,15 @@ static ty_err vctx_finish(vctx *v, size_t nerr, json_t *result, json_t **out)
 
 ty_err spec_job(const json_t *in, const char *path, json_t **out, spec_errors *errs)
 {
+    return spec_job_opts(in, path, NULL, out, errs);
+}
+
+ty_err spec_job_opts(const json_t *in, const char *path, const spec_opts *opts, json_t **out,
+                     spec_errors *errs)
+{
     vctx v;
     size_t nerr = errs->count;
-    if (vctx_init(&v, path, errs)) {
+    if (vctx_init(&v, path, opts, errs)) {
         ty_buf_free(&v.path);
         return TY_ENOMEM;
     }
@@ -1219,10 +1396,16 @@ static const char *const batch_fields[] = {"jobs", NULL};
 
 ty_err spec_batch(const json_t *in, size_t max_jobs, json_t **out, spec_errors *errs)
 {
+    return spec_batch_opts(in, max_jobs, NULL, out, errs);
+}
+
+ty_err spec_batch_opts(const json_t *in, size_t max_jobs, const spec_opts *opts, json_t **out,
+                       spec_errors *errs)
+{
     vctx v;
     size_t nerr = errs->count;
     json_t *specs = NULL;
-    if (vctx_init(&v, "$", errs)) {
+    if (vctx_init(&v, "$", opts, errs)) {
         ty_buf_free(&v.path);
         return TY_ENOMEM;
     }
@@ -1255,4 +1438,57 @@ ty_err spec_batch(const json_t *in, size_t max_jobs, json_t **out, spec_errors *
     pop(&v, mark);
 out:
     return vctx_finish(&v, nerr, specs, out);
+}
+
+ty_err spec_add_server_labels(json_t *spec, const json_t *labels)
+{
+    json_t *old = json_object_get(spec, "labels"), *merged = NULL;
+    const char **keys = NULL;
+    ty_err e = TY_OK;
+    const char *k;
+    json_t *val;
+    if (!json_is_object(old) || !json_is_object(labels))
+        return TY_EINVAL;
+    size_t n = json_object_size(old);
+    json_object_foreach((json_t *)labels, k, val)
+    {
+        if (!spec_is_label_key(k, strlen(k)) || !json_is_string(val) ||
+            !spec_is_label_value(json_string_value(val), json_string_length(val)))
+            return TY_EINVAL;
+        n += json_object_get(old, k) ? 0 : 1;
+    }
+    if (n > SPEC_MAX_LABELS)
+        return TY_ETOOLARGE;
+    /* Rebuilt rather than added to: the normalized labels are sorted, and json objects keep
+     * the order of insertion. */
+    if (!(merged = json_object()) || !(keys = malloc((n ? n : 1) * sizeof *keys))) {
+        e = TY_ENOMEM;
+        goto out;
+    }
+    if (json_object_update(merged, old) || json_object_update(merged, (json_t *)labels)) {
+        e = TY_ENOMEM;
+        goto out;
+    }
+    size_t i = 0;
+    json_object_foreach(merged, k, val)
+    {
+        keys[i++] = k;
+    }
+    qsort(keys, i, sizeof *keys, cmp_str);
+    json_t *sorted = json_object();
+    if (!sorted) {
+        e = TY_ENOMEM;
+        goto out;
+    }
+    for (size_t j = 0; j < i && !e; j++)
+        if (json_object_set_nocheck(sorted, keys[j], json_object_get(merged, keys[j])))
+            e = TY_ENOMEM;
+    if (!e && json_object_set_new_nocheck(spec, "labels", sorted))
+        e = TY_ENOMEM;
+    else if (e)
+        json_decref(sorted);
+out:
+    free(keys);
+    json_decref(merged);
+    return e;
 }

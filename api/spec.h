@@ -24,6 +24,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/ty_error.h"
 
@@ -77,11 +78,58 @@ void spec_errors_free(spec_errors *e);
 ty_err spec_errors_add(spec_errors *e, const char *path, const char *message);
 
 /*
+ * The largest rank the backend jobs run on could ever place, as plain numbers: server/ fills
+ * them from the backend at start (api/ never asks a backend). A spec whose rank asks for more
+ * is refused (422) at the field, with the size it was measured against:
+ *   $.resources.cpu: 64 CPUs requested per rank, this machine has 2
+ *   $.resources.gpu.count: 16 GPUs of type a100 requested per rank, the largest a100 node has 8
+ * Every number is "not known, not checked" when 0, so a zeroed spec_limits checks nothing.
+ */
+typedef struct spec_rank_limit {
+    const char *gpu_type;  /* the GPU type a rank asks for; NULL: any rank */
+    int64_t cpu_millis;    /* CPUs x 1000 */
+    int64_t memory_bytes;
+    int gpus;              /* GPUs per rank */
+} spec_rank_limit;
+
+typedef struct spec_limits {
+    const char *where;            /* what `any` measures, for messages: "this machine" */
+    spec_rank_limit any;          /* every rank (gpu_type NULL) */
+    const spec_rank_limit *types; /* ranks asking for one GPU type: "the largest <type> node" */
+    size_t ntypes;
+} spec_limits;
+
+/*
+ * How a spec is validated beyond its own rules (spec_job_opts, spec_batch_opts).
+ *
+ * Reserved labels: keys under trainyard.io/ (and any subdomain of it, such as
+ * param.trainyard.io/), and "webhook" and "commit", are written by the server only (its
+ * sweeps' and webhooks' labels, which tell where a job came from). In a client's spec each is
+ * a 422 "reserved for the server" at $.labels["<key>"]. The server's own paths either add their
+ * labels to the normalized spec afterwards (spec_add_server_labels), or name the keys they set
+ * in the input in server_labels (a webhook's "webhook" and "commit").
+ */
+typedef struct spec_opts {
+    const spec_limits *limits;        /* NULL: no backend limit is checked */
+    const char *const *server_labels; /* NULL-terminated reserved keys the server set in the
+                                         input itself; NULL: none */
+} spec_opts;
+
+/* The labels a webhook delivery sets on its job: {"webhook", "commit", NULL}. */
+extern const char *const spec_webhook_labels[];
+
+/* 1 when a label key is reserved for the server (see spec_opts). */
+int spec_is_reserved_label(const char *key, size_t len);
+
+/*
  * Validates one job spec `in` (borrowed) found at JSON path `path` (e.g. "$").
  * TY_OK: no error, *out is the new normalized spec. TY_EINVAL: errors were
- * appended to errs, *out untouched. TY_ENOMEM.
+ * appended to errs, *out untouched. TY_ENOMEM. spec_job() is spec_job_opts()
+ * with opts NULL: a client's spec, no backend limits.
  */
 ty_err spec_job(const json_t *in, const char *path, json_t **out, spec_errors *errs);
+ty_err spec_job_opts(const json_t *in, const char *path, const spec_opts *opts, json_t **out,
+                     spec_errors *errs);
 
 /*
  * Validates a batch body {"jobs": [spec, ...]} with 1..max_jobs specs.
@@ -89,6 +137,16 @@ ty_err spec_job(const json_t *in, const char *path, json_t **out, spec_errors *e
  * errors appended (paths "$.jobs", "$.jobs[3].image", ...). TY_ENOMEM.
  */
 ty_err spec_batch(const json_t *in, size_t max_jobs, json_t **out, spec_errors *errs);
+ty_err spec_batch_opts(const json_t *in, size_t max_jobs, const spec_opts *opts, json_t **out,
+                       spec_errors *errs);
+
+/*
+ * Adds the server's labels (borrowed: an object of strings) to a normalized spec (changed in
+ * place; its labels stay sorted, a key already there takes the server's value). TY_EINVAL when
+ * a key or value is not a valid label; TY_ETOOLARGE when the spec would have more than
+ * SPEC_MAX_LABELS labels (nothing is changed then); TY_ENOMEM.
+ */
+ty_err spec_add_server_labels(json_t *spec, const json_t *labels);
 
 /* Syntax checks shared with the query parser of GET /v1/jobs. Arguments borrowed. */
 int spec_is_dns_label(const char *s, size_t len);

@@ -530,12 +530,309 @@ static void test_quantities(void **state)
 {
     (void)state;
     static const char *const ok[] = {"1",   "500m", "1.5", ".5",  "5.",   "+1",    "2Gi",
-                                     "1Ki", "3E",   "7k",  "1e3", "1E-2", "12e+6", "0.1"};
+                                     "1Ki", "3P",   "7k",  "1e3", "1E-2", "12e+6", "0.1"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char body[256];
         snprintf(body, sizeof body, J("\"resources\":{\"cpu\":\"%s\"}"), ok[i]);
         free(normalize(body));
     }
+    /* 3E bytes of memory is a number; 3E CPUs are more millicores than an int64 holds. */
+    free(normalize(J("\"resources\":{\"memory\":\"3E\"}")));
+    expect_error(J("\"resources\":{\"cpu\":\"3E\"}"),
+                 strlen(J("\"resources\":{\"cpu\":\"3E\"}")), "$.resources.cpu", "too large");
+}
+
+/* ---- every numeric field at its extremes ---------------------------------- */
+
+#define I64MAX "9223372036854775807"
+#define I64MIN "-9223372036854775808"
+#define DIGITS100                                                                                  \
+    "1000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000" \
+    "000000000"
+
+static const struct bad_case extreme_bad[] = {
+    {J("\"priority\":" I64MAX), "$.priority", "must be between -1000000 and 1000000"},
+    {J("\"priority\":" I64MIN), "$.priority", "must be between -1000000 and 1000000"},
+    {J("\"priority\":1e308"), "$.priority", "must be an integer"},
+    {J("\"priority\":-0.0"), "$.priority", "must be an integer"},
+    {"{" NAME "," IMG "," CMD ",\"workers\":{\"count\":-1}}", "$.workers.count",
+     "must be between 1 and 4096"},
+    {"{" NAME "," IMG "," CMD ",\"workers\":{\"count\":" I64MAX "}}", "$.workers.count",
+     "must be between 1 and 4096"},
+    {"{" NAME "," IMG "," CMD ",\"workers\":{\"count\":" I64MIN "}}", "$.workers.count",
+     "must be between 1 and 4096"},
+    {"{" NAME "," IMG "," CMD ",\"workers\":{\"count\":1e308}}", "$.workers.count",
+     "must be an integer"},
+    {"{" NAME "," IMG "," CMD ",\"workers\":{\"count\":4096,\"min\":4097}}", "$.workers.min",
+     "must be between 1 and 4096"},
+    {"{" NAME "," IMG "," CMD ",\"workers\":{\"count\":2,\"min\":" I64MAX "}}", "$.workers.min",
+     "must be between 1 and 2"},
+    {"{" NAME "," IMG "," CMD ",\"workers\":{\"count\":2,\"min\":" I64MIN "}}", "$.workers.min",
+     "must be between 1 and 2"},
+    {J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":" I64MAX "}}"),
+     "$.resources.gpu.count", "must be between 0 and 16"},
+    {J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":" I64MIN "}}"),
+     "$.resources.gpu.count", "must be between 0 and 16"},
+    {J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":1e308}}"), "$.resources.gpu.count",
+     "must be an integer"},
+    {J("\"restart\":{\"max\":" I64MAX "}"), "$.restart.max", "must be between 0 and 100"},
+    {J("\"restart\":{\"max\":" I64MIN "}"), "$.restart.max", "must be between 0 and 100"},
+    {J("\"restart\":{\"backoff_seconds\":-1}"), "$.restart.backoff_seconds",
+     "must be between 0 and 3600"},
+    {J("\"restart\":{\"backoff_seconds\":" I64MAX "}"), "$.restart.backoff_seconds",
+     "must be between 0 and 3600"},
+    {J("\"timeout_seconds\":-1"), "$.timeout_seconds", "must be between 1 and 31536000"},
+    {J("\"timeout_seconds\":" I64MAX), "$.timeout_seconds", "must be between 1 and 31536000"},
+    {J("\"timeout_seconds\":" I64MIN), "$.timeout_seconds", "must be between 1 and 31536000"},
+    {J("\"timeout_seconds\":1e308"), "$.timeout_seconds", "must be an integer"},
+    {J("\"ttl_seconds_after_finished\":31536001"), "$.ttl_seconds_after_finished",
+     "must be between 0 and 31536000"},
+    {J("\"ttl_seconds_after_finished\":" I64MAX), "$.ttl_seconds_after_finished",
+     "must be between 0 and 31536000"},
+    {J("\"ttl_seconds_after_finished\":" I64MIN), "$.ttl_seconds_after_finished",
+     "must be between 0 and 31536000"},
+    /* cpu: positive, and at most 2^63 - 1 millicores */
+    {J("\"resources\":{\"cpu\":\"1e308\"}"), "$.resources.cpu", "too large"},
+    {J("\"resources\":{\"cpu\":\"9e308\"}"), "$.resources.cpu", "too large"},
+    {J("\"resources\":{\"cpu\":\"1e99999999999999999999\"}"), "$.resources.cpu", "too large"},
+    {J("\"resources\":{\"cpu\":\"64Ei\"}"), "$.resources.cpu", "too large"},
+    {J("\"resources\":{\"cpu\":\"9223372036854776\"}"), "$.resources.cpu", "too large"},
+    {J("\"resources\":{\"cpu\":\"" I64MAX "\"}"), "$.resources.cpu", "too large"},
+    {J("\"resources\":{\"cpu\":\"" DIGITS100 "\"}"), "$.resources.cpu", "Kubernetes quantity"},
+    {J("\"resources\":{\"cpu\":\"1e-400\"}"), "$.resources.cpu", "greater than 0"},
+    {J("\"resources\":{\"cpu\":\"-1e400\"}"), "$.resources.cpu", "greater than 0"},
+    {J("\"resources\":{\"cpu\":\"-0\"}"), "$.resources.cpu", "greater than 0"},
+    /* memory: at least one byte, below 2^63 */
+    {J("\"resources\":{\"memory\":\"64Ei\"}"), "$.resources.memory", "too large"},
+    {J("\"resources\":{\"memory\":\"8Ei\"}"), "$.resources.memory", "too large"},
+    {J("\"resources\":{\"memory\":\"9223372036854775808\"}"), "$.resources.memory",
+     "too large"},
+    {J("\"resources\":{\"memory\":\"1e308\"}"), "$.resources.memory", "too large"},
+    {J("\"resources\":{\"memory\":\"1e19\"}"), "$.resources.memory", "too large"},
+    {J("\"resources\":{\"memory\":\"0.5\"}"), "$.resources.memory", "at least 1 byte"},
+    {J("\"resources\":{\"memory\":\"500m\"}"), "$.resources.memory", "at least 1 byte"},
+    {J("\"resources\":{\"memory\":\"0.000001\"}"), "$.resources.memory", "at least 1 byte"},
+    {J("\"resources\":{\"memory\":\"1e-400\"}"), "$.resources.memory", "greater than 0"},
+    {J("\"resources\":{\"memory\":\"-64Ei\"}"), "$.resources.memory", "greater than 0"},
+};
+
+/* The largest values each field takes, and the smallest. */
+static const char *const extreme_good[] = {
+    J("\"priority\":1000000"),
+    J("\"priority\":-1000000"),
+    "{" NAME "," IMG "," CMD ",\"workers\":{\"count\":4096,\"min\":4096}}",
+    "{" NAME "," IMG "," CMD ",\"workers\":{\"count\":1,\"min\":1}}",
+    J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":16}}"),
+    J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":0}}"),
+    J("\"restart\":{\"max\":100,\"backoff_seconds\":3600}"),
+    J("\"restart\":{\"max\":0,\"backoff_seconds\":0}"),
+    J("\"timeout_seconds\":1"),
+    J("\"timeout_seconds\":31536000"),
+    J("\"ttl_seconds_after_finished\":0"),
+    J("\"ttl_seconds_after_finished\":31536000"),
+    J("\"resources\":{\"cpu\":\"9223372036854775\"}"),
+    J("\"resources\":{\"cpu\":\"0.000001\"}"), /* rounded up to 1m, as Kubernetes does */
+    J("\"resources\":{\"cpu\":\"1m\"}"),
+    J("\"resources\":{\"memory\":\"1\"}"),
+    J("\"resources\":{\"memory\":\"7.99Ei\"}"),
+    J("\"resources\":{\"memory\":\"9223372036854774784\"}"),
+};
+
+static void test_numeric_extremes(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof extreme_bad / sizeof extreme_bad[0]; i++)
+        expect_error(extreme_bad[i].body, strlen(extreme_bad[i].body), extreme_bad[i].path,
+                     extreme_bad[i].fragment);
+    for (size_t i = 0; i < sizeof extreme_good / sizeof extreme_good[0]; i++)
+        free(normalize(extreme_good[i]));
+}
+
+/* ---- limits: what the backend could ever give one rank ------------------- */
+
+/* Validates body with opts: the errors (new), or NULL when it is valid. */
+static json_t *errors_with(const char *body, const spec_opts *opts, int batch)
+{
+    json_t *in = decode_ok(body, strlen(body)), *out = NULL, *list = NULL;
+    spec_errors errs;
+    assert_int_equal(spec_errors_init(&errs), TY_OK);
+    ty_err e = batch ? spec_batch_opts(in, 1000, opts, &out, &errs)
+                     : spec_job_opts(in, "$", opts, &out, &errs);
+    if (e == TY_EINVAL) {
+        assert_null(out);
+        list = json_incref(errs.list);
+    } else {
+        assert_int_equal(e, TY_OK);
+        assert_non_null(out);
+    }
+    json_decref(out);
+    json_decref(in);
+    spec_errors_free(&errs);
+    return list;
+}
+
+static void expect_with(const char *body, const spec_opts *opts, int batch, const char *path,
+                        const char *message)
+{
+    json_t *list = errors_with(body, opts, batch);
+    if (!path) {
+        if (list)
+            fail_msg("%s: want valid, got %s", body, json_dumps(list, JSON_COMPACT));
+        return;
+    }
+    if (!list || !has_error(list, path, message))
+        fail_msg("%s\n  want %s: %s\n  got %s", body, path, message,
+                 list ? json_dumps(list, JSON_COMPACT) : "valid");
+    json_decref(list);
+}
+
+static void test_backend_limits(void **state)
+{
+    (void)state;
+    static const spec_rank_limit types[] = {
+        {.gpu_type = "a100", .gpus = 8},
+        {.gpu_type = "h100", .gpus = 8, .cpu_millis = 96000, .memory_bytes = (int64_t)1 << 40},
+    };
+    static const spec_limits machine = {
+        .where = "this machine",
+        .any = {.cpu_millis = 2000, .memory_bytes = (int64_t)8 << 30},
+        .types = types,
+        .ntypes = 2,
+    };
+    spec_opts o = {.limits = &machine};
+    static const struct {
+        const char *body, *path, *message; /* path NULL: valid */
+    } cases[] = {
+        {J("\"resources\":{\"cpu\":\"64\"}"), "$.resources.cpu",
+         "64 CPUs requested per rank, this machine has 2"},
+        {J("\"resources\":{\"cpu\":\"2001m\"}"), "$.resources.cpu",
+         "2.001 CPUs requested per rank, this machine has 2"},
+        {J("\"resources\":{\"cpu\":\"2\"}"), NULL, NULL},
+        {J("\"resources\":{\"cpu\":\"2000m\"}"), NULL, NULL},
+        {J("\"resources\":{\"cpu\":\"1e308\"}"), "$.resources.cpu", "too large"},
+        {J("\"resources\":{\"memory\":\"64Ei\"}"), "$.resources.memory", "too large"},
+        {J("\"resources\":{\"memory\":\"9Gi\"}"), "$.resources.memory",
+         "9Gi of memory requested per rank, this machine has 8Gi"},
+        {J("\"resources\":{\"memory\":\"8589934593\"}"), "$.resources.memory",
+         "this machine has 8Gi"},
+        {J("\"resources\":{\"memory\":\"8Gi\"}"), NULL, NULL},
+        /* a100: GPUs per node known, CPU and memory measured against the machine's */
+        {J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":16}}"),
+         "$.resources.gpu.count",
+         "16 GPUs of type a100 requested per rank, the largest a100 node has 8"},
+        {J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":8}}"), NULL, NULL},
+        {J("\"resources\":{\"cpu\":\"4\",\"gpu\":{\"type\":\"a100\",\"count\":8}}"),
+         "$.resources.cpu", "4 CPUs requested per rank, this machine has 2"},
+        /* h100: its own node size */
+        {J("\"resources\":{\"cpu\":\"96\",\"memory\":\"1Ti\",\"gpu\":{\"type\":\"h100\","
+           "\"count\":8}}"),
+         NULL, NULL},
+        {J("\"resources\":{\"cpu\":\"97\",\"gpu\":{\"type\":\"h100\",\"count\":1}}"),
+         "$.resources.cpu", "97 CPUs requested per rank, the largest h100 node has 96"},
+        {J("\"resources\":{\"memory\":\"1.5Ti\",\"gpu\":{\"type\":\"h100\",\"count\":1}}"),
+         "$.resources.memory", "1.5Ti of memory requested per rank, the largest h100 node has 1Ti"},
+        /* a type nobody measured: only the machine's numbers */
+        {J("\"resources\":{\"gpu\":{\"type\":\"t4\",\"count\":16}}"), NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_with(cases[i].body, &o, 0, cases[i].path, cases[i].message);
+
+    /* The defaults (1 CPU, 2Gi) are measured too. */
+    static const spec_limits tiny = {.where = "this machine",
+                                     .any = {.cpu_millis = 500, .memory_bytes = 1 << 30}};
+    spec_opts t = {.limits = &tiny};
+    expect_with("{" REQ "}", &t, 0, "$.resources.cpu",
+                "1 CPUs requested per rank, this machine has 0.5");
+    expect_with("{" REQ "}", &t, 0, "$.resources.memory",
+                "2Gi of memory requested per rank, this machine has 1Gi");
+    /* Nothing known, nothing checked. */
+    static const spec_limits unknown = {0};
+    spec_opts u = {.limits = &unknown};
+    expect_with(J("\"resources\":{\"cpu\":\"1000000\",\"memory\":\"1Ei\"}"), &u, 0, NULL,
+                NULL);
+    /* A batch: each spec at its own path. */
+    expect_with("{\"jobs\":[{" REQ "},{" REQ ",\"resources\":{\"cpu\":\"64\"}}]}", &o, 1,
+                "$.jobs[1].resources.cpu", "64 CPUs requested per rank, this machine has 2");
+}
+
+/* ---- reserved labels ------------------------------------------------------ */
+
+static void test_reserved_labels(void **state)
+{
+    (void)state;
+    static const char *const reserved[] = {"trainyard.io/sweep",  "trainyard.io/sweep-trial",
+                                           "trainyard.io/x",      "param.trainyard.io/lr",
+                                           "a.b.trainyard.io/c",  "webhook",
+                                           "commit"};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        char body[256], path[128];
+        snprintf(body, sizeof body, J("\"labels\":{\"team\":\"a\",\"%s\":\"x\"}"), reserved[i]);
+        snprintf(path, sizeof path, "$.labels[\"%s\"]", reserved[i]);
+        expect_error(body, strlen(body), path, "reserved for the server");
+        assert_true(spec_is_reserved_label(reserved[i], strlen(reserved[i])));
+    }
+    static const char *const free_keys[] = {"nottrainyard.io/x", "trainyard.io.example.com/x",
+                                            "example.com/webhook", "webhooks", "commit-sha",
+                                            "sweep", "trainyard"};
+    for (size_t i = 0; i < sizeof free_keys / sizeof free_keys[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, J("\"labels\":{\"%s\":\"x\"}"), free_keys[i]);
+        free(normalize(body));
+        assert_false(spec_is_reserved_label(free_keys[i], strlen(free_keys[i])));
+    }
+    /* A webhook's own labels pass when the server says it set them; nothing else does. */
+    spec_opts hook = {.server_labels = spec_webhook_labels};
+    expect_with(J("\"labels\":{\"webhook\":\"ci\",\"commit\":\"abc\"}"), &hook, 0, NULL, NULL);
+    expect_with(J("\"labels\":{\"webhook\":\"ci\",\"trainyard.io/sweep\":\"s\"}"), &hook, 0,
+                "$.labels[\"trainyard.io/sweep\"]", "reserved for the server");
+    /* In a batch, at the job's path; under another prefix (a sweep's template). */
+    expect_with("{\"jobs\":[{" REQ "},{" REQ ",\"labels\":{\"commit\":\"x\"}}]}", NULL, 1,
+                "$.jobs[1].labels[\"commit\"]", "reserved for the server");
+    json_t *in = decode_ok(J("\"labels\":{\"webhook\":\"x\"}"),
+                           strlen(J("\"labels\":{\"webhook\":\"x\"}")));
+    json_t *out = NULL;
+    spec_errors errs;
+    assert_int_equal(spec_errors_init(&errs), TY_OK);
+    assert_int_equal(spec_job(in, "$.template", &out, &errs), TY_EINVAL);
+    assert_true(has_error(errs.list, "$.template.labels[\"webhook\"]", "reserved"));
+    spec_errors_free(&errs);
+    json_decref(in);
+}
+
+static void test_server_labels_added(void **state)
+{
+    (void)state;
+    json_t *in = decode_ok(J("\"labels\":{\"team\":\"a\",\"z\":\"b\"}"),
+                           strlen(J("\"labels\":{\"team\":\"a\",\"z\":\"b\"}")));
+    json_t *spec = NULL;
+    spec_errors errs;
+    assert_int_equal(spec_errors_init(&errs), TY_OK);
+    assert_int_equal(spec_job(in, "$", &spec, &errs), TY_OK);
+    json_t *add = json_pack("{s:s, s:s}", "trainyard.io/sweep", "s1", "team", "server");
+    assert_int_equal(spec_add_server_labels(spec, add), TY_OK);
+    char *text = json_dumps(json_object_get(spec, "labels"), JSON_COMPACT);
+    assert_string_equal(text, "{\"team\":\"server\",\"trainyard.io/sweep\":\"s1\",\"z\":\"b\"}");
+    free(text);
+    json_decref(add);
+    /* Invalid labels, and more than 64, change nothing. */
+    add = json_pack("{s:s}", "trainyard.io/x", "bad value");
+    assert_int_equal(spec_add_server_labels(spec, add), TY_EINVAL);
+    json_decref(add);
+    add = json_object();
+    for (int i = 0; i < 62; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        json_object_set_new(add, k, json_string("v"));
+    }
+    assert_int_equal(spec_add_server_labels(spec, add), TY_ETOOLARGE);
+    assert_int_equal(json_object_size(json_object_get(spec, "labels")), 3);
+    json_object_del(add, "k0");
+    assert_int_equal(spec_add_server_labels(spec, add), TY_OK);
+    assert_int_equal(json_object_size(json_object_get(spec, "labels")), SPEC_MAX_LABELS);
+    json_decref(add);
+    json_decref(spec);
+    json_decref(in);
+    spec_errors_free(&errs);
 }
 
 /* ---- batches ------------------------------------------------------------- */
@@ -811,6 +1108,10 @@ int main(void)
         cmocka_unit_test(test_repeated_error_is_reported_once),
         cmocka_unit_test(test_good_specs_are_normalized),
         cmocka_unit_test(test_quantities),
+        cmocka_unit_test(test_numeric_extremes),
+        cmocka_unit_test(test_backend_limits),
+        cmocka_unit_test(test_reserved_labels),
+        cmocka_unit_test(test_server_labels_added),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_defaults_survive_concurrent_batches),
         cmocka_unit_test(test_malformed_json),
