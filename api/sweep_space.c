@@ -309,7 +309,8 @@ static json_t *draw(const sweep_space *sp, size_t trial, size_t j)
     case P_LIST:
         return json_incref(json_array_get(p->values, r % json_array_size(p->values)));
     case P_UNIFORM:
-        return json_real(p->lo + u * (p->hi - p->lo));
+        /* Not lo + u * (hi - lo): hi - lo overflows to infinity for [-1e308, 1e308]. */
+        return json_real(p->lo * (1 - u) + p->hi * u);
     case P_LOG_UNIFORM:
         return json_real(exp(log(p->lo) + u * (log(p->hi) - log(p->lo))));
     case P_INT: {

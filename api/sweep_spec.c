@@ -38,25 +38,16 @@ static int is_metric_name(const char *s)
     return 1;
 }
 
-/* The template of trial `params` with its labels, not yet validated (new). */
-static ty_err trial_input(const json_t *tmpl, const char *sweep_id, size_t i, const json_t *params,
-                          json_t **out)
+/*
+ * The labels the server gives trial i of sweep_id with `params` (new object): the sweep, the
+ * trial's index and each parameter whose name and value make a label.
+ */
+static ty_err trial_labels(const char *sweep_id, size_t i, const json_t *params, json_t **out)
 {
-    json_t *in = NULL;
-    ty_err e = sweep_substitute(tmpl, params, &in);
-    if (e != TY_OK)
-        return e;
-    json_t *labels = json_object_get(in, "labels");
-    if (!labels) {
-        labels = json_object();
-        if (!labels || json_object_set_new(in, "labels", labels) != 0)
-            goto nomem;
-    }
-    if (!json_is_object(labels)) {
-        *out = in; /* spec_job() reports it at $.template.labels */
-        return TY_OK;
-    }
     char idx[24];
+    json_t *labels = json_object();
+    if (!labels)
+        return TY_ENOMEM;
     snprintf(idx, sizeof idx, "%zu", i);
     if (json_object_set_new(labels, SWEEP_LABEL, json_string(sweep_id)) != 0 ||
         json_object_set_new(labels, SWEEP_TRIAL_LABEL, json_string(idx)) != 0)
@@ -75,11 +66,43 @@ static ty_err trial_input(const json_t *tmpl, const char *sweep_id, size_t i, co
         if (json_object_set_new(labels, key, json_string(text)) != 0)
             goto nomem;
     }
-    *out = in;
+    *out = labels;
     return TY_OK;
 nomem:
-    json_decref(in);
+    json_decref(labels);
     return TY_ENOMEM;
+}
+
+/*
+ * Trial i's spec from `in`, the template with params substituted (borrowed): validated as a
+ * client's spec (so a template cannot set the server's labels) against limits (may be NULL),
+ * then the trial's labels added. TY_OK: *spec new. TY_EINVAL: errors in errs (more than
+ * SPEC_MAX_LABELS with the trial's labels is one at $.template.labels).
+ */
+static ty_err trial_spec(const json_t *in, const char *sweep_id, size_t i, const json_t *params,
+                         const spec_limits *limits, spec_errors *errs, json_t **spec)
+{
+    json_t *labels = NULL, *res = NULL;
+    spec_opts opts = {.limits = limits};
+    ty_err e = spec_job_opts(in, "$.template", &opts, &res, errs);
+    if (e == TY_OK)
+        e = trial_labels(sweep_id, i, params, &labels);
+    if (e == TY_OK)
+        e = spec_add_server_labels(res, labels);
+    if (e == TY_ETOOLARGE && res) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "with the %zu labels a trial gets, more than %d labels",
+                 json_object_size(labels), SPEC_MAX_LABELS);
+        e = spec_errors_add(errs, "$.template.labels", msg);
+        e = e == TY_OK ? TY_EINVAL : e;
+    }
+    json_decref(labels);
+    if (e != TY_OK) {
+        json_decref(res);
+        return e;
+    }
+    *spec = res;
+    return TY_OK;
 }
 
 /* One error at "$.template" that ends the validation: TY_EINVAL, or TY_ENOMEM. */
@@ -90,7 +113,7 @@ static ty_err refuse(spec_errors *errs, const char *message)
 }
 
 /* Validates every trial's spec into errs; TY_EINVAL when one is invalid. */
-static ty_err check_trials(const sweep_def *d, spec_errors *errs)
+static ty_err check_trials(const sweep_def *d, const spec_limits *limits, spec_errors *errs)
 {
     /* Labels get their real values later; a placeholder id of the same shape is as valid.
      * Work is bounded: each value by SWEEP_MAX_VALUE_BYTES, all trials (valid or not, counted
@@ -103,11 +126,11 @@ static ty_err check_trials(const sweep_def *d, spec_errors *errs)
         json_t *params = NULL, *in = NULL, *spec = NULL;
         ty_err e = sweep_space_trial(d->space, i, &params);
         if (e == TY_OK)
-            e = trial_input(d->tmpl, probe_id, i, params, &in);
+            e = sweep_substitute(d->tmpl, params, &in);
         if (e == TY_OK) {
             total += json_dumpb(in, NULL, 0, JSON_COMPACT);
             if (total <= SWEEP_MAX_SPEC_BYTES)
-                e = spec_job(in, "$.template", &spec, errs);
+                e = trial_spec(in, probe_id, i, params, limits, errs, &spec);
         }
         json_decref(spec);
         json_decref(in);
@@ -126,6 +149,12 @@ static ty_err check_trials(const sweep_def *d, spec_errors *errs)
 }
 
 ty_err sweep_parse(const json_t *body, sweep_def **out, spec_errors *errs)
+{
+    return sweep_parse_limited(body, NULL, out, errs);
+}
+
+ty_err sweep_parse_limited(const json_t *body, const spec_limits *limits, sweep_def **out,
+                           spec_errors *errs)
 {
     ty_err e = TY_OK;
     int bad = 0;
@@ -233,7 +262,7 @@ ty_err sweep_parse(const json_t *body, sweep_def **out, spec_errors *errs)
     }
     if (e != TY_OK)
         goto out;
-    e = check_trials(d, errs);
+    e = check_trials(d, limits, errs);
     if (e == TY_EINVAL) {
         bad = 1;
         e = TY_OK;
@@ -257,11 +286,12 @@ ty_err sweep_trial_spec(const sweep_def *d, const char *sweep_id, size_t i, json
     spec_errors errs = {0};
     ty_err e = sweep_space_trial(d->space, i, &p);
     if (e == TY_OK)
-        e = trial_input(d->tmpl, sweep_id, i, p, &in);
+        e = sweep_substitute(d->tmpl, p, &in);
     if (e == TY_OK)
         e = spec_errors_init(&errs);
+    /* sweep_parse_limited() measured the trials against the backend's limits already. */
     if (e == TY_OK)
-        e = spec_job(in, "$.template", &res, &errs);
+        e = trial_spec(in, sweep_id, i, p, NULL, &errs, &res);
     spec_errors_free(&errs);
     json_decref(in);
     if (e != TY_OK) {

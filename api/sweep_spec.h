@@ -18,8 +18,9 @@
  * SWEEP_MAX_VALUE_BYTES and all trials' specs together SWEEP_MAX_SPEC_BYTES
  * (past either, one 422 at "$.template").
  *
- * A trial's spec is the template with its placeholders substituted and these
- * labels added to the template's own:
+ * A trial's spec is the template with its placeholders substituted, validated
+ * as a client's spec (its labels may not be the server's: spec.h), and then
+ * these labels added to the template's own:
  *   trainyard.io/sweep        the sweep's id
  *   trainyard.io/sweep-trial  the trial's index, from 0
  *   param.trainyard.io/<p>    the value of parameter p as substituted, when
@@ -54,11 +55,14 @@ typedef struct sweep_def {
 } sweep_def;
 
 /*
- * Validates a sweep body (borrowed), its template for every trial included.
- * TY_OK: *out is new. TY_EINVAL: every offending field appended to errs with
- * its path, *out untouched. TY_ENOMEM.
+ * Validates a sweep body (borrowed), its template for every trial included,
+ * each trial's resources against limits (borrowed; NULL or sweep_parse(): none
+ * checked). TY_OK: *out is new. TY_EINVAL: every offending field appended to
+ * errs with its path, *out untouched. TY_ENOMEM.
  */
 ty_err sweep_parse(const json_t *body, sweep_def **out, spec_errors *errs);
+ty_err sweep_parse_limited(const json_t *body, const spec_limits *limits, sweep_def **out,
+                           spec_errors *errs);
 
 /* Releases a definition. Accepts NULL. */
 void sweep_def_free(sweep_def *d);

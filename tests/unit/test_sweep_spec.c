@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,141 @@ static void expansion_is_bounded(void **state)
     free(body);
 }
 
+/* A template may not set the server's labels; its trials get them after validation. */
+static void the_servers_labels_are_refused_in_a_template(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"trainyard.io/sweep", "trainyard.io/sweep-trial",
+                                       "param.trainyard.io/lr", "webhook", "commit"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char body[1024], path[128];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"a\",\"algorithm\":\"grid\"," PAR "," OBJ ",\"template\":"
+                 "{\"name\":\"t\",\"command\":[\"x\"],\"workers\":{\"count\":1},"
+                 "\"labels\":{\"%s\":\"other\"}}}",
+                 keys[i]);
+        snprintf(path, sizeof path, "$.template.labels[\\\"%s\\\"]", keys[i]);
+        expect_error(body, path, "reserved for the server");
+    }
+    /* 63 labels of its own and 3 of the trial's: over 64, said at the template's labels. */
+    char body[4096];
+    int n = snprintf(body, sizeof body,
+                     "{\"name\":\"a\",\"algorithm\":\"grid\"," PAR "," OBJ ",\"template\":"
+                     "{\"name\":\"t\",\"command\":[\"x\"],\"workers\":{\"count\":1},"
+                     "\"labels\":{");
+    for (int i = 0; i < 63; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s\"k%d\":\"v\"", i ? "," : "", i);
+    snprintf(body + n, sizeof body - (size_t)n, "}}}");
+    expect_error(body, "$.template.labels", "more than 64 labels");
+}
+
+/* Each trial's rank is measured against the backend's limits, as a job's is. */
+static void trials_are_measured_against_the_limits(void **state)
+{
+    (void)state;
+    static const spec_limits machine = {.where = "this machine",
+                                        .any = {.cpu_millis = 2000, .memory_bytes = 1 << 30}};
+    json_t *b = js("{\"name\":\"a\",\"algorithm\":\"grid\",\"parameters\":{\"lr\":[1,2,3]},"
+                   OBJ ",\"template\":{\"name\":\"t\",\"command\":[\"x\"],"
+                   "\"workers\":{\"count\":1},\"args\":[\"${lr}\"],"
+                   "\"resources\":{\"cpu\":\"64\",\"memory\":\"512Mi\"}}}");
+    spec_errors errs;
+    sweep_def *d = NULL;
+    assert_int_equal(spec_errors_init(&errs), TY_OK);
+    assert_int_equal(sweep_parse_limited(b, &machine, &d, &errs), TY_EINVAL);
+    assert_null(d);
+    /* Every trial fails the same way: said once. */
+    assert_int_equal(errs.count, 1);
+    const json_t *e0 = json_array_get(errs.list, 0);
+    assert_string_equal(json_string_value(json_object_get(e0, "path")), "$.template.resources.cpu");
+    assert_string_equal(json_string_value(json_object_get(e0, "message")),
+                        "64 CPUs requested per rank, this machine has 2");
+    spec_errors_free(&errs);
+    /* Without limits (or within them) the same body is a sweep. */
+    assert_int_equal(spec_errors_init(&errs), TY_OK);
+    assert_int_equal(sweep_parse_limited(b, NULL, &d, &errs), TY_OK);
+    sweep_def_free(d);
+    spec_errors_free(&errs);
+    json_decref(b);
+}
+
+#define I64MAX "9223372036854775807"
+#define I64MIN "-9223372036854775808"
+#define SWEEP(members)                                                                             \
+    "{\"name\":\"a\"," members "," OBJ ",\"template\":{\"name\":\"t\",\"command\":[\"x\"],"       \
+    "\"workers\":{\"count\":1},\"args\":[\"${p}\"]}}"
+
+/* The sweep's numeric fields at their extremes: refused cleanly, or drawn without overflow. */
+static void numeric_fields_at_their_extremes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body, *path;
+    } bad[] = {
+        {SWEEP("\"algorithm\":\"grid\",\"parameters\":{\"p\":[1]},\"parallelism\":0"),
+         "$.parallelism"},
+        {SWEEP("\"algorithm\":\"grid\",\"parameters\":{\"p\":[1]},\"parallelism\":1001"),
+         "$.parallelism"},
+        {SWEEP("\"algorithm\":\"grid\",\"parameters\":{\"p\":[1]},\"parallelism\":" I64MAX),
+         "$.parallelism"},
+        {SWEEP("\"algorithm\":\"grid\",\"parameters\":{\"p\":[1]},\"parallelism\":" I64MIN),
+         "$.parallelism"},
+        {SWEEP("\"algorithm\":\"grid\",\"parameters\":{\"p\":[1]},\"parallelism\":1e308"),
+         "$.parallelism"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"int\":[0,1]}},\"trials\":0"),
+         "$.trials"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"int\":[0,1]}},\"trials\":1001"),
+         "$.trials"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"int\":[0,1]}},\"trials\":"
+               I64MAX),
+         "$.trials"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"int\":[0,1]}},\"trials\":1,"
+               "\"seed\":-1"),
+         "$.seed"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"int\":[0,1]}},\"trials\":1,"
+               "\"seed\":" I64MIN),
+         "$.seed"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"int\":[0,1]}},\"trials\":1,"
+               "\"seed\":1e308"),
+         "$.seed"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"int\":[1,0]}},\"trials\":1"),
+         "$.parameters.p.int"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"uniform\":[1,0]}},\"trials\":1"),
+         "$.parameters.p.uniform"},
+        {SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"log_uniform\":[0,1]}},"
+               "\"trials\":1"),
+         "$.parameters.p.log_uniform"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_error(bad[i].body, bad[i].path, NULL);
+
+    /* The largest ranges: every draw is a finite value inside them. */
+    static const char *const good[] = {
+        SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"int\":[" I64MIN "," I64MAX
+              "]}},\"trials\":1000,\"seed\":" I64MAX ",\"parallelism\":1000"),
+        SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"uniform\":[-1e308,1e308]}},"
+              "\"trials\":1000,\"parallelism\":1"),
+        SWEEP("\"algorithm\":\"random\",\"parameters\":{\"p\":{\"log_uniform\":[5e-324,1e308]}},"
+              "\"trials\":1000"),
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        sweep_def *d = parse_ok(good[i]);
+        for (size_t t = 0; t < sweep_space_ntrials(d->space); t++) {
+            json_t *spec = NULL, *params = NULL;
+            assert_int_equal(sweep_trial_spec(d, "0123456789abcdefghjkmnpqrs", t, &spec, &params),
+                             TY_OK);
+            const json_t *p = json_object_get(params, "p");
+            if (json_is_real(p))
+                assert_true(isfinite(json_real_value(p)));
+            else
+                assert_true(json_is_integer(p));
+            json_decref(spec);
+            json_decref(params);
+        }
+        sweep_def_free(d);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +383,9 @@ int main(void)
         cmocka_unit_test(a_value_that_breaks_the_spec_is_refused_once),
         cmocka_unit_test(grid_too_large_stops_before_building_trials),
         cmocka_unit_test(expansion_is_bounded),
+        cmocka_unit_test(the_servers_labels_are_refused_in_a_template),
+        cmocka_unit_test(trials_are_measured_against_the_limits),
+        cmocka_unit_test(numeric_fields_at_their_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
