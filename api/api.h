@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "api/spec.h"
 #include "common/ty_buf.h"
 #include "common/ty_error.h"
 #include "common/ty_metrics.h"
@@ -47,6 +48,8 @@ typedef struct api_ctx {
     sched *sched;                    /* runs the jobs; NULL: logs are unavailable (503) */
     api_spec_check_fn spec_check;    /* NULL: every valid spec can run */
     void *spec_check_ud;
+    spec_limits limits;              /* the largest rank the backend could ever place, from its
+                                        rank_limits() at start; zeroed: nothing checked */
     /* Appends the backend's own families to /metrics (Prometheus text); NULL: none. */
     ty_err (*backend_metrics)(void *ud, ty_buf *out);
     void *backend_metrics_ud;

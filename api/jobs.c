@@ -330,7 +330,7 @@ void api_jobs_create(const api_req *req, api_resp *resp)
         goto out;
     ty_err e = spec_errors_init(&errs);
     if (!e)
-        e = spec_job(body, "$", &spec, &errs);
+        e = spec_job_opts(body, "$", &(spec_opts){.limits = &req->ctx->limits}, &spec, &errs);
     if (!e)
         e = check_runnable(req->ctx, spec, "$", &errs);
     if (e == TY_EINVAL)
@@ -355,7 +355,8 @@ void api_jobs_batch(const api_req *req, api_resp *resp)
         goto out;
     ty_err e = spec_errors_init(&errs);
     if (!e)
-        e = spec_batch(body, API_MAX_BATCH, &specs, &errs);
+        e = spec_batch_opts(body, API_MAX_BATCH, &(spec_opts){.limits = &req->ctx->limits},
+                            &specs, &errs);
     for (size_t i = 0; !e && i < json_array_size(specs) && req->ctx->spec_check; i++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "$.jobs[%zu]", i);

@@ -326,7 +326,7 @@ void api_sweeps_create(const api_req *req, api_resp *resp)
         }
         parse_early_stopping(body, &in, &errs);
     }
-    e = sweep_parse(body, &d, &errs);
+    e = sweep_parse_limited(body, &req->ctx->limits, &d, &errs);
     if (!e && errs.count)
         e = TY_EINVAL;
     if (!e)

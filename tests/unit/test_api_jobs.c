@@ -322,6 +322,103 @@ static void test_backend_refusal_is_422(void **state)
     f->ctx.spec_check = NULL;
 }
 
+/* The first error of a 422 problem: its path and message (borrowed from p). */
+static void expect_first_error(const json_t *p, const char *path, const char *message)
+{
+    const json_t *err0 = json_array_get(json_object_get(p, "errors"), 0);
+    assert_string_equal(json_string_value(json_object_get(err0, "path")), path);
+    assert_string_equal(json_string_value(json_object_get(err0, "message")), message);
+}
+
+/* A rank asking for more than the backend could ever give is a 422 naming the field and the
+ * size, single or batched; nothing is stored. */
+static void test_backend_limits_are_422(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    f->ctx.limits = (spec_limits){.where = "this machine",
+                                  .any = {.cpu_millis = 2000, .memory_bytes = (int64_t)4 << 30}};
+    size_t before = count_jobs(f, NULL, 0);
+    static const struct {
+        const char *resources, *path, *message;
+    } cases[] = {
+        {"{\"cpu\":\"64\"}", "$.resources.cpu", "64 CPUs requested per rank, this machine has 2"},
+        {"{\"memory\":\"64Gi\"}", "$.resources.memory",
+         "64Gi of memory requested per rank, this machine has 4Gi"},
+        {"{\"memory\":\"64Ei\"}", "$.resources.memory",
+         "is too large: at most 9223372036854775807 bytes (just under 8Ei)"},
+        {"{\"cpu\":\"1e308\"}", "$.resources.cpu", "is too large: at most 9223372036854775 CPUs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"big\",\"command\":[\"run\"],\"workers\":{\"count\":1},"
+                 "\"resources\":%s}",
+                 cases[i].resources);
+        json_t *p = fx_call(f, "POST", "/v1/jobs", &(fx_req){.body = body}, &resp);
+        fx_expect_problem(&resp, p, 422, "invalid-spec");
+        expect_first_error(p, cases[i].path, cases[i].message);
+        json_decref(p);
+        api_resp_free(&resp);
+    }
+    const char *batch = "{\"jobs\":[" MINIMAL ",{\"name\":\"b\",\"command\":[\"run\"],"
+                        "\"workers\":{\"count\":1},\"resources\":{\"cpu\":\"3\"}}]}";
+    json_t *p = fx_call(f, "POST", "/v1/jobs:batch", &(fx_req){.body = batch}, &resp);
+    fx_expect_problem(&resp, p, 422, "invalid-spec");
+    expect_first_error(p, "$.jobs[1].resources.cpu",
+                       "3 CPUs requested per rank, this machine has 2");
+    json_decref(p);
+    api_resp_free(&resp);
+    assert_int_equal(count_jobs(f, NULL, 0), before);
+
+    /* At the machine's size exactly: accepted. */
+    const char *fits = "{\"name\":\"fits\",\"command\":[\"run\"],\"workers\":{\"count\":1},"
+                       "\"resources\":{\"cpu\":\"2000m\",\"memory\":\"4Gi\"}}";
+    json_t *j = fx_call(f, "POST", "/v1/jobs", &(fx_req){.body = fits}, &resp);
+    assert_int_equal(resp.status, 201);
+    json_decref(j);
+    api_resp_free(&resp);
+    assert_int_equal(count_jobs(f, NULL, 0), before + 1);
+    f->ctx.limits = (spec_limits){0};
+}
+
+/* Labels the server writes (sweeps', webhooks') cannot be set by a client: 422 naming the
+ * label, single or batched; nothing is stored. */
+static void test_reserved_labels_are_422(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    size_t before = count_jobs(f, NULL, 0);
+    static const char *const keys[] = {"trainyard.io/sweep", "trainyard.io/sweep-trial",
+                                       "param.trainyard.io/lr", "webhook", "commit"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char body[256], path[96];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"fake\",\"command\":[\"run\"],\"workers\":{\"count\":1},"
+                 "\"labels\":{\"%s\":\"01hzzzzzzzzzzzzzzzzzzzzzzz\"}}",
+                 keys[i]);
+        snprintf(path, sizeof path, "$.labels[\"%s\"]", keys[i]);
+        json_t *p = fx_call(f, "POST", "/v1/jobs", &(fx_req){.body = body}, &resp);
+        fx_expect_problem(&resp, p, 422, "invalid-spec");
+        const json_t *err0 = json_array_get(json_object_get(p, "errors"), 0);
+        assert_string_equal(json_string_value(json_object_get(err0, "path")), path);
+        assert_non_null(
+            strstr(json_string_value(json_object_get(err0, "message")), "reserved for the server"));
+        json_decref(p);
+        api_resp_free(&resp);
+    }
+    const char *batch = "{\"jobs\":[" MINIMAL ",{\"name\":\"b\",\"command\":[\"run\"],"
+                        "\"workers\":{\"count\":1},\"labels\":{\"webhook\":\"ci\"}}]}";
+    json_t *p = fx_call(f, "POST", "/v1/jobs:batch", &(fx_req){.body = batch}, &resp);
+    fx_expect_problem(&resp, p, 422, "invalid-spec");
+    const json_t *err0 = json_array_get(json_object_get(p, "errors"), 0);
+    assert_string_equal(json_string_value(json_object_get(err0, "path")),
+                        "$.jobs[1].labels[\"webhook\"]");
+    json_decref(p);
+    api_resp_free(&resp);
+    assert_int_equal(count_jobs(f, NULL, 0), before);
+}
+
 static void test_batch(void **state)
 {
     fixture *f = *state;
@@ -746,6 +843,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_submit_get_events, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_backend_refusal_is_422, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_backend_limits_are_422, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_reserved_labels_are_422, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_image_is_optional, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unknown_job_is_404, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_media_type, fx_setup, fx_teardown),
