@@ -7,17 +7,24 @@
  * optionally a queue and labels a job must have. The store queues a delivery when a job ends
  * (store.h, "notifications"); server/notify.c sends it. The secret is never returned.
  *
- * The URL is any http(s) URL an admin gives: the server will POST to it, so registering one
- * is an admin's act, like choosing where the server listens (the request cannot be aimed at a
- * host without the admin token; redirects are never followed).
+ * The URL is an http(s) URL an admin gives, and its host must be public: the server will
+ * POST to it from inside its own network, so a URL whose host is, or resolves to, a loopback,
+ * private, link-local (the cloud metadata service), ... address (common/ty_addr.h) is refused
+ * with a 422, unless the server runs with --notify-allow-private (a receiver on its own
+ * machine or network). Every address the name resolves to must be public. DNS may answer
+ * otherwise later: server/notify.c checks again the address each delivery connects to.
+ * Registering stays an admin's act; redirects are never followed.
  */
 #include "api/api_int.h"
 
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
+#include "common/ty_addr.h"
 #include "common/ty_time.h"
 
 #define MIN_SECRET 8
@@ -64,6 +71,83 @@ static int is_http_url(const char *u)
             return 0;
     const char *host = u + skip;
     return *host && *host != '/' && *host != '?' && *host != '#' && *host != ':' && *host != '@';
+}
+
+/*
+ * The host of URL u (already is_http_url()) into host: what follows "scheme://" and any
+ * "userinfo@", up to the port, path, query or fragment; an IPv6 literal without its brackets.
+ * 0 when there is one that fits, else -1. A percent sign in the host is refused outright:
+ * libcurl would decode it, and the name checked must be the name connected to.
+ */
+static int url_host(const char *u, char *host, size_t len)
+{
+    const char *a = strstr(u, "://") + 3;
+    size_t n = strcspn(a, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] == '@')
+            at = a + i;
+    if (at) {
+        n -= (size_t)(at + 1 - a);
+        a = at + 1;
+    }
+    const char *end;
+    if (*a == '[') {
+        end = memchr(a, ']', n);
+        if (!end || (end + 1 < a + n && end[1] != ':'))
+            return -1;
+        a++;
+    } else {
+        end = memchr(a, ':', n);
+        if (!end)
+            end = a + n;
+    }
+    size_t hl = (size_t)(end - a);
+    if (hl == 0 || hl >= len || memchr(a, '%', hl))
+        return -1;
+    memcpy(host, a, hl);
+    host[hl] = '\0';
+    return 0;
+}
+
+/*
+ * Whether the URL's host is, or resolves to, public addresses only. TY_OK when it does; else
+ * TY_EINVAL with the reason in why, or TY_EAGAIN when DNS could not answer now.
+ */
+static ty_err check_url_host(const char *url, char *why, size_t len)
+{
+    char host[256], text[64];
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (url_host(url, host, sizeof host) != 0) {
+        snprintf(why, len, "must have a host of at most 255 bytes, without percent-encoding");
+        return TY_EINVAL;
+    }
+    int rc = getaddrinfo(host, NULL, &hints, &ai);
+    if (rc == EAI_AGAIN) {
+        snprintf(why, len, "the host %.200s cannot be resolved now: %s", host, gai_strerror(rc));
+        return TY_EAGAIN;
+    }
+    if (rc != 0) {
+        snprintf(why, len, "the host %.200s does not resolve: %s", host, gai_strerror(rc));
+        return TY_EINVAL;
+    }
+    ty_err e = TY_OK;
+    for (const struct addrinfo *x = ai; x && !e; x = x->ai_next) {
+        ty_addr_class c = ty_addr_classify(x->ai_addr);
+        if (c == TY_ADDR_PUBLIC)
+            continue;
+        ty_addr_format(x->ai_addr, text, sizeof text);
+        if (!strcmp(text, host))
+            snprintf(why, len, "address %s is not public (%s): notifications go to public "
+                     "addresses only", text, ty_addr_class_name(c));
+        else
+            snprintf(why, len, "the host %.200s resolves to %s, which is not public (%s): "
+                     "notifications go to public addresses only", host, text,
+                     ty_addr_class_name(c));
+        e = TY_EINVAL;
+    }
+    freeaddrinfo(ai);
+    return e;
 }
 
 /* $.events: a list of 1..MAX_EVENTS known names; their bits into *mask. */
@@ -187,6 +271,16 @@ void api_notifications_create(const api_req *req, api_resp *resp)
     if (!e && (!url || !is_http_url(url)))
         e = spec_errors_add(&errs, "$.url",
                             "must be an http:// or https:// URL with a host, at most 2048 bytes");
+    else if (!e && !req->ctx->notify_allow_private) {
+        char why[512];
+        ty_err he = check_url_host(url, why, sizeof why);
+        if (he == TY_EAGAIN) {
+            api_reply_error(resp, TY_EAGAIN, why);
+            goto out;
+        }
+        if (he)
+            e = spec_errors_add(&errs, "$.url", why);
+    }
     if (!e)
         e = check_events(json_object_get(body, "events"), &x.events, &errs);
     if (!e && (!json_is_string(secret) || json_string_length(secret) < MIN_SECRET ||

@@ -22,8 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
+#include "common/ty_addr.h"
 #include "common/ty_crypto.h"
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
@@ -129,7 +131,30 @@ static ty_err sign(const store_notify_sub *sub, int64_t t, const char *body, cha
 typedef struct transfer {
     size_t got;
     const atomic_int *stop;
+    int allow_private;
+    char refused[96]; /* "address 127.0.0.1 is not public (loopback)" when one was refused */
 } transfer;
+
+/*
+ * libcurl's socket for each address it is about to connect to: the check of the address the
+ * request really goes to, whatever the name resolved to at registration. A refused address
+ * gets no socket (CURL_SOCKET_BAD: libcurl tries the name's next address, else fails the
+ * attempt); why is kept in t->refused for the delivery's record.
+ */
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    transfer *t = ud;
+    if (purpose != CURLSOCKTYPE_IPCXN)
+        return CURL_SOCKET_BAD;
+    ty_addr_class c = ty_addr_classify(&a->addr);
+    if (c != TY_ADDR_PUBLIC && !t->allow_private) {
+        char text[64];
+        snprintf(t->refused, sizeof t->refused, "address %s is not public (%s)",
+                 ty_addr_format(&a->addr, text, sizeof text), ty_addr_class_name(c));
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol); /* not into jobs */
+}
 
 /* Reads up to MAX_RESPONSE bytes of the answer (and keeps none): past it, stop the transfer. */
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
@@ -149,16 +174,16 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
 }
 
 /*
- * POSTs body to sub's URL. *code is the HTTP status (0 when none came back); *error (static)
- * says why there was none, else "". A response whose body ran past MAX_RESPONSE still counts
- * by its status.
+ * POSTs body to sub's URL. *code is the HTTP status (0 when none came back); *error says why
+ * there was none, else "": a static string, or errbuf (errlen bytes) when an address was
+ * refused. A response whose body ran past MAX_RESPONSE still counts by its status.
  */
 static void post(notify *n, const store_notify_sub *sub, const store_delivery *d, const char *body,
-                 int *code, const char **error)
+                 int *code, const char **error, char *errbuf, size_t errlen)
 {
     char sig[128], hdr[3][192];
     struct curl_slist *h = NULL, *x;
-    transfer t = {.stop = &n->stop};
+    transfer t = {.stop = &n->stop, .allow_private = n->opt.allow_private};
     *code = 0;
     *error = "cannot prepare the request";
     CURL *c = curl_easy_init();
@@ -178,7 +203,14 @@ static void post(notify *n, const store_notify_sub *sub, const store_delivery *d
         h = x;
     }
     curl_easy_setopt(c, CURLOPT_URL, sub->url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* Only http(s), straight to the URL's host: no proxy from the environment (the address
+     * checked would be the proxy's), no redirect. Every address connected to is checked. */
+    if (curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_PROXY, "") != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &t) != CURLE_OK)
+        goto out;
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)n->opt.connect_timeout_ms);
@@ -197,6 +229,9 @@ static void post(notify *n, const store_notify_sub *sub, const store_delivery *d
     if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t.got > MAX_RESPONSE && status > 0)) {
         *code = (int)status;
         *error = "";
+    } else if (t.refused[0]) {
+        snprintf(errbuf, errlen, "%s", t.refused);
+        *error = errbuf;
     } else {
         *error = curl_easy_strerror(rc);
     }
@@ -231,6 +266,7 @@ static ty_err deliver(notify *n, const store_delivery *d)
     char *body = NULL;
     int code = 0;
     const char *error = "";
+    char errbuf[128];
     ty_err e = store_notify_get(st, d->sub, &sub);
     if (e == TY_ENOTFOUND) /* deleted since the read: its rows are gone too */
         return TY_OK;
@@ -239,7 +275,7 @@ static ty_err deliver(notify *n, const store_delivery *d)
     else if ((e = build_body(st, d, &body)) != TY_OK)
         error = "the delivery's body cannot be built";
     else
-        post(n, sub, d, body, &code, &error);
+        post(n, sub, d, body, &code, &error, errbuf, sizeof errbuf);
     if (atomic_load(&n->stop)) { /* aborted: the row stays as it was, pending */
         e = TY_OK;
         goto out;

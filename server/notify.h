@@ -16,7 +16,12 @@
  *              max_age_ms since the job ended; then the row is marked failed
  *
  * Requests have a connect and a total timeout, follow no redirect, speak only http and https,
- * and read at most 64 KiB of a response (then stop reading; the status still counts).
+ * use no proxy (whatever the environment says), and read at most 64 KiB of a response (then
+ * stop reading; the status still counts). Unless allow_private, every address libcurl is
+ * about to connect to must be public (common/ty_addr.h): the URL was checked at registration,
+ * but its name may resolve elsewhere now, so the check is made on the address connected to,
+ * and an attempt refused by it fails with "address A is not public (loopback)" and is retried
+ * as any failed attempt.
  *
  * Delivery is at least once. The row is marked after the 2xx, so a crash between the two
  * sends it once more after the restart, with the same X-Trainyard-Delivery for the receiver
@@ -45,6 +50,7 @@ typedef struct notify_options {
     int64_t backoff_max_ms; /* default 300000 (5 minutes) */
     int max_attempts;       /* default 20 */
     int64_t max_age_ms;     /* since the job ended; default 24 hours */
+    int allow_private;      /* 1: connect to any address; 0 (default): public ones only */
 } notify_options;
 
 /* Starts the delivery thread (zero fields take their defaults). Pending rows left by an

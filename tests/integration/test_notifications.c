@@ -3,22 +3,48 @@
  * loopback (a libmicrohttpd daemon in this process): retries until a 2xx with the signature
  * checked here with OpenSSL, exactly one delivery after a kill -9 between the job's end and
  * its delivery, nothing for a deleted subscription, and the registration's 422/403/404/409.
+ *
+ * The receiver listens on loopback, which a server refuses as a notification's address by
+ * default (no SSRF: common/ty_addr.h), so the server most tests use runs with
+ * --notify-allow-private. A second server without it shows the refusals:
+ *
+ *   - at registration (422 on $.url): loopback, link-local (the metadata service
+ *     169.254.169.254 and fd00:ec2::254), private, CGNAT, unspecified, multicast and
+ *     broadcast addresses, their IPv4-mapped and NAT64 forms, the numeric shorthands
+ *     (2130706433, 0x7f.1, 017700000001, 127.1), the server's own API, and localhost, a
+ *     name that resolves to loopback;
+ *   - at delivery, a name that resolved to a public address at registration and resolves to
+ *     loopback when the delivery is made (DNS rebinding). This is tested end to end, with
+ *     the real resolver of the real server: the test enters a private mount namespace
+ *     (unshare(CLONE_NEWNS), root only) and binds its own file over /etc/hosts there, which
+ *     the server started from it reads ("hosts: files" comes first in nsswitch.conf). The
+ *     file says 1.1.1.1 at registration and 127.0.0.1 before the job ends. A unit test of
+ *     the open-socket callback with CURLOPT_RESOLVE would need the callback exported from
+ *     server/notify.c and would not show that the delivery is recorded as refused; this
+ *     shows both, and is skipped (with the reason) where the test is not root or the
+ *     namespace or the bind mount cannot be made.
  */
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include "tests/support/ty_harness.h"
 
@@ -447,6 +473,158 @@ static void test_unreadable_secret_is_recorded(void **state)
     free(id);
 }
 
+/* ---- no SSRF ------------------------------------------------------------------------ */
+
+/* POSTs a subscription to url on server client c; returns the response (new). */
+static ty_http_resp *try_subscribe(ty_client *c, const char *name, const char *url)
+{
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"name\": \"%s\", \"url\": \"%s\", \"events\": [\"job.finished\"], "
+             "\"secret\": \"" SECRET "\"}",
+             name, url);
+    return ty_req(c, "POST", "/v1/notifications", body);
+}
+
+/* A server without --notify-allow-private refuses, at registration, every URL whose host is
+ * or resolves to an address that is not public, whatever its spelling; it accepts public
+ * ones. */
+static void test_private_urls_refused_at_registration(void **state)
+{
+    (void)state;
+    char err[1024], own[256], url[256];
+    ty_server *strict = NULL;
+    if (ty_server_start(NULL, &strict, err, sizeof err))
+        fail_msg("cannot start the server: %s", err);
+    ty_client *admin = ty_client_new(strict, TY_TEST_ADMIN_TOKEN);
+    assert_non_null(admin);
+    snprintf(own, sizeof own, "%s/v1/jobs", ty_server_url(strict));
+    /* Each with ":<port>/latest/meta-data/" after it. */
+    static const char *const refused[] = {
+        "http://127.0.0.1",
+        "http://2130706433",
+        "http://0x7f.1",
+        "http://017700000001",
+        "http://127.1",
+        "http://localhost",
+        "http://user:pw@127.0.0.1",
+        "http://[::1]",
+        "http://[::ffff:127.0.0.1]",
+        "http://[::ffff:7f00:1]",
+        "http://[64:ff9b::7f00:1]",
+        "http://169.254.169.254",
+        "http://2852039166",
+        "http://[fd00:ec2::254]",
+        "http://[::ffff:169.254.169.254]",
+        "https://10.0.0.1",
+        "http://172.16.3.4",
+        "http://192.168.0.1",
+        "http://100.64.0.1",
+        "http://[fc00::1]",
+        "http://[fe80::1]",
+        "http://0.0.0.0",
+        "http://[::]",
+        "http://224.0.0.1",
+        "http://255.255.255.255",
+        "http://%31%32%37.0.0.1",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0] + 1; i++) {
+        if (i < sizeof refused / sizeof refused[0])
+            snprintf(url, sizeof url, "%s:%d/latest/meta-data/", refused[i], g_rx.port);
+        else
+            snprintf(url, sizeof url, "%s", own); /* the server's own API */
+        ty_http_resp *r = try_subscribe(admin, "ssrf", url);
+        if (r->status != 422 || !strstr(r->body, "$.url") ||
+            (!strstr(r->body, "not public") && !strstr(r->body, "percent")))
+            fail_msg("%s: %ld %s", url, r->status, r->body);
+        ty_resp_destroy(r);
+    }
+    /* Public addresses are accepted (and deleted at once: nothing is sent to them). */
+    static const char *const accepted[] = {"http://1.1.1.1:9/hook",
+                                           "https://[2606:4700:4700::1111]/hook"};
+    for (size_t i = 0; i < 2; i++) {
+        ty_http_resp *r = try_subscribe(admin, "public", accepted[i]);
+        if (r->status != 201)
+            fail_msg("%s: %ld %s", accepted[i], r->status, r->body);
+        ty_resp_destroy(r);
+        r = ty_req(admin, "DELETE", "/v1/notifications/public", NULL);
+        assert_int_equal(r->status, 204);
+        ty_resp_destroy(r);
+    }
+    ty_client_free(admin);
+    ty_server_free(strict);
+}
+
+/* Writes text over the file at path (in place: a bind mount holds its inode). */
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A name that was public at registration and resolves to loopback at delivery: the attempt
+ * connects nowhere and is recorded with why; the receiver gets nothing. */
+static void test_dns_loopback_refused_at_delivery(void **state)
+{
+    (void)state;
+    char err[1024], hosts[] = "/tmp/ty-notify-hosts-XXXXXX", url[128];
+    if (geteuid() != 0) {
+        print_message("skipped: a private /etc/hosts needs a mount namespace (root)\n");
+        skip();
+    }
+    int fd = mkstemp(hosts);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(hosts, "127.0.0.1 localhost\n1.1.1.1 hook.trainyard.test\n");
+    /* This thread (the one the servers are forked from) gets its own mounts. */
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL) != 0) {
+        print_message("skipped: cannot bind a private /etc/hosts: %s\n", strerror(errno));
+        unlink(hosts);
+        skip();
+    }
+    ty_server *strict = NULL;
+    if (ty_server_start(NULL, &strict, err, sizeof err))
+        fail_msg("cannot start the server: %s", err);
+    ty_client *admin = ty_client_new(strict, TY_TEST_ADMIN_TOKEN);
+    assert_non_null(admin);
+    snprintf(url, sizeof url, "http://hook.trainyard.test:%d/rebound", g_rx.port);
+    ty_http_resp *r = try_subscribe(admin, "rebound", url);
+    if (r->status != 201)
+        fail_msg("%s at registration: %ld %s", url, r->status, r->body);
+    ty_resp_destroy(r);
+
+    write_file(hosts, "127.0.0.1 localhost\n127.0.0.1 hook.trainyard.test\n");
+    struct addrinfo hints = {.ai_family = AF_INET}, *ai = NULL;
+    assert_int_equal(getaddrinfo("hook.trainyard.test", NULL, &hints, &ai), 0);
+    assert_int_equal(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr, htonl(0x7f000001));
+    freeaddrinfo(ai);
+
+    rx_mode(0, 0);
+    ty_client *saved = g_admin;
+    g_admin = admin; /* submit() and wait_delivery() talk to the strict server */
+    char *id = submit("notify-rebound", "true");
+    json_t *d = wait_delivery("rebound", NULL, 1);
+    g_admin = saved;
+    assert_string_equal(ty_json_str(d, "job_id"), id);
+    assert_string_equal(ty_json_str(d, "state"), "pending"); /* retried: DNS may change back */
+    assert_null(json_object_get(d, "last_status"));
+    const char *why = ty_json_str(d, "last_error");
+    if (!why || !strstr(why, "address 127.0.0.1 is not public"))
+        fail_msg("last_error: %s", why ? why : "(none)");
+    int total, ok, accepted;
+    rx_count("/rebound", &total, &ok, &accepted, NULL);
+    assert_int_equal(total, 0);
+    json_decref(d);
+    free(id);
+    ty_client_free(admin);
+    ty_server_free(strict);
+    umount("/etc/hosts");
+    unlink(hosts);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -460,7 +638,10 @@ static int setup(void **state)
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(g_rx.d, MHD_DAEMON_INFO_BIND_PORT);
     assert_non_null(info);
     g_rx.port = info->port;
-    if (ty_server_start(NULL, &g_srv, err, sizeof err))
+    /* The receiver is on loopback: this server must be allowed to send there. */
+    static const char *const args[] = {"--notify-allow-private", NULL};
+    const ty_server_opts opts = {.args = args};
+    if (ty_server_start(&opts, &g_srv, err, sizeof err))
         fail_msg("cannot start the server: %s", err);
     g_admin = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
     assert_non_null(g_admin);
@@ -487,6 +668,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kill_between_commit_and_delivery),
         cmocka_unit_test(test_registration_errors_and_scope),
         cmocka_unit_test(test_unreadable_secret_is_recorded),
+        cmocka_unit_test(test_private_urls_refused_at_registration),
+        cmocka_unit_test(test_dns_loopback_refused_at_delivery), /* last: it changes mounts */
     };
     if (ty_harness_init(argc, argv, err, sizeof err)) {
         fprintf(stderr, "test_notifications: %s\n", err);

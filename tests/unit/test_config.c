@@ -24,6 +24,7 @@ static const char *const env_names[] = {
     "TRAINYARD_REQUEST_DEADLINE", "TRAINYARD_LOCAL_SANDBOX", "TRAINYARD_LOCAL_USER",
     "TRAINYARD_LOCAL_LOG_LIMIT", "TRAINYARD_CLUSTER_PROFILE", "TRAINYARD_KUBECONFIG",
     "TRAINYARD_KUBE_CONTEXT", "TRAINYARD_KUBE", "TRAINYARD_KUBE_QPS", "TRAINYARD_KUBE_BURST",
+    "TRAINYARD_NOTIFY_ALLOW_PRIVATE",
 };
 
 static int clear_env(void **state)
@@ -372,6 +373,30 @@ static void test_serve_sandbox_options(void **state)
     assert_non_null(strstr(err, "TRAINYARD_LOCAL_LOG_LIMIT"));
 }
 
+/* Notifications to private addresses: off unless the switch or its variable says so. */
+static void test_serve_notify_allow_private(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.notify_allow_private, 0);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--notify-allow-private", NULL), TY_OK);
+    assert_int_equal(c.notify_allow_private, 1);
+    setenv("TRAINYARD_NOTIFY_ALLOW_PRIVATE", "true", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.notify_allow_private, 1);
+    setenv("TRAINYARD_NOTIFY_ALLOW_PRIVATE", "0", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.notify_allow_private, 0);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--notify-allow-private", NULL), TY_OK);
+    assert_int_equal(c.notify_allow_private, 1); /* the switch beats the variable */
+    setenv("TRAINYARD_NOTIFY_ALLOW_PRIVATE", "maybe", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_NOTIFY_ALLOW_PRIVATE"));
+    assert_int_equal(serve_args(&c, err, sizeof err, "--notify-allow-private=1", NULL), TY_EINVAL);
+}
+
 static void test_serve_kube_options(void **state)
 {
     (void)state;
@@ -572,6 +597,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_job_options, clear_env),
         cmocka_unit_test_setup(test_serve_connection_options, clear_env),
         cmocka_unit_test_setup(test_serve_kube_options, clear_env),
+        cmocka_unit_test_setup(test_serve_notify_allow_private, clear_env),
         cmocka_unit_test(test_listen_good),
         cmocka_unit_test(test_format_addr),
         cmocka_unit_test(test_scopes),
