@@ -175,6 +175,15 @@ typedef struct backend_recovery {
 /* A reader of one rank's log. */
 typedef struct backend_log backend_log;
 
+/* The most one rank could ever get (rank_limits()); 0 where the backend does not know. */
+typedef struct backend_rank_limit {
+    const char *gpu_type;       /* NULL: any rank; else ranks asking for this GPU type
+                                   (borrowed from the backend, valid for its life) */
+    int64_t cpu_millis;         /* CPUs x 1000 */
+    int64_t memory_bytes;
+    int gpus;                   /* GPUs per rank */
+} backend_rank_limit;
+
 typedef struct backend backend;
 
 typedef struct backend_ops {
@@ -246,6 +255,14 @@ typedef struct backend_ops {
     /* The capacity in ranks (-1 when unbounded or unknown) and how much of it
      * is reserved now. Any thread (it serves /metrics). */
     void (*capacity)(const backend *b, int *total, int *used);
+    /*
+     * The largest rank the backend could ever place, whatever runs now, so that the API can
+     * refuse (422) what would otherwise wait or fail later: out[0] for any rank (gpu_type
+     * NULL), then one entry per GPU type it knows: returns their number n, and fills
+     * out[0..n) when max >= n (max 0 sizes the array). May be NULL: nothing is known. Any
+     * thread.
+     */
+    size_t (*rank_limits)(const backend *b, backend_rank_limit *out, size_t max);
     /* Frees the backend; every reservation must have been released. */
     void (*free)(backend *b);
 } backend_ops;

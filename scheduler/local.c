@@ -1556,6 +1556,23 @@ static void local_capacity(const backend *b, int *total, int *used)
     *used = local_backend_slots_used(b);
 }
 
+/* A rank is a process of this machine: it can never have more than the machine's online CPUs
+ * and physical memory. GPUs are left to reserve(), which says "never" with its own reason. */
+static size_t local_rank_limits(const backend *b, backend_rank_limit *out, size_t max)
+{
+    (void)b;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES),
+         page = sysconf(_SC_PAGESIZE);
+    if (max == 0)
+        return 1;
+    memset(out, 0, sizeof *out);
+    if (cpus > 0)
+        out->cpu_millis = (int64_t)cpus * 1000;
+    if (pages > 0 && page > 0 && pages <= INT64_MAX / page)
+        out->memory_bytes = (int64_t)pages * page;
+    return 1;
+}
+
 static const backend_ops local_ops = {
     .name = "local",
     .reserve = local_reserve,
@@ -1569,5 +1586,6 @@ static const backend_ops local_ops = {
     .log_read = local_log_read,
     .log_close = local_log_close,
     .capacity = local_capacity,
+    .rank_limits = local_rank_limits,
     .free = local_free,
 };

@@ -114,6 +114,38 @@ static int kube_spec_check(void *ud, const json_t *spec, char *path, size_t path
     return kube_render_check(k->profile, spec, path, pathlen, msg, msglen) != TY_OK;
 }
 
+/*
+ * The largest rank the backend could ever place, as the API's plain numbers (api/spec.h):
+ * *types (new, free()) holds the per-GPU-type entries lim points at. Read once, at start.
+ */
+static ty_err read_rank_limits(const backend *be, int kube, spec_limits *lim,
+                               spec_rank_limit **types)
+{
+    backend_rank_limit *bl = NULL;
+    size_t n = be->ops->rank_limits ? be->ops->rank_limits(be, NULL, 0) : 0;
+    memset(lim, 0, sizeof *lim);
+    *types = NULL;
+    if (n == 0)
+        return TY_OK;
+    if (!(bl = calloc(n, sizeof *bl)) || !(*types = calloc(n, sizeof **types))) {
+        free(bl);
+        return TY_ENOMEM;
+    }
+    n = be->ops->rank_limits(be, bl, n);
+    lim->where = kube ? "any node of the cluster" : "this machine";
+    lim->any = (spec_rank_limit){NULL, bl[0].cpu_millis, bl[0].memory_bytes, bl[0].gpus};
+    for (size_t i = 1; i < n; i++)
+        (*types)[i - 1] = (spec_rank_limit){bl[i].gpu_type, bl[i].cpu_millis,
+                                            bl[i].memory_bytes, bl[i].gpus};
+    lim->types = *types;
+    lim->ntypes = n - 1;
+    free(bl);
+    TY_LOG(TY_LOG_INFO, "the largest rank a job may ask for", "{s:I, s:I, s:I}", "cpu_millis",
+           (json_int_t)lim->any.cpu_millis, "memory_bytes", (json_int_t)lim->any.memory_bytes,
+           "gpu_types", (json_int_t)lim->ntypes);
+    return TY_OK;
+}
+
 /* The families /metrics adds to the API's own: the backend's (Kubernetes only) and the
  * notifications' counters. */
 typedef struct extra_metrics {
@@ -230,6 +262,8 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     change_hooks hooks = {0};
     notify *nt = NULL;
     extra_metrics extra = {0};
+    spec_limits limits = {0};
+    spec_rank_limit *limit_types = NULL;
     ty_counter_vec requests;
     ty_histogram duration;
     char addr[CONFIG_ADDR_LEN];
@@ -286,6 +320,11 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
                err[0] ? err : ty_strerror(e));
         goto out;
     }
+    if ((e = read_rank_limits(be, kube.profile != NULL, &limits, &limit_types)) != TY_OK) {
+        TY_LOG(TY_LOG_ERROR, "cannot read the backend's limits", "{s:s}", "error",
+               ty_strerror(e));
+        goto out;
+    }
     if ((e = api_feed_new(&feed)) != TY_OK) {
         TY_LOG(TY_LOG_ERROR, "cannot create the event feed", "{s:s}", "error", ty_strerror(e));
         goto out;
@@ -311,6 +350,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         .http_duration = &duration,
         .spec_check = kube.profile ? kube_spec_check : NULL,
         .spec_check_ud = &kube,
+        .limits = limits,
         .backend_metrics = render_extra_metrics,
         .backend_metrics_ud = &extra,
         .notify_allow_private = cfg->notify_allow_private,
@@ -342,6 +382,7 @@ out:
         be->ops->free(be);
     ty_kubeconfig_free(kube.kubeconfig);
     kube_profile_free(kube.profile);
+    free(limit_types);
     auth_cache_free(auth);
     store_set_notify_hook(st, NULL, NULL);
     notify_stop(nt); /* an attempt in flight is dropped: its row stays pending */

@@ -574,6 +574,43 @@ static void kb_capacity(const backend *b, int *total, int *used)
     pthread_mutex_unlock(&kb->mu);
 }
 
+typedef struct limits_ctx {
+    kbe *kb;
+    backend_rank_limit *out; /* out[1..n]: one per GPU type of the profile */
+    size_t n;
+} limits_ctx;
+
+/* kube_inv_with()'s callback: the most GPUs a node of each type has or a group's would have. */
+static ty_err limits_on(void *ud, kube_inv_view *view)
+{
+    limits_ctx *c = ud;
+    for (size_t i = 0; i < c->n; i++)
+        c->out[1 + i].gpus =
+            max_gpus_per_node(c->kb, view->nodes, view->nnodes, c->kb->p->gpu_types[i].name);
+    return TY_OK;
+}
+
+/*
+ * Per GPU type of the profile, the GPUs of its largest node group or of its largest node the
+ * inventory holds now (a node that joins later with more is not seen until the next start).
+ * CPU and memory are not known: neither the profile nor the inventory records them.
+ */
+static size_t kb_rank_limits(const backend *b, backend_rank_limit *out, size_t max)
+{
+    kbe *kb = (kbe *)b;
+    size_t n = 1 + kb->p->ngpu_types;
+    if (max < n)
+        return n;
+    memset(out, 0, n * sizeof *out);
+    for (size_t i = 0; i < kb->p->ngpu_types; i++)
+        out[1 + i].gpu_type = kb->p->gpu_types[i].name;
+    limits_ctx c = {kb, out, kb->p->ngpu_types};
+    if (kube_inv_with(kb->inv, limits_on, &c) != TY_OK)
+        for (size_t i = 1; i < n; i++)
+            out[i].gpus = 0; /* not known: not checked */
+    return n;
+}
+
 /* ---- the worker ---------------------------------------------------------------------------- */
 
 static void workload_path(kbe *kb, const char *name, char *buf, size_t len)
@@ -1346,6 +1383,7 @@ static const backend_ops kb_ops = {
     .log_read = kb_log_read,
     .log_close = kb_log_close,
     .capacity = kb_capacity,
+    .rank_limits = kb_rank_limits,
     .free = kb_free,
 };
 
