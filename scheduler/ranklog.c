@@ -27,6 +27,7 @@
 #define _GNU_SOURCE /* flock, eventfd, pread */
 #include "scheduler/ranklog.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -827,4 +828,250 @@ void ranklog_reader_close(ranklog_reader *r)
         close(r->fd);
     free(r->path);
     free(r);
+}
+
+/* ---- a job's logs across attempts -------------------------------------------------- */
+
+size_t ranklog_prune_count(const uint64_t *sizes, size_t n, uint64_t budget)
+{
+    uint64_t kept = 0;
+    size_t keep = 0;
+    /* From the newest back, while the next older one still fits. */
+    while (keep < n) {
+        uint64_t s = sizes[n - 1 - keep];
+        if (s > budget - kept)
+            break;
+        kept += s;
+        keep++;
+    }
+    return n - keep;
+}
+
+/* One previous attempt of a job: its number and the bytes of its logs. */
+typedef struct prev_attempt {
+    int n;
+    uint64_t bytes;
+    int ranks;                    /* rank-<r>.log files in it */
+    int pruned;                   /* deleted already (only RANKLOG_PRUNED_FILE is left) */
+} prev_attempt;
+
+static int prev_cmp(const void *a, const void *b)
+{
+    int x = ((const prev_attempt *)a)->n, y = ((const prev_attempt *)b)->n;
+    return (x > y) - (x < y);
+}
+
+/* "a<N>" with 1 <= N <= INT_MAX, no sign, no leading zero; N or 0. */
+static int attempt_number(const char *name)
+{
+    if (name[0] != 'a' || name[1] < '1' || name[1] > '9')
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(name + 1, &end, 10);
+    return errno || *end || v > INT_MAX ? 0 : (int)v;
+}
+
+/* 1 when name is "rank-<r>.log" exactly (a rank's current segment). */
+static int is_rank_log(const char *name)
+{
+    if (strncmp(name, "rank-", 5) != 0 || name[5] < '0' || name[5] > '9')
+        return 0;
+    const char *p = name + 5;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return strcmp(p, ".log") == 0;
+}
+
+/* Sums the sizes of the regular files in dir (not following links) into *a. */
+static ty_err attempt_measure(int dfd, prev_attempt *a)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return TY_EIO;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
+            continue;
+        if (strcmp(de->d_name, RANKLOG_PRUNED_FILE) == 0) {
+            a->pruned = 1;
+            continue;
+        }
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        a->bytes += (uint64_t)st.st_size;
+        a->ranks += is_rank_log(de->d_name);
+    }
+    closedir(d);
+    /* A prune interrupted after its marker was written: finish deleting. */
+    if (a->pruned && a->bytes > 0)
+        a->pruned = 0;
+    return TY_OK;
+}
+
+/* Writes the marker, then deletes every other file of the attempt's directory. */
+static ty_err attempt_delete(int jfd, const prev_attempt *a, uint64_t budget)
+{
+    char name[32], buf[96];
+    snprintf(name, sizeof name, "a%d", a->n);
+    int dfd = openat(jfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return TY_EIO;
+    ty_err rc = TY_EIO;
+    int n = snprintf(buf, sizeof buf, "%llu %llu %d\n", (unsigned long long)a->bytes,
+                     (unsigned long long)budget, a->ranks);
+    int mfd = openat(dfd, RANKLOG_PRUNED_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                     0640);
+    if (mfd < 0)
+        goto out;
+    int w = write_all(mfd, buf, (size_t)n);
+    close(mfd);
+    if (w != 0 || renameat(dfd, RANKLOG_PRUNED_FILE ".tmp", dfd, RANKLOG_PRUNED_FILE) != 0)
+        goto out;
+    int d2 = dup(dfd);
+    DIR *d = d2 >= 0 ? fdopendir(d2) : NULL;
+    if (!d) {
+        if (d2 >= 0)
+            close(d2);
+        goto out;
+    }
+    rc = TY_OK;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+        if (strcmp(de->d_name, RANKLOG_PRUNED_FILE) == 0 ||
+            fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode))
+            continue;
+        if (unlinkat(dfd, de->d_name, 0) != 0 && errno != ENOENT)
+            rc = TY_EIO;
+    }
+    closedir(d);
+out:
+    close(dfd);
+    return rc;
+}
+
+ty_err ranklog_prune_job(const char *job_dir, int current, uint64_t budget,
+                         ranklog_prune_result *out)
+{
+    prev_attempt *v = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t *sizes = NULL;
+    DIR *d = NULL;
+    int jfd = -1;
+    ty_err rc = TY_OK;
+    ranklog_prune_result res = {0};
+
+    if (current < 1 || !job_dir || !job_dir[0])
+        return TY_EINVAL;
+    jfd = open(job_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (jfd < 0) {
+        rc = errno == ENOENT ? TY_OK : TY_EIO;
+        goto out;
+    }
+    int dfd2 = dup(jfd);
+    if (dfd2 < 0 || !(d = fdopendir(dfd2))) {
+        if (dfd2 >= 0)
+            close(dfd2);
+        rc = TY_EIO;
+        goto out;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int num = attempt_number(de->d_name);
+        if (num < 1 || num >= current)
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            prev_attempt *nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                rc = TY_ENOMEM;
+                goto out;
+            }
+            v = nv;
+            cap = nc;
+        }
+        prev_attempt a = {.n = num};
+        int afd = openat(jfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (afd < 0)
+            continue; /* not a directory, or gone */
+        if ((rc = attempt_measure(afd, &a)) != TY_OK)
+            goto out;
+        v[n++] = a;
+    }
+    if (n == 0)
+        goto out;
+    qsort(v, n, sizeof *v, prev_cmp);
+    if (!(sizes = malloc(n * sizeof *sizes))) {
+        rc = TY_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        sizes[i] = v[i].bytes;
+    size_t del = ranklog_prune_count(sizes, n, budget);
+    for (size_t i = 0; i < n; i++) {
+        if (i >= del) {
+            res.kept += v[i].bytes;
+            continue;
+        }
+        if (v[i].pruned)
+            continue;
+        ty_err e = attempt_delete(jfd, &v[i], budget);
+        if (e != TY_OK) {
+            rc = e;
+            continue;
+        }
+        res.deleted++;
+        res.freed += v[i].bytes;
+    }
+out:
+    if (d)
+        closedir(d);
+    if (jfd >= 0)
+        close(jfd);
+    free(sizes);
+    free(v);
+    if (out)
+        *out = res;
+    return rc;
+}
+
+int ranklog_pruned(const char *attempt_dir, uint64_t *bytes, uint64_t *budget, int *ranks)
+{
+    char path[PATH_MAX], buf[96];
+    if (path_with(path, sizeof path, attempt_dir, "/" RANKLOG_PRUNED_FILE) != 0)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* "<bytes> <budget> <ranks>\n" */
+    unsigned long long v[3];
+    char *p = buf, *end = NULL;
+    for (int i = 0; i < 3; i++) {
+        errno = 0;
+        v[i] = strtoull(p, &end, 10);
+        if (errno || end == p || (*end != ' ' && *end != '\n'))
+            return 0;
+        p = end + 1;
+    }
+    unsigned long long b = v[0], l = v[1];
+    int r = v[2] > INT_MAX ? INT_MAX : (int)v[2];
+    if (bytes)
+        *bytes = b;
+    if (budget)
+        *budget = l;
+    if (ranks)
+        *ranks = r;
+    return 1;
 }

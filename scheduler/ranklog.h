@@ -127,4 +127,59 @@ long ranklog_read(ranklog_reader *r, char *buf, size_t max);
 /* Accepts NULL. */
 void ranklog_reader_close(ranklog_reader *r);
 
+/* ---- a job's logs across attempts ------------------------------------------------- */
+
+/*
+ * Each attempt of a job writes its own directory of logs, <logs>/<id>/a<N>/, each
+ * rank's within the per-rank cap; a job restarted many times would keep them all.
+ * The job's total (--local-job-log-limit) bounds what its previous attempts keep:
+ * when attempt N starts, the previous attempts are measured (the bytes of their
+ * files) and the oldest are deleted until the newest ones left fit in the total.
+ * Attempt N itself (and anything newer) is never touched, and it writes at most
+ * world_size x the per-rank cap while it runs: a job's logs take at most
+ * total + world_size x per-rank cap on disk.
+ *
+ * A deleted attempt's directory stays, holding only RANKLOG_PRUNED_FILE,
+ * "<bytes deleted> <total> <ranks>
+", so that a reader can say what happened to
+ * its logs instead of "no log".
+ */
+#define RANKLOG_PRUNED_FILE "pruned"
+/* The default total of a job's logs (--local-job-log-limit): this many per-rank caps,
+ * so that a 4-rank gang's previous attempt fits whole at the defaults (1 GiB). */
+#define RANKLOG_JOB_LIMIT_FACTOR 4
+
+/*
+ * The choice, as a pure function: sizes[0..n) are the bytes of a job's previous
+ * attempts' logs, oldest first. Returns how many of the oldest to delete (0..n) so
+ * that the rest - the newest attempts, without a gap - add up to at most budget.
+ * An attempt larger than budget on its own is deleted with every older one.
+ */
+size_t ranklog_prune_count(const uint64_t *sizes, size_t n, uint64_t budget);
+
+typedef struct ranklog_prune_result {
+    int deleted;                   /* attempts whose logs were deleted by this call */
+    uint64_t freed;                /* their bytes */
+    uint64_t kept;                 /* bytes of the previous attempts' logs left */
+} ranklog_prune_result;
+
+/*
+ * Prunes the logs of one job: job_dir is <logs>/<id>; its a<N> directories with
+ * N < current are measured and the oldest deleted as ranklog_prune_count() says
+ * (each left with RANKLOG_PRUNED_FILE). Nothing of a<current> or newer is read or
+ * deleted. A job_dir that does not exist is TY_OK with nothing done. Costs one
+ * readdir of job_dir and one of each a<N> (a few files each). out may be NULL.
+ * TY_EINVAL (current < 1, path too long), TY_ENOMEM, TY_EIO (a directory could
+ * not be read, or a file not deleted: what was deleted stays deleted).
+ */
+ty_err ranklog_prune_job(const char *job_dir, int current, uint64_t budget,
+                         ranklog_prune_result *out);
+
+/*
+ * 1 when the logs of attempt_dir (<logs>/<id>/a<N>) were deleted by a prune: then
+ * *bytes, *budget and *ranks (each may be NULL) say how many bytes were deleted,
+ * the total in force and how many ranks had logs there. 0 otherwise.
+ */
+int ranklog_pruned(const char *attempt_dir, uint64_t *bytes, uint64_t *budget, int *ranks);
+
 #endif

@@ -1,7 +1,8 @@
 /*
  * test_ranklog.c - scheduler/ranklog.c: the pump copies pipes to logs capped on
  * disk, the reader shows one logical log (the notice, P.1, P), follows it
- * across rotations and starts at the last N lines.
+ * across rotations and starts at the last N lines; a job's logs are pruned to
+ * their total across attempts, oldest first.
  *
  * Completion is never waited for by time: a writer closes its pipe (or stops
  * writing) and ranklog_pump_flush() makes everything it wrote reach the file.
@@ -679,6 +680,118 @@ static void test_plain_file(void **state)
     expect_tails(path, c, sizeof c / sizeof c[0]);
 }
 
+/* ---- a job's logs across attempts ----------------------------------------------- */
+
+typedef struct prune_case {
+    uint64_t sizes[8];             /* oldest first */
+    size_t n;
+    uint64_t budget;
+    size_t want;                   /* how many of the oldest are deleted */
+} prune_case;
+
+static void test_prune_count(void **state)
+{
+    (void)state;
+    static const prune_case c[] = {
+        {{0}, 0, 100, 0},                       /* nothing before the current attempt */
+        {{10, 20, 30}, 3, 100, 0},              /* all fit */
+        {{10, 20, 30}, 3, 60, 0},               /* exactly */
+        {{10, 20, 30}, 3, 59, 1},               /* the oldest goes */
+        {{10, 20, 30}, 3, 30, 2},               /* only the newest fits */
+        {{10, 20, 30}, 3, 29, 3},               /* not even the newest */
+        {{10, 20, 30}, 3, 0, 3},                /* a total of 0 keeps nothing */
+        {{5, 500, 5, 5}, 4, 100, 2},            /* no gap: a big one cuts off the older */
+        {{0, 0, 40, 40}, 4, 100, 0},            /* pruned attempts cost nothing */
+        {{UINT64_MAX, 1}, 2, UINT64_MAX, 1},    /* no overflow */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        if (ranklog_prune_count(c[i].sizes, c[i].n, c[i].budget) != c[i].want)
+            fail_msg("case %zu: %zu deleted, expected %zu", i,
+                     ranklog_prune_count(c[i].sizes, c[i].n, c[i].budget), c[i].want);
+}
+
+/* Writes n bytes into root/logs/job/a<attempt>/<name>. */
+static void put_file(int attempt, const char *name, size_t n)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/logs/job/a%d", root, attempt);
+    mkdir(path, 0750);
+    snprintf(path, sizeof path, "%s/logs/job/a%d/%s", root, attempt, name);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    for (size_t i = 0; i < n; i++)
+        fputc('x', fp);
+    fclose(fp);
+}
+
+static int exists(int attempt, const char *name)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/logs/job/a%d/%s", root, attempt, name);
+    return access(path, F_OK) == 0;
+}
+
+static void test_prune_job(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX], adir[PATH_MAX];
+    ranklog_prune_result res;
+    snprintf(dir, sizeof dir, "%s/logs/job", root);
+
+    /* No logs yet: nothing to do. */
+    assert_int_equal(ranklog_prune_job(dir, 3, 100, &res), TY_OK);
+    assert_int_equal(res.deleted, 0);
+    assert_int_equal(ranklog_prune_job(dir, 0, 100, &res), TY_EINVAL);
+
+    snprintf(adir, sizeof adir, "%s/logs", root);
+    assert_int_equal(mkdir(adir, 0750), 0);
+    assert_int_equal(mkdir(dir, 0750), 0);
+    /* Attempts 1..4 of 2 ranks, 40 bytes each (30 + 10 of a rotated segment); 5 runs. */
+    for (int a = 1; a <= 5; a++) {
+        put_file(a, "rank-0.log", 30);
+        put_file(a, "rank-0.log.1", 10);
+        put_file(a, "rank-1.log", 40);
+        put_file(a, "rank-0.log.dropped", 0);
+    }
+    put_file(10, "rank-0.log", 1000); /* a later attempt than the current: never touched */
+
+    /* 80 bytes an attempt; 200 keep the newest two (3, 4). */
+    assert_int_equal(ranklog_prune_job(dir, 5, 200, &res), TY_OK);
+    assert_int_equal(res.deleted, 2);
+    assert_int_equal(res.freed, 160);
+    assert_int_equal(res.kept, 160);
+    for (int a = 1; a <= 2; a++) {
+        assert_false(exists(a, "rank-0.log"));
+        assert_false(exists(a, "rank-0.log.1"));
+        assert_false(exists(a, "rank-1.log"));
+        assert_true(exists(a, RANKLOG_PRUNED_FILE));
+        uint64_t bytes = 0, budget = 0;
+        int ranks = 0;
+        snprintf(adir, sizeof adir, "%s/logs/job/a%d", root, a);
+        assert_int_equal(ranklog_pruned(adir, &bytes, &budget, &ranks), 1);
+        assert_int_equal(bytes, 80);
+        assert_int_equal(budget, 200);
+        assert_int_equal(ranks, 2);
+    }
+    for (int a = 3; a <= 5; a++) {
+        assert_true(exists(a, "rank-0.log"));
+        snprintf(adir, sizeof adir, "%s/logs/job/a%d", root, a);
+        assert_int_equal(ranklog_pruned(adir, NULL, NULL, NULL), 0);
+    }
+    assert_true(exists(10, "rank-0.log"));
+
+    /* Again, same total: nothing more to delete; pruned attempts are not counted. */
+    assert_int_equal(ranklog_prune_job(dir, 5, 200, &res), TY_OK);
+    assert_int_equal(res.deleted, 0);
+    assert_int_equal(res.kept, 160);
+
+    /* The current attempt's logs are never deleted, even past the total. */
+    assert_int_equal(ranklog_prune_job(dir, 5, 0, &res), TY_OK);
+    assert_int_equal(res.deleted, 2);
+    assert_true(exists(5, "rank-0.log"));
+    assert_false(exists(4, "rank-0.log"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -694,6 +807,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_pipes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plain_file, setup, teardown),
+        cmocka_unit_test(test_prune_count),
+        cmocka_unit_test_setup_teardown(test_prune_job, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
