@@ -240,6 +240,24 @@ static void add_parents(argv_vec *a, const char *path)
     }
 }
 
+/*
+ * A private tmpfs at dest that the rank can write like a normal /tmp (1777: every user
+ * may create, only the owner may delete), of at most memory bytes when the rank has a
+ * memory limit. What is written there is memory charged to the writer's cgroup, so it
+ * counts against resources.memory too; the size only makes a full /tmp say ENOSPC
+ * before the OOM killer would.
+ */
+static void add_tmpfs(argv_vec *a, const char *dest, double memory)
+{
+    argv_add3(a, "--perms", "1777", NULL);
+    if (memory >= 1) {
+        char size[32];
+        snprintf(size, sizeof size, "%.0f", memory);
+        argv_add3(a, "--size", size, NULL);
+    }
+    argv_add3(a, "--tmpfs", dest, NULL);
+}
+
 /* The bwrap command line that runs exe with argv[1..] for r (r->job_dir may be NULL:
  * the start-up check). */
 static void build_argv(const sandbox *sb, const sandbox_rank *r, const char *exe,
@@ -265,9 +283,9 @@ static void build_argv(const sandbox *sb, const sandbox_rank *r, const char *exe
     add_root_dirs(a);
     argv_add3(a, "--ro-bind", "/etc", "/etc");
     argv_add3(a, "--dev", "/dev", NULL);
-    argv_add3(a, "--tmpfs", "/dev/shm", NULL);
+    add_tmpfs(a, "/dev/shm", r ? r->memory : 0);
     argv_add3(a, "--proc", "/proc", NULL);
-    argv_add3(a, "--tmpfs", "/tmp", NULL);
+    add_tmpfs(a, "/tmp", r ? r->memory : 0);
     char path[PATH_MAX];
     for (int i = 0; i < sb->nro; i++) {
         add_parents(a, sb->ro[i]);

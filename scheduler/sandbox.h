@@ -17,7 +17,10 @@
  * - SIGTERM reaches the rank and everything it started: it is sent to every process
  *   of the namespace but PID 1 (bwrap would only die and take the rank down at once);
  * - the rank sees only what it needs (a mount namespace): /usr and /etc read-only,
- *   a fresh /dev, /proc and /tmp, the directories of opt->ro_dirs and
+ *   a fresh /dev and /proc, /tmp and /dev/shm as private tmpfs of mode 1777 (any
+ *   program may write there, as on a normal machine), each of at most
+ *   resources.memory bytes when that is set (tmpfs pages are charged to the memory
+ *   cgroup of the rank that writes them), the directories of opt->ro_dirs and
  *   <data_dir>/datasets read-only, and its job's own directory read-write, as its
  *   working directory. The server's data directory, database, token file, logs
  *   and the other jobs' directories do not exist in there;
