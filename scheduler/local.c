@@ -119,10 +119,17 @@ typedef struct local_backend {
     backend_attempt *attempts;    /* every reservation not released */
     sandbox *sb;                  /* NULL only with sandbox off (local_options) */
     ranklog_pump *pump;           /* writes every rank's log from its pipe */
+    uint64_t log_limit;           /* bytes of each rank's log */
+    uint64_t job_log_limit;       /* bytes of a job's previous attempts' logs */
+    uint64_t disk_limit;          /* bytes of a job's directory; 0: none */
+    local_disk *disk;             /* measures the running jobs' directories */
 } local_backend;
 
+/* A rank's log, or (r NULL) the notice that stands for the log of a pruned attempt. */
 struct backend_log {
     ranklog_reader *r;
+    char note[320];
+    size_t note_len, note_off;
 };
 
 static const backend_ops local_ops;
@@ -289,6 +296,9 @@ static ty_err env_common(local_backend *lb, backend_attempt *a, const backend_jo
         rc = env_setf(e, "USER=%s", sandbox_user(lb->sb));
     if (lb->sb && rc == TY_OK)
         rc = env_setf(e, "LOGNAME=%s", sandbox_user(lb->sb));
+    /* The sandbox's /tmp is its own tmpfs; the server's TMPDIR is not in there. */
+    if (lb->sb && rc == TY_OK)
+        rc = env_put(e, "TMPDIR=/tmp");
     for (size_t i = 0; job->env && job->env[i] && rc == TY_OK; i++) {
         const char *s = job->env[i];
         if (!strchr(s, '=') || s[0] == '=') {
@@ -488,8 +498,10 @@ static void rank_forget(local_backend *lb, local_rank *lr, char *detail, size_t 
     lr->pid = 0;
     lr->a->running--;
     lb->running--;
-    if (lr->a->running == 0)
+    if (lr->a->running == 0) {
         lr->a->pgid = 0;
+        local_disk_unwatch(lb->disk, lr->a); /* nothing of it writes any more */
+    }
 }
 
 /*
@@ -795,6 +807,28 @@ static ty_err local_reserve(backend *b, const backend_job *job, backend_attempt 
     return TY_OK;
 }
 
+/*
+ * Before attempt `attempt` of job id starts: deletes the oldest previous attempts' logs
+ * until the rest fit in job_log_limit (ranklog.h). A failure is logged and the attempt
+ * starts all the same: its own logs stay capped per rank.
+ */
+static void prune_logs(local_backend *lb, const char *id, int attempt)
+{
+    char dir[PATH_MAX];
+    ranklog_prune_result res;
+    if (attempt < 2 || path_fmt(dir, sizeof dir, "%s/logs/%s", lb->data_dir, id) != 0)
+        return;
+    ty_err e = ranklog_prune_job(dir, attempt, lb->job_log_limit, &res);
+    if (e != TY_OK)
+        TY_LOG(TY_LOG_WARN, "local: cannot prune the logs of previous attempts", "{s:s,s:i,s:s}",
+               "job_id", id, "attempt", attempt, "error", ty_strerror(e));
+    if (res.deleted > 0)
+        TY_LOG(TY_LOG_INFO, "local: deleted the logs of the oldest attempts (--local-job-log-limit)",
+               "{s:s,s:i,s:i,s:I,s:I,s:I}", "job_id", id, "attempt", attempt, "deleted",
+               res.deleted, "freed_bytes", (json_int_t)res.freed, "kept_bytes",
+               (json_int_t)res.kept, "limit_bytes", (json_int_t)lb->job_log_limit);
+}
+
 /* Starts every rank of job->attempt (see backend.h's launch); on failure nothing of the
  * attempt runs any more and why says what failed. */
 static ty_err launch_ranks(local_backend *lb, backend_attempt *a, const backend_job *job,
@@ -846,6 +880,8 @@ static ty_err launch_ranks(local_backend *lb, backend_attempt *a, const backend_
         }
     }
 
+    prune_logs(lb, a->id, job->attempt);
+
     int port = ty_net_free_port();
     if (port < 0) {
         local_why(why, whylen, "no free TCP port on 127.0.0.1 for MASTER_PORT");
@@ -877,6 +913,9 @@ static ty_err launch_ranks(local_backend *lb, backend_attempt *a, const backend_
         if (rc != TY_OK)
             break;
     }
+    /* Its directory is measured while a rank of it runs (rank_forget() stops that). */
+    if (rc == TY_OK && (rc = local_disk_watch(lb->disk, a->id, a)) != TY_OK)
+        local_why(why, whylen, "cannot watch the job's disk use: %s", ty_strerror(rc));
     /* All or nothing: a gang missing a rank would only hang in its rendezvous. */
     if (rc != TY_OK)
         attempt_kill_reap(lb, a);
@@ -915,9 +954,31 @@ static int local_event_fd(backend *b)
     return ((local_backend *)b)->evfd;
 }
 
+/* Queues an OVER_LIMIT event for each attempt the disk monitor found over its limit. */
+static void disk_findings(local_backend *lb)
+{
+    local_disk_finding f[8];
+    size_t n = local_disk_take(lb->disk, f, sizeof f / sizeof f[0]);
+    for (size_t i = 0; i < n; i++) {
+        backend_attempt *a = lb->attempts;
+        while (a && (const void *)a != f[i].key)
+            a = a->next;
+        if (!a || a->running == 0)
+            continue; /* ended since: nothing to stop */
+        TY_LOG(TY_LOG_INFO, "local: a job's directory is over its disk limit", "{s:s,s:i,s:s}",
+               "job_id", a->id, "attempt", a->attempt, "detail", f[i].detail);
+        backend_event *ev = queue_event(lb, BACKEND_EV_OVER_LIMIT, a, -1);
+        if (ev) {
+            ev->limit = BACKEND_LIMIT_DISK;
+            snprintf(ev->detail, sizeof ev->detail, "%s", f[i].detail);
+        }
+    }
+}
+
 static size_t local_observe(backend *b, backend_event *ev, size_t max)
 {
     local_backend *lb = (local_backend *)b;
+    disk_findings(lb);
     size_t n = queue_drain(lb, ev, max);
 
     if (lb->use_pidfd) {
@@ -928,7 +989,8 @@ static size_t local_observe(backend *b, backend_event *ev, size_t max)
             if (k <= 0)
                 break;
             for (int i = 0; i < k; i++)
-                if (evs[i].data.ptr != lb) /* lb: the queue's eventfd, drained above */
+                if (evs[i].data.ptr != lb && evs[i].data.ptr != lb->disk) /* the queue's and
+                                                the disk monitor's eventfds, read above */
                     n += (size_t)rank_collect(lb, evs[i].data.ptr, &ev[n]);
             if (k < want)
                 break;
@@ -983,6 +1045,7 @@ static void local_stop(backend *b, backend_attempt *a, int hard)
 
 static void attempt_free(local_backend *lb, backend_attempt *a)
 {
+    local_disk_unwatch(lb->disk, a);
     for (int i = 0; i < a->world_size * a->gpus_per_rank; i++)
         lb->gpu_busy[a->gpus[i]] = 0;
     atomic_fetch_sub(&lb->slots_used, a->world_size);
@@ -1254,6 +1317,29 @@ static ty_err local_recover(backend *b, const backend_job *job, int may_adopt, i
 /* ---- logs (any thread) ---------------------------------------------------- */
 
 /*
+ * When the logs of attempt n were deleted to keep the job within its total
+ * (ranklog.h) and rank had one: fills l with the one line that stands for it; 1.
+ */
+static int pruned_note(const local_backend *lb, const char *id, int attempt, int rank,
+                       backend_log *l)
+{
+    char dir[PATH_MAX], bytes_s[32], limit_s[32];
+    uint64_t bytes = 0, limit = 0;
+    int ranks = 0;
+    if (path_fmt(dir, sizeof dir, "%s/logs/%s/a%d", lb->data_dir, id, attempt) != 0 ||
+        !ranklog_pruned(dir, &bytes, &limit, &ranks) || rank >= ranks)
+        return 0;
+    local_fmt_bytes(bytes_s, sizeof bytes_s, bytes);
+    local_fmt_bytes(limit_s, sizeof limit_s, limit);
+    int n = snprintf(l->note, sizeof l->note,
+                     "[trainyard] the logs of attempt %d (%s, all ranks) were deleted: the "
+                     "job's logs keep the newest attempts within %s (--local-job-log-limit)\n",
+                     attempt, bytes_s, limit_s);
+    l->note_len = n > 0 && (size_t)n < sizeof l->note ? (size_t)n : 0;
+    return 1;
+}
+
+/*
  * A rank's log is <data_dir>/logs/<id>/a<n>/rank-<r>.log, read through ranklog.h
  * as one logical log (its .1 segment and the notice of dropped output included).
  * A log written by a server from before logs left the job's directory is read
@@ -1276,6 +1362,8 @@ static ty_err local_log_open(backend *b, const char *job_id, int attempt, int ra
     ty_err e = ranklog_reader_open(path, tail_lines, &l->r);
     if (e == TY_ENOTFOUND)
         e = ranklog_reader_open(old, tail_lines, &l->r);
+    if (e == TY_ENOTFOUND && pruned_note(lb, job_id, attempt, rank, l))
+        e = TY_OK;
     if (e) {
         free(l);
         return e;
@@ -1286,7 +1374,12 @@ static ty_err local_log_open(backend *b, const char *job_id, int attempt, int ra
 
 static long local_log_read(backend_log *l, char *buf, size_t max)
 {
-    return ranklog_read(l->r, buf, max);
+    if (l->r)
+        return ranklog_read(l->r, buf, max);
+    size_t n = l->note_len - l->note_off < max ? l->note_len - l->note_off : max;
+    memcpy(buf, l->note + l->note_off, n);
+    l->note_off += n;
+    return (long)n;
 }
 
 static void local_log_close(backend_log *l)
@@ -1319,6 +1412,7 @@ static void local_free(backend *b)
     if (lb->qfd >= 0)
         close(lb->qfd);
     free(lb->q);
+    local_disk_free(lb->disk);
     ranklog_pump_free(lb->pump);
     sandbox_free(lb->sb);
     if (lb->server_env)
@@ -1417,6 +1511,48 @@ out:
     return rc;
 }
 
+/*
+ * The disk monitor; its eventfd joins the epoll set (without pidfds the timer, which
+ * ticks while a rank runs, brings observe() round to it). Says at start which limit
+ * is enforced and how.
+ */
+static ty_err disk_start(local_backend *lb, char *err, size_t errlen)
+{
+    char note[256], lim[32];
+    ty_err rc = local_disk_new(lb->data_dir, lb->disk_limit, LOCAL_DISK_PERIOD_MS, &lb->disk);
+    if (rc != TY_OK) {
+        local_why(err, errlen, "local backend: cannot start the disk monitor: %s",
+                  ty_strerror(rc));
+        return rc;
+    }
+    if (lb->use_pidfd) {
+        struct epoll_event dev = {.events = EPOLLIN, .data.ptr = lb->disk};
+        if (epoll_ctl(lb->evfd, EPOLL_CTL_ADD, local_disk_fd(lb->disk), &dev) != 0) {
+            local_why(err, errlen, "local backend: epoll: %s", strerror(errno));
+            return TY_EIO;
+        }
+    }
+    local_disk_quota_note(lb->data_dir, note, sizeof note);
+    char jlim[32], rlim[32];
+    local_fmt_bytes(jlim, sizeof jlim, lb->job_log_limit);
+    local_fmt_bytes(rlim, sizeof rlim, lb->log_limit);
+    if (lb->disk_limit > 0) {
+        char how[160];
+        local_fmt_bytes(lim, sizeof lim, lb->disk_limit);
+        snprintf(how, sizeof how, "measured: the directory of each running job is walked every "
+                 "%d s (allocated blocks; at most %d entries, %d levels)",
+                 LOCAL_DISK_PERIOD_MS / 1000, LOCAL_DISK_MAX_ENTRIES, LOCAL_DISK_MAX_DEPTH);
+        TY_LOG(TY_LOG_INFO, "local: a job's directory is limited (--local-disk-limit)",
+               "{s:s,s:s,s:s,s:s,s:s}", "disk_limit", lim, "enforced", how, "quota", note,
+               "log_limit_per_rank", rlim, "log_limit_per_job", jlim);
+    } else {
+        TY_LOG(TY_LOG_WARN, "local: a job's directory is NOT limited (--local-disk-limit 0): "
+               "one job can fill the disk of the data directory", "{s:s,s:s,s:s}", "quota", note,
+               "log_limit_per_rank", rlim, "log_limit_per_job", jlim);
+    }
+    return TY_OK;
+}
+
 ty_err local_backend_new(const local_options *opt, backend **out, char *err, size_t errlen)
 {
     local_backend *lb = NULL;
@@ -1484,8 +1620,16 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
         local_why(err, errlen, "local backend: cannot resolve bin_dirs");
         goto fail;
     }
-    rc = ranklog_pump_new(opt->log_limit > 0 ? (uint64_t)opt->log_limit : RANKLOG_DEFAULT_LIMIT,
-                          &lb->pump);
+    if (opt->log_limit < 0 || opt->job_log_limit < 0 || opt->disk_limit < 0) {
+        local_why(err, errlen, "local backend: limits must be >= 0");
+        rc = TY_EINVAL;
+        goto fail;
+    }
+    lb->log_limit = opt->log_limit > 0 ? (uint64_t)opt->log_limit : RANKLOG_DEFAULT_LIMIT;
+    lb->job_log_limit = opt->job_log_limit > 0 ? (uint64_t)opt->job_log_limit
+                                               : RANKLOG_JOB_LIMIT_FACTOR * lb->log_limit;
+    lb->disk_limit = (uint64_t)opt->disk_limit;
+    rc = ranklog_pump_new(lb->log_limit, &lb->pump);
     if (rc != TY_OK) {
         local_why(err, errlen, "local backend: cannot start the log writer: %s", ty_strerror(rc));
         goto fail;
@@ -1525,6 +1669,8 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
             goto fail;
         }
     }
+    if ((rc = disk_start(lb, err, errlen)) != TY_OK)
+        goto fail;
     *out = &lb->base;
     return TY_OK;
 
@@ -1548,6 +1694,16 @@ int local_backend_gpus(const backend *b)
 int local_backend_slots_used(const backend *b)
 {
     return atomic_load(&((local_backend *)b)->slots_used);
+}
+
+long long local_backend_disk_limit(const backend *b)
+{
+    return (long long)((const local_backend *)b)->disk_limit;
+}
+
+long long local_backend_job_log_limit(const backend *b)
+{
+    return (long long)((const local_backend *)b)->job_log_limit;
 }
 
 static void local_capacity(const backend *b, int *total, int *used)

@@ -19,7 +19,8 @@
  *   PATH, HOME, USER, LOGNAME, LANG, LC_ALL, TZ, TMPDIR  from the server, when
  *       set (nothing else leaks: the server's own secrets stay out); PATH is
  *       prefixed with bin_dirs so that trainyard-worker is found; in a sandbox
- *       HOME is the job's directory and USER, LOGNAME the rank user
+ *       HOME is the job's directory, TMPDIR /tmp (the sandbox's own tmpfs) and
+ *       USER, LOGNAME the rank user
  *   the job's env (over the above; a job's PATH replaces the server's, still
  *       after bin_dirs)
  *   RANK, LOCAL_RANK (= RANK), WORLD_SIZE, LOCAL_WORLD_SIZE,
@@ -38,6 +39,20 @@
  * are observed through a pidfd per rank in one epoll set (event_fd; without
  * pidfd_open, before Linux 5.3, a timerfd that ticks every 20 ms while a rank
  * runs, and observe() polls waitid).
+ *
+ * Disk: a job's directory (<data_dir>/jobs/<id>: its working directory, output and
+ * checkpoints) may use disk_limit bytes. The filesystems here have no project quotas
+ * the server could set, so usage is measured: while a rank of the job runs, a thread of
+ * the backend walks the directory every LOCAL_DISK_PERIOD_MS (allocated blocks, links
+ * not followed, at most LOCAL_DISK_MAX_ENTRIES entries and LOCAL_DISK_MAX_DEPTH levels;
+ * a tree past either bound counts as over the limit, so it cannot hide bytes behind
+ * them). An attempt found over it gets one OVER_LIMIT event (BACKEND_LIMIT_DISK, "job
+ * directory uses 1.2 GiB, over its limit of 1 GiB"); the loop stops it. A job that
+ * writes past its limit and ends between two walks is not caught: the next attempt is.
+ *
+ * Logs of a job across attempts: when attempt N starts, the previous attempts' logs
+ * are pruned to job_log_limit, oldest first (ranklog_prune_job()); a rank log of a
+ * pruned attempt reads as one line that says it was deleted and why.
  *
  * recover() never adopts: a rank's log pipe and its exit status belonged to
  * the previous server process. It stops what is left instead: in the job's
@@ -62,6 +77,9 @@ typedef struct local_options {
                                       processes of the server's user (--local-sandbox=off) */
     const char *user;              /* with sandbox, when root: ranks' user; NULL: "trainyard" */
     long long log_limit;           /* bytes kept of each rank's log (ranklog.h); 0: 256 MiB */
+    long long job_log_limit;       /* bytes the previous attempts' logs of one job keep
+                                      (ranklog.h); 0: RANKLOG_JOB_LIMIT_FACTOR x log_limit */
+    long long disk_limit;          /* bytes a job's directory may use; 0: no limit */
 } local_options;
 
 /* *out is new (free with out->ops->free). err holds a reason on failure. */
@@ -72,5 +90,8 @@ int local_backend_slots(const backend *b);
 int local_backend_gpus(const backend *b);
 /* Slots in use now (reserved by gangs); for tests and metrics. */
 int local_backend_slots_used(const backend *b);
+/* The disk limit of a job's directory in bytes (0: none), and the job logs' total. */
+long long local_backend_disk_limit(const backend *b);
+long long local_backend_job_log_limit(const backend *b);
 
 #endif

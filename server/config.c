@@ -345,6 +345,7 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     const char *slots = NULL, *gpus = NULL, *grace = NULL;
     const char *max_conns = NULL, *max_per_ip = NULL, *deadline = NULL;
     const char *sandbox = NULL, *user = NULL, *log_limit = NULL;
+    const char *job_log_limit = NULL, *disk_limit = NULL;
     const char *profile = NULL, *kubeconfig = NULL, *kctx = NULL, *kube = NULL, *qps = NULL,
                *burst = NULL;
     int queue_flags = 0, allow_private = -1;
@@ -389,6 +390,10 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             user = v;
         else if ((r = opt_value(argc, argv, &i, "--local-log-limit", &v)) != 0)
             log_limit = v;
+        else if ((r = opt_value(argc, argv, &i, "--local-job-log-limit", &v)) != 0)
+            job_log_limit = v;
+        else if ((r = opt_value(argc, argv, &i, "--local-disk-limit", &v)) != 0)
+            disk_limit = v;
         else if ((r = opt_value(argc, argv, &i, "--cluster-profile", &v)) != 0)
             profile = v;
         else if ((r = opt_value(argc, argv, &i, "--kubeconfig", &v)) != 0)
@@ -479,6 +484,25 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             return fail(err, errlen, "%s: expected a size from 64Ki to 1Ti such as 256Mi, "
                         "got '%s'", what, v);
         out->local_log_limit = (long long)b;
+    }
+    if ((v = flag_or_env(job_log_limit, "--local-job-log-limit", "TRAINYARD_LOCAL_JOB_LOG_LIMIT",
+                         &what))) {
+        double b;
+        if (ty_quantity_parse(v, strlen(v), &b) != TY_OK || b < CONFIG_MIN_LOG_LIMIT ||
+            b > CONFIG_MAX_JOB_LOG_LIMIT)
+            return fail(err, errlen, "%s: expected a size from 64Ki to 16Ti such as 1Gi, "
+                        "got '%s'", what, v);
+        out->local_job_log_limit = (long long)b;
+    }
+    out->local_disk_limit = CONFIG_DEFAULT_DISK_LIMIT;
+    if ((v = flag_or_env(disk_limit, "--local-disk-limit", "TRAINYARD_LOCAL_DISK_LIMIT",
+                         &what))) {
+        double b;
+        if (ty_quantity_parse(v, strlen(v), &b) != TY_OK || b < 0 || b > CONFIG_MAX_DISK_LIMIT ||
+            (b > 0 && b < (1 << 20)))
+            return fail(err, errlen, "%s: expected 0 (no limit) or a size from 1Mi to 1Pi such "
+                        "as 10Gi, got '%s'", what, v);
+        out->local_disk_limit = (long long)b;
     }
     out->max_connections = CONFIG_DEFAULT_MAX_CONNECTIONS;
     if ((v = flag_or_env(max_conns, "--max-connections", "TRAINYARD_MAX_CONNECTIONS", &what)) &&
@@ -659,6 +683,15 @@ void config_usage_serve(FILE *f)
           "  --local-log-limit SIZE  bytes kept of each rank's log (e.g. 256Mi); past\n"
           "                        it the oldest output is dropped, and the log says so\n"
           "                        env TRAINYARD_LOCAL_LOG_LIMIT, default 256Mi\n"
+          "  --local-job-log-limit SIZE  bytes a job's previous attempts' logs keep; when\n"
+          "                        an attempt starts, the oldest attempts' logs are deleted\n"
+          "                        past it (the current attempt's are never)\n"
+          "                        env TRAINYARD_LOCAL_JOB_LOG_LIMIT, default 4 x the\n"
+          "                        per-rank limit (1Gi)\n"
+          "  --local-disk-limit SIZE  bytes a job's directory (working directory, output,\n"
+          "                        checkpoints) may use; past it the job fails with\n"
+          "                        reason DiskLimitExceeded; 0: no limit\n"
+          "                        env TRAINYARD_LOCAL_DISK_LIMIT, default 10Gi\n"
           "\n"
           "Running jobs on Kubernetes (instead of the local backend):\n"
           "  --cluster-profile FILE  the cluster profile (YAML or JSON: namespace, zones,\n"

@@ -20,6 +20,8 @@
  *           --local-sandbox on|off  TRAINYARD_LOCAL_SANDBOX  on
  *           --local-user NAME    TRAINYARD_LOCAL_USER   trainyard (when root)
  *           --local-log-limit SIZE  TRAINYARD_LOCAL_LOG_LIMIT  256Mi (a quantity)
+ *           --local-job-log-limit SIZE  TRAINYARD_LOCAL_JOB_LOG_LIMIT  4 x the per-rank limit
+ *           --local-disk-limit SIZE  TRAINYARD_LOCAL_DISK_LIMIT  10Gi (0: none)
  *           --max-connections N  TRAINYARD_MAX_CONNECTIONS  1024 (16..65536)
  *           --max-connections-per-ip N  TRAINYARD_MAX_CONNECTIONS_PER_IP  64 (1..65536)
  *           --request-deadline SECS  TRAINYARD_REQUEST_DEADLINE  30 (1..3600)
@@ -59,6 +61,9 @@
 #define CONFIG_DEFAULT_LOG_LIMIT (256LL << 20)
 #define CONFIG_MIN_LOG_LIMIT (64LL << 10)
 #define CONFIG_MAX_LOG_LIMIT (1LL << 40)
+#define CONFIG_DEFAULT_DISK_LIMIT (10LL << 30)
+#define CONFIG_MAX_DISK_LIMIT (1LL << 50)
+#define CONFIG_MAX_JOB_LOG_LIMIT (16LL << 40)
 #define CONFIG_DEFAULT_MAX_CONNECTIONS 1024
 #define CONFIG_MIN_MAX_CONNECTIONS 16
 #define CONFIG_MAX_MAX_CONNECTIONS 65536
@@ -98,6 +103,9 @@ typedef struct config_serve {
     int local_sandbox;             /* 1 (default): ranks in sandboxes; 0: --local-sandbox=off */
     char local_user[64];           /* --local-user, "" for the default */
     long long local_log_limit;     /* bytes kept per rank log */
+    long long local_job_log_limit; /* bytes a job's previous attempts' logs keep; 0: 4 x the
+                                      per-rank limit */
+    long long local_disk_limit;    /* bytes a job's directory may use; 0: no limit */
     int max_connections;           /* open at once, CONFIG_MIN_MAX_CONNECTIONS.. */
     int max_connections_per_ip;    /* open at once per client address, 1.. */
     int request_deadline_s;        /* a request's headers and body must arrive within it */

@@ -228,6 +228,8 @@ static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, kube
         .sandbox = cfg->local_sandbox,
         .user = cfg->local_user[0] ? cfg->local_user : NULL,
         .log_limit = cfg->local_log_limit,
+        .job_log_limit = cfg->local_job_log_limit,
+        .disk_limit = cfg->local_disk_limit,
     };
     if ((e = local_backend_new(&lopt, be, err, errlen)) != TY_OK)
         return e;

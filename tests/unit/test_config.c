@@ -22,7 +22,8 @@ static const char *const env_names[] = {
     "TRAINYARD_LOCAL_SLOTS", "TRAINYARD_LOCAL_GPUS", "TRAINYARD_QUEUE_LIMIT",
     "TRAINYARD_STOP_GRACE", "TRAINYARD_MAX_CONNECTIONS", "TRAINYARD_MAX_CONNECTIONS_PER_IP",
     "TRAINYARD_REQUEST_DEADLINE", "TRAINYARD_LOCAL_SANDBOX", "TRAINYARD_LOCAL_USER",
-    "TRAINYARD_LOCAL_LOG_LIMIT", "TRAINYARD_CLUSTER_PROFILE", "TRAINYARD_KUBECONFIG",
+    "TRAINYARD_LOCAL_LOG_LIMIT", "TRAINYARD_LOCAL_JOB_LOG_LIMIT", "TRAINYARD_LOCAL_DISK_LIMIT",
+    "TRAINYARD_CLUSTER_PROFILE", "TRAINYARD_KUBECONFIG",
     "TRAINYARD_KUBE_CONTEXT", "TRAINYARD_KUBE", "TRAINYARD_KUBE_QPS", "TRAINYARD_KUBE_BURST",
     "TRAINYARD_NOTIFY_ALLOW_PRIVATE",
 };
@@ -397,6 +398,42 @@ static void test_serve_notify_allow_private(void **state)
     assert_int_equal(serve_args(&c, err, sizeof err, "--notify-allow-private=1", NULL), TY_EINVAL);
 }
 
+/* The disk limit of a job's directory and the total of a job's logs across attempts. */
+static void test_serve_disk_options(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.local_disk_limit, 10LL << 30);
+    assert_int_equal(c.local_job_log_limit, 0); /* the backend's default: 4 x per rank */
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-disk-limit", "1Gi",
+                                "--local-job-log-limit=2Gi", NULL),
+                     TY_OK);
+    assert_int_equal(c.local_disk_limit, 1LL << 30);
+    assert_int_equal(c.local_job_log_limit, 2LL << 30);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-disk-limit", "0", NULL), TY_OK);
+    assert_int_equal(c.local_disk_limit, 0); /* none */
+
+    setenv("TRAINYARD_LOCAL_DISK_LIMIT", "20Gi", 1);
+    setenv("TRAINYARD_LOCAL_JOB_LOG_LIMIT", "64Mi", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.local_disk_limit, 20LL << 30);
+    assert_int_equal(c.local_job_log_limit, 64LL << 20);
+
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-disk-limit", "-1Gi", NULL),
+                     TY_EINVAL);
+    assert_non_null(strstr(err, "--local-disk-limit"));
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-disk-limit", "1k", NULL), TY_EINVAL);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--local-job-log-limit", "1k", NULL),
+                     TY_EINVAL);
+    assert_non_null(strstr(err, "--local-job-log-limit"));
+    setenv("TRAINYARD_LOCAL_DISK_LIMIT", "lots", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_LOCAL_DISK_LIMIT"));
+}
+
 static void test_serve_kube_options(void **state)
 {
     (void)state;
@@ -594,6 +631,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_bad_values, clear_env),
         cmocka_unit_test_setup(test_serve_bad_env_names_the_variable, clear_env),
         cmocka_unit_test_setup(test_serve_sandbox_options, clear_env),
+        cmocka_unit_test_setup(test_serve_disk_options, clear_env),
         cmocka_unit_test_setup(test_serve_job_options, clear_env),
         cmocka_unit_test_setup(test_serve_connection_options, clear_env),
         cmocka_unit_test_setup(test_serve_kube_options, clear_env),

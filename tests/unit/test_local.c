@@ -34,6 +34,7 @@
 
 #include "common/ty_time.h"
 #include "scheduler/local.h"
+#include "scheduler/local_int.h"
 
 #define WAIT_MS 20000
 #define SERVER_URL "http://127.0.0.1:8080"
@@ -63,7 +64,7 @@ static backend *new_backend(int slots, int gpus, const char *const *bin_dirs)
 {
     /* Unsandboxed: these tests are about processes, groups and their recovery;
      * test_sandbox covers the sandbox. */
-    local_options opt = {data_dir, slots, gpus, SERVER_URL, bin_dirs, 0, NULL, 0};
+    local_options opt = {data_dir, slots, gpus, SERVER_URL, bin_dirs, 0, NULL, 0, 0, 0};
     backend *b = NULL;
     char err[256] = "";
     assert_int_equal(local_backend_new(&opt, &b, err, sizeof err), TY_OK);
@@ -853,6 +854,197 @@ static void test_fallback_uses_timer(void **state)
 
 /* ---- groups -------------------------------------------------------------------- */
 
+/* ---- the disk limit and the logs of a job across attempts ------------------------ */
+
+/* Writes n bytes of 'x' to path. */
+static void write_bytes(const char *path, size_t n)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    for (size_t i = 0; i < n; i++)
+        fputc('x', fp);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static void test_disk_usage(void **state)
+{
+    (void)state;
+    char dir[128], p[PATH_MAX];
+    local_usage u;
+    snprintf(dir, sizeof dir, "%s/usage", root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_int_equal(local_disk_usage(dir, 100, 8, &u), TY_OK);
+    uint64_t empty = u.bytes;
+    assert_int_equal(u.entries, 0);
+
+    /* 1 MiB written counts; a sparse 1 GiB file counts what it holds; a link to a big
+     * file outside is not followed. */
+    snprintf(p, sizeof p, "%s/data", dir);
+    write_bytes(p, 1 << 20);
+    snprintf(p, sizeof p, "%s/sparse", dir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 1 << 30), 0);
+    close(fd);
+    snprintf(p, sizeof p, "%s/outside", root);
+    write_bytes(p, 2 << 20);
+    char link[PATH_MAX];
+    snprintf(link, sizeof link, "%s/link", dir);
+    assert_int_equal(symlink(p, link), 0);
+    assert_int_equal(local_disk_usage(dir, 100, 8, &u), TY_OK);
+    assert_int_equal(u.entries, 3);
+    assert_true(u.bytes >= empty + (1 << 20));
+    assert_true(u.bytes < empty + (1 << 20) + (256 << 10));
+    assert_false(u.too_many || u.too_deep);
+
+    char why[LOCAL_DISK_DETAIL_MAX] = "";
+    assert_int_equal(local_disk_over(&u, 0, why, sizeof why), 0);          /* no limit */
+    assert_int_equal(local_disk_over(&u, 2 << 20, why, sizeof why), 0);    /* within */
+    assert_int_equal(local_disk_over(&u, 512 << 10, why, sizeof why), 1);
+    assert_non_null(strstr(why, "job directory uses 1.0 MiB, over its limit of 512 KiB"));
+
+    /* Nested deeper than the walk follows, or more entries than it counts: over. */
+    snprintf(p, sizeof p, "%s/d1", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/d1/d2", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/d1/d2/d3", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    assert_int_equal(local_disk_usage(dir, 100, 2, &u), TY_OK);
+    assert_true(u.too_deep);
+    assert_int_equal(local_disk_over(&u, 1ull << 40, why, sizeof why), 1);
+    assert_non_null(strstr(why, "deeper than"));
+    assert_int_equal(local_disk_usage(dir, 100, 8, &u), TY_OK);
+    assert_false(u.too_deep);
+    assert_int_equal(u.entries, 6);
+    assert_int_equal(local_disk_usage(dir, 4, 8, &u), TY_OK);
+    assert_true(u.too_many);
+    assert_int_equal(local_disk_over(&u, 1ull << 40, why, sizeof why), 1);
+    assert_non_null(strstr(why, "more than"));
+
+    /* A directory its owner closed is still measured. */
+    snprintf(p, sizeof p, "%s/d1/d2/d3/closed", dir);
+    write_bytes(p, 64 << 10);
+    snprintf(p, sizeof p, "%s/d1/d2", dir);
+    assert_int_equal(chmod(p, 0), 0);
+    assert_int_equal(local_disk_usage(dir, 100, 8, &u), TY_OK);
+    assert_int_equal(u.entries, 7);
+    assert_int_equal(u.unreadable, 0);
+
+    snprintf(p, sizeof p, "%s/none", root);
+    assert_int_equal(local_disk_usage(p, 100, 8, &u), TY_ENOTFOUND);
+    assert_int_equal(local_disk_usage(dir, 100, LOCAL_DISK_MAX_DEPTH + 1, &u), TY_EINVAL);
+}
+
+static void test_fmt_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t n;
+        const char *want;
+    } c[] = {{0, "0 bytes"},          {1023, "1023 bytes"},        {1024, "1 KiB"},
+             {1536, "1.5 KiB"},       {8ull << 20, "8 MiB"},       {(1ull << 30) / 10 * 12, "1.2 GiB"},
+             {10ull << 30, "10 GiB"}, {3ull << 40, "3 TiB"},       {5ull << 50, "5120 TiB"}};
+    char buf[32];
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        local_fmt_bytes(buf, sizeof buf, c[i].n);
+        assert_string_equal(buf, c[i].want);
+    }
+}
+
+/* A backend with limits (bytes; 0: the defaults, or none for the disk). */
+static backend *new_backend_limits(long long log_limit, long long job_log_limit,
+                                   long long disk_limit)
+{
+    local_options opt = {.data_dir = data_dir,
+                         .slots = 4,
+                         .gpus = 0,
+                         .server_url = SERVER_URL,
+                         .log_limit = log_limit,
+                         .job_log_limit = job_log_limit,
+                         .disk_limit = disk_limit};
+    backend *b = NULL;
+    char err[256] = "";
+    assert_int_equal(local_backend_new(&opt, &b, err, sizeof err), TY_OK);
+    return b;
+}
+
+/* A rank that writes 4 MiB into its output under a 1 MiB limit, then waits: the attempt
+ * is said to be over its disk limit (once), and nothing is stopped by the backend. */
+static void test_disk_limit_event(void **state)
+{
+    (void)state;
+    backend *b = new_backend_limits(0, 0, 1 << 20);
+    assert_int_equal(local_backend_disk_limit(b), 1 << 20);
+    char id[27];
+    make_id(id, "disk");
+    const char *argv[] = {"sh", "-c",
+                          "head -c 4194304 /dev/zero > \"$TRAINYARD_OUTPUT_DIR/big\"; "
+                          "exec sleep 60", NULL};
+    backend_job j = mkjob(id, 1, 1, 0, argv, NULL);
+    backend_rank ranks[1];
+    backend_attempt *a = start(b, &j, ranks);
+    backend_event ev[1];
+    assert_int_equal(wait_events(b, ev, 1), 1);
+    assert_int_equal(ev[0].kind, BACKEND_EV_OVER_LIMIT);
+    assert_ptr_equal(ev[0].attempt, a);
+    assert_int_equal(ev[0].rank, -1);
+    assert_int_equal(ev[0].limit, BACKEND_LIMIT_DISK);
+    if (!strstr(ev[0].detail, "job directory uses 4.0 MiB, over its limit of 1 MiB"))
+        fail_msg("detail: %s", ev[0].detail);
+    /* The rank still runs: stopping it is the loop's decision. */
+    assert_int_equal(kill(ranks[0].pid, 0), 0);
+    b->ops->stop(b, a, 1);
+    assert_int_equal(wait_events(b, ev, 1), 1);
+    assert_int_equal(ev[0].kind, BACKEND_EV_DISRUPTED); /* said once: no second OVER_LIMIT */
+    b->ops->release(b, a);
+    b->ops->free(b);
+}
+
+/* Attempts 1-3 write 1,000 bytes of log each; with a job total of 1,500 bytes, attempt 3
+ * starts after attempt 1's log was deleted, and that log reads as a line saying so. */
+static void test_pruned_log_reads_as_notice(void **state)
+{
+    (void)state;
+    backend *b = new_backend_limits(64 << 10, 1500, 0);
+    assert_int_equal(local_backend_job_log_limit(b), 1500);
+    char id[27];
+    make_id(id, "prune");
+    const char *argv[] = {"sh", "-c", "head -c 999 /dev/zero | tr '\\0' x; echo", NULL};
+    backend_job j = mkjob(id, 1, 1, 0, argv, NULL);
+    backend_rank ranks[1];
+    backend_attempt *a = start(b, &j, ranks);
+    backend_event ev[1];
+    char why[256] = "";
+    assert_int_equal(wait_events(b, ev, 1), 1);
+    for (int attempt = 2; attempt <= 3; attempt++) {
+        j.attempt = attempt;
+        assert_int_equal(launch_sync(b, a, &j, ranks, why, sizeof why), TY_OK);
+        assert_int_equal(wait_events(b, ev, 1), 1);
+    }
+    char buf[1024];
+    backend_log *l = NULL;
+    assert_int_equal(b->ops->log_open(b, id, 1, 0, -1, &l), TY_OK);
+    long n = b->ops->log_read(l, buf, sizeof buf - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_int_equal(b->ops->log_read(l, buf + n, sizeof buf - 1 - (size_t)n), 0);
+    b->ops->log_close(l);
+    if (strncmp(buf, "[trainyard] the logs of attempt 1 (", 35) != 0 ||
+        !strstr(buf, "were deleted") || !strstr(buf, "within 1.5 KiB (--local-job-log-limit)\n"))
+        fail_msg("the pruned log reads: %s", buf);
+    /* A rank the attempt did not have has no log. */
+    assert_int_equal(b->ops->log_open(b, id, 1, 1, -1, &l), TY_ENOTFOUND);
+    for (int attempt = 2; attempt <= 3; attempt++) {
+        assert_int_equal(b->ops->log_open(b, id, attempt, 0, -1, &l), TY_OK);
+        n = b->ops->log_read(l, buf, sizeof buf);
+        assert_int_equal(n, 1000);
+        b->ops->log_close(l);
+    }
+    b->ops->release(b, a);
+    b->ops->free(b);
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
@@ -909,6 +1101,10 @@ int main(void)
         cmocka_unit_test(test_free_kills_running_ranks),
         cmocka_unit_test(test_recover),
         cmocka_unit_test(test_recover_escalates_to_sigkill),
+        cmocka_unit_test(test_disk_usage),
+        cmocka_unit_test(test_fmt_bytes),
+        cmocka_unit_test(test_disk_limit_event),
+        cmocka_unit_test(test_pruned_log_reads_as_notice),
     };
     /* Run last: the seccomp filter cannot be removed again. */
     const struct CMUnitTest without_pidfd[] = {
@@ -920,6 +1116,7 @@ int main(void)
         cmocka_unit_test(test_free_kills_running_ranks),
         cmocka_unit_test(test_recover),
         cmocka_unit_test(test_recover_escalates_to_sigkill),
+        cmocka_unit_test(test_disk_limit_event),
     };
     int failed = cmocka_run_group_tests_name("local", tests, setup, teardown);
     failed += cmocka_run_group_tests_name("local without pidfd", without_pidfd, setup_fallback,
