@@ -582,7 +582,7 @@ static const char *check_cpu(const char *s, size_t len)
     int64_t v = -1;
     const char *msg = check_quantity(s, len, 3, &v);
     if (!msg && v < 0)
-        return "is too large: at most 9223372036854775 CPUs";
+        return "is too large: must be below 9223372036854775.808 CPUs (2^63 millicores)";
     return msg;
 }
 
@@ -592,7 +592,7 @@ static const char *check_memory(const char *s, size_t len)
     double d = 0;
     const char *msg = check_quantity(s, len, 0, &v);
     if (!msg && v < 0)
-        return "is too large: at most 9223372036854775807 bytes (just under 8Ei)";
+        return "is too large: must be below 8Ei (2^63 bytes)";
     /* Below one byte the local backend would set no limit at all. */
     if (!msg && ty_quantity_parse(s, len, &d) == TY_OK && d < 1)
         return "must be at least 1 byte";

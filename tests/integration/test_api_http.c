@@ -1240,6 +1240,89 @@ static void test_invalid_spec_lists_every_field(void **state)
     free(body);
 }
 
+/* The message of the error at path, or NULL (borrowed from r). */
+static const char *error_message(const ty_http_resp *r, const char *path)
+{
+    const json_t *errors = json_object_get(r->json, "errors"), *e;
+    size_t i;
+
+    json_array_foreach(errors, i, e) {
+        const char *p = ty_json_str(e, "path");
+        if (p && strcmp(p, path) == 0)
+            return ty_json_str(e, "message");
+    }
+    return NULL;
+}
+
+/*
+ * Resources no rank of this machine could ever get, or past what a quantity can say, are
+ * 422s from the real server naming the field (and the machine's size): never accepted and
+ * started with a limit that does not hold. So are the labels the server writes itself.
+ */
+static void test_resources_beyond_the_machine(void **state)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    char want[128];
+    static const struct {
+        const char *member, *path, *fragment; /* fragment NULL: the machine's size is named */
+    } cases[] = {
+        {"{\"cpu\": \"100000\"}", "$.resources.cpu", NULL},
+        {"{\"cpu\": \"1e308\"}", "$.resources.cpu", "too large"},
+        {"{\"cpu\": \"9e999999999\"}", "$.resources.cpu", "too large"},
+        {"{\"cpu\": \"1e-400\"}", "$.resources.cpu", "greater than 0"},
+        {"{\"memory\": \"64Ei\"}", "$.resources.memory", "too large"},
+        {"{\"memory\": \"9223372036854775807\"}", "$.resources.memory", "below 8Ei"},
+        {"{\"memory\": \"1Pi\"}", "$.resources.memory", "1Pi of memory requested per rank, "
+                                                        "this machine has "},
+        {"{\"memory\": \"0.5\"}", "$.resources.memory", "at least 1 byte"},
+    };
+
+    (void)state;
+    assert_true(cpus > 0);
+    snprintf(want, sizeof want, "100000 CPUs requested per rank, this machine has %ld", cpus);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *spec = spec_new(uniq("big"));
+        json_object_set_new(spec, "resources", json_loads(cases[i].member, 0, NULL));
+        char *body = dumps(spec);
+        ty_http_resp *r = ty_req(g_admin, "POST", "/v1/jobs", body);
+        if (r->status != 422)
+            fail_msg("%s: expected 422, got %ld: %s", cases[i].member, r->status, r->body);
+        expect_problem(r, 422, "invalid-spec");
+        const char *msg = error_message(r, cases[i].path);
+        const char *fragment = cases[i].fragment ? cases[i].fragment : want;
+        if (!msg || !strstr(msg, fragment))
+            fail_msg("%s: want \"%s\" at %s, got %s", cases[i].member, fragment, cases[i].path,
+                     r->body);
+        ty_resp_destroy(r);
+        free(body);
+    }
+
+    /* The same in a batch, at the job's path. */
+    json_t *big = spec_new(uniq("big")), *ok = spec_new(uniq("ok"));
+    json_object_set_new(big, "resources", json_pack("{s:s}", "cpu", "100000"));
+    json_t *batch = json_pack("{s:[o, o]}", "jobs", ok, big);
+    char *body = dumps(batch);
+    ty_http_resp *r = ty_req(g_admin, "POST", "/v1/jobs:batch", body);
+    expect_problem(r, 422, "invalid-spec");
+    expect_error_path(r, "$.jobs[1].resources.cpu");
+    ty_resp_destroy(r);
+    free(body);
+
+    /* A sweep's membership cannot be faked by a client. */
+    json_t *fake = spec_new(uniq("fake"));
+    json_object_set_new(fake, "labels", json_pack("{s:s}", "trainyard.io/sweep",
+                                                  "01hzzzzzzzzzzzzzzzzzzzzzzz"));
+    body = dumps(fake);
+    r = ty_req(g_admin, "POST", "/v1/jobs", body);
+    expect_problem(r, 422, "invalid-spec");
+    const char *msg = error_message(r, "$.labels[\"trainyard.io/sweep\"]");
+    if (!msg || !strstr(msg, "reserved for the server"))
+        fail_msg("want reserved-for-the-server at $.labels[\"trainyard.io/sweep\"], got %s",
+                 r->body);
+    ty_resp_destroy(r);
+    free(body);
+}
+
 /* ---- batch and idempotency ----------------------------------------------- */
 
 static json_t *batch_of(const char *run, int n)
@@ -2031,6 +2114,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_top_level_not_an_object),
         cmocka_unit_test(test_invalid_specs),
         cmocka_unit_test(test_invalid_spec_lists_every_field),
+        cmocka_unit_test(test_resources_beyond_the_machine),
         cmocka_unit_test(test_batch_all_or_nothing),
         cmocka_unit_test(test_idempotency),
         cmocka_unit_test(test_concurrent_idempotent_submits),

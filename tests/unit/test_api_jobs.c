@@ -346,8 +346,8 @@ static void test_backend_limits_are_422(void **state)
         {"{\"memory\":\"64Gi\"}", "$.resources.memory",
          "64Gi of memory requested per rank, this machine has 4Gi"},
         {"{\"memory\":\"64Ei\"}", "$.resources.memory",
-         "is too large: at most 9223372036854775807 bytes (just under 8Ei)"},
-        {"{\"cpu\":\"1e308\"}", "$.resources.cpu", "is too large: at most 9223372036854775 CPUs"},
+         "is too large: must be below 8Ei (2^63 bytes)"},
+        {"{\"cpu\":\"1e308\"}", "$.resources.cpu", "is too large: must be below 9223372036854775.808 CPUs (2^63 millicores)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char body[256];
