@@ -58,6 +58,8 @@ typedef struct api_ctx {
     ty_histogram *http_duration;     /* seconds, owned by server/ */
     struct api_feed *feed;           /* wakes the event streams (api/feed.h); NULL: they are
                                         unavailable (503) */
+    struct api_streams *streams;     /* the places of the followed streams (api/streams.h):
+                                        past its caps a stream is 429; NULL: no caps */
     int notify_allow_private;        /* 1: notification URLs need not resolve to public
                                         addresses (common/ty_addr.h); 0: they must */
 } api_ctx;

@@ -121,6 +121,17 @@ bool api_events_follow_asked(const api_req *req);
 /* GET /v1/jobs/{id}/events?follow=true: the job's events and metric points as a stream. */
 void api_jobs_events_follow(const api_req *req, api_resp *resp);
 
+/* ---- the places of the followed streams (streams.c, api/streams.h) ------------------------ */
+
+struct api_stream_place;
+/*
+ * Takes a place for a followed stream of the caller in ctx->streams (no-op when it is NULL);
+ * call it after the request's other checks, before the stream's state is allocated, and give
+ * the place back with api_stream_place_release() (the stream's free() does). Past the caller's
+ * or the server's cap: 429 "too-many-streams" with Retry-After; out of memory: 503.
+ */
+bool api_need_stream_place(const api_req *req, api_resp *resp, struct api_stream_place *place);
+
 /* ---- requests (request.c) ------------------------------------------------- */
 
 /* Content-Type is application/json (parameters allowed), else 415. */
