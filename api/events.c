@@ -43,6 +43,11 @@
  * them): they go out with the next event that does (a per-job stream also at
  * its next heartbeat).
  *
+ * Each stream holds a place among the followed streams (api/streams.h),
+ * taken after every other check of its request and before the follower is
+ * allocated (past a cap: 429), and given back by follower_free(), which
+ * server/ calls once however the stream ends.
+ *
  * Threads: everything below the handlers runs on the connection's thread, in
  * the stream's read() (see api_stream), which blocks in api_feed_wait() while
  * there is nothing to send. It holds no lock while server/ writes what it
@@ -58,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/streams.h"
 #include "common/ty_json.h"
 #include "common/ty_time.h"
 
@@ -85,6 +91,7 @@ typedef struct follower {
     int terminal;                /* a per-job stream read the job's terminal event (or the
                                     job had ended when it began): end once caught up */
     int done;                    /* nothing more will be sent: end once out is handed out */
+    api_stream_place place;      /* its place among the followed streams, given back by free */
 } follower;
 
 static void follower_free(void *ud)
@@ -93,6 +100,7 @@ static void follower_free(void *ud)
     if (!fl)
         return;
     api_feed_follow(fl->feed, -1);
+    api_stream_place_release(&fl->place);
     api_job_filter_free(&fl->filter);
     free(fl->queue);
     ty_buf_free(&fl->out);
@@ -324,9 +332,13 @@ static int64_t start_cursor(const api_req *req, const stream_query *q, int64_t *
     return seq;
 }
 
-/* Creates the follower and hands it to resp as a stream; filter (if any) is stolen. */
+/*
+ * Creates the follower and hands it to resp as a stream; filter (if any) is stolen, and so is
+ * the place, when the stream is made (otherwise *place still holds it).
+ */
 static void reply_stream(const api_req *req, api_resp *resp, const store_job *job,
-                         int64_t cursor, int64_t mcursor, api_job_filter *filter)
+                         int64_t cursor, int64_t mcursor, api_job_filter *filter,
+                         api_stream_place *place)
 {
     follower *fl = calloc(1, sizeof *fl);
     if (!fl || ty_buf_puts(&fl->out, ": ok\n\n") != TY_OK) {
@@ -356,6 +368,7 @@ static void reply_stream(const api_req *req, api_resp *resp, const store_job *jo
         filter->f.nlabels = 0;
     }
     fl->last_sent_ns = ty_time_mono_ns();
+    api_stream_place_move(&fl->place, place);
     api_feed_follow(fl->feed, 1);
     api_reply_stream(resp, 200, SSE_CONTENT_TYPE,
                      (api_stream){.read = follower_read, .free = follower_free, .ud = fl});
@@ -376,6 +389,7 @@ void api_events_follow(const api_req *req, api_resp *resp)
 {
     stream_query q;
     spec_errors errs = {0};
+    api_stream_place place = {0};
     memset(&q, 0, sizeof q);
     ty_err e = spec_errors_init(&errs);
     if (e)
@@ -399,11 +413,14 @@ void api_events_follow(const api_req *req, api_resp *resp)
         api_reply_invalid(resp, 400, "invalid-query", &errs);
         goto out;
     }
-    reply_stream(req, resp, NULL, cursor < 0 ? head : cursor, 0, &q.filter);
+    if (!api_need_stream_place(req, resp, &place))
+        goto out;
+    reply_stream(req, resp, NULL, cursor < 0 ? head : cursor, 0, &q.filter, &place);
     goto out;
 fail:
     api_reply_error(resp, e, NULL);
 out:
+    api_stream_place_release(&place); /* held still when no stream was made */
     spec_errors_free(&errs);
     api_job_filter_free(&q.filter);
 }
@@ -422,6 +439,7 @@ void api_jobs_events_follow(const api_req *req, api_resp *resp)
     stream_query q;
     spec_errors errs = {0};
     store_job *job = NULL;
+    api_stream_place place = {0};
     memset(&q, 0, sizeof q);
     if (!api_is_job_id(req->id)) {
         api_reply_job_not_found(resp);
@@ -449,11 +467,14 @@ void api_jobs_events_follow(const api_req *req, api_resp *resp)
     /* Without a metric cursor the points start at the newest stored. */
     if (mcursor < 0 && (e = store_metrics_head(req->ctx->store, &mcursor)))
         goto fail;
-    reply_stream(req, resp, job, cursor < 0 ? 0 : cursor, mcursor, NULL);
+    if (!api_need_stream_place(req, resp, &place))
+        goto out;
+    reply_stream(req, resp, job, cursor < 0 ? 0 : cursor, mcursor, NULL, &place);
     goto out;
 fail:
     api_reply_error(resp, e, NULL);
 out:
+    api_stream_place_release(&place); /* held still when no stream was made */
     spec_errors_free(&errs);
     store_jobs_free(job, job ? 1 : 0);
 }

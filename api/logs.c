@@ -11,11 +11,19 @@
  * runs (server/ calls them from the connection's own thread), and the body
  * ends once the rank has ended and everything was sent. tail=N starts the body
  * at the last N lines, followed or not.
+ *
+ * A followed log may stay open for hours: it holds a place among the followed
+ * streams (api/streams.h), taken last, before the log is opened (past a cap:
+ * 429), and given back when the stream is freed. A log read without follow
+ * ends by itself and takes none.
  */
 #include "api/api_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "api/streams.h"
 
 #define LOG_CONTENT_TYPE "text/plain; charset=utf-8"
 /* Digits accepted in rank=, attempt= and tail=; more overflow int and name nothing anyway. */
@@ -140,20 +148,34 @@ static ty_err check_query(const store_job *job, const log_query *q, spec_errors 
     return TY_OK;
 }
 
+/* The body of the response: the open log, and the place of a followed one. */
+typedef struct log_stream {
+    sched_log *log;
+    api_stream_place place;      /* held by a followed log, given back by stream_free() */
+} log_stream;
+
 static long stream_read(void *ud, char *buf, size_t max)
 {
-    return sched_log_read(ud, buf, max);
+    log_stream *ls = ud;
+    return sched_log_read(ls->log, buf, max);
 }
 
 static void stream_free(void *ud)
 {
-    sched_log_close(ud);
+    log_stream *ls = ud;
+    if (!ls)
+        return;
+    sched_log_close(ls->log);
+    api_stream_place_release(&ls->place);
+    free(ls);
 }
 
 void api_jobs_logs(const api_req *req, api_resp *resp)
 {
     store_job *job = NULL;
     sched_log *log = NULL;
+    log_stream *ls = NULL;
+    api_stream_place place = {0};
     spec_errors errs = {0};
     log_query q;
     char detail[128];
@@ -192,6 +214,12 @@ void api_jobs_logs(const api_req *req, api_resp *resp)
     }
     int attempt = q.attempt > 0 ? (int)q.attempt : job->attempt;
     int rank = q.rank > 0 ? (int)q.rank : 0;
+    if (q.follow && !api_need_stream_place(req, resp, &place))
+        goto out;
+    if (!(ls = calloc(1, sizeof *ls))) {
+        e = TY_ENOMEM;
+        goto fail;
+    }
     e = sched_log_open(req->ctx->sched, job->id, attempt, rank, q.follow, q.tail, &log);
     if (e == TY_ENOTFOUND) {
         snprintf(detail, sizeof detail, "rank %d of attempt %d has no log", rank, attempt);
@@ -200,12 +228,17 @@ void api_jobs_logs(const api_req *req, api_resp *resp)
     }
     if (e)
         goto fail;
+    ls->log = log;
+    api_stream_place_move(&ls->place, &place);
     api_reply_stream(resp, 200, LOG_CONTENT_TYPE,
-                     (api_stream){.read = stream_read, .free = stream_free, .ud = log});
+                     (api_stream){.read = stream_read, .free = stream_free, .ud = ls});
+    ls = NULL; /* now the response's */
     goto out;
 fail:
     api_reply_error(resp, e, NULL);
 out:
+    free(ls);
+    api_stream_place_release(&place); /* held still when no stream was made */
     spec_errors_free(&errs);
     store_jobs_free(job, job ? 1 : 0);
 }

@@ -2,8 +2,10 @@
  * test_api_feed.c - api/feed.c (the fan-out) and api/events.c (the streams
  * over it), against a real store: wake-ups and shutdown of the fan-out; what
  * GET /v1/events and GET /v1/jobs/{id}/events?follow=true send, their filters
- * and cursors, the per-job stream's metric points and its end, and the
- * refusals. A stream is read the way server/ reads it, through its read().
+ * and cursors, the per-job stream's metric points and its end, the
+ * refusals, and the places the streams hold (api/streams.h): refused past
+ * their caps before anything is allocated, given back however they end. A
+ * stream is read the way server/ reads it, through its read().
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 
 #include "api/api_int.h"
 #include "api/feed.h"
+#include "api/streams.h"
 #include "common/ty_time.h"
 
 typedef struct fx {
@@ -27,6 +31,7 @@ typedef struct fx {
     store *store;
     api_feed *feed;
     api_ctx ctx;
+    const char *who;             /* the caller's principal; NULL: "tester" */
 } fx;
 
 static void on_change(void *ud)
@@ -117,7 +122,7 @@ static void call(fx *f, void (*handler)(const api_req *, api_resp *), const char
             *eq = '\0';
         kv[i] = (api_kv){buf[i], eq ? eq + 1 : NULL};
     }
-    api_principal p = {.name = "tester", .scopes = STORE_SCOPE_READ};
+    api_principal p = {.name = f->who ? f->who : "tester", .scopes = STORE_SCOPE_READ};
     api_req req = {.ctx = &f->ctx, .method = "GET", .path = "/v1/events", .id = id,
                    .query = kv, .nquery = nquery, .last_event_id = last_event_id,
                    .principal = &p, .request_id = "test"};
@@ -526,6 +531,169 @@ static void test_job_stream_refusals(void **state)
     api_resp_free(&resp);
 }
 
+/* ---- the places of the streams ------------------------------------------------------------ */
+
+static unsigned streams_open(fx *f)
+{
+    api_streams_stats st;
+    api_streams_get_stats(f->ctx.streams, &st);
+    return st.open;
+}
+
+/* Calls handler as principal who and expects the 429 of a cap; nothing of a stream is made. */
+static void expect_refused(fx *f, const char *who, void (*handler)(const api_req *, api_resp *),
+                           const char *id, const char *cap_words)
+{
+    const char *q[] = {"follow=true"};
+    api_resp resp;
+    long followers = api_feed_followers(f->feed);
+    f->who = who;
+    call(f, handler, id, NULL, q, 1, &resp);
+    f->who = NULL;
+    if (resp.status != 429 || !resp.body || !strstr(resp.body, cap_words))
+        fail_msg("%s: %u %.*s", who, resp.status, (int)resp.body_len, resp.body ? resp.body : "");
+    assert_string_equal(resp.content_type, "application/problem+json");
+    assert_non_null(strstr(resp.body, "\"code\":\"too-many-streams\""));
+    assert_null(resp.stream.read);
+    assert_int_equal(resp.nheaders, 1);
+    assert_string_equal(resp.headers[0].key, "Retry-After");
+    assert_int_equal(api_feed_followers(f->feed), followers);
+    api_resp_free(&resp);
+}
+
+/*
+ * Two streams per token, three in all, both kinds counted together: past either cap the
+ * answer is 429. Each way a stream ends gives its place back once: the job ended, the
+ * response dropped unread (the client gone), the server shutting down.
+ */
+static void test_streams_hold_places(void **state)
+{
+    fx *f = *state;
+    api_streams *s = NULL;
+    char a[STORE_ID_LEN + 1], b[STORE_ID_LEN + 1];
+    api_resp r1, r2, r3;
+    const char *q[] = {"follow=true"};
+    assert_int_equal(api_streams_new(3, 2, &s), TY_OK);
+    f->ctx.streams = s;
+    submit(f, "a", "default", "{}", a);
+    submit(f, "b", "default", "{}", b);
+
+    call(f, api_events_follow, NULL, NULL, q, 1, &r1);
+    assert_int_equal(r1.status, 200);
+    call(f, api_jobs_events_follow, a, NULL, q, 1, &r2);
+    assert_int_equal(r2.status, 200);
+    assert_int_equal(api_streams_held(s, "tester"), 2);
+    expect_refused(f, "tester", api_events_follow, NULL, "this token");
+    expect_refused(f, "tester", api_jobs_events_follow, b, "this token");
+
+    /* Checks of the request come first: a bad query at the cap is still a 400. */
+    const char *bad[] = {"follow=true", "bogus=1"};
+    api_resp resp;
+    call(f, api_events_follow, NULL, NULL, bad, 2, &resp);
+    assert_int_equal(resp.status, 400);
+    api_resp_free(&resp);
+
+    /* Another token takes the last place; then the server's cap refuses a third. */
+    f->who = "other";
+    call(f, api_jobs_events_follow, b, NULL, q, 1, &r3);
+    f->who = NULL;
+    assert_int_equal(r3.status, 200);
+    assert_int_equal(streams_open(f), 3);
+    expect_refused(f, "third", api_events_follow, NULL, "the server");
+    expect_refused(f, "other", api_jobs_events_follow, a, "the server");
+
+    api_streams_stats st;
+    api_streams_get_stats(s, &st);
+    assert_int_equal(st.refused[API_STREAMS_PER_TOKEN], 2);
+    assert_int_equal(st.refused[API_STREAMS_TOTAL], 2);
+
+    /* The job ended: its stream ends, and its place is back once freed. */
+    ty_buf out = {0};
+    char buf[64];
+    read_events(&r3, 1, &out);
+    move(f, b, JOB_PENDING, JOB_CANCELLED);
+    api_feed_notify(f->feed);
+    read_events(&r3, 1, &out);
+    assert_non_null(strstr(out.data, "\"to\":\"CANCELLED\""));
+    assert_int_equal(r3.stream.read(r3.stream.ud, buf, sizeof buf), 0);
+    api_resp_free(&r3);
+    assert_int_equal(api_streams_held(s, "other"), 0);
+    assert_int_equal(streams_open(f), 2);
+
+    /* Freed without being read to its end, as when the client went away. */
+    api_resp_free(&r2);
+    assert_int_equal(api_streams_held(s, "tester"), 1);
+    call(f, api_jobs_events_follow, a, NULL, q, 1, &r2);
+    assert_int_equal(r2.status, 200);
+
+    /* The server stops: both end, and every place is back. */
+    assert_true(r1.stream.read(r1.stream.ud, buf, sizeof buf) > 0); /* ": ok" */
+    read_events(&r2, 1, &out); /* a's history */
+    ty_buf_free(&out);
+    api_feed_shutdown(f->feed);
+    assert_int_equal(r1.stream.read(r1.stream.ud, buf, sizeof buf), 0);
+    api_resp_free(&r1);
+    assert_int_equal(streams_open(f), 1);
+    end_stream(f, &r2);
+    assert_int_equal(streams_open(f), 0);
+    assert_int_equal(api_streams_held(s, "tester"), 0);
+    f->ctx.streams = NULL;
+    api_streams_free(s);
+}
+
+/* ---- calloc's failure injected (test_api_feed links with -Wl,--wrap=calloc) ---------------- */
+
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+static _Atomic long g_calloc_fail_in; /* > 0: the calloc that many calls from now fails */
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    if (atomic_load(&g_calloc_fail_in) > 0 && atomic_fetch_sub(&g_calloc_fail_in, 1) == 1)
+        return NULL;
+    return __real_calloc(n, size);
+}
+
+/*
+ * The Nth calloc of a stream request fails, for each N until the request needs no more: the
+ * answer is then 503 out-of-memory or, when the failure was absorbed, the stream, and either
+ * way once it is freed its place is back and no follower is left.
+ */
+static void test_failed_allocation_gives_the_place_back(void **state)
+{
+    fx *f = *state;
+    api_streams *s = NULL;
+    char a[STORE_ID_LEN + 1];
+    assert_int_equal(api_streams_new(1, 1, &s), TY_OK);
+    f->ctx.streams = s;
+    submit(f, "a", "default", "{\"team\":\"x\"}", a);
+    static const char *const q[] = {"follow=true", "label=team=x", "queue=default"};
+    int failed = 0;
+    for (int kind = 0; kind < 2; kind++) {
+        for (long n = 1;; n++) {
+            api_resp resp;
+            atomic_store(&g_calloc_fail_in, n);
+            if (kind == 0)
+                call(f, api_events_follow, NULL, NULL, q, 3, &resp);
+            else
+                call(f, api_jobs_events_follow, a, NULL, q, 1, &resp);
+            int reached = atomic_exchange(&g_calloc_fail_in, 0) == 0;
+            if (resp.status != 200 && resp.status != 503)
+                fail_msg("calloc %ld failing: %u %.*s", n, resp.status, (int)resp.body_len,
+                         resp.body ? resp.body : "");
+            failed += resp.status == 503;
+            api_resp_free(&resp);
+            assert_int_equal(streams_open(f), 0);
+            assert_int_equal(api_feed_followers(f->feed), 0);
+            if (!reached)
+                break; /* the request made fewer callocs than n: every one was tried */
+        }
+    }
+    assert_true(failed >= 2); /* at least the follower's own, in each kind */
+    f->ctx.streams = NULL;
+    api_streams_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +707,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_stream_sends_history_points_and_ends, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_job_stream_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_streams_hold_places, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_allocation_gives_the_place_back, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
