@@ -488,7 +488,11 @@ static ty_err cg_make(sandbox *sb, const sandbox_rank *r, sandbox_proc *p, char 
     char name[96];
     snprintf(name, sizeof name, "%s-a%d-r%d", r->job_id, r->attempt, r->rank);
     long long mem = r->memory > 0 ? (long long)r->memory : -1;
-    long long quota = r->cpu > 0 ? (long long)(r->cpu * 100000.0 + 0.5) : -1;
+    /* The API keeps cpu within the machine's CPUs; a spec stored before that could ask for
+     * more than a long long of microseconds: 10^7 CPUs are more than any machine, and within
+     * what the kernel takes (2^44 us). */
+    double cpu = r->cpu < 1e7 ? r->cpu : 1e7;
+    long long quota = cpu > 0 ? (long long)(cpu * 100000.0 + 0.5) : -1;
     if (quota >= 0 && quota < 1000)
         quota = 1000; /* the kernel's smallest CFS quota: 1 ms per 100 ms */
 
