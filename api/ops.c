@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "api/openapi_doc.h"
+#include "api/streams.h"
 
 void api_ops_healthz(const api_req *req, api_resp *resp)
 {
@@ -71,6 +72,31 @@ static ty_err render_sched(const api_ctx *ctx, ty_buf *out)
     return e;
 }
 
+/* The followed streams' families (api/streams.h); without the accounting they have no samples. */
+static ty_err render_streams(const api_ctx *ctx, ty_buf *out)
+{
+    api_streams_stats ss;
+    int on = ctx->streams != NULL;
+    api_streams_get_stats(ctx->streams, &ss);
+    ty_err e = render_single(out, "trainyard_streams_open", "gauge",
+                             "Followed streams open now (events and logs with follow=true).", on,
+                             ss.open);
+    if (!e)
+        e = render_single(out, "trainyard_streams_limit", "gauge",
+                          "Followed streams the server holds at most at once.", on, ss.total);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_streams_refused_total", "counter",
+                                     "Followed streams refused (429), by the cap that refused "
+                                     "them: per_token or total.");
+    if (!e && on)
+        e = ty_buf_printf(out,
+                          "trainyard_streams_refused_total{reason=\"per_token\"} %llu\n"
+                          "trainyard_streams_refused_total{reason=\"total\"} %llu\n",
+                          (unsigned long long)ss.refused[API_STREAMS_PER_TOKEN],
+                          (unsigned long long)ss.refused[API_STREAMS_TOTAL]);
+    return e;
+}
+
 /* Renders every family of the contract; families whose source is absent have no samples. */
 static ty_err render_metrics(const api_ctx *ctx, ty_buf *out)
 {
@@ -114,6 +140,8 @@ static ty_err render_metrics(const api_ctx *ctx, ty_buf *out)
                                         st.commit_batch_ops);
     if (!e)
         e = render_sched(ctx, out);
+    if (!e)
+        e = render_streams(ctx, out);
     if (!e && ctx->backend_metrics)
         e = ctx->backend_metrics(ctx->backend_metrics_ud, out);
     return e;
