@@ -346,6 +346,7 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     const char *max_conns = NULL, *max_per_ip = NULL, *deadline = NULL;
     const char *sandbox = NULL, *user = NULL, *log_limit = NULL;
     const char *job_log_limit = NULL, *disk_limit = NULL;
+    const char *mpoints = NULL, *mretention = NULL, *dretention = NULL;
     const char *profile = NULL, *kubeconfig = NULL, *kctx = NULL, *kube = NULL, *qps = NULL,
                *burst = NULL;
     int queue_flags = 0, allow_private = -1;
@@ -384,6 +385,12 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             max_conns = v;
         else if ((r = opt_value(argc, argv, &i, "--request-deadline", &v)) != 0)
             deadline = v;
+        else if ((r = opt_value(argc, argv, &i, "--metrics-max-points-per-job", &v)) != 0)
+            mpoints = v;
+        else if ((r = opt_value(argc, argv, &i, "--metrics-retention", &v)) != 0)
+            mretention = v;
+        else if ((r = opt_value(argc, argv, &i, "--delivery-retention", &v)) != 0)
+            dretention = v;
         else if ((r = opt_value(argc, argv, &i, "--local-sandbox", &v)) != 0)
             sandbox = v;
         else if ((r = opt_value(argc, argv, &i, "--local-user", &v)) != 0)
@@ -518,6 +525,24 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     out->request_deadline_s = CONFIG_DEFAULT_REQUEST_DEADLINE;
     if ((v = flag_or_env(deadline, "--request-deadline", "TRAINYARD_REQUEST_DEADLINE", &what)) &&
         (e = parse_count(v, what, 1, CONFIG_MAX_REQUEST_DEADLINE, &out->request_deadline_s, err,
+                         errlen)))
+        return e;
+    out->metrics_max_points = CONFIG_DEFAULT_METRICS_MAX_POINTS;
+    if ((v = flag_or_env(mpoints, "--metrics-max-points-per-job",
+                         "TRAINYARD_METRICS_MAX_POINTS_PER_JOB", &what)) &&
+        (e = parse_count(v, what, 1, CONFIG_MAX_METRICS_MAX_POINTS, &out->metrics_max_points, err,
+                         errlen)))
+        return e;
+    out->metrics_retention_days = CONFIG_DEFAULT_METRICS_RETENTION;
+    if ((v = flag_or_env(mretention, "--metrics-retention", "TRAINYARD_METRICS_RETENTION",
+                         &what)) &&
+        (e = parse_count(v, what, 0, CONFIG_MAX_RETENTION, &out->metrics_retention_days, err,
+                         errlen)))
+        return e;
+    out->delivery_retention_days = CONFIG_DEFAULT_DELIVERY_RETENTION;
+    if ((v = flag_or_env(dretention, "--delivery-retention", "TRAINYARD_DELIVERY_RETENTION",
+                         &what)) &&
+        (e = parse_count(v, what, 0, CONFIG_MAX_RETENTION, &out->delivery_retention_days, err,
                          errlen)))
         return e;
     if ((e = parse_kube(profile, kubeconfig, kctx, kube, qps, burst, out, err, errlen)) != TY_OK)
@@ -660,6 +685,23 @@ void config_usage_serve(FILE *f)
           "                        and the connection closes. Idle keep-alive\n"
           "                        connections close after it too (1..3600)\n"
           "                        env TRAINYARD_REQUEST_DEADLINE, default 30\n"
+          "\n"
+          "Metrics and retention:\n"
+          "  --metrics-max-points-per-job N\n"
+          "                        metric points one job may store (a step written\n"
+          "                        again counts once); a report past it is refused\n"
+          "                        whole with 413 (1..1000000000)\n"
+          "                        env TRAINYARD_METRICS_MAX_POINTS_PER_JOB,\n"
+          "                        default 1000000\n"
+          "  --metrics-retention DAYS\n"
+          "                        a job's metrics are deleted this many days after it\n"
+          "                        ended, in the background (0: kept forever)\n"
+          "                        env TRAINYARD_METRICS_RETENTION, default 30\n"
+          "  --delivery-retention DAYS\n"
+          "                        delivered and failed notification deliveries are\n"
+          "                        deleted this many days after their last attempt\n"
+          "                        (0: kept forever)\n"
+          "                        env TRAINYARD_DELIVERY_RETENTION, default 7\n"
           "\n"
           "Running jobs (the local backend: every rank is a process on this machine):\n"
           "  --local-slots N       ranks that may run at once; a job starts only when all\n"

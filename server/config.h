@@ -25,6 +25,11 @@
  *           --max-connections N  TRAINYARD_MAX_CONNECTIONS  1024 (16..65536)
  *           --max-connections-per-ip N  TRAINYARD_MAX_CONNECTIONS_PER_IP  64 (1..65536)
  *           --request-deadline SECS  TRAINYARD_REQUEST_DEADLINE  30 (1..3600)
+ *           --metrics-max-points-per-job N  TRAINYARD_METRICS_MAX_POINTS_PER_JOB  1000000
+ *           --metrics-retention DAYS  TRAINYARD_METRICS_RETENTION  30 (0: forever): a job's
+ *                                metrics are deleted this long after it ended
+ *           --delivery-retention DAYS  TRAINYARD_DELIVERY_RETENTION  7 (0: forever):
+ *                                delivered and failed notification deliveries, after it
  *           --cluster-profile FILE  TRAINYARD_CLUSTER_PROFILE  none: jobs run on the local
  *                                backend; with it, on Kubernetes (the Kubernetes backend)
  *           --kubeconfig PATH    TRAINYARD_KUBECONFIG   none: in a pod, the service account
@@ -70,6 +75,11 @@
 #define CONFIG_DEFAULT_MAX_CONNECTIONS_PER_IP 64
 #define CONFIG_DEFAULT_REQUEST_DEADLINE 30
 #define CONFIG_MAX_REQUEST_DEADLINE 3600
+#define CONFIG_DEFAULT_METRICS_MAX_POINTS 1000000
+#define CONFIG_MAX_METRICS_MAX_POINTS 1000000000
+#define CONFIG_DEFAULT_METRICS_RETENTION 30 /* days */
+#define CONFIG_DEFAULT_DELIVERY_RETENTION 7 /* days */
+#define CONFIG_MAX_RETENTION 36500          /* days */
 
 /* Longest HOST:PORT text: "[" + IPv6 text (45) + "]:" + 5 digits + NUL, rounded up. */
 #define CONFIG_ADDR_LEN 64
@@ -109,6 +119,9 @@ typedef struct config_serve {
     int max_connections;           /* open at once, CONFIG_MIN_MAX_CONNECTIONS.. */
     int max_connections_per_ip;    /* open at once per client address, 1.. */
     int request_deadline_s;        /* a request's headers and body must arrive within it */
+    int metrics_max_points;        /* metric points one job may store, 1.. */
+    int metrics_retention_days;    /* a job's metrics kept after its end; 0: forever */
+    int delivery_retention_days;   /* finished notification deliveries kept; 0: forever */
     /* The Kubernetes backend: used when cluster_profile is set. */
     char cluster_profile[CONFIG_PATH_MAX]; /* "" : the local backend */
     char kubeconfig[CONFIG_PATH_MAX];      /* "" : the in-cluster service account */

@@ -30,6 +30,7 @@
 #include "server/config.h"
 #include "server/http.h"
 #include "server/notify.h"
+#include "server/retention.h"
 #include "server/paths.h"
 #include "server/token_cli.h"
 #include "store/store.h"
@@ -146,18 +147,20 @@ static ty_err read_rank_limits(const backend *be, int kube, spec_limits *lim,
     return TY_OK;
 }
 
-/* The families /metrics adds to the API's own: the backend's (Kubernetes only) and the
- * notifications' counters. */
+/* The families /metrics adds to the API's own: the backend's (Kubernetes only), the
+ * notifications' and the retention purge's counters. */
 typedef struct extra_metrics {
     backend *kube; /* NULL with the local backend */
     notify *notify;
+    retention *retention;
 } extra_metrics;
 
 static ty_err render_extra_metrics(void *ud, ty_buf *out)
 {
     const extra_metrics *m = ud;
     ty_err e = m->kube ? kube_backend_metrics(m->kube, out) : TY_OK;
-    return e ? e : notify_render_metrics(m->notify, out);
+    e = e ? e : notify_render_metrics(m->notify, out);
+    return e ? e : retention_render_metrics(m->retention, out);
 }
 
 /*
@@ -263,6 +266,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     api_feed *feed = NULL;
     change_hooks hooks = {0};
     notify *nt = NULL;
+    retention *rt = NULL;
     extra_metrics extra = {0};
     spec_limits limits = {0};
     spec_rank_limit *limit_types = NULL;
@@ -297,7 +301,8 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         TY_LOG(TY_LOG_ERROR, "cannot create the data directory", "{s:s}", "error", err);
         goto out;
     }
-    e = store_open(cfg->db_path, NULL, &st, err, sizeof err); /* the store's defaults */
+    store_options sopt = {.metrics_max_points = cfg->metrics_max_points}; /* else its defaults */
+    e = store_open(cfg->db_path, &sopt, &st, err, sizeof err);
     if (e) {
         TY_LOG(TY_LOG_ERROR, "cannot open the database", "{s:s, s:s}", "path", cfg->db_path,
                "error", err[0] ? err : ty_strerror(e));
@@ -341,8 +346,18 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         goto out;
     }
     store_set_notify_hook(st, notify_wake, nt);
+    retention_options ropt = {
+        .store = st,
+        .metrics_ms = cfg->metrics_retention_days * 86400000LL,
+        .deliveries_ms = cfg->delivery_retention_days * 86400000LL,
+    };
+    if ((e = retention_start(&ropt, &rt, err, sizeof err)) != TY_OK) {
+        TY_LOG(TY_LOG_ERROR, "cannot start the retention purge", "{s:s}", "error", err);
+        goto out;
+    }
     extra.kube = kube.profile ? be : NULL;
     extra.notify = nt;
+    extra.retention = rt;
     api_ctx ctx = {
         .store = st,
         .feed = feed,
@@ -388,6 +403,7 @@ out:
     auth_cache_free(auth);
     store_set_notify_hook(st, NULL, NULL);
     notify_stop(nt); /* an attempt in flight is dropped: its row stays pending */
+    retention_stop(rt); /* after its batch in flight, if any: the rest waits for the next run */
     store_close(st); /* finishes queued commits */
     api_feed_free(feed);
     ty_histogram_destroy(&duration);
