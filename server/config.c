@@ -343,7 +343,7 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
 {
     const char *listen_arg = NULL, *db = NULL, *max_body = NULL, *level = NULL;
     const char *slots = NULL, *gpus = NULL, *grace = NULL;
-    const char *max_conns = NULL, *max_per_ip = NULL, *deadline = NULL;
+    const char *max_conns = NULL, *max_per_ip = NULL, *deadline = NULL, *streams = NULL;
     const char *sandbox = NULL, *user = NULL, *log_limit = NULL;
     const char *job_log_limit = NULL, *disk_limit = NULL;
     const char *mpoints = NULL, *mretention = NULL, *dretention = NULL;
@@ -385,6 +385,8 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             max_conns = v;
         else if ((r = opt_value(argc, argv, &i, "--request-deadline", &v)) != 0)
             deadline = v;
+        else if ((r = opt_value(argc, argv, &i, "--max-streams-per-token", &v)) != 0)
+            streams = v;
         else if ((r = opt_value(argc, argv, &i, "--metrics-max-points-per-job", &v)) != 0)
             mpoints = v;
         else if ((r = opt_value(argc, argv, &i, "--metrics-retention", &v)) != 0)
@@ -525,6 +527,12 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     out->request_deadline_s = CONFIG_DEFAULT_REQUEST_DEADLINE;
     if ((v = flag_or_env(deadline, "--request-deadline", "TRAINYARD_REQUEST_DEADLINE", &what)) &&
         (e = parse_count(v, what, 1, CONFIG_MAX_REQUEST_DEADLINE, &out->request_deadline_s, err,
+                         errlen)))
+        return e;
+    out->max_streams_per_token = CONFIG_DEFAULT_MAX_STREAMS_PER_TOKEN;
+    if ((v = flag_or_env(streams, "--max-streams-per-token", "TRAINYARD_MAX_STREAMS_PER_TOKEN",
+                         &what)) &&
+        (e = parse_count(v, what, 1, CONFIG_MAX_MAX_CONNECTIONS, &out->max_streams_per_token, err,
                          errlen)))
         return e;
     out->metrics_max_points = CONFIG_DEFAULT_METRICS_MAX_POINTS;
@@ -685,6 +693,11 @@ void config_usage_serve(FILE *f)
           "                        and the connection closes. Idle keep-alive\n"
           "                        connections close after it too (1..3600)\n"
           "                        env TRAINYARD_REQUEST_DEADLINE, default 30\n"
+          "  --max-streams-per-token N\n"
+          "                        followed streams (events and logs with follow=true)\n"
+          "                        one token holds at once; all tokens together hold at\n"
+          "                        most half of --max-connections. Past either: 429\n"
+          "                        env TRAINYARD_MAX_STREAMS_PER_TOKEN, default 32\n"
           "\n"
           "Metrics and retention:\n"
           "  --metrics-max-points-per-job N\n"

@@ -25,6 +25,9 @@
  *           --max-connections N  TRAINYARD_MAX_CONNECTIONS  1024 (16..65536)
  *           --max-connections-per-ip N  TRAINYARD_MAX_CONNECTIONS_PER_IP  64 (1..65536)
  *           --request-deadline SECS  TRAINYARD_REQUEST_DEADLINE  30 (1..3600)
+ *           --max-streams-per-token N  TRAINYARD_MAX_STREAMS_PER_TOKEN  32 (1..65536): followed
+ *                                streams one token holds at once; all tokens together
+ *                                hold at most half of --max-connections (api/streams.h)
  *           --metrics-max-points-per-job N  TRAINYARD_METRICS_MAX_POINTS_PER_JOB  1000000
  *           --metrics-retention DAYS  TRAINYARD_METRICS_RETENTION  30 (0: forever): a job's
  *                                metrics are deleted this long after it ended
@@ -75,6 +78,7 @@
 #define CONFIG_DEFAULT_MAX_CONNECTIONS_PER_IP 64
 #define CONFIG_DEFAULT_REQUEST_DEADLINE 30
 #define CONFIG_MAX_REQUEST_DEADLINE 3600
+#define CONFIG_DEFAULT_MAX_STREAMS_PER_TOKEN 32
 #define CONFIG_DEFAULT_METRICS_MAX_POINTS 1000000
 #define CONFIG_MAX_METRICS_MAX_POINTS 1000000000
 #define CONFIG_DEFAULT_METRICS_RETENTION 30 /* days */
@@ -119,6 +123,7 @@ typedef struct config_serve {
     int max_connections;           /* open at once, CONFIG_MIN_MAX_CONNECTIONS.. */
     int max_connections_per_ip;    /* open at once per client address, 1.. */
     int request_deadline_s;        /* a request's headers and body must arrive within it */
+    int max_streams_per_token;     /* followed streams of one token at once, 1.. */
     int metrics_max_points;        /* metric points one job may store, 1.. */
     int metrics_retention_days;    /* a job's metrics kept after its end; 0: forever */
     int delivery_retention_days;   /* finished notification deliveries kept; 0: forever */

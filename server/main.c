@@ -18,6 +18,7 @@
 #include "api/api.h"
 #include "cli/cli.h"
 #include "api/feed.h"
+#include "api/streams.h"
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
 #include "scheduler/kube/kube_backend.h"
@@ -264,6 +265,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     auth_cache *auth = NULL;
     http_server *srv = NULL;
     api_feed *feed = NULL;
+    api_streams *streams = NULL;
     change_hooks hooks = {0};
     notify *nt = NULL;
     retention *rt = NULL;
@@ -332,6 +334,13 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
                ty_strerror(e));
         goto out;
     }
+    /* Followed streams hold at most half of the connections: the rest stay for submissions. */
+    if ((e = api_streams_new((unsigned)cfg->max_connections / 2,
+                             (unsigned)cfg->max_streams_per_token, &streams)) != TY_OK) {
+        TY_LOG(TY_LOG_ERROR, "cannot create the stream accounting", "{s:s}", "error",
+               ty_strerror(e));
+        goto out;
+    }
     if ((e = api_feed_new(&feed)) != TY_OK) {
         TY_LOG(TY_LOG_ERROR, "cannot create the event feed", "{s:s}", "error", ty_strerror(e));
         goto out;
@@ -361,6 +370,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     api_ctx ctx = {
         .store = st,
         .feed = feed,
+        .streams = streams,
         .sched = sc,
         .max_body = cfg->max_body,
         .http_requests = &requests,
@@ -406,6 +416,7 @@ out:
     retention_stop(rt); /* after its batch in flight, if any: the rest waits for the next run */
     store_close(st); /* finishes queued commits */
     api_feed_free(feed);
+    api_streams_free(streams); /* after http_server_free(): every stream gave its place back */
     ty_histogram_destroy(&duration);
     ty_counter_vec_destroy(&requests);
     if (rc == 0)

@@ -11,6 +11,9 @@
  * everything up to some point (to check that something was left out), it
  * submits a sentinel job and waits for its event: events come in commit
  * order, so every earlier one was sent or filtered by then.
+ *
+ * The caps on followed streams run on a server of their own, with a small
+ * connection limit and a small cap per token set by flags.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -636,6 +639,222 @@ static void test_shutdown_ends_streams(void **state)
     }
 }
 
+/* ---- the caps on followed streams -------------------------------------------------------- */
+
+/* 16 connections: the streams may hold 8 of them, each token 3. */
+#define CAP_TOTAL 8
+#define CAP_PER_TOKEN 3
+
+static int setup_caps(void **state)
+{
+    static const char *const args[] = {"--local-slots", "4", "--local-sandbox=off",
+                                       "--queue-limit", "held=0", "--max-connections", "16",
+                                       "--max-streams-per-token", "3", NULL};
+    ty_server_opts opts = {.args = args};
+    char err[512];
+    (void)state;
+    if (ty_server_start(&opts, &g_srv, err, sizeof err) < 0) {
+        fprintf(stderr, "cannot start the server: %s\n", err);
+        return -1;
+    }
+    g_admin = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    return g_admin ? 0 : -1;
+}
+
+/* The value of a sample of /metrics ("name" or "name{labels}"); -1 when absent. */
+static long long metric(const char *series)
+{
+    ty_http_resp *r = ty_req(g_admin, "GET", "/metrics", NULL);
+    size_t n = strlen(series);
+    long long v = -1;
+    assert_int_equal(r->status, 200);
+    for (const char *p = r->body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, series, n) == 0 && p[n] == ' ') {
+            char *end = NULL;
+            v = strtoll(p + n + 1, &end, 10);
+            assert_true(end && end != p + n + 1);
+            break;
+        }
+    }
+    ty_resp_destroy(r);
+    return v;
+}
+
+#define OPEN "trainyard_streams_open"
+#define REFUSED(reason) "trainyard_streams_refused_total{reason=\"" reason "\"}"
+
+/* Waits until the gauge of open streams reads want; submits a held job between looks, so that
+ * each /v1/events stream writes an event and the server notices a client that went away. */
+static void wait_open(long long want, int nudge)
+{
+    int64_t deadline = ty_now_ms() + DEADLINE_MS;
+    for (;;) {
+        long long v = metric(OPEN);
+        if (v == want)
+            return;
+        if (ty_now_ms() > deadline)
+            fail_msg("%s stays at %lld, not %lld", OPEN, v, want);
+        if (nudge) {
+            char id[32];
+            submit("nudge", "held", "{}", id);
+        }
+        ty_sleep_ms(50);
+    }
+}
+
+/* A token with the read and submit scopes, usable once the server's token cache has it. */
+static ty_client *token_client(const char *name, char token[128])
+{
+    char body[128];
+    snprintf(body, sizeof body, "{\"name\": \"%s\", \"scopes\": [\"read\", \"submit\"]}",
+             name);
+    ty_http_resp *r = ty_req(g_admin, "POST", "/v1/tokens", body);
+    assert_int_equal(r->status, 201);
+    snprintf(token, 128, "%s", ty_json_str(r->json, "token"));
+    ty_resp_destroy(r);
+    ty_client *c = ty_client_new(g_srv, token);
+    assert_non_null(c);
+    int64_t deadline = ty_now_ms() + 5000;
+    for (;;) { /* the token list is cached for up to a second */
+        r = ty_req(c, "GET", "/v1/jobs?limit=1", NULL);
+        long status = r->status;
+        ty_resp_destroy(r);
+        if (status == 200)
+            return c;
+        if (status != 401 || ty_now_ms() > deadline)
+            fail_msg("token %s: %ld", name, status);
+        ty_sleep_ms(50);
+    }
+}
+
+/* A GET of a followed stream by c is refused with the 429 of a cap; its detail has `words`. */
+static void expect_429(ty_client *c, const char *path, const char *words)
+{
+    ty_http_resp *r = ty_req(c, "GET", path, NULL);
+    if (r->status != 429 || !strstr(r->body, words))
+        fail_msg("GET %s: %ld %s", path, r->status, r->body);
+    assert_string_equal(ty_json_str(r->json, "code"), "too-many-streams");
+    assert_string_equal(ty_resp_header(r, "Content-Type"), "application/problem+json");
+    assert_non_null(ty_resp_header(r, "Retry-After"));
+    ty_resp_destroy(r);
+}
+
+/* A submission of c is accepted. */
+static void expect_submit(ty_client *c, const char *name)
+{
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"name\": \"%s\", \"queue\": \"held\", \"command\": [\"true\"], "
+             "\"workers\": {\"count\": 1}}", name);
+    ty_http_resp *r = ty_req(c, "POST", "/v1/jobs", body);
+    if (r->status != 201)
+        fail_msg("submit as %s: %ld %s", name, r->status, r->body);
+    ty_resp_destroy(r);
+}
+
+/*
+ * Three followed streams per token and eight in all (half of 16 connections), every kind
+ * counted together: past a token's cap its next stream is 429 while it and every other token
+ * still submit; the total holds across tokens; and each stream that ends gives its place
+ * back, whether its job ended, its rank ended or its client went away: the gauge returns to 0.
+ */
+static void test_caps_on_followed_streams(void **state)
+{
+    (void)state;
+    char ta[128], tb[128], tc[128], held[32], sleeper[32], path[160];
+    ty_client *alice = token_client("alice", ta);
+    ty_client *bob = token_client("bob", tb);
+    ty_client *carol = token_client("carol", tc);
+    assert_int_equal(metric(OPEN), 0);
+    assert_int_equal(metric("trainyard_streams_limit"), CAP_TOTAL);
+
+    submit("held", "held", "{}", held);
+    submit_cmd("sleeper", "default", "{}", "[\"sh\", \"-c\", \"echo started; sleep 300\"]",
+               sleeper);
+    snprintf(path, sizeof path, "/v1/jobs/%s/events?follow=true", sleeper);
+    sse *w = sse_start(path, TY_TEST_ADMIN_TOKEN, NULL); /* the admin's, for a while */
+    sse_wait_event(w, sleeper, "RUNNING");
+    sse_free(w);
+
+    /* alice: one stream of each kind. */
+    sse *s[CAP_TOTAL] = {NULL};
+    s[0] = sse_start("/v1/events?follow=true", ta, NULL);
+    snprintf(path, sizeof path, "/v1/jobs/%s/events?follow=true", held);
+    s[1] = sse_start(path, ta, NULL);
+    snprintf(path, sizeof path, "/v1/jobs/%s/logs?follow=true", sleeper);
+    s[2] = sse_start(path, ta, NULL);
+    sse_wait_text(s[0], ": ok");
+    sse_wait_event(s[1], held, "PENDING");
+    sse_wait_text(s[2], "started");
+    wait_open(CAP_PER_TOKEN, 0);
+
+    /* Past alice's cap, each kind is refused; alice and bob still submit. */
+    expect_429(alice, "/v1/events?follow=true", "this token");
+    expect_429(alice, path, "this token");
+    snprintf(path, sizeof path, "/v1/jobs/%s/events?follow=true", held);
+    expect_429(alice, path, "this token");
+    expect_submit(alice, "alice-at-her-cap");
+    expect_submit(bob, "bob-beside-alice");
+
+    /* bob takes 3, carol 2: the server's 8. Then anyone's next is refused, the admin's too. */
+    for (int i = 3; i < 6; i++)
+        s[i] = sse_start("/v1/events?follow=true&queue=held", tb, NULL);
+    for (int i = 6; i < 8; i++)
+        s[i] = sse_start("/v1/events?follow=true", tc, NULL);
+    for (int i = 3; i < 8; i++)
+        sse_wait_text(s[i], ": ok");
+    assert_int_equal(metric(OPEN), CAP_TOTAL);
+    expect_429(carol, "/v1/events?follow=true", "the server");
+    expect_429(g_admin, "/v1/events?follow=true", "the server");
+    expect_429(bob, "/v1/events?follow=true", "this token");
+
+    /* The streams hold half of the connections: submissions still get in. */
+    expect_submit(carol, "carol-at-the-total");
+    expect_submit(alice, "alice-at-the-total");
+    expect_submit(g_admin, "admin-at-the-total");
+    assert_int_equal(metric(OPEN), CAP_TOTAL);
+    assert_true(metric(REFUSED("per_token")) >= 4);
+    assert_true(metric(REFUSED("total")) >= 2);
+
+    /* The held job ends: its stream ends by itself and gives its place back. */
+    char cpath[160];
+    snprintf(cpath, sizeof cpath, "/v1/jobs/%s:cancel", held);
+    ty_http_resp *r = ty_req(g_admin, "POST", cpath, NULL);
+    assert_int_equal(r->status, 200);
+    ty_resp_destroy(r);
+    sse_wait_end(s[1]);
+    assert_int_equal(s[1]->rc, CURLE_OK);
+    wait_open(CAP_TOTAL - 1, 0);
+    /* Its place is anyone's now: carol's third fits the total again. */
+    sse *again = sse_start("/v1/events?follow=true", tc, NULL);
+    sse_wait_text(again, ": ok");
+    assert_int_equal(metric(OPEN), CAP_TOTAL);
+    sse_free(again);
+
+    /* The sleeper is cancelled: its rank ends, and so does the log that followed it. */
+    snprintf(cpath, sizeof cpath, "/v1/jobs/%s:cancel", sleeper);
+    r = ty_req(g_admin, "POST", cpath, NULL);
+    assert_int_equal(r->status, 200);
+    ty_resp_destroy(r);
+    sse_wait_end(s[2]);
+
+    /* Every other client goes away: once the server has noticed, no place is held. */
+    for (int i = 0; i < CAP_TOTAL; i++)
+        sse_stop(s[i]);
+    wait_open(0, 1);
+    for (int i = 0; i < CAP_TOTAL; i++)
+        sse_free(s[i]);
+
+    /* And alice follows again. */
+    s[0] = sse_start("/v1/events?follow=true", ta, NULL);
+    sse_wait_text(s[0], ": ok");
+    assert_int_equal(metric(OPEN), 1);
+    sse_free(s[0]);
+    ty_client_free(alice);
+    ty_client_free(bob);
+    ty_client_free(carol);
+}
+
 int main(int argc, char **argv)
 {
     char err[512];
@@ -650,6 +869,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_job_stream_with_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_ends_streams, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_caps_on_followed_streams, setup_caps, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ty_harness_cleanup();
