@@ -348,7 +348,7 @@ static int load_body(const char *name, const opts *o, char **body)
         return rc;
     }
     if (cli_yaml_to_json(text, len, &doc, err, sizeof err) != TY_OK) {
-        fprintf(stderr, "trainyard %s: %s: %s\n", name, o->file, err);
+        fprintf(stderr, "trainyard %s: %s:%s\n", name, o->file, err); /* file:line:col: */
         goto out;
     }
     for (size_t i = 0; i < o->nsets; i++) {

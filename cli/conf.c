@@ -123,7 +123,7 @@ static ty_err read_file(cli_conf *out, char *err, size_t errlen)
     }
     char why[256] = "";
     if (cli_yaml_to_json(text, (size_t)n, &doc, why, sizeof why) != TY_OK || !json_is_object(doc)) {
-        snprintf(err, errlen, "%s: %s", path, why[0] ? why : "expected a mapping");
+        snprintf(err, errlen, "%s:%s", path, why[0] ? why : " expected a mapping"); /* :L:C: */
         e = TY_EINVAL;
         goto out;
     }

@@ -1,21 +1,15 @@
 /*
- * yaml.c - YAML job files to JSON through libyaml's document loader (which resolves aliases to
- * their anchored node), and JSON to YAML through its emitter.
+ * yaml.c - YAML job files to JSON through libyaml's event parser (anchors, aliases and merge
+ * keys resolved here), and JSON to YAML through its emitter.
  */
 #include "cli/yaml.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
-
-typedef struct conv {
-    yaml_document_t *doc;
-    size_t values; /* produced so far; aliases count each time they are expanded */
-    ty_err code;   /* why the conversion failed */
-    char *err;
-    size_t errlen;
-} conv;
 
 static int is_one_of(const char *s, const char *const *words)
 {
@@ -86,162 +80,344 @@ static json_t *core_scalar(const char *s)
     return core_number(s);
 }
 
-static json_t *node_to_json(conv *c, yaml_node_t *n, int depth);
+/*
+ * The document is read as libyaml's events, not through its document loader: the loader
+ * builds the whole tree before anything can be checked, and libyaml's scanner looks at every
+ * open level for each token, so a deeply nested file cost time quadratic in its depth before
+ * it was refused. Here the nesting is checked at each collection's start, so reading stops at
+ * the first level past CLI_YAML_MAX_DEPTH, and the scanner never holds more than that many
+ * levels (and what it reads ahead): time is linear in the file. Anchors are kept in a hash
+ * table (jansson's), not searched, so aliases cost no more than what they expand to.
+ */
 
-static int fail(conv *c, const yaml_node_t *n, ty_err code, const char *why)
+/* An open sequence or mapping. */
+typedef struct frame {
+    json_t *v;          /* the array or object being built (owned) */
+    json_t *merges;     /* object: the values of its merge keys (<<), in order (owned) */
+    json_t *lines;      /* object: each key it sets itself -> the line it was first set at */
+    char *key;          /* object: the key waiting for its value (owned), NULL: none */
+    int key_is_merge;   /* that key is <<: its value is merged, not set */
+    char *anchor;       /* its anchor (owned), NULL: none */
+    yaml_mark_t mark;   /* where it starts */
+    size_t values_at;   /* conv.values when it started */
+    int height;         /* levels of nesting in it, itself included */
+} frame;
+
+typedef struct conv {
+    frame stack[CLI_YAML_MAX_DEPTH];
+    int depth;          /* open collections */
+    json_t *anchors;    /* name -> [value, values it expands to, its height] */
+    json_t *root;
+    int documents;
+    size_t values;      /* produced so far; aliases count what they expand to each time */
+    ty_err code;        /* why the conversion failed */
+    char *err;
+    size_t errlen;
+} conv;
+
+__attribute__((format(printf, 4, 5))) static int fail(conv *c, yaml_mark_t m, ty_err code,
+                                                      const char *fmt, ...)
 {
+    char why[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
     c->code = code;
-    snprintf(c->err, c->errlen, "line %lu: %s", n ? (unsigned long)n->start_mark.line + 1 : 0UL,
-             why);
+    snprintf(c->err, c->errlen, "%lu:%lu: %s", (unsigned long)m.line + 1,
+             (unsigned long)m.column + 1, why);
     return -1;
 }
 
-/* Copies the members of src (a mapping's merge) that dst does not have. */
-static int merge_into(conv *c, json_t *dst, yaml_node_t *src, int depth)
+static int oom(conv *c, yaml_mark_t m)
 {
-    if (src->type != YAML_MAPPING_NODE)
-        return fail(c, src, TY_EINVAL, "a merge key (<<) takes a mapping or a list of them");
-    json_t *m = node_to_json(c, src, depth + 1);
-    if (!m)
-        return -1;
-    const char *k;
-    json_t *v;
-    json_object_foreach(m, k, v)
-    {
-        if (!json_object_get(dst, k))
-            json_object_set(dst, k, v);
-    }
-    json_decref(m);
+    return fail(c, m, TY_ENOMEM, "out of memory");
+}
+
+/* Counts n more values against CLI_YAML_MAX_VALUES. */
+static int count(conv *c, yaml_mark_t m, size_t n)
+{
+    c->values += n;
+    if (c->values > CLI_YAML_MAX_VALUES)
+        return fail(c, m, TY_ETOOLARGE, "too many values once aliases are expanded (over %d)",
+                    CLI_YAML_MAX_VALUES);
     return 0;
 }
 
-static json_t *mapping_to_json(conv *c, yaml_node_t *n, int depth)
+/* Remembers v (borrowed) under anchor name (NULL: none); a later anchor of the name wins. */
+static int anchor(conv *c, yaml_mark_t m, const yaml_char_t *name, json_t *v, size_t values,
+                  int height)
 {
-    json_t *obj = json_object();
-    yaml_node_pair_t *pair;
-    if (!obj)
-        return NULL;
-    /* Keys the mapping sets itself win over merged ones wherever the merge key stands. */
-    for (int pass = 0; pass < 2; pass++) {
-        for (pair = n->data.mapping.pairs.start; pair < n->data.mapping.pairs.top; pair++) {
-            yaml_node_t *k = yaml_document_get_node(c->doc, pair->key);
-            yaml_node_t *v = yaml_document_get_node(c->doc, pair->value);
-            if (!k || !v || k->type != YAML_SCALAR_NODE) {
-                fail(c, k ? k : n, TY_EINVAL, "mapping keys must be strings");
-                goto bad;
-            }
-            const char *key = (const char *)k->data.scalar.value;
-            int is_merge =
-                k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && strcmp(key, "<<") == 0;
-            if (is_merge != pass)
-                continue;
-            if (is_merge && v->type == YAML_SEQUENCE_NODE) {
-                yaml_node_item_t *it;
-                for (it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++)
-                    if (merge_into(c, obj, yaml_document_get_node(c->doc, *it), depth) != 0)
-                        goto bad;
-            } else if (is_merge) {
-                if (merge_into(c, obj, v, depth) != 0)
-                    goto bad;
-            } else {
-                json_t *jv = node_to_json(c, v, depth + 1);
-                if (!jv || json_object_set_new(obj, key, jv) != 0)
-                    goto bad;
-            }
-        }
-    }
-    return obj;
-bad:
-    json_decref(obj);
-    return NULL;
+    if (!name)
+        return 0;
+    json_t *a = json_pack("[O, I, i]", v, (json_int_t)values, height);
+    if (!a || json_object_set_new(c->anchors, (const char *)name, a) != 0)
+        return oom(c, m);
+    return 0;
 }
 
-static json_t *node_to_json(conv *c, yaml_node_t *n, int depth)
+/* A merge key's value: a mapping, or a list of mappings. */
+static int is_merge_source(const json_t *v)
 {
-    if (depth > CLI_YAML_MAX_DEPTH) {
-        fail(c, n, TY_ETOOLARGE, "nested too deeply (or an alias inside its own anchor)");
-        return NULL;
+    size_t i;
+    json_t *x;
+    if (json_is_object(v))
+        return 1;
+    if (!json_is_array(v))
+        return 0;
+    json_array_foreach(v, i, x)
+    {
+        if (!json_is_object(x))
+            return 0;
     }
-    if (++c->values > CLI_YAML_MAX_VALUES) {
-        fail(c, n, TY_ETOOLARGE, "too many values once aliases are expanded");
-        return NULL;
+    return 1;
+}
+
+/*
+ * Puts a finished value v (stolen) where it belongs: the document's root, the open sequence,
+ * or under the open mapping's waiting key (its merges for <<). height: levels of nesting in v.
+ */
+static int put(conv *c, yaml_mark_t m, json_t *v, int height)
+{
+    if (c->depth == 0) {
+        c->root = v;
+        return 0;
     }
-    switch (n->type) {
-    case YAML_SCALAR_NODE: {
-        const char *s = (const char *)n->data.scalar.value;
-        json_t *v = NULL;
-        if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
-            v = core_scalar(s);
-        return v ? v : json_stringn(s, n->data.scalar.length);
+    frame *f = &c->stack[c->depth - 1];
+    if (f->height < height + 1)
+        f->height = height + 1;
+    if (json_is_array(f->v))
+        return json_array_append_new(f->v, v) ? oom(c, m) : 0;
+    char *key = f->key;
+    f->key = NULL;
+    int rc = 0;
+    if (f->key_is_merge && !is_merge_source(v)) {
+        json_decref(v);
+        rc = fail(c, m, TY_EINVAL, "a merge key (<<) takes a mapping or a list of them");
+    } else if (f->key_is_merge) {
+        rc = json_array_append_new(f->merges, v) ? oom(c, m) : 0;
+    } else {
+        rc = json_object_set_new(f->v, key, v) ? oom(c, m) : 0;
     }
-    case YAML_SEQUENCE_NODE: {
-        json_t *arr = json_array();
-        yaml_node_item_t *it;
-        for (it = n->data.sequence.items.start; arr && it < n->data.sequence.items.top; it++) {
-            json_t *v = node_to_json(c, yaml_document_get_node(c->doc, *it), depth + 1);
-            if (!v || json_array_append_new(arr, v) != 0) {
-                json_decref(arr);
-                return NULL;
-            }
+    free(key);
+    return rc;
+}
+
+/* Takes key as the open mapping's next key: refused when the mapping set it already. */
+static int take_key(conv *c, yaml_mark_t m, const char *key, int plain)
+{
+    frame *f = &c->stack[c->depth - 1];
+    json_t *first = json_object_get(f->lines, key);
+    if (first)
+        return fail(c, m, TY_EINVAL, "duplicate key \"%.64s\" (first at line %lld)", key,
+                    (long long)json_integer_value(first));
+    if (json_object_set_new(f->lines, key, json_integer((json_int_t)m.line + 1)) != 0 ||
+        !(f->key = strdup(key)))
+        return oom(c, m);
+    f->key_is_merge = plain && strcmp(key, "<<") == 0;
+    return 0;
+}
+
+/* Whether the open mapping waits for a key (rather than a value). */
+static int wants_key(const conv *c)
+{
+    return c->depth > 0 && json_is_object(c->stack[c->depth - 1].v) && !c->stack[c->depth - 1].key;
+}
+
+static int on_scalar(conv *c, const yaml_event_t *ev)
+{
+    const char *s = (const char *)ev->data.scalar.value;
+    int plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+    if (wants_key(c))
+        return take_key(c, ev->start_mark, s, plain);
+    if (count(c, ev->start_mark, 1))
+        return -1;
+    json_t *v = plain ? core_scalar(s) : NULL;
+    if (!v && !(v = json_stringn(s, ev->data.scalar.length)))
+        return fail(c, ev->start_mark, TY_EINVAL, "a string that is not valid UTF-8");
+    if (anchor(c, ev->start_mark, ev->data.scalar.anchor, v, 1, 0)) {
+        json_decref(v);
+        return -1;
+    }
+    return put(c, ev->start_mark, v, 0);
+}
+
+static int on_alias(conv *c, const yaml_event_t *ev)
+{
+    const char *name = (const char *)ev->data.alias.anchor;
+    json_t *a = json_object_get(c->anchors, name);
+    if (!a) {
+        for (int i = 0; i < c->depth; i++)
+            if (c->stack[i].anchor && strcmp(c->stack[i].anchor, name) == 0)
+                return fail(c, ev->start_mark, TY_EINVAL, "alias *%.64s inside its own anchor",
+                            name);
+        return fail(c, ev->start_mark, TY_EINVAL, "undefined alias *%.64s", name);
+    }
+    json_t *val = json_array_get(a, 0);
+    if (wants_key(c)) {
+        if (!json_is_string(val))
+            return fail(c, ev->start_mark, TY_EINVAL, "mapping keys must be strings");
+        return take_key(c, ev->start_mark, json_string_value(val), 0);
+    }
+    int height = (int)json_integer_value(json_array_get(a, 2));
+    if (c->depth + height > CLI_YAML_MAX_DEPTH)
+        return fail(c, ev->start_mark, TY_ETOOLARGE,
+                    "nested deeper than %d levels once *%.64s is expanded", CLI_YAML_MAX_DEPTH,
+                    name);
+    if (count(c, ev->start_mark, (size_t)json_integer_value(json_array_get(a, 1))))
+        return -1;
+    json_t *v = json_deep_copy(val); /* a copy: --set on one place must not change another */
+    return v ? put(c, ev->start_mark, v, height) : oom(c, ev->start_mark);
+}
+
+static int on_start(conv *c, const yaml_event_t *ev, int mapping)
+{
+    const yaml_char_t *name =
+        mapping ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor;
+    if (wants_key(c))
+        return fail(c, ev->start_mark, TY_EINVAL, "mapping keys must be strings");
+    if (c->depth >= CLI_YAML_MAX_DEPTH)
+        return fail(c, ev->start_mark, TY_ETOOLARGE, "nested deeper than %d levels",
+                    CLI_YAML_MAX_DEPTH);
+    if (count(c, ev->start_mark, 1))
+        return -1;
+    frame *f = &c->stack[c->depth];
+    memset(f, 0, sizeof *f);
+    f->mark = ev->start_mark;
+    f->values_at = c->values - 1;
+    f->height = 1;
+    c->depth++; /* from here on, the frame is freed with the stack */
+    f->v = mapping ? json_object() : json_array();
+    if (!f->v || (mapping && (!(f->merges = json_array()) || !(f->lines = json_object()))) ||
+        (name && !(f->anchor = strdup((const char *)name))))
+        return oom(c, ev->start_mark);
+    return 0;
+}
+
+static void frame_free(frame *f)
+{
+    json_decref(f->v);
+    json_decref(f->merges);
+    json_decref(f->lines);
+    free(f->key);
+    free(f->anchor);
+    memset(f, 0, sizeof *f);
+}
+
+/* Copies the members of src (a mapping's merge) that dst does not have. */
+static int merge_into(conv *c, yaml_mark_t m, json_t *dst, json_t *src)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(src, k, v)
+    {
+        if (!json_object_get(dst, k) && json_object_set(dst, k, v) != 0)
+            return oom(c, m);
+    }
+    return 0;
+}
+
+static int on_end(conv *c, const yaml_event_t *ev)
+{
+    frame *f = &c->stack[c->depth - 1];
+    /* Keys the mapping sets itself win over merged ones wherever the merge key stands; among
+     * merges, the first that sets a key wins. */
+    size_t i, j;
+    json_t *src, *x;
+    if (f->merges)
+        json_array_foreach(f->merges, i, src)
+        {
+            if (json_is_object(src) && merge_into(c, ev->start_mark, f->v, src))
+                return -1;
+            if (json_is_array(src))
+                json_array_foreach(src, j, x)
+                {
+                    if (merge_into(c, ev->start_mark, f->v, x))
+                        return -1;
+                }
         }
-        return arr;
+    json_t *v = json_incref(f->v);
+    int height = f->height;
+    int rc = f->anchor ? anchor(c, f->mark, (const yaml_char_t *)f->anchor, v,
+                                c->values - f->values_at, height)
+                       : 0;
+    frame_free(f);
+    c->depth--;
+    if (rc) {
+        json_decref(v);
+        return -1;
     }
-    case YAML_MAPPING_NODE:
-        return mapping_to_json(c, n, depth);
+    return put(c, ev->start_mark, v, height);
+}
+
+/* Handles one event; 1 at the stream's end, 0 to go on, -1 on an error (in c). */
+static int on_event(conv *c, const yaml_event_t *ev)
+{
+    switch (ev->type) {
+    case YAML_DOCUMENT_START_EVENT:
+        if (c->documents++ > 0)
+            return fail(c, ev->start_mark, TY_EINVAL, "one document per file");
+        return 0;
+    case YAML_SCALAR_EVENT:
+        return on_scalar(c, ev);
+    case YAML_ALIAS_EVENT:
+        return on_alias(c, ev);
+    case YAML_SEQUENCE_START_EVENT:
+        return on_start(c, ev, 0);
+    case YAML_MAPPING_START_EVENT:
+        return on_start(c, ev, 1);
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+        return on_end(c, ev);
+    case YAML_STREAM_END_EVENT:
+        if (!c->root)
+            return fail(c, ev->start_mark, TY_EINVAL, "the file holds no document");
+        return 1;
     default:
-        fail(c, n, TY_EINVAL, "empty node");
-        return NULL;
+        return 0;
     }
 }
 
 ty_err cli_yaml_to_json(const char *text, size_t len, json_t **out, char *err, size_t errlen)
 {
     yaml_parser_t parser;
-    yaml_document_t doc, next;
-    int have_doc = 0, have_next = 0;
-    ty_err e = TY_EINVAL;
-    conv c = {.doc = &doc, .code = TY_ENOMEM, .err = err, .errlen = errlen};
+    conv c = {.code = TY_ENOMEM, .err = err, .errlen = errlen};
+    int rc = 0;
 
     *out = NULL;
-    if (!yaml_parser_initialize(&parser))
+    if (errlen)
+        err[0] = '\0';
+    if (!(c.anchors = json_object()) || !yaml_parser_initialize(&parser)) {
+        json_decref(c.anchors);
+        snprintf(err, errlen, "1:1: out of memory");
         return TY_ENOMEM;
+    }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc))
-        goto syntax;
-    have_doc = 1;
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (!root) {
-        snprintf(err, errlen, "the file holds no document");
-        goto out;
+    while (rc == 0) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            c.code = parser.error == YAML_MEMORY_ERROR ? TY_ENOMEM : TY_EINVAL;
+            snprintf(err, errlen, "%lu:%lu: %s%s%s",
+                     (unsigned long)parser.problem_mark.line + 1,
+                     (unsigned long)parser.problem_mark.column + 1,
+                     parser.problem ? parser.problem : "syntax error",
+                     parser.context ? " " : "", parser.context ? parser.context : "");
+            rc = -1;
+            break;
+        }
+        rc = on_event(&c, &ev);
+        yaml_event_delete(&ev);
     }
-    if (!yaml_parser_load(&parser, &next))
-        goto syntax;
-    have_next = 1;
-    if (yaml_document_get_root_node(&next)) {
-        snprintf(err, errlen, "line %lu: one document per file",
-                 (unsigned long)next.start_mark.line + 1);
-        goto out;
-    }
-    *out = node_to_json(&c, root, 0);
-    if (!*out) {
-        if (c.code == TY_ENOMEM)
-            snprintf(err, errlen, "out of memory");
-        e = c.code;
-        goto out;
-    }
-    e = TY_OK;
-    goto out;
-syntax:
-    snprintf(err, errlen, "line %lu: %s%s%s", (unsigned long)parser.problem_mark.line + 1,
-             parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
-             parser.context ? parser.context : "");
-out:
-    if (have_next)
-        yaml_document_delete(&next);
-    if (have_doc)
-        yaml_document_delete(&doc);
+    while (c.depth > 0)
+        frame_free(&c.stack[--c.depth]);
+    json_decref(c.anchors);
     yaml_parser_delete(&parser);
-    return e;
+    if (rc < 0) {
+        json_decref(c.root);
+        return c.code;
+    }
+    *out = c.root;
+    return TY_OK;
 }
 
 ty_err cli_json_set(json_t *root, const char *assignment, char *err, size_t errlen)

@@ -1,7 +1,8 @@
 /*
  * test_cli_yaml.c - job files as `trainyard submit` reads them: YAML with anchors, aliases and
  * merge keys becomes the JSON the API takes, scalars get their YAML 1.2 core types, --set
- * overrides dotted paths, hostile files are refused, and -o yaml reads back as the same JSON.
+ * overrides dotted paths, hostile files are refused (duplicated keys, nesting past the API's
+ * 64 levels, alias bombs) with their line and column, and -o yaml reads back as the same JSON.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -118,13 +119,14 @@ static void test_refusals(void **state)
         ty_err e;
         const char *msg; /* a part of the message */
     } cases[] = {
-        {"a: [1, 2", TY_EINVAL, "line "},
-        {"a: 1\n---\nb: 2\n", TY_EINVAL, "one document"},
-        {"", TY_EINVAL, "no document"},
-        {"[1, 2]: x", TY_EINVAL, "keys must be strings"},
-        {"a: *nowhere", TY_EINVAL, "line 1"},
-        {"a: &a [*a]", TY_ETOOLARGE, "nested too deeply"},
-        {"a: 1\n<<: 5\n", TY_EINVAL, "merge key"},
+        {"a: [1, 2", TY_EINVAL, "2:1: did not find expected ',' or ']'"},
+        {"a: 1\n---\nb: 2\n", TY_EINVAL, "2:1: one document per file"},
+        {"", TY_EINVAL, "1:1: the file holds no document"},
+        {"[1, 2]: x", TY_EINVAL, "1:1: mapping keys must be strings"},
+        {"a: *nowhere", TY_EINVAL, "1:4: undefined alias *nowhere"},
+        {"a: &a [*a]", TY_EINVAL, "1:8: alias *a inside its own anchor"},
+        {"a: 1\n<<: 5\n", TY_EINVAL, "2:5: a merge key (<<) takes a mapping"},
+        {"a: 1\n<<: [{b: 1}, 2]\n", TY_EINVAL, "merge key"},
         /* Each level doubles the values: 2^20 at the end, far over the limit. */
         {"a: &a [x, x]\nb: &b [*a, *a]\nc: &c [*b, *b]\nd: &d [*c, *c]\ne: &e [*d, *d]\n"
          "f: &f [*e, *e]\ng: &g [*f, *f]\nh: &h [*g, *g]\ni: &i [*h, *h]\nj: &j [*i, *i]\n"
@@ -139,6 +141,113 @@ static void test_refusals(void **state)
         if (e != cases[i].e || out || !strstr(err, cases[i].msg))
             fail_msg("case %zu: got %d '%s', want %d '%s'", i, e, err, cases[i].e, cases[i].msg);
     }
+}
+
+/* Refused: the message as the CLI prints it after the file's name ("job.yaml:3:1: ..."). */
+static void assert_refused(const char *text, ty_err want, const char *msg)
+{
+    json_t *out = NULL;
+    char err[256] = "";
+    ty_err e = cli_yaml_to_json(text, strlen(text), &out, err, sizeof err);
+    if (e != want || out || strcmp(err, msg) != 0)
+        fail_msg("%.80s\ngot %d '%s', want %d '%s'", text, e, err, want, msg);
+}
+
+/* A key set twice in one mapping is refused where it is set again, as the API refuses a
+ * duplicated JSON key; keys that merges bring are not duplicates (they are overridden). */
+static void test_duplicate_keys(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *yaml, *msg;
+    } cases[] = {
+        {"name: a\nimage: x\nname: b\n", "3:1: duplicate key \"name\" (first at line 1)"},
+        {"env:\n  A: 1\n  B: 2\n  A: 3\n", "4:3: duplicate key \"A\" (first at line 2)"},
+        {"a: {x: 1, y: 2, x: 3}\n", "1:17: duplicate key \"x\" (first at line 1)"},
+        {"a: [{k: 1}, {k: 2, k: 3}]\n", "1:20: duplicate key \"k\" (first at line 1)"},
+        {"1: a\n'1': b\n", "2:1: duplicate key \"1\" (first at line 1)"}, /* the same JSON key */
+        {"x: &x {a: 1, a: 2}\n", "1:14: duplicate key \"a\" (first at line 1)"},
+        {"b: &b {a: 1}\nc:\n  <<: *b\n  a: 2\n  a: 3\n",
+         "5:3: duplicate key \"a\" (first at line 4)"},
+        {"b: &b {a: 1}\nc: &c {d: 1}\ne:\n  <<: *b\n  <<: *c\n",
+         "5:3: duplicate key \"<<\" (first at line 4)"},
+        {"k: &k name\nname: a\n*k : b\n", "3:1: duplicate key \"name\" (first at line 2)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_refused(cases[i].yaml, TY_EINVAL, cases[i].msg);
+
+    /* The fixture with its anchors and merge keys, and one key written again at its end. */
+    size_t len;
+    char *text = read_fixture("anchors.yaml", &len), err[256] = "";
+    snprintf(text + len, 65536 - len, "workers: {count: 3}\n");
+    json_t *got = NULL;
+    assert_int_equal(cli_yaml_to_json(text, strlen(text), &got, err, sizeof err), TY_EINVAL);
+    assert_null(got);
+    assert_string_equal(err, "18:1: duplicate key \"workers\" (first at line 8)");
+    free(text);
+
+    /* Not duplicates: a key a merge brings and the mapping sets itself; the same key in two
+     * mappings; a key again in an alias's copy. */
+    got = conv_ok("b: &b {a: 1, z: 0}\nc:\n  <<: *b\n  a: 2\nd: {a: 3}\ne: *b\n");
+    assert_json_eq(got, "{\"b\": {\"a\": 1, \"z\": 0}, \"c\": {\"a\": 2, \"z\": 0},"
+                        " \"d\": {\"a\": 3}, \"e\": {\"a\": 1, \"z\": 0}}");
+    json_decref(got);
+}
+
+/* Nesting: as deep as the API takes JSON (64 levels) and not deeper, with the place of the
+ * first level too many; a document far deeper is refused too, as soon as that level is read
+ * (no timing assertion here: bench figures are in the commit that made it linear). */
+static void test_nesting_limit(void **state)
+{
+    (void)state;
+    const size_t deep = 200000;
+    char *text = malloc(4 * deep + 8);
+    assert_non_null(text);
+    for (size_t n = CLI_YAML_MAX_DEPTH; n <= CLI_YAML_MAX_DEPTH + 1; n++) {
+        memset(text, '[', n);
+        memset(text + n, ']', n);
+        text[2 * n] = '\0';
+        json_t *out = NULL;
+        char err[256] = "";
+        ty_err e = cli_yaml_to_json(text, 2 * n, &out, err, sizeof err);
+        if (n == CLI_YAML_MAX_DEPTH) {
+            assert_int_equal(e, TY_OK);
+            json_decref(out);
+        } else {
+            assert_int_equal(e, TY_ETOOLARGE);
+            assert_string_equal(err, "1:65: nested deeper than 64 levels");
+        }
+    }
+    /* 200,000 levels (400 KB): flow sequences, then flow mappings, then block sequences. */
+    memset(text, '[', deep);
+    memset(text + deep, ']', deep);
+    assert_refused(text, TY_ETOOLARGE, "1:65: nested deeper than 64 levels");
+    text[0] = '\0';
+    size_t n = 0;
+    for (size_t i = 0; i < deep; i++, n += 4)
+        memcpy(text + n, "{a: ", 4);
+    text[n] = '\0';
+    assert_refused(text, TY_ETOOLARGE, "1:257: nested deeper than 64 levels");
+    n = 0;
+    for (size_t i = 0; i < deep; i++, n += 2)
+        memcpy(text + n, "- ", 2);
+    memcpy(text + n, "x\n", 3);
+    assert_refused(text, TY_ETOOLARGE, "1:129: nested deeper than 64 levels");
+    free(text);
+
+    /* An alias counts the levels it expands to where it stands. */
+    char doc[1024];
+    n = 0;
+    n += (size_t)snprintf(doc + n, sizeof doc - n, "a: &a ");
+    for (int i = 0; i < 62; i++)
+        doc[n++] = '[';
+    for (int i = 0; i < 62; i++)
+        doc[n++] = ']';
+    snprintf(doc + n, sizeof doc - n, "\nb: [*a]\n"); /* the mapping, [ and 62: 64 levels */
+    json_t *got = conv_ok(doc);
+    json_decref(got);
+    snprintf(doc + n, sizeof doc - n, "\nb: [[*a]]\n"); /* 65 */
+    assert_refused(doc, TY_ETOOLARGE, "2:6: nested deeper than 64 levels once *a is expanded");
 }
 
 static void test_set(void **state)
@@ -191,7 +300,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalar_types),    cmocka_unit_test(test_anchors_aliases_merge),
         cmocka_unit_test(test_refusals),        cmocka_unit_test(test_set),
-        cmocka_unit_test(test_yaml_round_trip),
+        cmocka_unit_test(test_yaml_round_trip), cmocka_unit_test(test_duplicate_keys),
+        cmocka_unit_test(test_nesting_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
