@@ -154,6 +154,11 @@
 #define DEADLINE_DETAIL "the request was not received in time"
 #define URI_DETAIL "the request target is longer than the server accepts (8192 bytes)"
 #define REQUEST_ID_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
+/* Header fields checked without an allocation (more are allocated). */
+#define FIELDS_ON_STACK 32
+/* The problem code of a request refused for its framing (400). */
+#define MALFORMED "malformed-request"
+#define TARGET_DETAIL "the request target holds a space or a control character"
 /* Bytes asked of a stream at a time (the chunk size on the wire at most). */
 #define STREAM_BLOCK ((size_t)32 << 10)
 
@@ -584,7 +589,8 @@ static void raw_problem(int fd, unsigned status, const char *code, const char *d
     api_resp r;
     char head[768];
     memset(&r, 0, sizeof r);
-    api_reply_problem(&r, status, code, NULL, detail, NULL);
+    /* api/ has no title of its own for 501: the reason phrase is the title. */
+    api_reply_problem(&r, status, code, status == 501 ? "Not Implemented" : NULL, detail, NULL);
     const char *reason = MHD_get_reason_phrase_for(r.status);
     int extra = hkey && hval && r.status == status;
     int n = snprintf(head, sizeof head,
@@ -916,6 +922,216 @@ static unsigned check_sizes(struct MHD_Connection *c, const char *url)
     return 0;
 }
 
+/* ---- framing (RFC 9112 section 6.3) -------------------------------------- */
+
+static http_framing framing_bad(unsigned status, const char *code, const char *detail)
+{
+    http_framing v = {status, code, detail};
+    return v;
+}
+
+/* 1 when name (len bytes) equals lit, ASCII case ignored. */
+static int name_is(const http_field *f, const char *lit)
+{
+    size_t n = strlen(lit);
+    return f->name_len == n && strncasecmp(f->name, lit, n) == 0;
+}
+
+/* RFC 9110 tchar. */
+static int is_tchar(unsigned char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+/*
+ * The codings of one Transfer-Encoding value, counted: chunked (exactly the
+ * word, nothing around it), unknown (any other non-empty element), and
+ * malformed (an empty element, or whitespace that libmicrohttpd would keep
+ * in the value it compares with "chunked").
+ */
+static void count_codings(const http_field *f, unsigned *chunked, unsigned *unknown,
+                          unsigned *malformed)
+{
+    size_t i = 0;
+    for (;;) {
+        size_t start = i;
+        while (i < f->value_len && f->value[i] != ',')
+            i++;
+        size_t b = start, e = i;
+        while (b < e && (f->value[b] == ' ' || f->value[b] == '\t'))
+            b++;
+        while (e > b && (f->value[e - 1] == ' ' || f->value[e - 1] == '\t'))
+            e--;
+        if (b == e)
+            (*malformed)++;
+        else if (e - b == 7 && strncasecmp(f->value + b, "chunked", 7) == 0) {
+            (*chunked)++;
+            if (b != start || e != i)
+                (*malformed)++;
+        } else
+            (*unknown)++;
+        if (i >= f->value_len)
+            break;
+        i++; /* the comma */
+    }
+}
+
+http_framing http_check_framing(const http_field *fields, size_t n, int http11)
+{
+    unsigned ncl = 0, nte = 0, nhost = 0, nauth = 0;
+    unsigned chunked = 0, unknown = 0, malformed = 0;
+    const http_field *cl = NULL;
+
+    for (size_t i = 0; i < n; i++) {
+        const http_field *f = &fields[i];
+        if (f->cut)
+            return framing_bad(400, MALFORMED,
+                               "a header line holds a NUL byte or is folded onto the next");
+        if (f->name_len == 0)
+            return framing_bad(400, MALFORMED, "a header field has an empty name");
+        for (size_t k = 0; k < f->name_len; k++)
+            if (!is_tchar((unsigned char)f->name[k]))
+                return framing_bad(400, MALFORMED,
+                                   "a header field name holds whitespace or a character a "
+                                   "name may not hold");
+        for (size_t k = 0; k < f->value_len; k++) {
+            unsigned char ch = (unsigned char)f->value[k];
+            if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+                return framing_bad(400, MALFORMED,
+                                   "a header field value holds a control character (NUL, CR, "
+                                   "LF or another)");
+        }
+        if (name_is(f, "Content-Length")) {
+            ncl++;
+            cl = f;
+        } else if (name_is(f, "Transfer-Encoding")) {
+            nte++;
+            count_codings(f, &chunked, &unknown, &malformed);
+        } else if (name_is(f, "Host")) {
+            nhost++;
+        } else if (name_is(f, "Authorization")) {
+            nauth++;
+        }
+    }
+    if (nte && ncl)
+        return framing_bad(400, MALFORMED,
+                           "Content-Length and Transfer-Encoding are both present");
+    if (ncl > 1)
+        return framing_bad(400, MALFORMED, "Content-Length appears more than once");
+    if (cl) {
+        size_t k = 0;
+        while (k < cl->value_len && cl->value[k] >= '0' && cl->value[k] <= '9')
+            k++;
+        if (k == 0 || k != cl->value_len)
+            return framing_bad(400, MALFORMED, "Content-Length is not a decimal number");
+    }
+    if (nte && !http11)
+        return framing_bad(400, MALFORMED, "Transfer-Encoding in an HTTP/1.0 request");
+    if (unknown)
+        return framing_bad(501, "not-implemented",
+                           "the request names a transfer coding the server does not "
+                           "implement; only chunked is");
+    if (nte && (nte > 1 || chunked != 1 || malformed))
+        return framing_bad(400, MALFORMED,
+                           "Transfer-Encoding must be chunked, once, and nothing else");
+    if (http11 && nhost != 1)
+        return framing_bad(400, MALFORMED,
+                           nhost ? "Host appears more than once"
+                                 : "an HTTP/1.1 request needs a Host header");
+    if (nauth > 1)
+        return framing_bad(400, MALFORMED, "Authorization appears more than once");
+    return framing_bad(0, NULL, NULL);
+}
+
+/* The fields of a request, gathered by MHD_get_connection_values_n(). */
+typedef struct field_list {
+    http_field *f;
+    size_t n, cap;
+} field_list;
+
+static enum MHD_Result collect_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     size_t key_size, const char *value, size_t value_size)
+{
+    field_list *l = cls;
+    (void)kind;
+    if (l->n < l->cap) {
+        http_field *f = &l->f[l->n];
+        f->name = key ? key : "";
+        f->name_len = key ? key_size : 0;
+        f->value = value ? value : "";
+        f->value_len = value ? value_size : 0;
+        f->cut = 0;
+    }
+    l->n++;
+    return MHD_YES;
+}
+
+/*
+ * Marks the fields whose line held more than name, colon, blanks, value and
+ * line end. libmicrohttpd 0.9.75 parses the header block in place, in one
+ * buffer that starts with the request line (at `method`) and spans
+ * header_size bytes, and gives a value's length as strlen(): a value is cut
+ * at an embedded NUL, and value_len cannot show it. Where the next line
+ * starts can: after a whole value come its line end (CRLF or LF, 1 or 2
+ * bytes), then the next field's name, or for the last field the empty line
+ * (2 to 4 bytes in all). More means bytes the parser dropped (a NUL and what
+ * follows it); a field out of place was folded (obs-fold: the parser copies
+ * its joined line elsewhere). Only pointers are compared; nothing outside
+ * the fields is read. Other versions of the library store fields
+ * differently: there the check is off (see the README's security section).
+ */
+static void mark_cut_fields(http_field *f, size_t n, const char *block, size_t block_len)
+{
+#if MHD_VERSION == 0x00097500
+    uintptr_t lo = (uintptr_t)block, hi = lo + block_len;
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t name = (uintptr_t)f[i].name, value = (uintptr_t)f[i].value;
+        uintptr_t end = value + f[i].value_len;
+        int last = i + 1 == n;
+        uintptr_t next = last ? hi : (uintptr_t)f[i + 1].name;
+        uintptr_t min = last ? 2 : 1, max = last ? 4 : 2;
+        if (name < lo || name + f[i].name_len >= value || end > hi || next < end + min ||
+            next > end + max)
+            f[i].cut = 1;
+    }
+#else
+    (void)f;
+    (void)n;
+    (void)block;
+    (void)block_len;
+#endif
+}
+
+/* The framing verdict on the request on c; 503 when its fields cannot be gathered. */
+static http_framing check_framing(struct MHD_Connection *c, const char *method,
+                                  const char *version)
+{
+    http_field local[FIELDS_ON_STACK];
+    field_list l = {local, 0, FIELDS_ON_STACK};
+    http_framing v;
+    int n = MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_field, &l);
+    if (n > FIELDS_ON_STACK) {
+        /* Many fields: at most HTTP_HEADERS_MAX bytes of them (checked before). */
+        l.f = calloc((size_t)n, sizeof *l.f);
+        if (!l.f)
+            return framing_bad(503, "unavailable", "out of memory");
+        l.n = 0;
+        l.cap = (size_t)n;
+        MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_field, &l);
+    }
+    if (l.n > l.cap)
+        l.n = l.cap;
+    const union MHD_ConnectionInfo *hi = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (hi)
+        mark_cut_fields(l.f, l.n, method, hi->header_size);
+    v = http_check_framing(l.f, l.n, strcmp(version, MHD_HTTP_VERSION_1_0) != 0);
+    if (l.f != local)
+        free(l.f);
+    return v;
+}
+
 /* The request context of a request whose target was refused in on_uri. */
 static char uri_refused;
 
@@ -925,9 +1141,11 @@ static char uri_refused;
  * HTTP_URL_MAX is answered 414 here, written to the socket and followed by
  * a lingering close: a request line that nearly fills that memory leaves
  * libmicrohttpd no room for its arguments or for an answer, and it used to
- * drop such a connection without one. Returns the request's context:
- * &uri_refused for a refused target (on_access then ends the connection),
- * else NULL (on_access starts the request as usual).
+ * drop such a connection without one. A target holding a space or a
+ * control byte (libmicrohttpd splits the request line at its last space and
+ * keeps the rest) is answered 400 the same way. Returns the request's
+ * context: &uri_refused for a refused target (on_access then ends the
+ * connection), else NULL (on_access starts the request as usual).
  */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -938,7 +1156,13 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         cs->started = 1;
         pthread_mutex_unlock(&srv->conns_mu);
     }
-    if (!uri || strlen(uri) <= HTTP_URL_MAX)
+    if (!uri)
+        return NULL;
+    size_t len = strlen(uri);
+    int bad = 0;
+    for (size_t i = 0; i < len && !bad; i++)
+        bad = (unsigned char)uri[i] <= ' ' || uri[i] == 0x7f;
+    if (len <= HTTP_URL_MAX && !bad)
         return NULL;
     const union MHD_ConnectionInfo *fi = MHD_get_connection_info(
         c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -946,10 +1170,14 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         char rid[REQUEST_ID_MAX + 1];
         uint64_t k = atomic_fetch_add(&srv->rid_counter, 1);
         snprintf(rid, sizeof rid, "%s-%08" PRIx64, srv->rid_prefix, k);
-        raw_problem(fi->connect_fd, 414, "uri-too-long", URI_DETAIL, NULL, NULL, rid);
+        if (len > HTTP_URL_MAX)
+            raw_problem(fi->connect_fd, 414, "uri-too-long", URI_DETAIL, NULL, NULL, rid);
+        else
+            raw_problem(fi->connect_fd, 400, MALFORMED, TARGET_DETAIL, NULL, NULL, rid);
         linger_drain(fi->connect_fd);
         if (srv->ctx && srv->ctx->http_requests)
-            ty_counter_vec_add(srv->ctx->http_requests, "unmatched", "414", 1);
+            ty_counter_vec_add(srv->ctx->http_requests, "unmatched",
+                               len > HTTP_URL_MAX ? "414" : "400", 1);
     }
     return &uri_refused;
 }
@@ -1099,6 +1327,15 @@ static enum MHD_Result begin_request(http_server *srv, struct MHD_Connection *c,
         return answer_raw(srv, c, st, 431, "headers-too-large",
                           "the request headers are larger than the server accepts (16384 bytes)",
                           NULL, NULL);
+
+    /*
+     * Framing before anything reads a header: a message two parsers could
+     * read differently is answered and its connection closed, so no byte
+     * after its headers is taken for another request.
+     */
+    http_framing fr = check_framing(c, method, version);
+    if (fr.status)
+        return answer_raw(srv, c, st, fr.status, fr.code, fr.detail, NULL, NULL);
 
     check_request(srv, c, st, url, method);
     /*

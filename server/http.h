@@ -22,6 +22,17 @@
  * memory (HTTP_HARD_HEADER_BOUND bytes) is answered by libmicrohttpd itself
  * (414/431 with its own short body), never dropped.
  *
+ * Framing (RFC 9112 section 6.3): a message whose length or headers two
+ * parsers could read differently is refused before routing or
+ * authentication, as problem+json with "Connection: close", the connection
+ * then closed, so no byte after its headers is read as another request:
+ *   400 malformed-request  see http_check_framing() below, and a request
+ *                          target holding a space or a control byte;
+ *   501 not-implemented    a transfer coding other than chunked.
+ * What libmicrohttpd 0.9.75 answers itself, before the server sees the
+ * request (a malformed request line, a Content-Length that is not a
+ * number, a malformed chunk), is listed in the README's security section.
+ *
  * Slow and hostile clients (see the top of http.c):
  *   - connections are admitted per client address (per_ip_limit) and in
  *     total (connection_limit); the last slots of the total are a reserve
@@ -54,6 +65,47 @@
 /* Our own limits, answered as problem+json: the request target, and the whole header block. */
 #define HTTP_URL_MAX ((size_t)8 << 10)
 #define HTTP_HEADERS_MAX ((size_t)16 << 10)
+
+/*
+ * One request header field as libmicrohttpd stored it; name and value are
+ * borrowed, with their lengths. cut is 1 when the field's line held bytes
+ * that are not in name or value: libmicrohttpd 0.9.75 keeps a value only up
+ * to an embedded NUL, and joins a line folded onto the next (obs-fold).
+ */
+typedef struct http_field {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+    int cut;
+} http_field;
+
+/* A framing verdict: status 0 when the message is acceptable. */
+typedef struct http_framing {
+    unsigned status;    /* 0, 400 or 501 */
+    const char *code;   /* problem code: "malformed-request" or "not-implemented"; static */
+    const char *detail; /* one line naming the rule broken, never the client's bytes; static */
+} http_framing;
+
+/*
+ * Checks the header fields of a request (all of them, in the order
+ * received; http11 is 0 for HTTP/1.0) for an ambiguous or malformed
+ * framing. Pure. Answers 400 when:
+ *   - a field name is empty or holds a byte a token may not (whitespace
+ *     before the colon among them), or a field was cut (NUL, obs-fold);
+ *   - a value holds a control byte (NUL, CR, LF, or any other below 0x20
+ *     but HTAB, or DEL);
+ *   - Content-Length and Transfer-Encoding are both present, Content-Length
+ *     appears twice (equal values too) or is not a decimal number ("5, 5");
+ *   - Transfer-Encoding is present in HTTP/1.0, or its codings, over every
+ *     field, are not one "chunked" exactly (chunked twice, an empty element,
+ *     whitespace around it);
+ *   - an HTTP/1.1 request has no Host, or more than one;
+ *   - Authorization appears more than once.
+ * 501 when a transfer coding other than chunked is named ("gzip",
+ * "identity", "xchunked"): the server cannot find where such a body ends.
+ */
+http_framing http_check_framing(const http_field *fields, size_t n, int http11);
 
 typedef struct http_options {
     const config_listen *listen;     /* borrowed for the call */

@@ -1479,7 +1479,8 @@ static void test_idempotency(void **state)
             req.headers = bad_hdrs;
             req.body = body;
             r = ty_reqx(g_admin, &req);
-            expect_problem(r, 400, "invalid-idempotency-key");
+            /* A control byte in any header value is refused by the listener first. */
+            expect_problem(r, 400, k == 0 ? "invalid-idempotency-key" : "malformed-request");
             ty_resp_destroy(r);
         }
     }

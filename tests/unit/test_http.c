@@ -3,7 +3,8 @@
  * ids, 404/405/401/403/413 problems, query arguments (repeats, "label=k=v"),
  * bodies at and past the cap, keep-alive, token-cache invalidation, metrics,
  * streamed (chunked) responses and their errors, and a graceful shutdown that
- * lets a request in flight finish and cuts a stream that does not end.
+ * lets a request in flight finish and cuts a stream that does not end; the
+ * framing rules (http_check_framing) as a table.
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -1017,6 +1018,111 @@ static void test_shutdown_cuts_endless_stream(void **state)
     assert_int_equal(atomic_load(&streams_open), 0);
 }
 
+/* ---- framing: http_check_framing() as a table ----------------------------- */
+
+/* A field of a framing case; vlen 0 means strlen(value), cut as in http_field. */
+typedef struct case_field {
+    const char *name;
+    const char *value;
+    size_t vlen;
+    int cut;
+} case_field;
+
+typedef struct framing_case {
+    const char *what;
+    int http11;
+    case_field f[5]; /* up to the first NULL name */
+    unsigned status; /* 0, 400 or 501 */
+    const char *detail_has; /* a fragment of the detail, or NULL */
+} framing_case;
+
+#define HOST {"Host", "trainyard", 0, 0}
+
+static const framing_case framing_cases[] = {
+    {"plain GET", 1, {HOST}, 0, NULL},
+    {"a body by length", 1, {HOST, {"Content-Length", "42", 0, 0}}, 0, NULL},
+    {"a chunked body", 1, {HOST, {"transfer-encoding", "Chunked", 0, 0}}, 0, NULL},
+    {"HTTP/1.0 needs no Host", 0, {{"Accept", "*/*", 0, 0}}, 0, NULL},
+    {"HTAB and obs-text in a value", 1, {HOST, {"X-A", "caf\xc3\xa9\tx", 0, 0}}, 0, NULL},
+    {"one Authorization", 1, {HOST, {"Authorization", "Bearer t", 0, 0}}, 0, NULL},
+    {"empty Host", 1, {{"Host", "", 0, 0}}, 0, NULL},
+    {"CL and TE", 1,
+     {HOST, {"Content-Length", "10", 0, 0}, {"Transfer-Encoding", "chunked", 0, 0}}, 400,
+     "both"},
+    {"TE and CL", 1,
+     {HOST, {"Transfer-Encoding", "chunked", 0, 0}, {"Content-Length", "0", 0, 0}}, 400, "both"},
+    {"two differing CL", 1,
+     {HOST, {"Content-Length", "5", 0, 0}, {"Content-Length", "6", 0, 0}}, 400,
+     "more than once"},
+    {"two equal CL", 1, {HOST, {"Content-Length", "5", 0, 0}, {"content-length", "5", 0, 0}}, 400,
+     "more than once"},
+    {"CL list", 1, {HOST, {"Content-Length", "5, 5", 0, 0}}, 400, "decimal"},
+    {"CL negative", 1, {HOST, {"Content-Length", "-1", 0, 0}}, 400, "decimal"},
+    {"CL empty", 1, {HOST, {"Content-Length", "", 0, 0}}, 400, "decimal"},
+    {"CL trailing space", 1, {HOST, {"Content-Length", "5 ", 0, 0}}, 400, "decimal"},
+    {"space before the colon", 1, {HOST, {"Transfer-Encoding ", "chunked", 0, 0}}, 400,
+     "whitespace"},
+    {"tab before the colon", 1, {HOST, {"X-A\t", "1", 0, 0}}, 400, "whitespace"},
+    {"empty name", 1, {HOST, {"", "x", 0, 0}}, 400, "empty name"},
+    {"unknown coding", 1, {HOST, {"Transfer-Encoding", "xchunked", 0, 0}}, 501, "only chunked"},
+    {"chunked, identity", 1, {HOST, {"Transfer-Encoding", "chunked, identity", 0, 0}}, 501,
+     "only chunked"},
+    {"gzip, chunked", 1, {HOST, {"Transfer-Encoding", "gzip, chunked", 0, 0}}, 501,
+     "only chunked"},
+    {"gzip then chunked in two fields", 1,
+     {HOST, {"Transfer-Encoding", "gzip", 0, 0}, {"Transfer-Encoding", "chunked", 0, 0}}, 501,
+     "only chunked"},
+    {"chunked twice in two fields", 1,
+     {HOST, {"Transfer-Encoding", "chunked", 0, 0}, {"Transfer-Encoding", "chunked", 0, 0}}, 400,
+     "once"},
+    {"chunked twice in one field", 1, {HOST, {"Transfer-Encoding", "chunked, chunked", 0, 0}},
+     400, "once"},
+    {"empty coding", 1, {HOST, {"Transfer-Encoding", "chunked,", 0, 0}}, 400, "once"},
+    {"empty TE", 1, {HOST, {"Transfer-Encoding", "", 0, 0}}, 400, "once"},
+    {"chunked with a trailing space", 1, {HOST, {"Transfer-Encoding", "chunked ", 0, 0}}, 400,
+     "once"},
+    {"TE in HTTP/1.0", 0, {{"Transfer-Encoding", "chunked", 0, 0}}, 400, "HTTP/1.0"},
+    {"bare CR in a value", 1, {HOST, {"X-A", "a\rb", 0, 0}}, 400, "control"},
+    {"LF in a value", 1, {HOST, {"X-A", "a\nb", 0, 0}}, 400, "control"},
+    {"NUL in Authorization", 1, {HOST, {"Authorization", "Bearer t\0xyz", 12, 0}}, 400,
+     "control"},
+    {"DEL in a value", 1, {HOST, {"X-A", "a\x7f", 0, 0}}, 400, "control"},
+    {"a field cut by the parser", 1, {HOST, {"Authorization", "Bearer t", 0, 1}}, 400, "NUL"},
+    {"HTTP/1.1 without Host", 1, {{"Accept", "*/*", 0, 0}}, 400, "needs a Host"},
+    {"two Host", 1, {HOST, HOST}, 400, "Host appears more than once"},
+    {"two Authorization", 1,
+     {HOST, {"Authorization", "Bearer a", 0, 0}, {"authorization", "Bearer b", 0, 0}}, 400,
+     "Authorization appears more than once"},
+};
+
+static void test_framing_table(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof framing_cases / sizeof framing_cases[0]; i++) {
+        const framing_case *c = &framing_cases[i];
+        http_field f[5];
+        size_t n = 0;
+        for (; n < 5 && c->f[n].name; n++) {
+            f[n].name = c->f[n].name;
+            f[n].name_len = strlen(c->f[n].name);
+            f[n].value = c->f[n].value;
+            f[n].value_len = c->f[n].vlen ? c->f[n].vlen : strlen(c->f[n].value);
+            f[n].cut = c->f[n].cut;
+        }
+        http_framing v = http_check_framing(f, n, c->http11);
+        if (v.status != c->status)
+            fail_msg("%s: status %u, expected %u (%s)", c->what, v.status, c->status,
+                     v.detail ? v.detail : "");
+        if (!c->status) {
+            assert_null(v.code);
+            continue;
+        }
+        assert_string_equal(v.code, c->status == 501 ? "not-implemented" : "malformed-request");
+        if (c->detail_has && !strstr(v.detail, c->detail_has))
+            fail_msg("%s: detail \"%s\" lacks \"%s\"", c->what, v.detail, c->detail_has);
+    }
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_ERROR);
@@ -1036,6 +1142,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_log_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_cuts_endless_stream, setup, teardown),
+        cmocka_unit_test(test_framing_table),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
