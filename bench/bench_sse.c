@@ -82,11 +82,13 @@ static void start_server(const opts *o)
 {
     char conns[16];
     const char *args[] = {"--queue-limit", QUEUE "=0", "--max-connections", conns,
-                          "--max-connections-per-ip", conns, "--log-level", "warn", NULL};
+                          "--max-connections-per-ip", conns, "--max-streams-per-token", conns,
+                          "--log-level", "warn", NULL};
 
     snprintf(g_srv.token, sizeof g_srv.token, "bench-sse-%ld", (long)getpid());
     snprintf(g_auth, sizeof g_auth, "Authorization: Bearer %s", g_srv.token);
-    snprintf(conns, sizeof conns, "%d", o->followers + o->writers + 64);
+    /* Followed streams may hold half of the connections: room for every follower twice. */
+    snprintf(conns, sizeof conns, "%d", 2 * (o->followers + o->writers) + 64);
     bench_start_server(&g_srv, o->trainyard, args, START_TIMEOUT_MS);
 }
 
