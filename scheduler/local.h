@@ -43,10 +43,10 @@
  * Disk: a job's directory (<data_dir>/jobs/<id>: its working directory, output and
  * checkpoints) may use disk_limit bytes. The filesystems here have no project quotas
  * the server could set, so usage is measured: while a rank of the job runs, a thread of
- * the backend walks the directory every LOCAL_DISK_PERIOD_MS (allocated blocks, links
- * not followed, at most LOCAL_DISK_MAX_ENTRIES entries and LOCAL_DISK_MAX_DEPTH levels;
- * a tree past either bound counts as over the limit, so it cannot hide bytes behind
- * them). An attempt found over it gets one OVER_LIMIT event (BACKEND_LIMIT_DISK, "job
+ * the backend walks the directory every LOCAL_DISK_PERIOD_MS (at least 4 times as long as
+ * the last pass took, for huge trees; allocated blocks, links not followed, at most
+ * LOCAL_DISK_MAX_ENTRIES entries and LOCAL_DISK_MAX_DEPTH levels; a tree past either
+ * bound counts as over the limit, so it cannot hide bytes behind them). An attempt found over it gets one OVER_LIMIT event (BACKEND_LIMIT_DISK, "job
  * directory uses 1.2 GiB, over its limit of 1 GiB"); the loop stops it. A job that
  * writes past its limit and ends between two walks is not caught: the next attempt is.
  *

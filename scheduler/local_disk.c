@@ -42,12 +42,13 @@
 
 /* Opens name in dirfd as a directory, never following a link; when the server may
  * not read it, gives its owner r-x first (the job owns it; the server must measure
- * it). -1 with errno. */
+ * it), again without following a link the job may have put there since. -1 with
+ * errno. */
 static int open_dir_at(int dfd, const char *name, const struct stat *st)
 {
     int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == EACCES &&
-        fchmodat(dfd, name, (st->st_mode & 07777) | S_IRUSR | S_IXUSR, 0) == 0)
+        fchmodat(dfd, name, (st->st_mode & 07777) | S_IRUSR | S_IXUSR, AT_SYMLINK_NOFOLLOW) == 0)
         fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     return fd;
 }
@@ -251,12 +252,13 @@ static void *disk_main(void *arg)
     walk_item *items = NULL;
     size_t cap = 0;
 
+    int64_t wait_ms = m->period_ms;
     pthread_mutex_lock(&m->mu);
     while (!m->stop) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += m->period_ms / 1000;
-        until.tv_nsec += (long)(m->period_ms % 1000) * 1000000L;
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
@@ -282,6 +284,7 @@ static void *disk_main(void *arg)
         pthread_mutex_unlock(&m->mu);
 
         int found = 0;
+        uint64_t began = ty_time_mono_ns();
         for (size_t i = 0; i < n; i++) {
             char dir[PATH_MAX], why[LOCAL_DISK_DETAIL_MAX];
             local_usage u;
@@ -304,6 +307,10 @@ static void *disk_main(void *arg)
             ssize_t w = write(m->fd, &one, sizeof one);
             (void)w; /* a full counter is readable all the same */
         }
+        /* Walks of huge trees take a while: rest at least 4 times as long as the last
+         * pass took, so the walks never take more than a fifth of a core. */
+        int64_t took_ms = (int64_t)((ty_time_mono_ns() - began) / 1000000u);
+        wait_ms = took_ms * 4 > m->period_ms ? took_ms * 4 : m->period_ms;
         pthread_mutex_lock(&m->mu);
     }
     pthread_mutex_unlock(&m->mu);
