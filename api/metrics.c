@@ -10,12 +10,34 @@
  * one operation, so the 200 comes after the group commit that holds them, and
  * reports of many jobs share a commit.
  *
+ * Values. spec_decode() (api/spec.c) never lets a number through as inf: a
+ * real too large for a double (1e400) comes out clamped to +-1e308, an integer
+ * too large for int64 as INT64_MAX or INT64_MIN. Those clamped values cannot be
+ * told from the same numbers written out, so a value must lie strictly inside
+ * them: |v| < 1e308, and an integer other than the two int64 extremes. Past
+ * that it is a 422 naming the member, never a stored 1e+308. JSON has no NaN
+ * or Infinity, but Python's json module writes a float that is not finite as
+ * the bare word NaN, Infinity or -Infinity, and a diverging loss is just when
+ * a job reports one: a body that does not decode is read once more with those
+ * words quoted where they stand as a member's value, so such a point gets the
+ * same 422 naming its member; anything else wrong keeps the first decoding's
+ * 400.
+ *
+ * The caps of a job (store.h): 1000 series and the store's points cap. A
+ * report past the points cap is a 413 "metrics-cap" naming the cap, nothing of
+ * it stored; what the job stored before stays readable. 413 rather than 429:
+ * the cap is on what the job stores, not on a rate, and nothing frees room
+ * while the job runs, so the same report would be refused again at any time;
+ * a 429 tells clients (and retrying HTTP libraries) to come back later, which
+ * would only make a reporter spin.
+ *
  * A curve is read downsampled by the store (store_metrics_read): at most
  * max_points points keeping the first, the last and each bucket's extremes.
  * The response is written straight into a buffer: a 10,000-point series
  * would otherwise be 10,000 jansson objects built to be printed once.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +54,7 @@
 #define METRICS_MIN_READ 2
 #define METRICS_MAX_READ 10000
 #define METRICS_MAX_NAMES 256             /* name= parameters in one read */
+#define METRICS_MAX_VALUE 1e308           /* |value| below it: see the file comment */
 #define STR(x) #x
 #define XSTR(x) STR(x)
 #define TOO_MANY_SERIES                                                                        \
@@ -55,6 +78,115 @@ static int metric_name_valid(const char *s)
 }
 
 /* ---- POST: a report ------------------------------------------------------- */
+
+/* The words Python's json module writes for a float that is not finite. */
+static const char *const NON_FINITE[] = {"NaN", "Infinity", "-Infinity"};
+
+/* The length of the word of NON_FINITE at body + i that ends there (a delimiter or the end
+ * follows), else 0. */
+static size_t non_finite_at(const char *body, size_t len, size_t i)
+{
+    for (size_t k = 0; k < sizeof NON_FINITE / sizeof *NON_FINITE; k++) {
+        size_t n = strlen(NON_FINITE[k]);
+        if (n <= len - i && memcmp(body + i, NON_FINITE[k], n) == 0 &&
+            (i + n == len || memchr(" \t\r\n,}]", body[i + n], 7)))
+            return n;
+    }
+    return 0;
+}
+
+/*
+ * A copy of body[0..len) with each NON_FINITE word that follows a ':' (a member's value)
+ * quoted, *outlen bytes (new); NULL when there is none, or no memory (the caller then answers
+ * as for any body that does not decode). Strings are skipped with their escapes.
+ */
+static char *quote_non_finite(const char *body, size_t len, size_t *outlen)
+{
+    char *out = malloc(len + 2 * (len / 3 + 1)); /* each word of n >= 3 bytes grows by 2 */
+    size_t i = 0, o = 0;
+    char prev = 0; /* the last byte outside strings that is not white space */
+    int found = 0;
+    if (!out)
+        return NULL;
+    while (i < len) {
+        char c = body[i];
+        size_t n;
+        if (c == '"') {
+            out[o++] = body[i++];
+            while (i < len && body[i] != '"') {
+                if (body[i] == '\\' && i + 1 < len)
+                    out[o++] = body[i++];
+                out[o++] = body[i++];
+            }
+            if (i < len)
+                out[o++] = body[i++];
+            prev = '"';
+        } else if (prev == ':' && (n = non_finite_at(body, len, i)) > 0) {
+            out[o++] = '"';
+            memcpy(out + o, body + i, n);
+            o += n;
+            out[o++] = '"';
+            i += n;
+            prev = '"';
+            found = 1;
+        } else {
+            out[o++] = body[i++];
+            if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+                prev = c;
+        }
+    }
+    if (!found) {
+        free(out);
+        return NULL;
+    }
+    *outlen = o;
+    return out;
+}
+
+/* The report's body decoded (*out new), or false with the answer sent: 415, 413, or 400 for a
+ * body that does not decode even with NaN and Infinity read as strings (the file comment). */
+static bool need_report_body(const api_req *req, api_resp *resp, json_t **out)
+{
+    if (!api_need_json_content(req, resp) || !api_need_body_size(req, resp))
+        return false;
+    const char *body = req->body ? req->body : "";
+    size_t len = req->body ? req->body_len : 0, qlen = 0;
+    char msg[256], ignored[8];
+    ty_err e = spec_decode(body, len, out, msg, sizeof msg);
+    if (e == TY_EINVAL) {
+        char *quoted = quote_non_finite(body, len, &qlen);
+        if (quoted && spec_decode(quoted, qlen, out, ignored, sizeof ignored) == TY_OK)
+            e = TY_OK;
+        free(quoted);
+    }
+    if (e == TY_OK)
+        return true;
+    if (e != TY_EINVAL) {
+        api_reply_error(resp, e, NULL);
+        return false;
+    }
+    json_t *errors = json_pack("[{s:s, s:s}]", "path", "$", "message", msg);
+    api_reply_problem(resp, 400, "malformed-json", NULL, msg, errors);
+    return false;
+}
+
+/* 1 when s is one of NON_FINITE. */
+static int is_non_finite_word(const char *s)
+{
+    for (size_t k = 0; k < sizeof NON_FINITE / sizeof *NON_FINITE; k++)
+        if (strcmp(s, NON_FINITE[k]) == 0)
+            return 1;
+    return 0;
+}
+
+/* 1 when v is a number a metric may hold (see the file comment). */
+static int value_valid(const json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v) != LLONG_MAX && json_integer_value(v) != LLONG_MIN;
+    double d = json_real_value(v);
+    return json_is_real(v) && isfinite(d) && fabs(d) < METRICS_MAX_VALUE;
+}
 
 typedef struct report {
     const char **names;     /* borrowed from the body's keys */
@@ -153,8 +285,14 @@ static ty_err parse_point(const json_t *pt, size_t i, int64_t now, report *r, sp
         nvalues++;
         if (!metric_name_valid(key)) {
             point_error(errs, i, key, "is not a metric name ([A-Za-z_][A-Za-z0-9_.:/-]{0,63})");
-        } else if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+        } else if (json_is_string(v) && is_non_finite_word(json_string_value(v))) {
+            point_error(errs, i, key, "must be a finite number, not NaN or Infinity");
+        } else if (!json_is_number(v)) {
             point_error(errs, i, key, "must be a number");
+        } else if (!value_valid(v)) {
+            point_error(errs, i, key,
+                        "must be a finite number of magnitude below 1e308 (an integer: inside "
+                        "int64)");
         } else if (!errs->count) {
             ty_err e = report_add(r, key, step, time_ms, json_number_value(v));
             if (e)
@@ -197,6 +335,23 @@ static ty_err parse_report(const json_t *body, report *r, spec_errors *errs)
     return TY_OK;
 }
 
+/* 413 metrics-cap: the report would pass the job's points cap (why). */
+static void reply_cap(api_resp *resp, const store_metrics_refusal *why)
+{
+    char detail[256];
+    snprintf(detail, sizeof detail,
+             "a job may store at most %lld metric points (--metrics-max-points-per-job) and this "
+             "one has %lld: the report's new points would pass the cap, and nothing of it was "
+             "stored; steps already stored may still be written again",
+             (long long)why->limit, (long long)why->stored);
+    json_t *p = api_problem_new(413, "metrics-cap", NULL, detail, NULL);
+    if (p && json_object_set_new(p, "limit", json_integer((json_int_t)why->limit))) {
+        json_decref(p);
+        p = NULL;
+    }
+    api_reply_problem_json(resp, p);
+}
+
 /* 409 job-finished, with the job's state when it can be read. */
 static void reply_finished(const api_req *req, api_resp *resp)
 {
@@ -229,7 +384,7 @@ void api_metrics_report(const api_req *req, api_resp *resp)
                           "a job's token reports for that job only", NULL);
         return;
     }
-    if (!api_need_json_body(req, resp, &body))
+    if (!need_report_body(req, resp, &body))
         return;
     ty_err e = spec_errors_init(&errs);
     if (e || !(r.index = json_object()) || (e = parse_report(body, &r, &errs))) {
@@ -240,7 +395,9 @@ void api_metrics_report(const api_req *req, api_resp *resp)
         api_reply_invalid(resp, 422, "invalid-metrics", &errs);
         goto out;
     }
-    e = store_metrics_append(req->ctx->store, req->id, r.names, r.nnames, r.pts, r.npts);
+    store_metrics_refusal why = {0};
+    e = store_metrics_append_why(req->ctx->store, req->id, r.names, r.nnames, r.pts, r.npts,
+                                 &why);
     if (e == TY_OK) {
         /* A sweep's median rule may stop the trial now. The points are stored whatever it
          * decides: its failure is logged, never the report's. */
@@ -257,6 +414,8 @@ void api_metrics_report(const api_req *req, api_resp *resp)
         api_reply_job_not_found(resp);
     else if (e == TY_ECONFLICT)
         reply_finished(req, resp);
+    else if (e == TY_ETOOLARGE && why.points)
+        reply_cap(resp, &why);
     else if (e == TY_ETOOLARGE && spec_errors_add(&errs, "$.points", TOO_MANY_SERIES) == TY_OK)
         api_reply_invalid(resp, 422, "invalid-metrics", &errs);
     else

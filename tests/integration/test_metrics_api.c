@@ -28,15 +28,20 @@
 static ty_server *g_srv;
 static ty_client *g_admin;
 
-static void start_server(void)
+static void start_server_with(const char *const *args)
 {
     char err[1024];
-    static const char *const args[] = {"--local-slots", "4", "--stop-grace", "2", NULL};
     ty_server_opts o = {.args = args};
     if (ty_server_start(&o, &g_srv, err, sizeof err))
         fail_msg("cannot start the server: %s", err);
     g_admin = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
     assert_non_null(g_admin);
+}
+
+static void start_server(void)
+{
+    static const char *const args[] = {"--local-slots", "4", "--stop-grace", "2", NULL};
+    start_server_with(args);
 }
 
 static int teardown(void **state)
@@ -214,12 +219,167 @@ static void test_job_reports_with_curl(void **state)
     stop_server();
 }
 
+/* A POST of body with `token`; the response (ty_resp_destroy() it). */
+static ty_http_resp *post(const char *token, const char *path, const char *body)
+{
+    ty_http_req req = {.method = "POST", .path = path, .token = token, .body = body};
+    return ty_reqx(g_admin, &req);
+}
+
+/* The 422 of one bad member: its code and the path of its one error. */
+static void expect_invalid(const char *token, const char *path, const char *body,
+                           const char *at)
+{
+    ty_http_resp *r = post(token, path, body);
+    if (r->status != 422)
+        fail_msg("%s: %ld, want 422: %.300s", body, r->status, r->body);
+    assert_string_equal(json_string_value(json_object_get(r->json, "code")), "invalid-metrics");
+    json_t *errors = json_object_get(r->json, "errors");
+    assert_int_equal(json_array_size(errors), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "path")),
+                        at);
+    ty_resp_destroy(r);
+}
+
+static json_int_t series_points(const char *id, const char *name)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?name=%s", id, name);
+    ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
+    assert_int_equal(r->status, 200);
+    json_t *ser = json_array_get(json_object_get(r->json, "series"), 0);
+    json_int_t n = json_integer_value(json_object_get(ser, "total_points"));
+    ty_resp_destroy(r);
+    return n;
+}
+
+/*
+ * A job that floods metrics with its own token stops at the points cap set by the flag: the
+ * report that would cross it is a 413 naming the cap with nothing of it stored, what was
+ * stored stays readable, and stored steps may still be written again. Values a double cannot
+ * hold, and steps out of range, are 422 naming the member.
+ */
+static void test_flood_stops_at_the_cap(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--local-slots", "4", "--stop-grace", "2",
+                                       "--metrics-max-points-per-job", "100", NULL};
+    start_server_with(args);
+    char id[32], token[128], path[128];
+    submit("flood", TOKEN_SCRIPT, id);
+    read_token(id, token, sizeof token);
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics", id);
+
+    /* Reports of 8 steps of two series (16 points) until the server says no. */
+    int accepted = 0, step = 0;
+    ty_http_resp *r = NULL;
+    for (int i = 0; i < 50; i++, step += 8) {
+        char body[1024];
+        size_t n = (size_t)snprintf(body, sizeof body, "{\"points\":[");
+        for (int k = 0; k < 8; k++)
+            n += (size_t)snprintf(body + n, sizeof body - n,
+                                  "%s{\"step\":%d,\"loss\":%d.5,\"acc\":0.25}", k ? "," : "",
+                                  step + k, step + k);
+        snprintf(body + n, sizeof body - n, "]}");
+        r = post(token, path, body);
+        if (r->status != 200)
+            break;
+        accepted++;
+        ty_resp_destroy(r);
+        r = NULL;
+    }
+    assert_non_null(r);
+    if (r->status != 413)
+        fail_msg("past the cap: %ld, want 413: %.300s", r->status, r->body);
+    assert_string_equal(json_string_value(json_object_get(r->json, "code")), "metrics-cap");
+    assert_int_equal(json_integer_value(json_object_get(r->json, "limit")), 100);
+    assert_non_null(strstr(json_string_value(json_object_get(r->json, "detail")), "100"));
+    ty_resp_destroy(r);
+    assert_int_equal(accepted, 6); /* 96 points; 16 more would make 112 */
+    assert_int_equal(series_points(id, "loss"), 48);
+    assert_int_equal(series_points(id, "acc"), 48);
+
+    /* Nothing half-written: 4 new points fit, but not with the 20 that follow them. */
+    expect(token, "POST", path,
+           "{\"points\":[{\"step\":1000,\"loss\":1,\"acc\":1},"
+           "{\"step\":1001,\"loss\":1,\"acc\":1},"
+           "{\"step\":1002,\"loss\":1,\"acc\":1}]}",
+           413, "metrics-cap");
+    assert_int_equal(series_points(id, "loss"), 48);
+    /* A stored step written again counts nothing; what fits still goes in. */
+    expect(token, "POST", path, "{\"points\":[{\"step\":0,\"loss\":9,\"acc\":9}]}", 200,
+           NULL);
+    expect(token, "POST", path, "{\"points\":[{\"step\":2000,\"loss\":1,\"acc\":1}]}",
+           200, NULL);
+    expect(token, "POST", path, "{\"points\":[{\"step\":2001,\"loss\":1,\"acc\":1}]}",
+           200, NULL);
+    expect(token, "POST", path, "{\"points\":[{\"step\":2002,\"loss\":1}]}", 413,
+           "metrics-cap");
+    assert_int_equal(series_points(id, "loss"), 50);
+    assert_int_equal(series_points(id, "acc"), 50);
+
+    /* Values no double holds, and steps out of range: 422 at the member, never stored. */
+    expect_invalid(token, path, "{\"points\":[{\"step\":0,\"loss\":1e400}]}",
+                   "$.points[0].loss");
+    expect_invalid(token, path, "{\"points\":[{\"step\":1,\"acc\":0.5},"
+                                "{\"step\":0,\"loss\":-1e400}]}",
+                   "$.points[1].loss");
+    expect_invalid(token, path, "{\"points\":[{\"step\":0,\"loss\":1e308}]}",
+                   "$.points[0].loss");
+    expect_invalid(token, path,
+                   "{\"points\":[{\"step\":0,\"loss\":100000000000000000000}]}",
+                   "$.points[0].loss");
+    expect_invalid(token, path, "{\"points\":[{\"step\":0,\"loss\":\"NaN\"}]}",
+                   "$.points[0].loss");
+    /* What Python's json module writes for a float that is not finite: not JSON, yet the
+     * point is named rather than the whole body refused. */
+    expect_invalid(token, path, "{\"points\":[{\"step\":0,\"loss\":NaN}]}",
+                   "$.points[0].loss");
+    expect_invalid(token, path, "{\"points\":[{\"step\":0, \"loss\": Infinity}]}",
+                   "$.points[0].loss");
+    expect_invalid(token, path,
+                   "{\"points\":[{\"step\":0,\"a\":1},{\"step\":1,\"acc\":-Infinity}]}",
+                   "$.points[1].acc");
+    expect(token, "POST", path, "{\"points\":[{\"step\":0,\"loss\":NaN}],}", 400,
+           "malformed-json");
+    expect(token, "POST", path, "{\"points\":[{\"step\":NaN,\"loss\":1}]]", 400,
+           "malformed-json");
+    expect_invalid(token, path, "{\"points\":[{\"step\":-1,\"loss\":1}]}",
+                   "$.points[0].step");
+    expect_invalid(token, path, "{\"points\":[{\"step\":1.5,\"loss\":1}]}",
+                   "$.points[0].step");
+    expect_invalid(token, path, "{\"points\":[{\"step\":9007199254740992,\"loss\":1}]}",
+                   "$.points[0].step");
+    expect_invalid(token, path, "{\"points\":[{\"step\":1e400,\"loss\":1}]}",
+                   "$.points[0].step");
+    /* The largest magnitudes below the bound are stored as sent. */
+    expect(token, "POST", path, "{\"points\":[{\"step\":0,\"loss\":-9.5e307}]}", 200,
+           NULL);
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?name=loss&max_points=2", id);
+    r = ty_req(g_admin, "GET", path, NULL);
+    assert_int_equal(r->status, 200);
+    json_t *first = json_array_get(
+        json_object_get(json_array_get(json_object_get(r->json, "series"), 0), "points"), 0);
+    assert_true(json_number_value(json_object_get(first, "value")) == -9.5e307);
+    ty_resp_destroy(r);
+
+    char cancel[96];
+    snprintf(cancel, sizeof cancel, "/v1/jobs/%s:cancel", id);
+    r = ty_req(g_admin, "POST", cancel, NULL);
+    assert_int_equal(r->status, 200);
+    ty_resp_destroy(r);
+    wait_state(id, "CANCELLED");
+    assert_int_equal(series_points(id, "loss"), 50); /* readable after the end too */
+    stop_server();
+}
+
 int main(int argc, char **argv)
 {
     char err[1024];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_job_token_reports_for_its_job_only, teardown),
         cmocka_unit_test_teardown(test_job_reports_with_curl, teardown),
+        cmocka_unit_test_teardown(test_flood_stops_at_the_cap, teardown),
     };
     if (ty_harness_init(argc, argv, err, sizeof err)) {
         fprintf(stderr, "test_metrics_api: %s\n", err);

@@ -177,6 +177,71 @@ static void test_invalid_points_listed(void **state)
     ty_buf_free(&many);
 }
 
+/* A value must be a number a double holds as sent: what the decoder clamps (1e400, integers
+ * past int64) and what is not finite (Python's NaN, Infinity) is a 422 at the member, never
+ * stored as something else. */
+static void test_values_a_double_holds(void **state)
+{
+    fixture *f = *state;
+    char id[STORE_ID_LEN + 1];
+    fx_submit(f, "values", NULL, NULL, id);
+    static const struct {
+        const char *value;
+        unsigned status; /* 200, or 422 at $.points[0].loss, or 400 for the whole body */
+    } cases[] = {
+        {"1e400", 422},
+        {"-1e400", 422},
+        {"1e308", 422},
+        {"1.7976931348623157e308", 422},
+        {"100000000000000000000", 422},
+        {"-9223372036854775808", 422},
+        {"9223372036854775807", 422},
+        {"NaN", 422},
+        {"Infinity", 422},
+        {"-Infinity", 422},
+        {" NaN ", 422},
+        {"\"NaN\"", 422},
+        {"\"1.5\"", 422},
+        {"nan", 400},
+        {"NaNa", 400},
+        {"9.99e307", 200},
+        {"-9.99e307", 200},
+        {"9223372036854775806", 200},
+        {"1e-400", 200},
+        {"0", 200},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"points\":[{\"step\":%zu,\"loss\":%s}]}", i,
+                 cases[i].value);
+        api_resp resp;
+        json_t *b = report(f, id, body, &resp);
+        if (resp.status != cases[i].status)
+            fail_msg("%s: %u, want %u", cases[i].value, resp.status, cases[i].status);
+        if (cases[i].status == 422) {
+            fx_expect_problem(&resp, b, 422, "invalid-metrics");
+            json_t *errors = json_object_get(b, "errors");
+            assert_int_equal(json_array_size(errors), 1);
+            assert_string_equal(
+                json_string_value(json_object_get(json_array_get(errors, 0), "path")),
+                "$.points[0].loss");
+        }
+        json_decref(b);
+        api_resp_free(&resp);
+    }
+    /* Only the five accepted values were stored, each as sent. */
+    api_kv q[] = {{"name", "loss"}};
+    api_resp resp;
+    json_t *b = read_metrics(f, id, q, 1, &resp);
+    json_t *pts = json_object_get(series(b, "loss"), "points");
+    assert_int_equal(json_array_size(pts), 5);
+    assert_true(json_number_value(json_object_get(json_array_get(pts, 0), "value")) == 9.99e307);
+    assert_true(json_number_value(json_object_get(json_array_get(pts, 1), "value")) ==
+                -9.99e307);
+    json_decref(b);
+    api_resp_free(&resp);
+}
+
 static void test_unknown_and_finished_jobs(void **state)
 {
     fixture *f = *state;
@@ -304,6 +369,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_report_then_read, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_invalid_points_listed, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_values_a_double_holds, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unknown_and_finished_jobs, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_queries, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_downsampled_through_the_api, fx_setup,
