@@ -188,7 +188,9 @@ static ty_err job_from_template(const api_ctx *ctx, const json_t *tmpl, const ch
             e = TY_ENOMEM;
     }
     if (!e)
-        e = spec_job(filled, path, spec, errs);
+        e = spec_job_opts(filled, path,
+                          &(spec_opts){.limits = &ctx->limits, .server_labels = spec_webhook_labels},
+                          spec, errs);
     char cpath[128] = "$", msg[256] = "", full[192];
     if (!e && ctx->spec_check &&
         ctx->spec_check(ctx->spec_check_ud, *spec, cpath, sizeof cpath, msg, sizeof msg) != 0) {
