@@ -4,6 +4,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 /* OpenSSL 3 resolves EVP_sha256() through its provider registry on every
@@ -31,6 +32,20 @@ void ty_hex(const unsigned char *in, size_t len, char *out)
         out[2 * i + 1] = digits[in[i] & 15];
     }
     out[2 * len] = '\0';
+}
+
+ty_err ty_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len,
+                      unsigned char out[TY_SHA256_LEN])
+{
+    static const unsigned char empty[1];
+    unsigned int n = 0;
+    pthread_once(&sha256_once, fetch_sha256);
+    /* A NULL key means "the previous key" to OpenSSL, never "no key". */
+    if (HMAC(sha256_md ? sha256_md : EVP_sha256(), keylen ? key : empty, (int)keylen, data, len,
+             out, &n) == NULL ||
+        n != TY_SHA256_LEN)
+        return TY_EIO;
+    return TY_OK;
 }
 
 int ty_equal_ct(const unsigned char *a, const unsigned char *b, size_t len)
