@@ -290,7 +290,7 @@ out:
 
 static void bench_rank(const struct options *o, int rank, int world, int port, struct shared *sh)
 {
-    comm_config cfg = {rank, world, "127.0.0.1", port, 120000};
+    comm_config cfg = {rank, world, "127.0.0.1", port, 120000, NULL, 0};
     struct rank_ctx x = {NULL, rank, world, -1, -1, NULL, NULL};
     char err[256] = "";
     size_t max_bytes = o->sizes[o->nsizes - 1];

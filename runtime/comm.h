@@ -1,9 +1,11 @@
 /*
  * comm.h - rendezvous and collectives for trainyard-worker ranks on CPU.
  *
- * Rendezvous: rank 0 listens on MASTER_PORT; every other rank connects, says
- * who it is and where it listens; rank 0 answers with the whole table, and each
- * rank connects to its ring successor. Collectives run over that ring of TCP
+ * Rendezvous (rendezvous.h): rank 0 listens on MASTER_PORT; every other rank
+ * connects, proves it knows the gang's secret, says who it is and where it
+ * listens; rank 0 answers with the whole table, and each rank connects to its
+ * ring successor, that link authenticated the same way. A connection that
+ * cannot prove the secret is closed and costs the gang nothing. Collectives run over that ring of TCP
  * connections: bandwidth-optimal ring reduce-scatter / all-gather (all-reduce is
  * the two in sequence), chunked and pipelined so both directions of every link
  * stay busy. They work for any world size and any element count.
@@ -50,6 +52,11 @@ typedef struct comm_config {
     const char *master_addr;  /* host or IP of rank 0 */
     int master_port;          /* rank 0 listens here */
     int timeout_ms;           /* peer silence / rendezvous bound; 0 -> 30000 */
+    /* The gang's secret (borrowed until comm_init returns): every rank must hold the
+       same bytes, and only connections that prove them with an HMAC challenge are
+       admitted. NULL / 0: no secret, anything that speaks the protocol is admitted. */
+    const unsigned char *secret;
+    size_t secret_len;
 } comm_config;
 
 typedef struct comm comm;           /* opaque */

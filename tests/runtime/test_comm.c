@@ -14,11 +14,15 @@
 
 #include <cmocka.h>
 
+#include "common/ty_crypto.h"
 #include "common/ty_net.h"
 #include "runtime/comm.h"
+#include "runtime/rendezvous.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
+#include <sys/time.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +41,9 @@
 /* Short: the failure runs must notice a hung rank quickly. */
 #define FAIL_TIMEOUT_MS 2000
 #define REAP_SECONDS 60.0
+/* The gang's rendezvous secret, as the server mints it: 32 random bytes in hex. */
+#define SECRET "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+#define WRONG_SECRET "0000d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 struct rank_result {
     int ran;          /* reached the end of its script */
@@ -146,12 +153,20 @@ static void note(struct rank_result *out, const char *fmt, ...)
         out->what[0] = '\0';
 }
 
-static comm *child_init(int rank, int world, int port, int timeout_ms, struct rank_result *out)
+/* A rank with secret (NULL: none; every gang here has one unless it says otherwise). */
+static comm *child_init_secret(int rank, int world, int port, int timeout_ms, const char *secret,
+                               struct rank_result *out)
 {
-    comm_config cfg = {rank, world, "127.0.0.1", port, timeout_ms};
+    comm_config cfg = {rank, world, "127.0.0.1", port, timeout_ms,
+                       (const unsigned char *)secret, secret ? strlen(secret) : 0};
     comm *c = NULL;
     out->init_status = comm_init(&cfg, &c, out->what, sizeof out->what);
     return out->init_status == COMM_OK ? c : NULL;
+}
+
+static comm *child_init(int rank, int world, int port, int timeout_ms, struct rank_result *out)
+{
+    return child_init_secret(rank, world, port, timeout_ms, SECRET, out);
 }
 
 /* ------------------------------------------------------------- references */
@@ -575,27 +590,22 @@ static void test_rendezvous_mismatch(void **state)
     }
 }
 
+/* A rank whose secret is arg (NULL: none) that joins and passes one barrier. */
 static void rank_plain(int rank, int world, int port, const void *arg, struct rank_result *out)
 {
-    (void)arg;
-    comm *c = child_init(rank, world, port, 10000, out);
+    comm *c = child_init_secret(rank, world, port, 10000, arg, out);
     if (c != NULL)
         out->status = comm_barrier(c);
     comm_destroy(c);
 }
 
-static void test_rendezvous_ignores_strangers(void **state)
+/* A connection to 127.0.0.1:port, waiting for its listener (up to 5 s). */
+static int connect_to(int port)
 {
-    (void)state;
-    struct rank_result *res = results();
-    int port = ty_net_free_port();
-    pid_t pids[2];
-    pids[0] = spawn_rank(rank_plain, 0, 2, port, NULL, res);
-
-    /* Something that is not a rank connects first and sends garbage. */
     int fd = -1;
     for (int tries = 0; tries < 500 && fd < 0; tries++) {
         fd = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fd >= 0);
         struct sockaddr_in a;
         memset(&a, 0, sizeof a);
         a.sin_family = AF_INET;
@@ -608,6 +618,23 @@ static void test_rendezvous_ignores_strangers(void **state)
         }
     }
     assert_true(fd >= 0);
+    /* A rank 0 that never answers fails the test instead of hanging it. */
+    struct timeval tv = {REAP_SECONDS, 0};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    return fd;
+}
+
+/* Without a secret (a rank started by hand), garbage is still dropped. */
+static void test_rendezvous_ignores_strangers(void **state)
+{
+    (void)state;
+    struct rank_result *res = results();
+    int port = ty_net_free_port();
+    pid_t pids[2];
+    pids[0] = spawn_rank(rank_plain, 0, 2, port, NULL, res);
+
+    /* Something that is not a rank connects first and sends garbage. */
+    int fd = connect_to(port);
     const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_int_equal(send(fd, junk, sizeof junk - 1, 0), (ssize_t)(sizeof junk - 1));
 
@@ -623,10 +650,209 @@ static void test_rendezvous_ignores_strangers(void **state)
     }
 }
 
+/* ------------------------------------------------- strangers and secrets */
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static void header(unsigned char *h, uint32_t version, uint32_t kind, uint32_t world, uint32_t rank,
+                   uint32_t port)
+{
+    put_be32(h, RDV_MAGIC);
+    put_be32(h + 4, version);
+    put_be32(h + 8, kind);
+    put_be32(h + 12, world);
+    put_be32(h + 16, rank);
+    put_be32(h + 20, port);
+}
+
+/* Bytes a stranger makes up: it does not know the secret. */
+static void made_up(unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(mix((uint32_t)(seed * 7919u + i)) >> 7);
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+    assert_int_equal(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* True once the peer has closed fd without sending anything more. */
+static bool closed_silently(int fd)
+{
+    unsigned char b[RDV_MAC_BYTES];
+    return recv(fd, b, sizeof b, MSG_WAITALL) == 0;
+}
+
+/* True once rank 0 has challenged fd, had no answer in time, and closed it. */
+static bool challenged_then_closed(int fd)
+{
+    unsigned char ch[RDV_HEADER_BYTES + RDV_NONCE_BYTES];
+    return recv(fd, ch, sizeof ch, MSG_WAITALL) == (ssize_t)sizeof ch && closed_silently(fd);
+}
+
+/*
+ * A stranger that speaks the protocol: reads rank 0's challenge, answers with a hello of
+ * world size `world` as rank 1 and a made-up proof. Returns whether rank 0 closed the
+ * connection without a proof of its own (and so without admitting it).
+ */
+static bool stranger_refused(int fd, uint32_t world, unsigned seed)
+{
+    unsigned char ch[RDV_HEADER_BYTES + RDV_NONCE_BYTES], want[RDV_HEADER_BYTES];
+    assert_int_equal(recv(fd, ch, sizeof ch, MSG_WAITALL), (ssize_t)sizeof ch);
+    header(want, RDV_VERSION, RDV_CHALLENGE, 3, 0, RDV_REGISTER);
+    assert_memory_equal(ch, want, sizeof want);
+    unsigned char b[RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES];
+    header(b, RDV_VERSION, RDV_REGISTER, world, 1, 40000);
+    made_up(b + RDV_HEADER_BYTES, RDV_NONCE_BYTES + RDV_MAC_BYTES, seed);
+    send_all(fd, b, sizeof b);
+    return closed_silently(fd);
+}
+
+/*
+ * Strangers reach rank 0's port before the real ranks: garbage, one that says
+ * nothing, a hello of the old unauthenticated protocol with a bad world size, a
+ * hello with a made-up proof, and one with a bad world size and a made-up proof.
+ * Each is closed; the gang forms all the same and its collectives are right.
+ */
+static void test_strangers_cost_nothing(void **state)
+{
+    (void)state;
+    struct rank_result *res = results();
+    int port = ty_net_free_port(), world = 3;
+    pid_t pids[3];
+    pids[0] = spawn_rank(rank_collectives, 0, world, port, NULL, res);
+
+    int garbage = connect_to(port), silent = connect_to(port), old = connect_to(port);
+    int wrong_proof = connect_to(port), bad_world = connect_to(port);
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(garbage, junk, sizeof junk - 1);
+    unsigned char v1[RDV_HEADER_BYTES];
+    header(v1, 1, RDV_REGISTER, 99, 1, 40000);
+    send_all(old, v1, sizeof v1);
+    /* The real ranks queue behind the strangers. */
+    for (int r = 1; r < world; r++)
+        pids[r] = spawn_rank(rank_collectives, r, world, port, NULL, res);
+    assert_true(stranger_refused(wrong_proof, (uint32_t)world, 1));
+    assert_true(stranger_refused(bad_world, 99, 2));
+
+    reap(pids, world, REAP_SECONDS, res);
+    for (int r = 0; r < world; r++) {
+        if (res[r].init_status != COMM_OK || res[r].mismatches != 0)
+            print_error("rank %d: %s\n", r, res[r].what);
+        assert_int_equal(res[r].init_status, COMM_OK);
+        assert_int_equal(res[r].mismatches, 0);
+        assert_clean_exit(&res[r]);
+    }
+    /* Closed by rank 0, not by the end of the test. */
+    assert_true(challenged_then_closed(silent));
+    assert_true(challenged_then_closed(old));
+    int fds[] = {garbage, silent, old, wrong_proof, bad_world};
+    for (size_t k = 0; k < sizeof fds / sizeof fds[0]; k++)
+        close(fds[k]);
+}
+
+/* Rank 1 of a gang of world ranks, with a secret that is not the gang's; its result in slot. */
+static pid_t spawn_impostor(int world, int port, int timeout_ms, struct rank_result *slot)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        comm *c = child_init_secret(1, world, port, timeout_ms, WRONG_SECRET, slot);
+        comm_destroy(c);
+        slot->ran = 1;
+        exit(0);
+    }
+    return pid;
+}
+
+/* A rank with the wrong secret is refused and fails; the real gang forms without it. */
+static void test_wrong_secret_refused(void **state)
+{
+    (void)state;
+    struct rank_result *res = results();
+    int port = ty_net_free_port(), world = 3;
+    pid_t pids[4] = {0};
+    pids[0] = spawn_rank(rank_plain, 0, world, port, SECRET, res);
+    pids[3] = spawn_impostor(world, port, 3000, &res[3]);
+    sleep_ms(200); /* usually the impostor knocks first; either order must work */
+    for (int r = 1; r < world; r++)
+        pids[r] = spawn_rank(rank_plain, r, world, port, SECRET, res);
+    reap(pids, 4, REAP_SECONDS, res);
+    for (int r = 0; r < world; r++) {
+        if (res[r].init_status != COMM_OK)
+            print_error("rank %d: %s\n", r, res[r].what);
+        assert_int_equal(res[r].init_status, COMM_OK);
+        assert_int_equal(res[r].status, COMM_OK);
+        assert_clean_exit(&res[r]);
+    }
+    assert_clean_exit(&res[3]);
+    assert_int_equal(res[3].init_status, COMM_ESETUP);
+    assert_non_null(strstr(res[3].what, "refused our proof"));
+
+    /* Alone, the impostor fails the gang it cannot join, which says why. */
+    res = results();
+    port = ty_net_free_port();
+    memset(pids, 0, sizeof pids);
+    pids[0] = spawn_rank(rank_plain, 0, 2, port, SECRET, res);
+    pids[1] = spawn_impostor(2, port, 2000, &res[1]);
+    reap(pids, 2, REAP_SECONDS, res);
+    assert_int_equal(res[0].init_status, COMM_ESETUP);
+    assert_non_null(strstr(res[0].what, "only 1 of 2 ranks joined"));
+    assert_non_null(strstr(res[0].what, "refused (no proof of the rendezvous secret)"));
+    assert_int_equal(res[1].init_status, COMM_ESETUP);
+    assert_non_null(strstr(res[1].what, "refused our proof"));
+}
+
+/* Something that listens on MASTER_PORT first cannot pose as rank 0. */
+static void test_fake_rank0_refused(void **state)
+{
+    (void)state;
+    struct rank_result *res = results();
+    int port = ty_net_free_port();
+    pid_t pids[2] = {0};
+    /* Forked before the listener exists, so that the rank holds no copy of it. */
+    pids[1] = spawn_rank(rank_plain, 1, 2, port, SECRET, res);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 8), 0);
+    int fd = accept(lfd, NULL, NULL);
+    assert_true(fd >= 0);
+    close(lfd); /* the rank dials again, finds nobody, and gives up */
+    struct timeval tv = {REAP_SECONDS, 0};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    unsigned char ch[RDV_HEADER_BYTES + RDV_NONCE_BYTES];
+    header(ch, RDV_VERSION, RDV_CHALLENGE, 2, 0, RDV_REGISTER);
+    made_up(ch + RDV_HEADER_BYTES, RDV_NONCE_BYTES, 3);
+    send_all(fd, ch, sizeof ch);
+    unsigned char hello[RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES], proof[RDV_MAC_BYTES];
+    assert_int_equal(recv(fd, hello, sizeof hello, MSG_WAITALL), (ssize_t)sizeof hello);
+    made_up(proof, sizeof proof, 4);
+    send_all(fd, proof, sizeof proof);
+    reap(pids, 2, REAP_SECONDS, res);
+    close(fd);
+    assert_clean_exit(&res[1]);
+    assert_int_equal(res[1].init_status, COMM_ESETUP);
+    assert_non_null(strstr(res[1].what, "did not prove the rendezvous secret"));
+}
+
 static void test_rendezvous_timeout(void **state)
 {
     (void)state;
-    comm_config cfg = {1, 2, "127.0.0.1", ty_net_free_port(), 300};
+    comm_config cfg = {1, 2, "127.0.0.1", ty_net_free_port(), 300, NULL, 0};
     comm *c = NULL;
     char err[256] = "";
     assert_int_equal(comm_init(&cfg, &c, err, sizeof err), COMM_ESETUP);
@@ -660,12 +886,12 @@ static void test_invalid_arguments(void **state)
     comm *c = NULL;
     char err[256];
     static const comm_config bad[] = {
-        {0, 0, "127.0.0.1", 1234, 0},
-        {2, 2, "127.0.0.1", 1234, 0},
-        {-1, 2, "127.0.0.1", 1234, 0},
-        {1, 2, NULL, 1234, 0},
-        {1, 2, "127.0.0.1", 0, 0},
-        {0, 1, NULL, 0, -5},
+        {0, 0, "127.0.0.1", 1234, 0, NULL, 0},
+        {2, 2, "127.0.0.1", 1234, 0, NULL, 0},
+        {-1, 2, "127.0.0.1", 1234, 0, NULL, 0},
+        {1, 2, NULL, 1234, 0, NULL, 0},
+        {1, 2, "127.0.0.1", 0, 0, NULL, 0},
+        {0, 1, NULL, 0, -5, NULL, 0},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         assert_int_equal(comm_init(&bad[k], &c, err, sizeof err), COMM_EINVAL);
@@ -673,7 +899,7 @@ static void test_invalid_arguments(void **state)
     }
     assert_int_equal(comm_init(NULL, &c, err, sizeof err), COMM_EINVAL);
 
-    comm_config one = {0, 1, NULL, 0, 0};
+    comm_config one = {0, 1, NULL, 0, 0, NULL, 0};
     assert_int_equal(comm_init(&one, &c, err, sizeof err), COMM_OK);
     float x = 1;
     comm_work *w = NULL;
@@ -687,11 +913,28 @@ static void test_invalid_arguments(void **state)
     comm_destroy(NULL);
 }
 
+/* The handshake's proofs are HMAC-SHA256 (RFC 4231, test case 2), empty keys included. */
+static void test_proof_primitive(void **state)
+{
+    (void)state;
+    static const unsigned char want[TY_SHA256_LEN] = {
+        0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
+        0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
+    static const char data[] = "what do ya want for nothing?";
+    unsigned char mac[TY_SHA256_LEN], again[TY_SHA256_LEN];
+    assert_int_equal(ty_hmac_sha256("Jefe", 4, data, sizeof data - 1, mac), TY_OK);
+    assert_memory_equal(mac, want, sizeof want);
+    assert_int_equal(ty_hmac_sha256(NULL, 0, data, sizeof data - 1, mac), TY_OK);
+    assert_int_equal(ty_hmac_sha256("", 0, data, sizeof data - 1, again), TY_OK);
+    assert_memory_equal(mac, again, sizeof mac);
+    assert_memory_not_equal(mac, want, sizeof want);
+}
+
 /* A world of one needs no network and changes nothing. */
 static void test_world_of_one(void **state)
 {
     (void)state;
-    comm_config one = {0, 1, NULL, 0, 0};
+    comm_config one = {0, 1, NULL, 0, 0, NULL, 0};
     comm *c = NULL;
     assert_int_equal(comm_init(&one, &c, NULL, 0), COMM_OK);
     assert_int_equal(comm_rank(c), 0);
@@ -722,9 +965,13 @@ int main(void)
         cmocka_unit_test(test_shard_rule),
         cmocka_unit_test(test_invalid_arguments),
         cmocka_unit_test(test_world_of_one),
+        cmocka_unit_test(test_proof_primitive),
         cmocka_unit_test(test_rendezvous_timeout),
         cmocka_unit_test(test_rendezvous_mismatch),
         cmocka_unit_test(test_rendezvous_ignores_strangers),
+        cmocka_unit_test(test_strangers_cost_nothing),
+        cmocka_unit_test(test_wrong_secret_refused),
+        cmocka_unit_test(test_fake_rank0_refused),
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_async_in_order),
         cmocka_unit_test(test_lost_rank),
