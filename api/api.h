@@ -62,6 +62,8 @@ typedef struct api_ctx {
                                         past its caps a stream is 429; NULL: no caps */
     int notify_allow_private;        /* 1: notification URLs need not resolve to public
                                         addresses (common/ty_addr.h); 0: they must */
+    struct api_hook_guard *hook_guard; /* rate limits and refusal counters of /v1/hooks
+                                          (api_hook_guard_new()); NULL: none */
 } api_ctx;
 
 typedef struct api_kv {
@@ -109,6 +111,8 @@ typedef struct api_req {
      * handler call. header is NULL in requests built without a connection (unit tests). */
     const char *(*header)(void *hctx, const char *name);
     void *hctx;
+    const unsigned char *peer_ip;    /* the connection's peer, 16 bytes (IPv4 as
+                                        ::ffff:a.b.c.d); NULL when unknown */
 } api_req;
 
 #define API_MAX_HEADERS 4
@@ -152,6 +156,27 @@ void api_reply_problem(api_resp *r, unsigned status, const char *code, const cha
 void api_resp_header(api_resp *r, const char *key, const char *value);
 /* The HTTP status for a ty_err (TY_ENOTFOUND -> 404, TY_ECONFLICT -> 409, ...). */
 unsigned api_http_status(ty_err e);
+
+/*
+ * The guard of POST /v1/hooks/{name} (webhooks.c): token buckets checked before a delivery's
+ * signature or any store read, per client address (an IPv6 address by its /64), per hook,
+ * and for failed signatures per address; past one, 429 with Retry-After. A value <= 0 takes
+ * the default in brackets.
+ */
+typedef struct api_hook_limits {
+    double addr_rate, addr_burst; /* deliveries a second from one address [10, 50] */
+    double hook_rate, hook_burst; /* deliveries a second to one hook [20, 100] */
+    double fail_rate, fail_burst; /* bad signatures a second from one address [0.1, 10] */
+    int max_delay_ms;             /* a 429 is answered after the wait its Retry-After names,
+                                     at most this long [1000; < 0: at once]: a client that
+                                     ignores it waits rather than spins the server */
+} api_hook_limits;
+
+typedef struct api_hook_guard api_hook_guard;
+/* A new guard (lim may be NULL: every default); TY_ENOMEM. Free with api_hook_guard_free(). */
+ty_err api_hook_guard_new(const api_hook_limits *lim, api_hook_guard **out);
+/* Accepts NULL. */
+void api_hook_guard_free(api_hook_guard *g);
 
 typedef void (*api_handler)(const api_req *req, api_resp *resp);
 

@@ -57,6 +57,10 @@ void api_notifications_list(const api_req *req, api_resp *resp);
 void api_notifications_delete(const api_req *req, api_resp *resp);
 void api_notifications_deliveries(const api_req *req, api_resp *resp);
 
+/* The counters of refused webhook deliveries (webhooks.c), for /metrics: the family's header
+ * always, its samples when g is not NULL. */
+ty_err api_webhooks_render_metrics(const api_hook_guard *g, ty_buf *out);
+
 /* ---- responses (resp.c) --------------------------------------------------- */
 
 #define API_CT_JSON "application/json"

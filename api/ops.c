@@ -142,6 +142,8 @@ static ty_err render_metrics(const api_ctx *ctx, ty_buf *out)
         e = render_sched(ctx, out);
     if (!e)
         e = render_streams(ctx, out);
+    if (!e)
+        e = api_webhooks_render_metrics(ctx->hook_guard, out);
     if (!e && ctx->backend_metrics)
         e = ctx->backend_metrics(ctx->backend_metrics_ud, out);
     return e;

@@ -3,6 +3,10 @@
  * (POST /v1/hooks/{id}, open: a delivery proves itself by its signature, not a token).
  *
  * A delivery is checked in this order, and nothing is written before the last step:
+ *   0. the guard (api_hook_guard, below), before any store read or HMAC: token buckets per
+ *      client address, per hook, and for bad signatures per address; past one, 429 with
+ *      Retry-After, answered after that wait (at most max_delay_ms) so that a flood costs
+ *      the server sleeping threads, not CPU;
  *   1. the hook exists (404), the body fits (413), it is JSON (415);
  *   2. its signature (401, logged): GitHub's X-Hub-Signature-256 (HMAC-SHA256 of the raw
  *      body), GitLab's X-Gitlab-Token (its SHA-256 against the stored one), or the generic
@@ -14,12 +18,18 @@
  *   5. the job is stored with the delivery's id (X-GitHub-Delivery, X-Gitlab-Event-UUID,
  *      X-Trainyard-Delivery) as its idempotency key, so a redelivery gets the same job (200);
  *      the store keeps that job for the delivery id as long as the job exists, so a
- *      redelivery is looked up first, before the hook's current template or filters apply.
+ *      redelivery is looked up first, before the hook's current template or filters apply;
+ *   6. replays, whatever their delivery id: a GitHub or GitLab body identical to one the hook
+ *      accepted in the last 24 hours, or a generic delivery's signature accepted inside its
+ *      window, is answered 200 "redelivered" with the first job (store_webhook_replay).
+ * Refusals (bad signature, rate limited, replay, unknown hook) are counted for /metrics and
+ * logged at most once a minute per hook and reason, with the number of lines left out.
  * Every comparison of secret material is constant-time (CRYPTO_memcmp).
  */
 #include "api/api_int.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -27,11 +37,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <strings.h>
+#include <time.h>
 
 #include "common/ty_crypto.h"
 #include "common/ty_json.h"
 #include "common/ty_log.h"
+#include "common/ty_ratelimit.h"
 #include "common/ty_time.h"
 
 #define WINDOW_S 300
@@ -41,6 +55,10 @@
 #define MAX_BRANCHES 64
 #define MAX_VALUE 255
 #define MAX_DELIVERY_ID 200
+#define REPLAY_TTL_MS (24 * 3600 * 1000LL)
+#define LIMIT_SLOTS 4096    /* buckets per limit: 3 x 4096 x 32 bytes */
+#define QUIET_SLOTS 128     /* (hook, reason) log lines remembered */
+#define QUIET_EVERY_MS 60000
 
 enum { V_REPOSITORY, V_REF, V_BRANCH, V_COMMIT, V_COMMIT_SHORT, V_PUSHER, V_COUNT };
 static const char *const var_names[V_COUNT] = {"repository", "ref",          "branch",
@@ -187,10 +205,10 @@ static ty_err job_from_template(const api_ctx *ctx, const json_t *tmpl, const ch
                                                 : vars[V_COMMIT_SHORT])))
             e = TY_ENOMEM;
     }
+    /* "webhook" and "commit" are reserved for the server: these two are ours. */
+    spec_opts opts = {.limits = &ctx->limits, .server_labels = spec_webhook_labels};
     if (!e)
-        e = spec_job_opts(filled, path,
-                          &(spec_opts){.limits = &ctx->limits, .server_labels = spec_webhook_labels},
-                          spec, errs);
+        e = spec_job_opts(filled, path, &opts, spec, errs);
     char cpath[128] = "$", msg[256] = "", full[192];
     if (!e && ctx->spec_check &&
         ctx->spec_check(ctx->spec_check_ud, *spec, cpath, sizeof cpath, msg, sizeof msg) != 0) {
@@ -396,6 +414,205 @@ void api_webhooks_delete(const api_req *req, api_resp *resp)
         resp->status = 204;
 }
 
+/* ---- the guard of deliveries ------------------------------------------------------- */
+
+enum { R_BAD_SIGNATURE, R_RATE_LIMITED, R_REPLAY, R_UNKNOWN_HOOK, R_COUNT };
+static const char *const reason_names[R_COUNT] = {"bad_signature", "rate_limited", "replay",
+                                                  "unknown_hook"};
+
+/* When a (hook, reason) log line was last written, and how many were left out since. */
+typedef struct quiet_line {
+    char hook[64];
+    int reason;          /* -1: empty */
+    int64_t last_ms;     /* monotonic */
+    uint64_t suppressed;
+} quiet_line;
+
+struct api_hook_guard {
+    api_hook_limits lim;
+    ty_ratelimit *addr, *hook, *fail;
+    _Atomic uint64_t refused[R_COUNT];
+    pthread_mutex_t mu; /* quiet */
+    quiet_line quiet[QUIET_SLOTS];
+};
+
+static double or_default(double v, double d)
+{
+    return v > 0 ? v : d;
+}
+
+ty_err api_hook_guard_new(const api_hook_limits *lim, api_hook_guard **out)
+{
+    api_hook_limits l = lim ? *lim : (api_hook_limits){0};
+    unsigned char seed[24];
+    uint64_t k[3];
+    api_hook_guard *g = calloc(1, sizeof *g);
+    ty_err e = TY_ENOMEM;
+    if (!g)
+        return e;
+    l.addr_rate = or_default(l.addr_rate, 10);
+    l.addr_burst = or_default(l.addr_burst, 50);
+    l.hook_rate = or_default(l.hook_rate, 20);
+    l.hook_burst = or_default(l.hook_burst, 100);
+    l.fail_rate = or_default(l.fail_rate, 0.1);
+    l.fail_burst = or_default(l.fail_burst, 10);
+    l.max_delay_ms = l.max_delay_ms == 0 ? 1000 : l.max_delay_ms < 0 ? 0 : l.max_delay_ms;
+    g->lim = l;
+    for (int i = 0; i < QUIET_SLOTS; i++)
+        g->quiet[i].reason = -1;
+    if ((e = ty_random_bytes(seed, sizeof seed)) != TY_OK)
+        goto fail;
+    memcpy(k, seed, sizeof k);
+    if ((e = ty_ratelimit_new(LIMIT_SLOTS, l.addr_rate, l.addr_burst, k[0], &g->addr)) ||
+        (e = ty_ratelimit_new(LIMIT_SLOTS, l.hook_rate, l.hook_burst, k[1], &g->hook)) ||
+        (e = ty_ratelimit_new(LIMIT_SLOTS, l.fail_rate, l.fail_burst, k[2], &g->fail)))
+        goto fail;
+    if (pthread_mutex_init(&g->mu, NULL) != 0) {
+        e = TY_ENOMEM;
+        goto fail;
+    }
+    *out = g;
+    return TY_OK;
+fail:
+    ty_ratelimit_free(g->addr);
+    ty_ratelimit_free(g->hook);
+    ty_ratelimit_free(g->fail);
+    free(g);
+    return e;
+}
+
+void api_hook_guard_free(api_hook_guard *g)
+{
+    if (!g)
+        return;
+    ty_ratelimit_free(g->addr);
+    ty_ratelimit_free(g->hook);
+    ty_ratelimit_free(g->fail);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+ty_err api_webhooks_render_metrics(const api_hook_guard *g, ty_buf *out)
+{
+    ty_err e = ty_metrics_render_header(
+        out, "trainyard_webhook_deliveries_refused_total", "counter",
+        "Webhook deliveries that made no new job, by reason: bad_signature (401), rate_limited "
+        "(429), replay (answered with the first job), unknown_hook (404).");
+    for (int r = 0; g && r < R_COUNT && !e; r++)
+        e = ty_buf_printf(out, "trainyard_webhook_deliveries_refused_total{reason=\"%s\"} %llu\n",
+                          reason_names[r], (unsigned long long)atomic_load(&g->refused[r]));
+    return e;
+}
+
+static int64_t mono_ms(void)
+{
+    return (int64_t)(ty_time_mono_ns() / 1000000u);
+}
+
+/* The bucket key of the peer: an IPv4 address, or an IPv6 address's /64 (what one host is
+ * given). 0 when the peer is unknown. */
+static size_t addr_key(const api_req *req, unsigned char key[16])
+{
+    static const unsigned char v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!req->peer_ip)
+        return 0;
+    memcpy(key, req->peer_ip, 16);
+    return memcmp(key, v4, sizeof v4) == 0 ? 16 : 8;
+}
+
+/*
+ * Whether a line about (hook, reason) is due: the first one, then one a minute; *suppressed
+ * is then the number left out since the last. Without a guard every line is due.
+ */
+static int quiet_due(api_hook_guard *g, const char *hook, int reason, uint64_t *suppressed)
+{
+    *suppressed = 0;
+    if (!g)
+        return 1;
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)reason;
+    for (const char *p = hook; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    int64_t now = mono_ms();
+    int due = 1;
+    pthread_mutex_lock(&g->mu);
+    quiet_line *q = &g->quiet[h % QUIET_SLOTS];
+    if (q->reason != reason || strcmp(q->hook, hook) != 0) {
+        q->reason = reason;
+        snprintf(q->hook, sizeof q->hook, "%s", hook);
+        q->suppressed = 0;
+    } else if (now - q->last_ms >= QUIET_EVERY_MS) {
+        *suppressed = q->suppressed;
+        q->suppressed = 0;
+    } else {
+        q->suppressed++;
+        due = 0;
+    }
+    if (due)
+        q->last_ms = now;
+    pthread_mutex_unlock(&g->mu);
+    return due;
+}
+
+/* Counts a refusal and logs it when due (see quiet_due()). */
+static void note_refusal(api_hook_guard *g, const api_req *req, const char *hook, int reason,
+                         const char *why)
+{
+    uint64_t left_out;
+    if (g)
+        atomic_fetch_add(&g->refused[reason], 1);
+    if (!ty_log_enabled(reason == R_REPLAY ? TY_LOG_INFO : TY_LOG_WARN) ||
+        !quiet_due(g, hook, reason, &left_out))
+        return;
+    TY_LOG(reason == R_REPLAY ? TY_LOG_INFO : TY_LOG_WARN,
+           reason == R_REPLAY ? "webhook delivery replayed" : "webhook delivery refused",
+           "{s:s, s:s, s:s, s:s, s:I}", "request_id", req->request_id ? req->request_id : "",
+           "webhook", hook, "reason", reason_names[reason], "detail", why, "suppressed",
+           (json_int_t)left_out);
+}
+
+/*
+ * The guard's check of a delivery, before anything costly: NULL when it may go on, else the
+ * limit that refuses it, with *wait_ms until it would not. A delivery refused by its
+ * address's limits spends none of the hook's: one client cannot use up a hook's budget.
+ */
+static const char *guard_admit(api_hook_guard *g, const api_req *req, int64_t now,
+                               int64_t *wait_ms)
+{
+    unsigned char key[16];
+    size_t klen = addr_key(req, key);
+    if (klen && !ty_ratelimit_take(g->addr, key, klen, now, 1, wait_ms))
+        return "too many deliveries from this address";
+    if (klen && !ty_ratelimit_check(g->fail, key, klen, now, 1, wait_ms))
+        return "too many deliveries with bad signatures from this address";
+    if (!ty_ratelimit_take(g->hook, req->id, strlen(req->id), now, 1, wait_ms))
+        return "too many deliveries to this hook";
+    return NULL;
+}
+
+/* A bad signature spends one of its address's few. */
+static void guard_failed(api_hook_guard *g, const api_req *req)
+{
+    unsigned char key[16];
+    size_t klen = addr_key(req, key);
+    if (g && klen)
+        ty_ratelimit_take(g->fail, key, klen, mono_ms(), 1, NULL);
+}
+
+/* 429 after min(wait_ms, max_delay_ms), with Retry-After for the rest of the wait. */
+static void reply_limited(const api_hook_guard *g, api_resp *resp, const char *why,
+                          int64_t wait_ms)
+{
+    int64_t delay = wait_ms < g->lim.max_delay_ms ? wait_ms : g->lim.max_delay_ms;
+    struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (long)(delay % 1000) * 1000000L};
+    while (delay > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    int64_t left = (wait_ms - delay + 999) / 1000;
+    char ra[24];
+    snprintf(ra, sizeof ra, "%lld", (long long)(left < 1 ? 1 : left));
+    api_reply_problem(resp, 429, "rate-limited", "Too Many Requests", why, NULL);
+    api_resp_header(resp, "Retry-After", ra);
+}
+
 /* ---- deliveries ------------------------------------------------------------------- */
 
 static const char *header(const api_req *req, const char *name)
@@ -445,8 +662,10 @@ static int parse_sig(const char *h, unsigned char out[32])
     return 1;
 }
 
-/* NULL when the delivery is authentic, else why not (for the log and the 401). */
-static const char *verify(const api_req *req, const store_webhook *w)
+/* NULL when the delivery is authentic, else why not (for the log and the 401). A generic
+ * delivery's signature and timestamp come back in sig and *ts. */
+static const char *verify(const api_req *req, const store_webhook *w, unsigned char sig[32],
+                          long long *ts_out)
 {
     unsigned char want[32], got[32];
     const char *body = req->body ? req->body : "";
@@ -482,6 +701,8 @@ static const char *verify(const api_req *req, const store_webhook *w)
     long long now = ty_time_now_ms() / 1000;
     if (t < now - WINDOW_S || t > now + WINDOW_S)
         return "X-Trainyard-Timestamp is outside the 5-minute window";
+    memcpy(sig, got, 32);
+    *ts_out = t;
     return NULL;
 }
 
@@ -621,19 +842,27 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
     store_webhook *w = NULL;
     json_t *payload = NULL, *tmpl = NULL, *spec = NULL;
     spec_errors errs = {0};
-    store_job *out = NULL;
-    size_t nout = 0;
     char *spec_json = NULL;
     store_label *labels = NULL;
     char idem[MAX_DELIVERY_ID + 96];
+    api_hook_guard *g = req->ctx->hook_guard;
+    int64_t wait_ms = 0;
     ty_err e;
 
     if (!req->id || !spec_is_dns_label(req->id, strlen(req->id))) {
         reply_hook_not_found(resp);
         goto out;
     }
+    const char *limited = g ? guard_admit(g, req, mono_ms(), &wait_ms) : NULL;
+    if (limited) {
+        note_refusal(g, req, req->id, R_RATE_LIMITED, limited);
+        reply_limited(g, resp, limited, wait_ms);
+        goto out;
+    }
     e = store_webhook_get(req->ctx->store, req->id, &w);
     if (e == TY_ENOTFOUND) {
+        if (g)
+            atomic_fetch_add(&g->refused[R_UNKNOWN_HOOK], 1);
         reply_hook_not_found(resp);
         goto out;
     }
@@ -641,10 +870,12 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
         goto fail;
     if (!api_need_body_size(req, resp) || !api_need_json_content(req, resp))
         goto out;
-    const char *why = verify(req, w);
+    unsigned char sig[32] = {0};
+    long long ts = 0;
+    const char *why = verify(req, w, sig, &ts);
     if (why) {
-        TY_LOG(TY_LOG_WARN, "webhook delivery refused", "{s:s, s:s, s:s}", "request_id",
-               req->request_id ? req->request_id : "", "webhook", w->name, "reason", why);
+        guard_failed(g, req);
+        note_refusal(g, req, w->name, R_BAD_SIGNATURE, why);
         api_reply_problem(resp, 401, "invalid-signature", NULL, why, NULL);
         goto out;
     }
@@ -675,6 +906,22 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
         if (e != TY_ENOTFOUND)
             goto fail;
     }
+    /* A replay: the body (GitHub, GitLab) or the signature (generic) came before. */
+    int generic = !strcmp(w->provider, "generic");
+    store_webhook_replay replay = {
+        .hook = w->name,
+        .digest = generic ? sig : hash,
+        .expires_ms = generic ? (ts + WINDOW_S + 1) * 1000 : ty_time_now_ms() + REPLAY_TTL_MS,
+    };
+    char first[STORE_ID_LEN + 1];
+    e = store_webhook_replay_get(req->ctx->store, &replay, first);
+    if (e == TY_OK) {
+        note_refusal(g, req, w->name, R_REPLAY, "the hook accepted this delivery before");
+        reply_delivery(resp, 200, first);
+        goto out;
+    }
+    if (e != TY_ENOTFOUND)
+        goto fail;
     if (!api_need_json_body(req, resp, &payload))
         goto out;
     const char *vars[V_COUNT] = {0};
@@ -736,17 +983,16 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
         job.nlabels++;
     }
     int replayed = 0;
-    e = store_jobs_submit(req->ctx->store, &job, 1, did ? idem : NULL, did ? hash : NULL, &out,
-                          &nout, &replayed);
+    char job_id[STORE_ID_LEN + 1];
+    e = store_webhook_submit(req->ctx->store, &job, did ? idem : NULL, did ? hash : NULL, &replay,
+                             job_id, &replayed);
     if (e == TY_ECONFLICT)
         goto reused;
-    if (!e && nout != 1)
-        e = TY_EINTERNAL;
     if (e)
         goto fail;
-    reply_delivery(resp, replayed ? 200 : 201, out[0].id);
+    reply_delivery(resp, replayed ? 200 : 201, job_id);
     TY_LOG(TY_LOG_INFO, "webhook delivery", "{s:s, s:s, s:s, s:s, s:b}", "request_id",
-           req->request_id ? req->request_id : "", "webhook", w->name, "job_id", out[0].id,
+           req->request_id ? req->request_id : "", "webhook", w->name, "job_id", job_id,
            "commit", vars[V_COMMIT], "redelivered", replayed);
     goto out;
 
@@ -757,7 +1003,6 @@ reused:
 fail:
     api_reply_error(resp, e, NULL);
 out:
-    store_jobs_free(out, nout);
     free(labels);
     free(spec_json);
     spec_errors_free(&errs);

@@ -232,6 +232,51 @@ static ty_err parse_count(const char *value, const char *what, long min, long ma
     return TY_OK;
 }
 
+/* "addr=10/50,hook=20/100,fail=0.1/10,delay=1000": any of them, in any order. */
+static ty_err parse_webhook_limits(const char *value, const char *what, config_webhook_limits *out,
+                                   char *err, size_t errlen)
+{
+    const char *p = value;
+    while (*p) {
+        char item[64], *end = NULL, *end2 = NULL;
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= sizeof item)
+            goto bad;
+        memcpy(item, p, n);
+        item[n] = '\0';
+        p += p[n] ? n + 1 : n;
+        char *v = strchr(item, '=');
+        if (!v)
+            goto bad;
+        *v++ = '\0';
+        if (strcmp(item, "delay") == 0) {
+            long d = strtol(v, &end, 10);
+            if (end == v || *end || d < 0 || d > 60000)
+                goto bad;
+            out->delay_ms = d ? (int)d : -1;
+            continue;
+        }
+        config_bucket *b = strcmp(item, "addr") == 0   ? &out->addr
+                           : strcmp(item, "hook") == 0 ? &out->hook
+                           : strcmp(item, "fail") == 0 ? &out->fail
+                                                       : NULL;
+        double rate = strtod(v, &end), burst = 0;
+        if (!b || end == v || *end != '/')
+            goto bad;
+        burst = strtod(end + 1, &end2);
+        if (end2 == end + 1 || *end2 || !(rate > 0 && rate <= 1e6) || !(burst >= 1 && burst <= 1e6))
+            goto bad;
+        b->rate = rate;
+        b->burst = burst;
+    }
+    return TY_OK;
+bad:
+    return fail(err, errlen,
+                "invalid %s '%s': expected addr=RATE/BURST,hook=RATE/BURST,fail=RATE/BURST,"
+                "delay=MS (any of them; rates > 0 a second, bursts >= 1, delay 0..60000)",
+                what, value);
+}
+
 /* A queue limit: a count (0 pauses the queue) or "unlimited" (-1). */
 static ty_err parse_limit(const char *value, const char *what, int *out, char *err, size_t errlen)
 {
@@ -349,6 +394,7 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
     const char *mpoints = NULL, *mretention = NULL, *dretention = NULL;
     const char *profile = NULL, *kubeconfig = NULL, *kctx = NULL, *kube = NULL, *qps = NULL,
                *burst = NULL;
+    const char *hook_limits = NULL;
     int queue_flags = 0, allow_private = -1;
     ty_err e = TY_OK;
 
@@ -387,6 +433,8 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
             deadline = v;
         else if ((r = opt_value(argc, argv, &i, "--max-streams-per-token", &v)) != 0)
             streams = v;
+        else if ((r = opt_value(argc, argv, &i, "--webhook-limits", &v)) != 0)
+            hook_limits = v;
         else if ((r = opt_value(argc, argv, &i, "--metrics-max-points-per-job", &v)) != 0)
             mpoints = v;
         else if ((r = opt_value(argc, argv, &i, "--metrics-retention", &v)) != 0)
@@ -534,6 +582,9 @@ ty_err config_parse_serve(int argc, char **argv, config_serve *out, char *err, s
                          &what)) &&
         (e = parse_count(v, what, 1, CONFIG_MAX_MAX_CONNECTIONS, &out->max_streams_per_token, err,
                          errlen)))
+        return e;
+    if ((v = flag_or_env(hook_limits, "--webhook-limits", "TRAINYARD_WEBHOOK_LIMITS", &what)) &&
+        (e = parse_webhook_limits(v, what, &out->webhook_limits, err, errlen)))
         return e;
     out->metrics_max_points = CONFIG_DEFAULT_METRICS_MAX_POINTS;
     if ((v = flag_or_env(mpoints, "--metrics-max-points-per-job",
@@ -698,6 +749,14 @@ void config_usage_serve(FILE *f)
           "                        one token holds at once; all tokens together hold at\n"
           "                        most half of --max-connections. Past either: 429\n"
           "                        env TRAINYARD_MAX_STREAMS_PER_TOKEN, default 32\n"
+          "  --webhook-limits LIST deliveries to POST /v1/hooks/{name}: token buckets\n"
+          "                        RATE/BURST (RATE a second) per client address (addr),\n"
+          "                        per hook (hook) and for bad signatures per address\n"
+          "                        (fail); past one: 429 with Retry-After, answered after\n"
+          "                        at most delay ms (0: at once); any of them, e.g.\n"
+          "                        addr=5/20,delay=0\n"
+          "                        env TRAINYARD_WEBHOOK_LIMITS, default\n"
+          "                        addr=10/50,hook=20/100,fail=0.1/10,delay=1000\n"
           "\n"
           "Metrics and retention:\n"
           "  --metrics-max-points-per-job N\n"

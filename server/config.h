@@ -28,6 +28,11 @@
  *           --max-streams-per-token N  TRAINYARD_MAX_STREAMS_PER_TOKEN  32 (1..65536): followed
  *                                streams one token holds at once; all tokens together
  *                                hold at most half of --max-connections (api/streams.h)
+ *           --webhook-limits LIST  TRAINYARD_WEBHOOK_LIMITS  addr=10/50,hook=20/100,
+ *                                fail=0.1/10,delay=1000: the token buckets (RATE a second /
+ *                                BURST) of POST /v1/hooks per client address, per hook and
+ *                                for bad signatures per address, and the longest wait
+ *                                before a 429 in ms (0: none); any of them, in any order
  *           --metrics-max-points-per-job N  TRAINYARD_METRICS_MAX_POINTS_PER_JOB  1000000
  *           --metrics-retention DAYS  TRAINYARD_METRICS_RETENTION  30 (0: forever): a job's
  *                                metrics are deleted this long after it ended
@@ -96,6 +101,17 @@ typedef struct config_listen {
     unsigned port;                 /* 0 = ephemeral */
 } config_listen;
 
+/* A token bucket: rate tokens a second, at most burst; 0 for the default. */
+typedef struct config_bucket {
+    double rate, burst;
+} config_bucket;
+
+/* --webhook-limits (api_hook_limits in api/api.h). */
+typedef struct config_webhook_limits {
+    config_bucket addr, hook, fail;
+    int delay_ms;                  /* 0: the default; -1: 429 at once */
+} config_webhook_limits;
+
 /* A concurrency limit for one queue. */
 typedef struct config_queue_limit {
     char queue[CONFIG_QUEUE_NAME_MAX];
@@ -124,6 +140,7 @@ typedef struct config_serve {
     int max_connections_per_ip;    /* open at once per client address, 1.. */
     int request_deadline_s;        /* a request's headers and body must arrive within it */
     int max_streams_per_token;     /* followed streams of one token at once, 1.. */
+    config_webhook_limits webhook_limits; /* --webhook-limits; zeros take the defaults */
     int metrics_max_points;        /* metric points one job may store, 1.. */
     int metrics_retention_days;    /* a job's metrics kept after its end; 0: forever */
     int delivery_retention_days;   /* finished notification deliveries kept; 0: forever */

@@ -1422,6 +1422,7 @@ static enum MHD_Result finish_request(http_server *srv, struct MHD_Connection *c
         .request_id = st->request_id,
         .header = request_header,
         .hctx = c,
+        .peer_ip = st->conn ? st->conn->ip : NULL,
     };
     api_resp resp;
     memset(&resp, 0, sizeof resp);

@@ -266,6 +266,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
     http_server *srv = NULL;
     api_feed *feed = NULL;
     api_streams *streams = NULL;
+    api_hook_guard *hook_guard = NULL;
     change_hooks hooks = {0};
     notify *nt = NULL;
     retention *rt = NULL;
@@ -345,6 +346,18 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         TY_LOG(TY_LOG_ERROR, "cannot create the event feed", "{s:s}", "error", ty_strerror(e));
         goto out;
     }
+    const config_webhook_limits *wl = &cfg->webhook_limits;
+    api_hook_limits hook_limits = {
+        .addr_rate = wl->addr.rate, .addr_burst = wl->addr.burst,
+        .hook_rate = wl->hook.rate, .hook_burst = wl->hook.burst,
+        .fail_rate = wl->fail.rate, .fail_burst = wl->fail.burst,
+        .max_delay_ms = wl->delay_ms,
+    };
+    if ((e = api_hook_guard_new(&hook_limits, &hook_guard)) != TY_OK) {
+        TY_LOG(TY_LOG_ERROR, "cannot create the webhooks' rate limits", "{s:s}", "error",
+               ty_strerror(e));
+        goto out;
+    }
     store_change_hook_get(st, &hooks.sched_fn, &hooks.sched_ud);
     hooks.feed = feed;
     store_set_change_hook(st, on_change, &hooks);
@@ -381,6 +394,7 @@ static int serve(const config_serve *cfg, const sigset_t *stop_signals)
         .backend_metrics = render_extra_metrics,
         .backend_metrics_ud = &extra,
         .notify_allow_private = cfg->notify_allow_private,
+        .hook_guard = hook_guard,
     };
     e = http_server_start(srv, &ctx, auth, err, sizeof err);
     if (e) {
@@ -417,6 +431,7 @@ out:
     store_close(st); /* finishes queued commits */
     api_feed_free(feed);
     api_streams_free(streams); /* after http_server_free(): every stream gave its place back */
+    api_hook_guard_free(hook_guard);
     ty_histogram_destroy(&duration);
     ty_counter_vec_destroy(&requests);
     if (rc == 0)

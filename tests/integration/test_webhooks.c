@@ -3,7 +3,9 @@
  * through the API, deliveries made of real GitHub and GitLab push payloads
  * (tests/fixtures/webhooks) signed here with OpenSSL, and what a CI system sees: a job
  * created from the filled template, the same job on a redelivery, 401 for any bad signature
- * with nothing created, 202 for a branch the hook does not select.
+ * with nothing created, 202 for a branch the hook does not select; the first job again for a
+ * replayed body or signature, even after a restart; 429 past the rate limits, with a server
+ * log that stays small under a flood of bad signatures; the refusals in /metrics.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -348,6 +350,222 @@ static void test_key_file_and_invalid_template(void **state)
     ty_resp_destroy(r);
 }
 
+/* "sha256=" signature headers of a GitHub push, with a delivery id when delivery is set. */
+static ty_http_resp *deliver_github(const char *hook, const char *body, size_t len,
+                                    const char *delivery)
+{
+    char sig[72], h[128], d[128];
+    sign(SECRET, body, len, "", 0, sig);
+    snprintf(h, sizeof h, "X-Hub-Signature-256: %s", sig);
+    snprintf(d, sizeof d, "X-GitHub-Delivery: %s", delivery ? delivery : "");
+    const char *const headers[] = {h, "X-GitHub-Event: push", delivery ? d : NULL, NULL};
+    return deliver(hook, body, len, headers);
+}
+
+/* A sample's value in the /metrics text of the server c talks to; -1 when absent. */
+static long long metric(ty_client *c, const char *series)
+{
+    ty_http_resp *r = ty_req(c, "GET", "/metrics", NULL);
+    assert_int_equal(r->status, 200);
+    long long v = -1;
+    size_t n = strlen(series);
+    for (const char *p = r->body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, series, n) && p[n] == ' ')
+            v = strtoll(p + n + 1, NULL, 10);
+    ty_resp_destroy(r);
+    return v;
+}
+
+/* Restarts the server on its data directory; the clients follow it. */
+static void restart(void)
+{
+    char err[1024];
+    int ws = 0;
+    if (ty_server_stop(g_srv, 30000, &ws, err, sizeof err) ||
+        ty_server_restart(g_srv, err, sizeof err))
+        fail_msg("cannot restart the server: %s", err);
+    ty_client_free(g_admin);
+    ty_client_free(g_anon);
+    g_admin = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    g_anon = ty_client_new(g_srv, NULL);
+    assert_non_null(g_admin);
+    assert_non_null(g_anon);
+}
+
+/* A GitHub body the hook accepted, sent again with a new delivery id (or none), is answered
+ * with the first job, also after a restart; another hook is another matter. */
+static void test_replayed_github_body_gets_the_first_job(void **state)
+{
+    (void)state;
+    size_t len;
+    char *body = read_fixture("github_push.json", &len), id[64];
+    register_hook("gh-replay", "github", "[\"main\"]");
+    ty_http_resp *r = deliver_github("gh-replay", body, len, "a1a1a1a1-0000-4000-8000-000000000001");
+    assert_int_equal(r->status, 201);
+    snprintf(id, sizeof id, "%s", ty_json_str(r->json, "job_id"));
+    ty_resp_destroy(r);
+    size_t before = njobs();
+    long long replays = metric(g_admin, "trainyard_webhook_deliveries_refused_total{reason=\"replay\"}");
+    assert_true(replays >= 0);
+
+    const char *again[] = {"b2b2b2b2-0000-4000-8000-000000000002", NULL};
+    for (int i = 0; i < 2; i++) {
+        r = deliver_github("gh-replay", body, len, again[i]);
+        assert_int_equal(r->status, 200);
+        assert_string_equal(ty_json_str(r->json, "status"), "redelivered");
+        assert_string_equal(ty_json_str(r->json, "job_id"), id);
+        ty_resp_destroy(r);
+    }
+    assert_int_equal(njobs(), before);
+    assert_int_equal(metric(g_admin,
+                            "trainyard_webhook_deliveries_refused_total{reason=\"replay\"}"),
+                     replays + 2);
+
+    /* Kept in the store: a restart does not forget it. */
+    restart();
+    r = deliver_github("gh-replay", body, len, "c3c3c3c3-0000-4000-8000-000000000003");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(ty_json_str(r->json, "job_id"), id);
+    ty_resp_destroy(r);
+    assert_int_equal(njobs(), before);
+
+    /* A changed body is a new push: a new job. */
+    char *changed = strdup(body);
+    char *at = strstr(changed, "9049f1265b7d61be4a8904a9a27120d2064dab3b");
+    assert_non_null(at);
+    at[0] = 'a';
+    r = deliver_github("gh-replay", changed, len, "d4d4d4d4-0000-4000-8000-000000000004");
+    assert_int_equal(r->status, 201);
+    assert_string_not_equal(ty_json_str(r->json, "job_id"), id);
+    ty_resp_destroy(r);
+    assert_int_equal(njobs(), before + 1);
+    free(changed);
+    free(body);
+}
+
+/* The generic scheme: the same signed request again inside its window gets the first job; a
+ * new signature (a new timestamp) of the same body is a new delivery. */
+static void test_generic_replay_gets_the_first_job(void **state)
+{
+    (void)state;
+    register_hook("plain-replay", "generic", "[]");
+    const char *body = "{\"repository\": \"acme/infra\", \"ref\": \"refs/heads/dev\", "
+                       "\"commit\": \"2222222222222222222222222222222222222222\"}";
+    size_t len = strlen(body);
+    char sig[72], hs[128], ht[64], pre[32], id[64];
+    long long ts = (long long)time(NULL);
+    snprintf(pre, sizeof pre, "%lld.", ts);
+    sign(SECRET, pre, strlen(pre), body, len, sig);
+    snprintf(hs, sizeof hs, "X-Trainyard-Signature: %s", sig);
+    snprintf(ht, sizeof ht, "X-Trainyard-Timestamp: %lld", ts);
+    const char *const headers[] = {hs, ht, NULL};
+    ty_http_resp *r = deliver("plain-replay", body, len, headers);
+    assert_int_equal(r->status, 201);
+    snprintf(id, sizeof id, "%s", ty_json_str(r->json, "job_id"));
+    ty_resp_destroy(r);
+    size_t before = njobs();
+
+    r = deliver("plain-replay", body, len, headers);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(ty_json_str(r->json, "status"), "redelivered");
+    assert_string_equal(ty_json_str(r->json, "job_id"), id);
+    assert_non_null(strstr(ty_resp_header(r, "Location"), id));
+    ty_resp_destroy(r);
+    assert_int_equal(njobs(), before);
+
+    snprintf(pre, sizeof pre, "%lld.", ts - 1);
+    sign(SECRET, pre, strlen(pre), body, len, sig);
+    snprintf(hs, sizeof hs, "X-Trainyard-Signature: %s", sig);
+    snprintf(ht, sizeof ht, "X-Trainyard-Timestamp: %lld", ts - 1);
+    r = deliver("plain-replay", body, len, headers);
+    assert_int_equal(r->status, 201);
+    assert_string_not_equal(ty_json_str(r->json, "job_id"), id);
+    ty_resp_destroy(r);
+    assert_int_equal(njobs(), before + 1);
+}
+
+/*
+ * A flood of bad signatures from one address, on a server of its own that answers 429 at once
+ * (--webhook-limits delay=0, so the flood is quick): 401 for the first few, then 429 with
+ * Retry-After; nothing created; the server's log grows by a few lines, not two per request;
+ * every refusal counted in /metrics.
+ */
+#define FLOOD 2000
+static void test_flood_of_bad_signatures(void **state)
+{
+    (void)state;
+    char err[1024];
+    static const char *const args[] = {"--webhook-limits", "delay=0", NULL};
+    ty_server_opts o = {.args = args};
+    ty_server *srv = NULL;
+    if (ty_server_start(&o, &srv, err, sizeof err))
+        fail_msg("cannot start the server: %s", err);
+    ty_client *admin = ty_client_new(srv, TY_TEST_ADMIN_TOKEN), *anon = ty_client_new(srv, NULL);
+    assert_non_null(admin);
+    assert_non_null(anon);
+    ty_http_resp *r = ty_req(admin, "POST", "/v1/webhooks",
+                             "{\"name\": \"flooded\", \"provider\": \"github\", \"secret\": \"" SECRET
+                             "\", \"template\": " TEMPLATE "}");
+    assert_int_equal(r->status, 201);
+    ty_resp_destroy(r);
+
+    size_t len;
+    char *body = read_fixture("github_push.json", &len), sig[72], h[128];
+    sign("not the secret", body, len, "", 0, sig);
+    snprintf(h, sizeof h, "X-Hub-Signature-256: %s", sig);
+    const char *const headers[] = {h, "X-GitHub-Event: push", NULL};
+    ty_http_req q = {.method = "POST", .path = "/v1/hooks/flooded", .token = "", .body = body,
+                     .body_len = len, .body_len_set = 1, .headers = headers};
+    char *log = ty_server_log(srv);
+    size_t log_before = strlen(log);
+    free(log);
+
+    long n401 = 0, n429 = 0, first429 = -1;
+    for (long i = 0; i < FLOOD; i++) {
+        r = ty_reqx(anon, &q);
+        if (r->status == 401) {
+            n401++;
+        } else {
+            assert_int_equal(r->status, 429);
+            assert_string_equal(ty_json_str(r->json, "code"), "rate-limited");
+            const char *ra = ty_resp_header(r, "Retry-After");
+            assert_non_null(ra);
+            assert_true(strtol(ra, NULL, 10) >= 1);
+            if (first429 < 0)
+                first429 = i;
+            n429++;
+        }
+        ty_resp_destroy(r);
+    }
+    /* The bad-signature bucket holds 10; one more may have dripped in meanwhile. */
+    assert_in_range(first429, 10, 11);
+    assert_true(n401 <= 12);
+    assert_int_equal(n401 + n429, FLOOD);
+
+    log = ty_server_log(srv);
+    size_t grown = strlen(log) - log_before;
+    /* Unquieted, each request wrote two lines, about 700 bytes: 1.4 MB here. */
+    if (grown > 32 * 1024)
+        fail_msg("the log grew by %zu bytes for %d refused deliveries", grown, FLOOD);
+    assert_non_null(strstr(log + log_before, "\"suppressed\":"));
+    assert_non_null(strstr(log + log_before, "webhook delivery refused"));
+    free(log);
+
+    assert_int_equal(metric(admin, "trainyard_webhook_deliveries_refused_total"
+                                   "{reason=\"bad_signature\"}"),
+                     n401);
+    assert_int_equal(metric(admin, "trainyard_webhook_deliveries_refused_total"
+                                   "{reason=\"rate_limited\"}"),
+                     n429);
+    r = ty_req(admin, "GET", "/v1/jobs", NULL);
+    assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), 0);
+    ty_resp_destroy(r);
+    free(body);
+    ty_client_free(admin);
+    ty_client_free(anon);
+    ty_server_free(srv);
+}
+
 int main(int argc, char **argv)
 {
     char err[1024];
@@ -358,6 +576,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gitlab_token_and_branches),
         cmocka_unit_test(test_generic_window),
         cmocka_unit_test(test_key_file_and_invalid_template),
+        cmocka_unit_test(test_replayed_github_body_gets_the_first_job),
+        cmocka_unit_test(test_generic_replay_gets_the_first_job),
+        cmocka_unit_test(test_flood_of_bad_signatures),
     };
     if (ty_harness_init(argc, argv, err, sizeof err)) {
         fprintf(stderr, "test_webhooks: %s\n", err);

@@ -104,12 +104,53 @@ static void test_long_path_is_cut(void **state)
     assert_int_equal(reqlog_format(&e, NOW_MS, buf, 100), 0);
 }
 
+/* Repeated refusals: at most one 401 or 429 line a second per route and status, the next one
+ * written with the count left out; other statuses always. Explicit monotonic times. */
+static const struct {
+    const char *route;
+    unsigned status;
+    long long t;
+    int due;
+    unsigned long long suppressed;
+} quiet_steps[] = {
+    {"/v1/hooks/{id}", 401, 1000, 1, 0},
+    {"/v1/hooks/{id}", 401, 1001, 0, 0},
+    {"/v1/hooks/{id}", 401, 1500, 0, 0},
+    {"/v1/hooks/{id}", 429, 1500, 1, 0},  /* another status: its own line */
+    {"/v1/jobs", 401, 1500, 1, 0},        /* another route */
+    {"/v1/hooks/{id}", 201, 1500, 1, 0},  /* not a refusal: never left out */
+    {"/v1/hooks/{id}", 201, 1500, 1, 0},
+    {"/v1/hooks/{id}", 401, 1999, 0, 0},
+    {"/v1/hooks/{id}", 401, 2000, 1, 3},  /* a second later, with the 3 left out */
+    {"/v1/hooks/{id}", 401, 2100, 0, 0},
+    {"/v1/hooks/{id}", 401, 9000, 1, 1},
+};
+
+static void test_repeated_refusals_are_quiet(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof quiet_steps / sizeof quiet_steps[0]; i++) {
+        unsigned long long n = 99;
+        int due = reqlog_quiet_due(quiet_steps[i].route, quiet_steps[i].status, quiet_steps[i].t,
+                                   &n);
+        if (due != quiet_steps[i].due || (due && n != quiet_steps[i].suppressed))
+            fail_msg("step %zu: due %d suppressed %llu", i, due, n);
+    }
+    char buf[2048];
+    reqlog_entry e = {.request_id = "r", .method = "POST", .path = "/v1/hooks/gh",
+                      .route = "/v1/hooks/{id}", .status = 429, .suppressed = 41};
+    json_t *j = format_and_parse(&e, buf, sizeof buf);
+    assert_int_equal(json_integer_value(json_object_get(j, "suppressed")), 41);
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shape),
         cmocka_unit_test(test_paths_are_escaped),
         cmocka_unit_test(test_long_path_is_cut),
+        cmocka_unit_test(test_repeated_refusals_are_quiet),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
