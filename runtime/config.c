@@ -321,6 +321,17 @@ ty_err config_apply_env(worker_config *c, config_getenv_fn get, char *err, size_
         c->master_addr = v;
     if ((v = get("TRAINYARD_JOB_ID")) && *v)
         c->job_id = v;
+    if ((v = get("TRAINYARD_RENDEZVOUS_SECRET")) && *v) {
+        size_t n = strlen(v);
+        if (n < CONFIG_SECRET_MIN || n > CONFIG_SECRET_MAX) {
+            /* The value itself is never printed. */
+            rt_errf(err, errlen,
+                    "environment TRAINYARD_RENDEZVOUS_SECRET: %zu characters, expected %d to %d",
+                    n, CONFIG_SECRET_MIN, CONFIG_SECRET_MAX);
+            return TY_EINVAL;
+        }
+        c->rendezvous_secret = v;
+    }
     if ((v = get("TRAINYARD_DATA_DIR")) && *v)
         c->data_dir = v;
     if ((v = get("TRAINYARD_CHECKPOINT_DIR")) && *v)

@@ -3,7 +3,8 @@
  *
  * Environment (DESIGN.md's contract, PyTorch's names): RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT,
- * TRAINYARD_DATA_DIR, TRAINYARD_OUTPUT_DIR, TRAINYARD_CHECKPOINT_DIR. The environment is
+ * TRAINYARD_DATA_DIR, TRAINYARD_OUTPUT_DIR, TRAINYARD_CHECKPOINT_DIR,
+ * TRAINYARD_RENDEZVOUS_SECRET (the gang's secret, see runtime/rendezvous.h). The environment is
  * applied first and flags after it, so a flag wins over a TRAINYARD_* directory; the rank
  * variables come from the environment only (the --nproc launcher sets them for its children).
  *
@@ -24,6 +25,9 @@
 
 #define CONFIG_DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define CONFIG_MAX_WORLD 4096
+/* TRAINYARD_RENDEZVOUS_SECRET's length: the server's is 64 hex characters (32 bytes). */
+#define CONFIG_SECRET_MIN 32
+#define CONFIG_SECRET_MAX 1024
 
 typedef enum worker_device {
     DEVICE_CPU = 0,
@@ -62,6 +66,7 @@ typedef struct worker_config {
     int master_port;
     const char *job_id;
     int64_t attempt;
+    const char *rendezvous_secret;  /* NULL = none: the rendezvous admits any rank */
 } worker_config;
 
 /* Fills the defaults (world 1, rank 0, the recipe above). */

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/ty_crypto.h"
 #include "common/ty_net.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
@@ -111,6 +112,10 @@ static int run_rank(worker_config *c)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a dead peer's socket must give EPIPE, not kill us */
 
+    if (c->world > 1 && !c->rendezvous_secret)
+        fprintf(stderr, "trainyard-worker: rank %d: warning: TRAINYARD_RENDEZVOUS_SECRET is not "
+                        "set; the rendezvous admits any connection that speaks its protocol\n",
+                c->rank);
     c->threads = rank_threads(c, c->local_world);
     if (c->bind)
         bind_to_slice(c->local_rank, c->local_world);
@@ -167,6 +172,15 @@ static int launch(const worker_config *c, int argc, char **argv)
     char **child_argv = calloc((size_t)argc + 1, sizeof *child_argv);
     sigset_t mask, old;
     int port = ty_net_free_port();
+    /* The local ranks' own rendezvous secret, unless one was handed to us. */
+    unsigned char raw[32];
+    char secret[2 * sizeof raw + 1] = "";
+    if (!c->rendezvous_secret) {
+        if (ty_random_bytes(raw, sizeof raw) != TY_OK)
+            port = -1;
+        ty_hex(raw, sizeof raw, secret);
+        explicit_bzero(raw, sizeof raw);
+    }
     if (!pids || !codes || !child_argv || port < 0) {
         fprintf(stderr, "trainyard-worker: cannot set up %d local ranks\n", n);
         goto out;
@@ -213,6 +227,7 @@ static int launch(const worker_config *c, int argc, char **argv)
             if (set_env_int("RANK", r) || set_env_int("WORLD_SIZE", n) ||
                 set_env_int("LOCAL_RANK", r) || set_env_int("LOCAL_WORLD_SIZE", n) ||
                 setenv("MASTER_ADDR", "127.0.0.1", 1) || set_env_int("MASTER_PORT", port) ||
+                (secret[0] && setenv("TRAINYARD_RENDEZVOUS_SECRET", secret, 1)) ||
                 (!getenv("OPENBLAS_NUM_THREADS") && set_env_int("OPENBLAS_NUM_THREADS", threads)))
                 _exit(EXIT_FAILED);
             execv("/proc/self/exe", child_argv);
@@ -272,6 +287,7 @@ static int launch(const worker_config *c, int argc, char **argv)
 out_mask:
     sigprocmask(SIG_SETMASK, &old, NULL);
 out:
+    explicit_bzero(secret, sizeof secret);
     free(pids);
     free(codes);
     free(child_argv);

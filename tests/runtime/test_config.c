@@ -101,6 +101,8 @@ static void test_flag_values(void **state)
 }
 
 /* A fake environment for config_apply_env. */
+#define SECRET "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"
+
 static const char *const *fake_env;
 
 static const char *lookup(const char *name)
@@ -120,7 +122,8 @@ static void test_environment(void **state)
                                        "MASTER_PORT=29400", "TRAINYARD_JOB_ID=j-1",
                                        "TRAINYARD_ATTEMPT=3", "TRAINYARD_DATA_DIR=/data",
                                        "TRAINYARD_CHECKPOINT_DIR=/out/ckpt",
-                                       "TRAINYARD_OUTPUT_DIR=/out", NULL};
+                                       "TRAINYARD_OUTPUT_DIR=/out",
+                                       "TRAINYARD_RENDEZVOUS_SECRET=" SECRET, NULL};
     worker_config c;
     char err[256];
     config_defaults(&c);
@@ -135,6 +138,7 @@ static void test_environment(void **state)
     assert_string_equal(c.data_dir, "/data");
     assert_string_equal(c.checkpoint_dir, "/out/ckpt");
     assert_string_equal(c.output_dir, "/out");
+    assert_string_equal(c.rendezvous_secret, SECRET);
     /* Flags, applied after the environment, win. */
     char *args[] = {"--data", "/elsewhere"};
     assert_int_equal(config_parse_args(&c, 2, args, err, sizeof err), TY_OK);
@@ -148,13 +152,22 @@ static void test_environment(void **state)
         {{"WORLD_SIZE=0", NULL}, "WORLD_SIZE"},
         {{"RANK=x", NULL}, "RANK"},
         {{"MASTER_PORT=70000", NULL}, "MASTER_PORT"},
+        /* Too short to be a secret; the message does not repeat the value. */
+        {{"TRAINYARD_RENDEZVOUS_SECRET=hunter2", NULL}, "SECRET: 7 characters, expected 32"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         config_defaults(&c);
         fake_env = bad[i].env;
         assert_int_equal(config_apply_env(&c, lookup, err, sizeof err), TY_EINVAL);
         assert_non_null(strstr(err, bad[i].err_has));
+        assert_null(strstr(err, "hunter2"));
     }
+    /* Without one (a rank started by hand), there is none. */
+    static const char *const none[] = {"RANK=0", NULL};
+    config_defaults(&c);
+    fake_env = none;
+    assert_int_equal(config_apply_env(&c, lookup, err, sizeof err), TY_OK);
+    assert_null(c.rendezvous_secret);
 }
 
 int main(void)
