@@ -191,6 +191,8 @@ static ty_err connect_ranks(trainer *t, char *err, size_t errlen)
         .master_addr = c->master_addr,
         .master_port = c->master_port,
         .timeout_ms = c->timeout_s * 1000,
+        .secret = (const unsigned char *)c->rendezvous_secret,
+        .secret_len = c->rendezvous_secret ? strlen(c->rendezvous_secret) : 0,
     };
     if (comm_init(&cc, &t->comm, err, errlen) != COMM_OK)
         return TY_EIO;
