@@ -937,11 +937,13 @@ static int name_is(const http_field *f, const char *lit)
     return f->name_len == n && strncasecmp(f->name, lit, n) == 0;
 }
 
-/* RFC 9110 tchar. */
+/* RFC 9110 tchar; letters, digits and '-' (nearly every name) first. */
 static int is_tchar(unsigned char ch)
 {
-    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-           (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+    if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+        ch == '-')
+        return 1;
+    return ch && strchr("!#$%&'*+.^_`|~", ch) != NULL;
 }
 
 /*
@@ -1015,8 +1017,7 @@ http_framing http_check_framing(const http_field *fields, size_t n, int http11)
         }
     }
     if (nte && ncl)
-        return framing_bad(400, MALFORMED,
-                           "Content-Length and Transfer-Encoding are both present");
+        return framing_bad(400, MALFORMED, "Content-Length and Transfer-Encoding are both present");
     if (ncl > 1)
         return framing_bad(400, MALFORMED, "Content-Length appears more than once");
     if (cl) {
@@ -1104,8 +1105,7 @@ static void mark_cut_fields(http_field *f, size_t n, const char *block, size_t b
 }
 
 /* The framing verdict on the request on c; 503 when its fields cannot be gathered. */
-static http_framing check_framing(struct MHD_Connection *c, const char *method,
-                                  const char *version)
+static http_framing check_framing(struct MHD_Connection *c, const char *method, const char *version)
 {
     http_field local[FIELDS_ON_STACK];
     field_list l = {local, 0, FIELDS_ON_STACK};
@@ -1122,8 +1122,8 @@ static http_framing check_framing(struct MHD_Connection *c, const char *method,
     }
     if (l.n > l.cap)
         l.n = l.cap;
-    const union MHD_ConnectionInfo *hi = MHD_get_connection_info(
-        c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    const union MHD_ConnectionInfo *hi =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
     if (hi)
         mark_cut_fields(l.f, l.n, method, hi->header_size);
     v = http_check_framing(l.f, l.n, strcmp(version, MHD_HTTP_VERSION_1_0) != 0);

@@ -40,8 +40,8 @@
 #include "tests/support/ty_harness.h"
 
 /* The job a smuggling case carries; its label finds it if it was ever created. */
-#define JOB                                                                                   \
-    "{\"name\": \"smuggled\", \"labels\": {\"probe\": \"framing\"}, \"image\": "            \
+#define JOB                                                                                        \
+    "{\"name\": \"smuggled\", \"labels\": {\"probe\": \"framing\"}, \"image\": "                   \
     "\"registry.example/worker:1.0\", \"command\": [\"train\"], \"workers\": {\"count\": 1}}"
 #define AUTH "Authorization: Bearer " TY_TEST_ADMIN_TOKEN "\r\n"
 /* The request hidden after a body: answering it would list the tokens. */
@@ -54,9 +54,9 @@ static ty_server *g_srv;
 typedef struct answer {
     char *buf; /* NUL-terminated; len is authoritative */
     size_t len;
-    int closed;    /* the server closed (EOF, or a reset after its answer) */
-    int statuses;  /* status lines ("HTTP/1.x NNN ") in buf */
-    int status;    /* the first one's code, 0 when none */
+    int closed;   /* the server closed (EOF, or a reset after its answer) */
+    int statuses; /* status lines ("HTTP/1.x NNN ") in buf */
+    int status;   /* the first one's code, 0 when none */
     char content_type[128];
     int conn_close; /* the first answer carries "Connection: close" */
     json_t *json;   /* the first answer's body parsed, or NULL */
@@ -104,8 +104,8 @@ static const char *find_header(const char *buf, const char *end, const char *nam
 /* "HTTP/1.x NNN " at p (len bytes left): the code, else 0. */
 static int status_at(const char *p, size_t len)
 {
-    if (len < 13 || strncmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
-        p[8] != ' ' || p[12] != ' ')
+    if (len < 13 || strncmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
+        p[12] != ' ')
         return 0;
     for (int i = 9; i < 12; i++)
         if (p[i] < '0' || p[i] > '9')
@@ -348,8 +348,7 @@ static void test_transfer_codings(void **state)
         {"Transfer-Encoding: chunked, identity\r\n", 501, "not-implemented"},
         {"Transfer-Encoding: gzip, chunked\r\n", 501, "not-implemented"},
         {"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", 501, "not-implemented"},
-        {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400,
-         "malformed-request"},
+        {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400, "malformed-request"},
         {"Transfer-Encoding: chunked, chunked\r\n", 400, "malformed-request"},
         {"Transfer-Encoding: chunked \r\n", 400, "malformed-request"},
     };
@@ -383,12 +382,12 @@ static void test_transfer_codings(void **state)
 static void test_control_bytes(void **state)
 {
     (void)state;
-    static const char cr[] = "GET /v1/jobs HTTP/1.1\r\nHost: trainyard\r\n" AUTH
-                             "X-Probe: a\rb\r\n\r\n";
-    static const char ctl[] = "GET /v1/jobs HTTP/1.1\r\nHost: trainyard\r\n" AUTH
-                              "X-Probe: a\x01z\r\n\r\n";
-    static const char fold[] = "GET /v1/jobs HTTP/1.1\r\nHost: trainyard\r\n" AUTH
-                               "X-Probe: a\r\n b\r\n\r\n";
+    static const char cr[] =
+        "GET /v1/jobs HTTP/1.1\r\nHost: trainyard\r\n" AUTH "X-Probe: a\rb\r\n\r\n";
+    static const char ctl[] =
+        "GET /v1/jobs HTTP/1.1\r\nHost: trainyard\r\n" AUTH "X-Probe: a\x01z\r\n\r\n";
+    static const char fold[] =
+        "GET /v1/jobs HTTP/1.1\r\nHost: trainyard\r\n" AUTH "X-Probe: a\r\n b\r\n\r\n";
     static const char target[] = "GET /v1/jobs x HTTP/1.1\r\nHost: trainyard\r\n" AUTH "\r\n";
     const char *reqs[] = {cr, ctl, fold, target};
     for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
@@ -473,9 +472,9 @@ static void test_malformed_chunks(void **state)
     answer_free(&a);
 
     size_t ext = 100000;
-    static const char head[] = "POST /v1/jobs HTTP/1.1\r\nHost: trainyard\r\n" AUTH
-                               "Content-Type: application/json\r\n"
-                               "Transfer-Encoding: chunked\r\n\r\n5;";
+    static const char head[] =
+        "POST /v1/jobs HTTP/1.1\r\nHost: trainyard\r\n" AUTH "Content-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n5;";
     static const char tail[] = "\r\nhello\r\n0\r\n\r\n" HIDDEN;
     size_t n = sizeof head - 1 + ext + sizeof tail - 1;
     char *req = malloc(n);
