@@ -521,7 +521,7 @@ static size_t addr_key(const api_req *req, unsigned char key[16])
 }
 
 /*
- * Whether a line about (hook, reason) is due: the first one, then one a minute; *suppressed
+ * Whether a line about (key, reason) is due: the first one, then one a minute; *suppressed
  * is then the number left out since the last. Without a guard every line is due.
  */
 static int quiet_due(api_hook_guard *g, const char *hook, int reason, uint64_t *suppressed)
@@ -553,15 +553,17 @@ static int quiet_due(api_hook_guard *g, const char *hook, int reason, uint64_t *
     return due;
 }
 
-/* Counts a refusal and logs it when due (see quiet_due()). */
-static void note_refusal(api_hook_guard *g, const api_req *req, const char *hook, int reason,
-                         const char *why)
+/* Counts a refusal and logs it when due (see quiet_due()); quiet_key is the hook's name, or
+ * "" for refusals by an address's limits, which come before the name is known to be a hook's:
+ * a client that makes up names gets one line a minute, not one per name. */
+static void note_refusal(api_hook_guard *g, const api_req *req, const char *hook,
+                         const char *quiet_key, int reason, const char *why)
 {
     uint64_t left_out;
     if (g)
         atomic_fetch_add(&g->refused[reason], 1);
     if (!ty_log_enabled(reason == R_REPLAY ? TY_LOG_INFO : TY_LOG_WARN) ||
-        !quiet_due(g, hook, reason, &left_out))
+        !quiet_due(g, quiet_key, reason, &left_out))
         return;
     TY_LOG(reason == R_REPLAY ? TY_LOG_INFO : TY_LOG_WARN,
            reason == R_REPLAY ? "webhook delivery replayed" : "webhook delivery refused",
@@ -572,18 +574,21 @@ static void note_refusal(api_hook_guard *g, const api_req *req, const char *hook
 
 /*
  * The guard's check of a delivery, before anything costly: NULL when it may go on, else the
- * limit that refuses it, with *wait_ms until it would not. A delivery refused by its
- * address's limits spends none of the hook's: one client cannot use up a hook's budget.
+ * limit that refuses it, with *wait_ms until it would not and *by_addr set when an address's
+ * limit refused it. A delivery refused by its address's limits spends none of the hook's: one
+ * client cannot use up a hook's budget.
  */
 static const char *guard_admit(api_hook_guard *g, const api_req *req, int64_t now,
-                               int64_t *wait_ms)
+                               int64_t *wait_ms, int *by_addr)
 {
     unsigned char key[16];
     size_t klen = addr_key(req, key);
+    *by_addr = 1;
     if (klen && !ty_ratelimit_take(g->addr, key, klen, now, 1, wait_ms))
         return "too many deliveries from this address";
     if (klen && !ty_ratelimit_check(g->fail, key, klen, now, 1, wait_ms))
         return "too many deliveries with bad signatures from this address";
+    *by_addr = 0;
     if (!ty_ratelimit_take(g->hook, req->id, strlen(req->id), now, 1, wait_ms))
         return "too many deliveries to this hook";
     return NULL;
@@ -853,9 +858,10 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
         reply_hook_not_found(resp);
         goto out;
     }
-    const char *limited = g ? guard_admit(g, req, mono_ms(), &wait_ms) : NULL;
+    int by_addr = 0;
+    const char *limited = g ? guard_admit(g, req, mono_ms(), &wait_ms, &by_addr) : NULL;
     if (limited) {
-        note_refusal(g, req, req->id, R_RATE_LIMITED, limited);
+        note_refusal(g, req, req->id, by_addr ? "" : req->id, R_RATE_LIMITED, limited);
         reply_limited(g, resp, limited, wait_ms);
         goto out;
     }
@@ -875,7 +881,7 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
     const char *why = verify(req, w, sig, &ts);
     if (why) {
         guard_failed(g, req);
-        note_refusal(g, req, w->name, R_BAD_SIGNATURE, why);
+        note_refusal(g, req, w->name, w->name, R_BAD_SIGNATURE, why);
         api_reply_problem(resp, 401, "invalid-signature", NULL, why, NULL);
         goto out;
     }
@@ -916,7 +922,7 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
     char first[STORE_ID_LEN + 1];
     e = store_webhook_replay_get(req->ctx->store, &replay, first);
     if (e == TY_OK) {
-        note_refusal(g, req, w->name, R_REPLAY, "the hook accepted this delivery before");
+        note_refusal(g, req, w->name, w->name, R_REPLAY, "the hook accepted this delivery before");
         reply_delivery(resp, 200, first);
         goto out;
     }

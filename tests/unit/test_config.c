@@ -487,6 +487,57 @@ static void test_serve_kube_options(void **state)
                      TY_EINVAL);
 }
 
+/* --webhook-limits: any subset of addr, hook, fail (RATE/BURST) and delay, in any order; the
+ * rest keep their defaults (zeros). */
+static const struct {
+    const char *text;
+    int ok;
+    double addr_rate, addr_burst, fail_rate, fail_burst;
+    int delay_ms;
+} webhook_limit_cases[] = {
+    {"addr=5/20", 1, 5, 20, 0, 0, 0},
+    {"fail=0.5/3,addr=100/200,delay=250", 1, 100, 200, 0.5, 3, 250},
+    {"delay=0", 1, 0, 0, 0, 0, -1},
+    {"hook=1/1", 1, 0, 0, 0, 0, 0},
+    {"addr=5", 0, 0, 0, 0, 0, 0},
+    {"addr=0/5", 0, 0, 0, 0, 0, 0},
+    {"addr=5/0.5", 0, 0, 0, 0, 0, 0},
+    {"addr=nan/5", 0, 0, 0, 0, 0, 0},
+    {"ip=5/5", 0, 0, 0, 0, 0, 0},
+    {"delay=-1", 0, 0, 0, 0, 0, 0},
+    {"delay=60001", 0, 0, 0, 0, 0, 0},
+    {"addr=5/20,,delay=1", 0, 0, 0, 0, 0, 0},
+    {"", 1, 0, 0, 0, 0, 0},
+};
+
+static void test_serve_webhook_limits(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[512];
+    unsetenv("TRAINYARD_WEBHOOK_LIMITS");
+    for (size_t i = 0; i < sizeof webhook_limit_cases / sizeof webhook_limit_cases[0]; i++) {
+        ty_err e = serve_args(&c, err, sizeof err, "--webhook-limits", webhook_limit_cases[i].text,
+                              NULL);
+        if (!webhook_limit_cases[i].ok) {
+            assert_int_equal(e, TY_EINVAL);
+            assert_non_null(strstr(err, "--webhook-limits"));
+            continue;
+        }
+        if (e != TY_OK)
+            fail_msg("'%s': %s", webhook_limit_cases[i].text, err);
+        assert_true(c.webhook_limits.addr.rate == webhook_limit_cases[i].addr_rate);
+        assert_true(c.webhook_limits.addr.burst == webhook_limit_cases[i].addr_burst);
+        assert_true(c.webhook_limits.fail.rate == webhook_limit_cases[i].fail_rate);
+        assert_true(c.webhook_limits.fail.burst == webhook_limit_cases[i].fail_burst);
+        assert_int_equal(c.webhook_limits.delay_ms, webhook_limit_cases[i].delay_ms);
+    }
+    setenv("TRAINYARD_WEBHOOK_LIMITS", "hook=7/9", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_true(c.webhook_limits.hook.rate == 7 && c.webhook_limits.hook.burst == 9);
+    unsetenv("TRAINYARD_WEBHOOK_LIMITS");
+}
+
 static void test_listen_good(void **state)
 {
     (void)state;
@@ -636,6 +687,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_connection_options, clear_env),
         cmocka_unit_test_setup(test_serve_kube_options, clear_env),
         cmocka_unit_test_setup(test_serve_notify_allow_private, clear_env),
+        cmocka_unit_test_setup(test_serve_webhook_limits, clear_env),
         cmocka_unit_test(test_listen_good),
         cmocka_unit_test(test_format_addr),
         cmocka_unit_test(test_scopes),
