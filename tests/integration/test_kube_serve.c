@@ -375,6 +375,26 @@ static void test_image_required(void **state)
 }
 
 /*
+ * A rank asking for more GPUs of a type than the type's largest node (group) has can never be
+ * placed: 422 at $.resources.gpu.count naming the type and the size (the profile's node
+ * groups of the example have 8 GPUs per node).
+ */
+static void test_gpus_beyond_the_largest_node(void **state)
+{
+    (void)state;
+    ty_http_resp *r = ty_req(g_cli, "POST", "/v1/jobs",
+                             "{\"name\": \"too-wide\", \"image\": \"img\", \"command\": [\"run\"], "
+                             "\"workers\": {\"count\": 1}, \"resources\": {\"gpu\": "
+                             "{\"type\": \"a100\", \"count\": 16}}}");
+    assert_int_equal(r->status, 422);
+    const json_t *e0 = json_array_get(json_object_get(r->json, "errors"), 0);
+    assert_string_equal(ty_json_str(e0, "path"), "$.resources.gpu.count");
+    assert_string_equal(ty_json_str(e0, "message"),
+                        "16 GPUs of type a100 requested per rank, the largest a100 node has 8");
+    ty_resp_destroy(r);
+}
+
+/*
  * Two ranks of 4 A100s on spot: one Job and one Service, every pod pinned to the same zone,
  * RUNNING once both pods run (ranks carry pod and node), SUCCEEDED when both succeed.
  */
@@ -777,6 +797,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_image_required),
+        cmocka_unit_test(test_gpus_beyond_the_largest_node),
         cmocka_unit_test(test_success),
         cmocka_unit_test(test_logs_follow),
         cmocka_unit_test(test_oom_then_success),
