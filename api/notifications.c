@@ -124,11 +124,11 @@ static ty_err check_url_host(const char *url, char *why, size_t len)
     }
     int rc = getaddrinfo(host, NULL, &hints, &ai);
     if (rc == EAI_AGAIN) {
-        snprintf(why, len, "the host %.200s cannot be resolved now: %s", host, gai_strerror(rc));
+        snprintf(why, len, "the host %s cannot be resolved now: %s", host, gai_strerror(rc));
         return TY_EAGAIN;
     }
     if (rc != 0) {
-        snprintf(why, len, "the host %.200s does not resolve: %s", host, gai_strerror(rc));
+        snprintf(why, len, "the host %s does not resolve: %s", host, gai_strerror(rc));
         return TY_EINVAL;
     }
     ty_err e = TY_OK;
@@ -141,7 +141,7 @@ static ty_err check_url_host(const char *url, char *why, size_t len)
             snprintf(why, len, "address %s is not public (%s): notifications go to public "
                      "addresses only", text, ty_addr_class_name(c));
         else
-            snprintf(why, len, "the host %.200s resolves to %s, which is not public (%s): "
+            snprintf(why, len, "the host %s resolves to %s, which is not public (%s): "
                      "notifications go to public addresses only", host, text,
                      ty_addr_class_name(c));
         e = TY_EINVAL;
