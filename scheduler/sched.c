@@ -37,7 +37,9 @@
  * with that transition, which revokes the previous attempt's token. The
  * secret lives in the sjob from the commit to launch() and is wiped once the
  * backend has its copy: it is never stored, logged or put in a record. A
- * commit that fails mints again when it is retried.
+ * commit that fails mints again when it is retried. Beside it, launch() mints
+ * the attempt's TRAINYARD_RENDEZVOUS_SECRET, with which its ranks admit only
+ * each other into their gang; that one is not even hashed into the store.
  *
  * Threads: everything here runs on the scheduler thread except
  * sched_get_stats() and sched_log_*(), which read `mu`-protected fields:
@@ -1356,25 +1358,44 @@ out:
 
 /*
  * Launches j's current attempt (its STARTING committed); the backend answers with events.
- * The attempt's env is the job's plus TRAINYARD_TOKEN, which the backend copies.
+ * The attempt's env is the job's plus TRAINYARD_TOKEN and TRAINYARD_RENDEZVOUS_SECRET,
+ * which the backend copies into every rank. The rendezvous secret (32 random bytes in hex,
+ * which trainyard-worker's ranks prove to each other before they form the gang) is minted
+ * here, once per launch of an attempt, and kept nowhere: an attempt adopted after a
+ * restart goes on with the secret its ranks hold, and the next attempt gets a new one.
  */
 static void launch(sched *s, sjob *j)
 {
+    static const char secret_name[] = "TRAINYARD_RENDEZVOUS_SECRET=";
     backend_job bj;
-    char entry[sizeof "TRAINYARD_TOKEN=" + TY_TOKEN_BUFLEN];
+    char token[sizeof "TRAINYARD_TOKEN=" + TY_TOKEN_BUFLEN] = "";
+    unsigned char raw[32];
+    char secret[sizeof secret_name + 2 * sizeof raw] = "";
     const char **env = NULL;
+    size_t n = 0;
     job_backend_view(j, j->attempt, &bj);
-    if (j->token[0]) {
-        size_t n = 0;
-        while (j->env[n])
-            n++;
-        snprintf(entry, sizeof entry, "TRAINYARD_TOKEN=%s", j->token);
-        /* Out of memory: the ranks start without a token (they cannot report). */
-        if ((env = calloc(n + 2, sizeof *env))) {
-            memcpy(env, j->env, n * sizeof *env);
-            env[n] = entry;
-            bj.env = env;
-        }
+    while (j->env[n])
+        n++;
+    if (j->token[0])
+        snprintf(token, sizeof token, "TRAINYARD_TOKEN=%s", j->token);
+    if (ty_random_bytes(raw, sizeof raw) == TY_OK) {
+        memcpy(secret, secret_name, sizeof secret_name - 1);
+        ty_hex(raw, sizeof raw, secret + sizeof secret_name - 1);
+    } else {
+        /* Its ranks run, warning that anything may join their rendezvous. */
+        TY_LOG(TY_LOG_ERROR, "scheduler: cannot mint a rendezvous secret", "{s:s}", "job_id",
+               j->id);
+    }
+    explicit_bzero(raw, sizeof raw);
+    /* Out of memory: the ranks start without either (they cannot report, and warn). */
+    if ((token[0] || secret[0]) && (env = calloc(n + 3, sizeof *env))) {
+        size_t k = n;
+        memcpy(env, j->env, n * sizeof *env);
+        if (token[0])
+            env[k++] = token;
+        if (secret[0])
+            env[k++] = secret;
+        bj.env = env;
     }
     j->launched = 1;
     j->alive = j->world;
@@ -1383,7 +1404,8 @@ static void launch(sched *s, sjob *j)
     pthread_mutex_unlock(&s->mu);
     s->be->ops->launch(s->be, j->res, &bj);
     free(env);
-    explicit_bzero(entry, sizeof entry);
+    explicit_bzero(token, sizeof token);
+    explicit_bzero(secret, sizeof secret);
     explicit_bzero(j->token, sizeof j->token);
 }
 

@@ -982,6 +982,7 @@ typedef struct spy_backend {
     backend *inner;
     pthread_mutex_t mu;
     char tokens[8][TY_TOKEN_BUFLEN]; /* by attempt; "" when a launch had none */
+    char secrets[8][80];             /* TRAINYARD_RENDEZVOUS_SECRET by attempt, the same way */
     int launches;
 } spy_backend;
 
@@ -1003,9 +1004,14 @@ static void spy_launch(backend *b, backend_attempt *a, const backend_job *job)
     pthread_mutex_lock(&sp->mu);
     if (job->attempt > 0 && job->attempt < 8) {
         sp->tokens[job->attempt][0] = '\0';
-        for (size_t i = 0; job->env && job->env[i]; i++)
+        sp->secrets[job->attempt][0] = '\0';
+        for (size_t i = 0; job->env && job->env[i]; i++) {
             if (strncmp(job->env[i], "TRAINYARD_TOKEN=", 16) == 0)
                 snprintf(sp->tokens[job->attempt], TY_TOKEN_BUFLEN, "%s", job->env[i] + 16);
+            if (strncmp(job->env[i], "TRAINYARD_RENDEZVOUS_SECRET=", 28) == 0)
+                snprintf(sp->secrets[job->attempt], sizeof sp->secrets[0], "%s",
+                         job->env[i] + 28);
+        }
     }
     sp->launches++;
     pthread_mutex_unlock(&sp->mu);
@@ -1120,6 +1126,12 @@ static void test_fake_job_token_per_attempt(void **state)
     expect_call(f, "launch", id, "2", 1);
     expect_token(&sp, f, id, 2);
     assert_string_not_equal(sp.tokens[1], sp.tokens[2]);
+    /* Each launch also carries a rendezvous secret of its own: 32 random bytes in hex. */
+    for (int a = 1; a <= 2; a++) {
+        assert_int_equal(strlen(sp.secrets[a]), 64);
+        assert_int_equal(strspn(sp.secrets[a], "0123456789abcdef"), 64);
+    }
+    assert_string_not_equal(sp.secrets[1], sp.secrets[2]);
     assert_false(token_valid(&sp, f, 1));
 
     /* The job ends: its token is revoked with the transition. */
