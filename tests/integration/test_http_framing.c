@@ -13,7 +13,8 @@
  *     line longer than its buffer, an unsupported version): answered once,
  *     the connection closed, the rest of the bytes never read as a request;
  *   - and, so that strictness costs nothing that is allowed: a chunked
- *     submission, bare-LF lines, HTTP/1.0 without Host, two pipelined GETs.
+ *     submission, bare-LF lines, HTTP/1.0 without Host, two pipelined GETs,
+ *     headers sent a byte at a time.
  * Every case sends all its bytes on a fresh connection and reads everything
  * until the server closes it (or 10 s pass, which fails the case), then counts
  * the status lines in what came back.
@@ -22,6 +23,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -114,18 +116,24 @@ static int status_at(const char *p, size_t len)
 }
 
 /*
- * Sends the n bytes of req at once on a fresh connection and reads until the
- * server closes it (a send cut short by the server's close is not an error:
- * the answer is what counts). Fails the case when no close comes in 10 s.
+ * Sends the n bytes of req on a fresh connection, at once or (piece > 0) in
+ * pieces of that many bytes a millisecond apart, and reads until the server
+ * closes it (a send cut short by the server's close is not an error: the
+ * answer is what counts). Fails the case when no close comes in 10 s.
  */
-static void exchange(const char *req, size_t n, answer *a)
+static void exchange_pieces(const char *req, size_t n, size_t piece, answer *a)
 {
     memset(a, 0, sizeof *a);
     int fd = connect_server();
     assert_true(fd >= 0);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     size_t off = 0;
     while (off < n) {
-        ssize_t k = send(fd, req + off, n - off, MSG_NOSIGNAL);
+        size_t len = piece && piece < n - off ? piece : n - off;
+        if (piece)
+            ty_sleep_ms(1);
+        ssize_t k = send(fd, req + off, len, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -168,6 +176,11 @@ static void exchange(const char *req, size_t n, answer *a)
     const char *cn = find_header(a->buf, end, "Connection");
     a->conn_close = cn && strncasecmp(cn, "close", 5) == 0;
     a->json = json_loads(end + 4, JSON_DISABLE_EOF_CHECK, NULL);
+}
+
+static void exchange(const char *req, size_t n, answer *a)
+{
+    exchange_pieces(req, n, 0, a);
 }
 
 static void exchange_str(const char *req, answer *a)
@@ -528,6 +541,14 @@ static void test_allowed_framing(void **state)
                  &a);
     assert_int_equal(a.status, 200);
     assert_int_equal(a.statuses, 2);
+    answer_free(&a);
+
+    /* Headers that arrive a byte at a time are read as one block all the same. */
+    static const char trickled[] = "GET /v1/jobs HTTP/1.1\r\nHost: trainyard\r\nX-Probe: 1\r\n" AUTH
+                                   "Connection: close\r\n\r\n";
+    exchange_pieces(trickled, sizeof trickled - 1, 1, &a);
+    assert_int_equal(a.status, 200);
+    assert_int_equal(a.statuses, 1);
     answer_free(&a);
 
     /* The created job is the only one with the label: the cleanup of the other cases. */
