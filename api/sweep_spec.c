@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 static const char *const body_fields[] = {"name",      "algorithm", "parameters",
                                           "trials",    "seed",      "parallelism",
                                           "objective", "template",  NULL};
@@ -90,10 +93,10 @@ static ty_err trial_spec(const json_t *in, const char *sweep_id, size_t i, const
     if (e == TY_OK)
         e = spec_add_server_labels(res, labels);
     if (e == TY_ETOOLARGE && res) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "with the %zu labels a trial gets, more than %d labels",
-                 json_object_size(labels), SPEC_MAX_LABELS);
-        e = spec_errors_add(errs, "$.template.labels", msg);
+        e = spec_errors_add(errs, "$.template.labels",
+                            "with a trial's own labels (" SWEEP_LABEL ", " SWEEP_TRIAL_LABEL
+                            ", " SWEEP_PARAM_LABEL_PREFIX "<name>) more than "
+                            STR(SPEC_MAX_LABELS) " labels");
         e = e == TY_OK ? TY_EINVAL : e;
     }
     json_decref(labels);
