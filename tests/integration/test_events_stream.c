@@ -845,11 +845,22 @@ static void test_caps_on_followed_streams(void **state)
     for (int i = 0; i < CAP_TOTAL; i++)
         sse_free(s[i]);
 
-    /* And alice follows again. */
+    /* And alice follows again, until the server stops: that ends her stream too, and the
+     * server exits cleanly with no place left held. */
     s[0] = sse_start("/v1/events?follow=true", ta, NULL);
     sse_wait_text(s[0], ": ok");
     assert_int_equal(metric(OPEN), 1);
+    int wstatus = 0;
+    char err[256];
+    if (ty_server_stop(g_srv, 30000, &wstatus, err, sizeof err) < 0)
+        fail_msg("stop: %s", err);
+    assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    sse_wait_end(s[0]);
     sse_free(s[0]);
+    char *log = ty_server_log(g_srv);
+    assert_non_null(log);
+    assert_null(strstr(log, "streams still hold places"));
+    free(log);
     ty_client_free(alice);
     ty_client_free(bob);
     ty_client_free(carol);
