@@ -25,7 +25,7 @@ static const char *const env_names[] = {
     "TRAINYARD_LOCAL_LOG_LIMIT", "TRAINYARD_LOCAL_JOB_LOG_LIMIT", "TRAINYARD_LOCAL_DISK_LIMIT",
     "TRAINYARD_CLUSTER_PROFILE", "TRAINYARD_KUBECONFIG",
     "TRAINYARD_KUBE_CONTEXT", "TRAINYARD_KUBE", "TRAINYARD_KUBE_QPS", "TRAINYARD_KUBE_BURST",
-    "TRAINYARD_NOTIFY_ALLOW_PRIVATE",
+    "TRAINYARD_NOTIFY_ALLOW_PRIVATE", "TRAINYARD_MAX_STREAMS_PER_TOKEN",
 };
 
 static int clear_env(void **state)
@@ -266,6 +266,33 @@ static void test_serve_connection_options(void **state)
     assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
     assert_non_null(strstr(err, "TRAINYARD_REQUEST_DEADLINE"));
     assert_int_equal(serve_args(&c, err, sizeof err, "--request-deadline", "5", NULL), TY_OK);
+}
+
+/* The cap on one token's followed streams: its default, flag, variable and range. */
+static void test_serve_stream_options(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.max_streams_per_token, 32);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--max-streams-per-token", "3", NULL), TY_OK);
+    assert_int_equal(c.max_streams_per_token, 3);
+    setenv("TRAINYARD_MAX_STREAMS_PER_TOKEN", "200", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.max_streams_per_token, 200);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--max-streams-per-token=4", NULL), TY_OK);
+    assert_int_equal(c.max_streams_per_token, 4);
+    static const char *const bad[] = {"0", "65537", "-1", "many"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(serve_args(&c, err, sizeof err, "--max-streams-per-token", bad[i], NULL),
+                         TY_EINVAL);
+        assert_non_null(strstr(err, "invalid --max-streams-per-token"));
+    }
+    setenv("TRAINYARD_MAX_STREAMS_PER_TOKEN", "lots", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_MAX_STREAMS_PER_TOKEN"));
 }
 
 typedef struct {
@@ -685,6 +712,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_disk_options, clear_env),
         cmocka_unit_test_setup(test_serve_job_options, clear_env),
         cmocka_unit_test_setup(test_serve_connection_options, clear_env),
+        cmocka_unit_test_setup(test_serve_stream_options, clear_env),
         cmocka_unit_test_setup(test_serve_kube_options, clear_env),
         cmocka_unit_test_setup(test_serve_notify_allow_private, clear_env),
         cmocka_unit_test_setup(test_serve_webhook_limits, clear_env),
