@@ -621,6 +621,7 @@ static const char *const allowed_env[] = {
     /* the contract of DESIGN.md */
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "TRAINYARD_JOB_ID", "TRAINYARD_ATTEMPT", "TRAINYARD_SERVER", "TRAINYARD_TOKEN",
+    "TRAINYARD_RENDEZVOUS_SECRET",
     "TRAINYARD_DATA_DIR", "TRAINYARD_OUTPUT_DIR", "TRAINYARD_CHECKPOINT_DIR",
     "CUDA_VISIBLE_DEVICES",
     /* what the local backend passes on from the server */
@@ -723,6 +724,14 @@ static void test_env_contract(void **state)
                 master_port = p;
             else if (!str_eq(master_port, p))
                 fail_msg("rank %d: MASTER_PORT %s, rank 0 has %s", r, p, master_port);
+        }
+        /* TRAINYARD_RENDEZVOUS_SECRET: 32 bytes in hex, the same for every rank. */
+        {
+            const char *sec = jstr(env[r], "TRAINYARD_RENDEZVOUS_SECRET");
+            if (!sec || strlen(sec) != 64 || strspn(sec, "0123456789abcdef") != 64)
+                fail_msg("rank %d: TRAINYARD_RENDEZVOUS_SECRET is not 64 hex digits", r);
+            if (r > 0 && !str_eq(sec, jstr(env[0], "TRAINYARD_RENDEZVOUS_SECRET")))
+                fail_msg("rank %d: another TRAINYARD_RENDEZVOUS_SECRET than rank 0's", r);
         }
         /* TRAINYARD_SERVER names this server. */
         if (!jstr(env[r], "TRAINYARD_SERVER") || !strstr(jstr(env[r], "TRAINYARD_SERVER"), port))
