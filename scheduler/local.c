@@ -30,6 +30,12 @@
  * backend is made (getenv() is not safe against a concurrent setenv() later on); every
  * other variable of the server, its secrets first, stays out of the ranks.
  *
+ * Disk: the disk monitor (local_disk.c) walks the directories of the attempts it is told
+ * to watch on its own thread, never the scheduler's; what it finds reaches observe()
+ * through its eventfd, in the epoll set beside the pidfds, as one OVER_LIMIT event per
+ * attempt. The loop decides what that costs. Logs of previous attempts are pruned to
+ * job_log_limit when an attempt is launched (ranklog.h).
+ *
  * Threads: everything but log_* runs on the scheduler's thread. log_* only read
  * data_dir, which never changes after local_backend_new(), so they need no lock.
  */
