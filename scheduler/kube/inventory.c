@@ -48,14 +48,25 @@ static const char *str_at(const json_t *obj, const char *a, const char *b)
     return json_string_value(b ? json_object_get(v, b) : v);
 }
 
-/* A count as Kubernetes writes it: a JSON integer or a quantity string ("8"). */
+/* No node has more GPUs than this; a count above it is clamped, so that a hostile or broken
+ * object cannot wrap the sums of a pod or a node. */
+#define GPU_COUNT_MAX 65536
+
+/* A count as Kubernetes writes it: a JSON integer or a quantity string ("8"), clamped to
+ * 0..GPU_COUNT_MAX. */
 static int quantity(const json_t *q)
 {
-    double v;
+    double v = 0;
     if (json_is_integer(q))
-        return (int)json_integer_value(q);
-    const char *s = json_string_value(q);
-    return s && ty_quantity_parse(s, strlen(s), &v) == TY_OK ? (int)v : 0;
+        v = (double)json_integer_value(q);
+    else {
+        const char *s = json_string_value(q);
+        if (!s || ty_quantity_parse(s, strlen(s), &v) != TY_OK)
+            return 0;
+    }
+    if (!(v > 0))
+        return 0;
+    return v >= GPU_COUNT_MAX ? GPU_COUNT_MAX : (int)v;
 }
 
 /* A container's nvidia.com/gpu: its limit, else its request (extended resources have both
@@ -75,8 +86,11 @@ int kube_inv_pod_gpus(const json_t *pod)
     size_t i;
     if (json_is_integer(slim))
         return (int)json_integer_value(slim);
-    json_array_foreach(json_object_get(spec, "containers"), i, c)
+    json_array_foreach(json_object_get(spec, "containers"), i, c) {
         sum += container_gpus(c);
+        if (sum > GPU_COUNT_MAX)
+            sum = GPU_COUNT_MAX;
+    }
     /* Init containers run one at a time before the others: the scheduler counts the largest
      * of them against the containers' sum (v1.26 has no restartable init containers). */
     json_array_foreach(json_object_get(spec, "initContainers"), i, c)

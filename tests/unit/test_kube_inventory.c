@@ -188,6 +188,12 @@ static void test_other_tenants_and_slim_pods(void **state)
                              "status", "phase", "Pending");
     assert_int_equal(kube_inv_pod_gpus(sum), 5);
     assert_int_equal(kube_inv_pod_gpus(init), 3);
+    /* Absurd counts are clamped, never wrapped: neither a quantity past INT_MAX nor a sum. */
+    json_t *huge = json_pack("{s:{s:[{s:{s:{s:s}}}, {s:{s:{s:I}}}]}}", "spec", "containers",
+                             "resources", "limits", "nvidia.com/gpu", "1e12", "resources",
+                             "limits", "nvidia.com/gpu", (json_int_t)1 << 40);
+    assert_int_equal(kube_inv_pod_gpus(huge), 65536);
+    json_decref(huge);
     json_t *slim = kube_inv_pod_slim(sum);
     assert_non_null(slim);
     assert_int_equal(kube_inv_pod_gpus(slim), 5);
