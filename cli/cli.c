@@ -405,14 +405,15 @@ static int on_job_event(void *ud, const char *event, const char *id, const char 
 /*
  * Follows path (an event stream) until the callback stops it or the stream ends; with
  * resume_until_terminal an end before the job's terminal state is a cut, as is a transfer that
- * failed midway: the stream is resumed from its last id, at most FOLLOW_RETRIES times. A server
- * that never answered is CLI_EXIT_UNREACHABLE at once. Returns an exit status.
+ * failed midway: the stream is resumed from its last id, at most FOLLOW_RETRIES times. A 429
+ * (too many streams open) waits for a place. A server that never answered is
+ * CLI_EXIT_UNREACHABLE at once. Returns an exit status.
  */
 static int follow_stream(const char *name, cli_http *c, const char *path, follower *f,
                          int resume_until_terminal)
 {
     char last_id[64] = "";
-    int answered = 0;
+    int answered = 0, waited_place = 0;
     for (int attempt = 0;; attempt++) {
         cli_sse sse;
         cli_resp r;
@@ -423,6 +424,18 @@ static int follow_stream(const char *name, cli_http *c, const char *path, follow
         if (sse.id[0])
             snprintf(last_id, sizeof last_id, "%s", sse.id);
         cli_sse_free(&sse);
+        if (r.status == 429) {
+            /* Too many streams open (this token's or the server's cap): not an error of the
+             * job; wait for a place as the server's Retry-After (5 s) says, without limit. */
+            if (!waited_place)
+                fprintf(stderr, "trainyard %s: too many streams open; waiting for a place\n",
+                        name);
+            waited_place = 1;
+            cli_resp_free(&r);
+            attempt--;
+            sleep(5);
+            continue;
+        }
         if ((r.status == 0 && !answered) || (r.status && !is_2xx(&r))) {
             rc = cli_report(name, &r, stderr);
             cli_resp_free(&r);

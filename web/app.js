@@ -224,6 +224,10 @@
             arm();
             parser.push(dec.decode(value, { stream: true }));
           }
+        } else if (r.status === 429) {
+          /* Too many streams open (this token's or the server's): wait as told, then again. */
+          const after = Number(r.headers.get('Retry-After'));
+          if (after > 0) delay = Math.max(delay, Math.min(after * 1000, 60000));
         } else if (r.status < 500) {
           hd.onUnsupported(r);
           return;
