@@ -109,8 +109,12 @@ static const char *status_title(unsigned status)
         return "Unsupported Media Type";
     case 422:
         return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
     case 503:
         return "Service Unavailable";
     default:
