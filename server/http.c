@@ -46,7 +46,9 @@
  *                body that cannot be read to its end are written straight to
  *                the socket, which then closes: building a response in
  *                libmicrohttpd's pool fails when the headers filled it, and
- *                such requests used to be dropped without an answer. Before a
+ *                such requests used to be dropped without an answer. So are
+ *                refusals of a request's framing, whose connection must close
+ *                before anything after its headers is read. Before a
  *                connection with unread input is closed, it is half-closed and
  *                drained for a bounded time (a "lingering close"): closing a
  *                socket with unread data resets the connection, and the reset
@@ -54,7 +56,9 @@
  *
  * Request lifecycle, as libmicrohttpd's doc/examples/largepost.c:
  *   1st call     allocate req_state (freed in on_completed), check the request
- *                target and header sizes (414/431, answered at once), route,
+ *                target and header sizes (414/431, answered at once), the
+ *                framing (400/501, answered at once: http_check_framing(), the
+ *                fields as received, before auth reads a header), route,
  *                authenticate, check a declared Content-Length against
  *                max_body. Another error found here is answered at once only
  *                when the client waits for "100 Continue" (no body comes);
@@ -1329,7 +1333,7 @@ static enum MHD_Result begin_request(http_server *srv, struct MHD_Connection *c,
                           NULL, NULL);
 
     /*
-     * Framing before anything reads a header: a message two parsers could
+     * Framing before routing and authentication: a message two parsers could
      * read differently is answered and its connection closed, so no byte
      * after its headers is taken for another request.
      */
