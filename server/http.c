@@ -593,8 +593,7 @@ static void raw_problem(int fd, unsigned status, const char *code, const char *d
     api_resp r;
     char head[768];
     memset(&r, 0, sizeof r);
-    /* api/ has no title of its own for 501: the reason phrase is the title. */
-    api_reply_problem(&r, status, code, status == 501 ? "Not Implemented" : NULL, detail, NULL);
+    api_reply_problem(&r, status, code, NULL, detail, NULL);
     const char *reason = MHD_get_reason_phrase_for(r.status);
     int extra = hkey && hval && r.status == status;
     int n = snprintf(head, sizeof head,
