@@ -21,7 +21,7 @@
 #include "common/ty_time.h"
 
 #define DEFAULT_INTERVAL_MS 60000
-#define DEFAULT_BATCH_ROWS 2000
+#define DEFAULT_BATCH_ROWS 1000
 
 struct retention {
     retention_options opt;

@@ -30,7 +30,7 @@ typedef struct retention_options {
     int64_t deliveries_ms;  /* a delivered or failed delivery, this long after its last
                                attempt; 0: forever */
     int64_t interval_ms;    /* between two passes; default 60000 */
-    int batch_rows;         /* rows deleted by one writer operation; default 2000 */
+    int batch_rows;         /* rows deleted by one writer operation; default 1000 */
 } retention_options;
 
 /* Starts the thread (zero fields of interval and batch take their defaults); its first pass

@@ -167,30 +167,28 @@ static ty_err totals_get(store_conn *w, int64_t job_seq, int64_t *points, int64_
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
 }
 
-/* Writes point p of the report with seq; *added is 1 when it is a new row, 0 when it replaced
- * the step's point. */
-static ty_err point_put(store_conn *w, int64_t job_seq, int64_t name_id, const store_metric_in *p,
-                        int64_t seq, int *added)
+/* Writes point p of the report with seq through ins (SQL_POINT_INSERT), or, when its step is
+ * there already, upd (SQL_POINT_UPDATE); *added is 1 when it is a new row. */
+static ty_err point_put(store_conn *w, sqlite3_stmt *ins, sqlite3_stmt *upd, int64_t job_seq,
+                        int64_t name_id, const store_metric_in *p, int64_t seq, int *added)
 {
-    sqlite3_stmt *st = NULL;
-    ty_err e = store_conn_stmt(w, SQL_POINT_INSERT, 0, &st);
-    for (int pass = 0; e == TY_OK && pass < 2; pass++) {
+    sqlite3_stmt *st = ins;
+    for (int pass = 0; pass < 2; pass++, st = upd) {
         sqlite3_bind_int64(st, 1, job_seq);
         sqlite3_bind_int64(st, 2, name_id);
         sqlite3_bind_int64(st, 3, p->step);
         sqlite3_bind_double(st, 4, p->value);
         sqlite3_bind_int64(st, 5, p->time_ms);
         sqlite3_bind_int64(st, 6, seq);
-        if ((e = store_step_done(st)) != TY_OK)
-            break;
+        ty_err e = store_step_done(st);
+        if (e != TY_OK)
+            return e;
         if (sqlite3_changes(w->db) > 0) {
             *added = pass == 0;
             return TY_OK;
         }
-        if (pass == 0)
-            e = store_conn_stmt(w, SQL_POINT_UPDATE, 0, &st);
     }
-    return e != TY_OK ? e : TY_EINTERNAL; /* neither inserted nor there to update */
+    return TY_EINTERNAL; /* neither inserted nor there to update */
 }
 
 ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
@@ -248,10 +246,14 @@ ty_err store_metrics_apply(store *s, store_conn *w, store_op *op)
         goto out;
     }
     int64_t seq = last - (int64_t)op->u.metrics.n;
+    sqlite3_stmt *ins = NULL, *upd = NULL; /* two cached statements, held for the loop */
+    if ((e = store_conn_stmt(w, SQL_POINT_INSERT, 0, &ins)) != TY_OK ||
+        (e = store_conn_stmt(w, SQL_POINT_UPDATE, 0, &upd)) != TY_OK)
+        goto out;
     for (size_t i = 0; i < op->u.metrics.n; i++) {
         const store_metric_in *p = &op->u.metrics.points[i];
         int added = 0;
-        if ((e = point_put(w, job_seq, ids[p->name], p, ++seq, &added)) != TY_OK)
+        if ((e = point_put(w, ins, upd, job_seq, ids[p->name], p, ++seq, &added)) != TY_OK)
             goto out;
         if (added && ++points > s->opt.metrics_max_points) {
             /* The first new row past the cap: the savepoint's rollback takes back the rest. */
