@@ -26,6 +26,8 @@ static const char *const env_names[] = {
     "TRAINYARD_CLUSTER_PROFILE", "TRAINYARD_KUBECONFIG",
     "TRAINYARD_KUBE_CONTEXT", "TRAINYARD_KUBE", "TRAINYARD_KUBE_QPS", "TRAINYARD_KUBE_BURST",
     "TRAINYARD_NOTIFY_ALLOW_PRIVATE", "TRAINYARD_MAX_STREAMS_PER_TOKEN",
+    "TRAINYARD_METRICS_MAX_POINTS_PER_JOB", "TRAINYARD_METRICS_RETENTION",
+    "TRAINYARD_DELIVERY_RETENTION",
 };
 
 static int clear_env(void **state)
@@ -293,6 +295,47 @@ static void test_serve_stream_options(void **state)
     setenv("TRAINYARD_MAX_STREAMS_PER_TOKEN", "lots", 1);
     assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
     assert_non_null(strstr(err, "TRAINYARD_MAX_STREAMS_PER_TOKEN"));
+}
+
+/* The metrics cap and the two retentions: defaults, flags, variables, ranges (0 = forever). */
+static void test_serve_metrics_options(void **state)
+{
+    (void)state;
+    config_serve c;
+    char err[256];
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
+    assert_int_equal(c.metrics_max_points, 1000000);
+    assert_int_equal(c.metrics_retention_days, 30);
+    assert_int_equal(c.delivery_retention_days, 7);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--metrics-max-points-per-job", "50",
+                                "--metrics-retention=0", "--delivery-retention", "1", NULL),
+                     TY_OK);
+    assert_int_equal(c.metrics_max_points, 50);
+    assert_int_equal(c.metrics_retention_days, 0);
+    assert_int_equal(c.delivery_retention_days, 1);
+    setenv("TRAINYARD_METRICS_MAX_POINTS_PER_JOB", "2000", 1);
+    setenv("TRAINYARD_METRICS_RETENTION", "90", 1);
+    setenv("TRAINYARD_DELIVERY_RETENTION", "0", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, "--metrics-retention", "5", NULL), TY_OK);
+    assert_int_equal(c.metrics_max_points, 2000);
+    assert_int_equal(c.metrics_retention_days, 5); /* the flag beats the variable */
+    assert_int_equal(c.delivery_retention_days, 0);
+    static const struct {
+        const char *flag, *value;
+    } bad[] = {
+        {"--metrics-max-points-per-job", "0"}, {"--metrics-max-points-per-job", "1000000001"},
+        {"--metrics-max-points-per-job", "1e6"}, {"--metrics-retention", "-1"},
+        {"--metrics-retention", "36501"},     {"--delivery-retention", "7d"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(serve_args(&c, err, sizeof err, bad[i].flag, bad[i].value, NULL),
+                         TY_EINVAL);
+        assert_non_null(strstr(err, bad[i].flag));
+    }
+    setenv("TRAINYARD_DELIVERY_RETENTION", "week", 1);
+    assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_EINVAL);
+    assert_non_null(strstr(err, "TRAINYARD_DELIVERY_RETENTION"));
 }
 
 typedef struct {
@@ -713,6 +756,7 @@ int main(void)
         cmocka_unit_test_setup(test_serve_job_options, clear_env),
         cmocka_unit_test_setup(test_serve_connection_options, clear_env),
         cmocka_unit_test_setup(test_serve_stream_options, clear_env),
+        cmocka_unit_test_setup(test_serve_metrics_options, clear_env),
         cmocka_unit_test_setup(test_serve_kube_options, clear_env),
         cmocka_unit_test_setup(test_serve_notify_allow_private, clear_env),
         cmocka_unit_test_setup(test_serve_webhook_limits, clear_env),
