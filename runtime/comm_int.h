@@ -29,6 +29,11 @@ void cnet_set_io_timeout(int fd, int ms);
  * IO_TIMEOUT and IO_ERROR.
  */
 enum io cnet_recv(int fd, void *p, size_t n, int *err);
+/*
+ * As cnet_recv, but the whole read ends by deadline (cnet_now_s() time), however the
+ * bytes trickle in: IO_TIMEOUT once it has passed. Changes fd's receive timeout.
+ */
+enum io cnet_recv_by(int fd, void *p, size_t n, double deadline, int *err);
 /* Sends hdr[0..hlen) then p[0..n) (p may be NULL when n is 0); see cnet_recv. */
 enum io cnet_send(int fd, const void *hdr, size_t hlen, const void *p, size_t n, int *err);
 

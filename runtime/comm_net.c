@@ -102,6 +102,31 @@ enum io cnet_recv(int fd, void *p, size_t n, int *err)
     return IO_OK;
 }
 
+enum io cnet_recv_by(int fd, void *p, size_t n, double deadline, int *err)
+{
+    unsigned char *b = p;
+    while (n > 0) {
+        int left = cnet_remaining_ms(deadline);
+        if (left == 0) {
+            *err = ETIMEDOUT;
+            return IO_TIMEOUT;
+        }
+        cnet_set_io_timeout(fd, left);
+        ssize_t k = recv(fd, b, n, 0);
+        if (k == 0)
+            return IO_CLOSED;
+        if (k < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                continue; /* the deadline decides */
+            *err = errno;
+            return IO_ERROR;
+        }
+        b += k;
+        n -= (size_t)k;
+    }
+    return IO_OK;
+}
+
 /* Sends header and payload with one syscall per kernel round; see cnet_recv. */
 enum io cnet_send(int fd, const void *hdr, size_t hlen, const void *p, size_t n, int *err)
 {

@@ -325,15 +325,15 @@ static int hs_challenge(int fd, const comm_config *cfg, uint32_t kind, struct hs
 }
 
 /*
- * Acceptor, steps 2 and 3: reads the dialer's hello of kind and its proof over h's nonce,
- * and answers with this end's proof over the dialer's nonce. 0 with h->peer when the
- * dialer proved the secret; -1 for anything else (a stranger: close it).
+ * Acceptor, steps 2 and 3: reads the dialer's hello of kind and its proof over h's nonce
+ * by deadline, and answers with this end's proof over the dialer's nonce. 0 with h->peer
+ * when the dialer proved the secret; -1 for anything else (a stranger: close it).
  */
-static int hs_admit(int fd, const comm_config *cfg, uint32_t kind, struct hs *h)
+static int hs_admit(int fd, const comm_config *cfg, uint32_t kind, double deadline, struct hs *h)
 {
     unsigned char b[RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES], want[RDV_MAC_BYTES];
     int e = 0, rc = -1;
-    if (cnet_recv(fd, b, sizeof b, &e) != IO_OK)
+    if (cnet_recv_by(fd, b, sizeof b, deadline, &e) != IO_OK)
         goto out;
     msg_decode(&h->peer, b);
     if (h->peer.magic != RDV_MAGIC || h->peer.version != RDV_VERSION || h->peer.kind != kind)
@@ -351,14 +351,15 @@ out:
 
 /*
  * Dialer: answers the challenge of rank `peer` accepting links of kind with this end's
- * hello (world, rank, port) and proof, and checks the acceptor's proof. 0 when both ends
+ * hello (world, rank, port) and proof, and checks the acceptor's proof, all by deadline
+ * (the acceptor may be busy with other connections first). 0 when both ends
  * proved the secret; HS_REFUSED with why when a proof failed either way, HS_NO_ANSWER
  * with why for anything else (no challenge, another protocol, I/O).
  */
 enum { HS_NO_ANSWER = -1, HS_REFUSED = -2 };
 
-static int hs_dial(int fd, const comm_config *cfg, uint32_t kind, uint32_t port, int peer, char *why,
-                   size_t whylen)
+static int hs_dial(int fd, const comm_config *cfg, uint32_t kind, uint32_t port, int peer,
+                   double deadline, char *why, size_t whylen)
 {
     unsigned char ch[RDV_HEADER_BYTES + RDV_NONCE_BYTES];
     unsigned char b[RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES];
@@ -366,7 +367,7 @@ static int hs_dial(int fd, const comm_config *cfg, uint32_t kind, uint32_t port,
     struct hs h;
     struct msg m;
     int e = 0;
-    enum io io = cnet_recv(fd, ch, sizeof ch, &e);
+    enum io io = cnet_recv_by(fd, ch, sizeof ch, deadline, &e);
     if (io != IO_OK) {
         cnet_fmt(why, whylen, "no challenge (%s)",
                  io == IO_TIMEOUT ? "timed out" : io == IO_CLOSED ? "connection closed"
@@ -394,7 +395,7 @@ static int hs_dial(int fd, const comm_config *cfg, uint32_t kind, uint32_t port,
         cnet_fmt(why, whylen, "cannot send our proof: %s", cnet_errno_text(e));
         return HS_NO_ANSWER;
     }
-    io = cnet_recv(fd, got, sizeof got, &e);
+    io = cnet_recv_by(fd, got, sizeof got, deadline, &e);
     if (io != IO_OK) {
         /* A peer with the secret never closes on a rank that has it. */
         cnet_fmt(why, whylen, "refused our proof (%s): is the rendezvous secret the same for every "
@@ -409,11 +410,11 @@ static int hs_dial(int fd, const comm_config *cfg, uint32_t kind, uint32_t port,
     return 0;
 }
 
-/* How long an acceptor gives one connection: RDV_HANDSHAKE_MS within the deadline. */
-static int handshake_ms(double deadline)
+/* When an acceptor gives up on one connection: RDV_HANDSHAKE_MS from now, within deadline. */
+static double handshake_deadline(double deadline)
 {
-    int left = cnet_remaining_ms(deadline);
-    return left < RDV_HANDSHAKE_MS ? left : RDV_HANDSHAKE_MS;
+    double by = cnet_now_s() + RDV_HANDSHAKE_MS / 1000.0;
+    return by < deadline ? by : deadline;
 }
 
 /*
@@ -427,15 +428,16 @@ static int accept_proven(const comm_config *cfg, int lfd, uint32_t kind, double 
         int fd = accept_by(lfd, deadline, sa, salen);
         if (fd < 0)
             return -1;
-        cnet_set_io_timeout(fd, handshake_ms(deadline));
-        if (hs_challenge(fd, cfg, kind, h) == 0 && hs_admit(fd, cfg, kind, h) == 0)
+        double by = handshake_deadline(deadline);
+        cnet_set_io_timeout(fd, cnet_remaining_ms(by)); /* for sending */
+        if (hs_challenge(fd, cfg, kind, h) == 0 && hs_admit(fd, cfg, kind, by, h) == 0)
             return fd;
         close(fd);
         (*refused)++;
     }
 }
 
-/* ", and N connections were refused ..." for error messages; "" for none. */
+/* "; N connections refused (...)" for error messages; "" for none. */
 static void refused_text(int refused, char *out, size_t len)
 {
     if (refused == 0)
@@ -450,8 +452,8 @@ static void refused_text(int refused, char *out, size_t len)
 /*
  * Rank 0: admits one registration per other rank on MASTER_PORT, then sends everyone
  * the table of ring addresses. Strangers are closed (see rendezvous.h); ranks that
- * proved the secret but belong elsewhere (version, world size, rank out of range or
- * twice) fail the rendezvous on both sides with the reason.
+ * proved the secret but belong elsewhere (world size, rank out of range or twice) fail
+ * the rendezvous on both sides with the reason.
  */
 static comm_status rendezvous_root(const comm_config *cfg, int timeout_ms, double deadline,
                                    rdv_peer *peers, int *ring_lfd, char *err, size_t errlen)
@@ -609,8 +611,8 @@ static comm_status rendezvous_join(const comm_config *cfg, int timeout_ms, doubl
         /* Rank 0 may be busy with other connections: its challenge may take a while. */
         cnet_set_io_timeout(fd, cnet_remaining_ms(deadline));
         char now[160];
-        int hs = hs_dial(fd, cfg, RDV_REGISTER, (uint32_t)peers[cfg->rank].port, 0, now,
-                         sizeof now);
+        int hs = hs_dial(fd, cfg, RDV_REGISTER, (uint32_t)peers[cfg->rank].port, 0, deadline,
+                         now, sizeof now);
         if (hs == 0)
             break;
         /* A failed proof says more than a connection that ended before the handshake. */
@@ -712,7 +714,7 @@ static void *ring_dial_main(void *arg)
         return NULL;
     }
     cnet_set_io_timeout(d->fd, cnet_remaining_ms(d->deadline));
-    if (hs_dial(d->fd, d->cfg, RDV_RING, 0, d->next, why, sizeof why) != 0) {
+    if (hs_dial(d->fd, d->cfg, RDV_RING, 0, d->next, d->deadline, why, sizeof why) != 0) {
         cnet_fmt(d->err, sizeof d->err, "ring: rank %d (%s:%d) %s", d->next, d->peer->host,
                  d->peer->port, why);
         close(d->fd);

@@ -25,9 +25,10 @@
  * never travels.
  *
  * Strangers. A connection whose hello is not of this protocol, whose proof is wrong or
- * missing, or that stays silent for RDV_HANDSHAKE_MS is closed, and the acceptor goes on
- * waiting for its real peers within the same deadline: it costs the gang that time at
- * most, never the rendezvous. Only a rank that proved the secret can fail the
+ * missing, or that has not finished its handshake RDV_HANDSHAKE_MS after it was accepted
+ * (silent, or trickling bytes) is closed, and the acceptor goes on waiting for its real
+ * peers within the same deadline: it costs the gang that time at most, never the
+ * rendezvous. Only a rank that proved the secret can fail the
  * rendezvous (another world size, a rank out of range or twice), as a misconfigured gang
  * must. A dialer that meets a listener that cannot prove the secret closes and dials
  * again until the deadline.
@@ -51,7 +52,7 @@
 #define RDV_NONCE_BYTES 32
 #define RDV_MAC_BYTES 32
 #define RDV_HOST_MAX 64
-/* How long an acceptor waits for a connection's hello and proof. */
+/* How long an acceptor gives a connection for its hello and proof, in all. */
 #define RDV_HANDSHAKE_MS 2000
 
 enum rdv_kind {

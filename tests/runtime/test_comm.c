@@ -758,6 +758,47 @@ static void test_strangers_cost_nothing(void **state)
         close(fds[k]);
 }
 
+/*
+ * A stranger that trickles a hello one byte a second (88 s in all) holds rank 0 for at most
+ * its handshake timeout, not a timeout per byte: the gang, whose rendezvous timeout is 10 s,
+ * forms behind it. The stranger is a child, so that the parent can wait for the ranks.
+ */
+static void test_trickling_stranger_cannot_hold_rank0(void **state)
+{
+    (void)state;
+    struct rank_result *res = results();
+    int port = ty_net_free_port();
+    pid_t pids[3] = {0};
+    pids[0] = spawn_rank(rank_plain, 0, 2, port, SECRET, res);
+    int fd = connect_to(port);
+    fflush(NULL);
+    pid_t trickler = fork();
+    assert_true(trickler >= 0);
+    if (trickler == 0) {
+        unsigned char b[RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES];
+        header(b, RDV_VERSION, RDV_REGISTER, 2, 1, 40000);
+        made_up(b + RDV_HEADER_BYTES, sizeof b - RDV_HEADER_BYTES, 5);
+        for (size_t i = 0; i < sizeof b; i++) {
+            if (send(fd, b + i, 1, MSG_NOSIGNAL) != 1)
+                break; /* closed by rank 0 */
+            sleep_ms(1000);
+        }
+        _exit(0);
+    }
+    pids[1] = spawn_rank(rank_plain, 1, 2, port, SECRET, res);
+    reap(pids, 2, REAP_SECONDS, res);
+    kill(trickler, SIGKILL);
+    waitpid(trickler, NULL, 0);
+    close(fd);
+    for (int r = 0; r < 2; r++) {
+        if (res[r].init_status != COMM_OK)
+            print_error("rank %d: %s\n", r, res[r].what);
+        assert_int_equal(res[r].init_status, COMM_OK);
+        assert_int_equal(res[r].status, COMM_OK);
+        assert_clean_exit(&res[r]);
+    }
+}
+
 /* Rank 1 of a gang of world ranks, with a secret that is not the gang's; its result in slot. */
 static pid_t spawn_impostor(int world, int port, int timeout_ms, struct rank_result *slot)
 {
@@ -970,6 +1011,7 @@ int main(void)
         cmocka_unit_test(test_rendezvous_mismatch),
         cmocka_unit_test(test_rendezvous_ignores_strangers),
         cmocka_unit_test(test_strangers_cost_nothing),
+        cmocka_unit_test(test_trickling_stranger_cannot_hold_rank0),
         cmocka_unit_test(test_wrong_secret_refused),
         cmocka_unit_test(test_fake_rank0_refused),
         cmocka_unit_test(test_collectives),
