@@ -2,8 +2,9 @@
  * rendezvous.c - the rendezvous and ring set-up of rendezvous.h, with its handshake.
  *
  * Threads. Rank 0's rendezvous and every rank's acceptance of its ring predecessor
- * run on the calling thread, one connection at a time, each handshake bounded by
- * RDV_HANDSHAKE_MS. Connecting to the ring successor runs on a second thread meanwhile:
+ * run on the calling thread, which serves every connection still in its handshake at
+ * once (struct gate), each bounded by RDV_HANDSHAKE_MS. Connecting to the ring successor
+ * runs on a second thread meanwhile:
  * every rank is at once the dialer of one link and the acceptor of another, and the
  * acceptor speaks first, so a rank that did one after the other would wait on its
  * successor, which waits on its own, around the whole ring.
@@ -232,28 +233,6 @@ fail:;
     return -1;
 }
 
-/* Accepts one connection before the deadline; -1 on timeout or error. */
-static int accept_by(int lfd, double deadline, struct sockaddr_storage *sa, socklen_t *salen)
-{
-    for (;;) {
-        struct pollfd p = {lfd, POLLIN, 0};
-        int k = poll(&p, 1, cnet_remaining_ms(deadline));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        *salen = sizeof *sa;
-        int fd = accept4(lfd, (struct sockaddr *)sa, salen, SOCK_CLOEXEC);
-        if (fd >= 0) {
-            int one = 1;
-            (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            return fd;
-        }
-        if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
-            return -1;
-    }
-}
-
 /* Best effort: tells a registered rank why the rendezvous failed. */
 static void send_reject(int fd, int world, const char *why)
 {
@@ -325,28 +304,26 @@ static int hs_challenge(int fd, const comm_config *cfg, uint32_t kind, struct hs
 }
 
 /*
- * Acceptor, steps 2 and 3: reads the dialer's hello of kind and its proof over h's nonce
- * by deadline, and answers with this end's proof over the dialer's nonce. 0 with h->peer
- * when the dialer proved the secret; -1 for anything else (a stranger: close it).
+ * Acceptor, steps 2 and 3: checks the dialer's hello of kind and its proof over h's
+ * nonce (in, HELLO_BYTES received), and answers with this end's proof over the dialer's
+ * nonce. 0 with h->peer when the dialer proved the secret; -1 for anything else (a
+ * stranger: close it).
  */
-static int hs_admit(int fd, const comm_config *cfg, uint32_t kind, double deadline, struct hs *h)
+static int hs_check(int fd, const comm_config *cfg, uint32_t kind, const unsigned char *in,
+                    struct hs *h)
 {
-    unsigned char b[RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES], want[RDV_MAC_BYTES];
-    int e = 0, rc = -1;
-    if (cnet_recv_by(fd, b, sizeof b, deadline, &e) != IO_OK)
-        goto out;
-    msg_decode(&h->peer, b);
+    unsigned char want[RDV_MAC_BYTES];
+    int e = 0;
+    msg_decode(&h->peer, in);
     if (h->peer.magic != RDV_MAGIC || h->peer.version != RDV_VERSION || h->peer.kind != kind)
-        goto out;
-    if (proof_of(cfg, h->nonce, b, want) != 0 ||
-        !ty_equal_ct(want, b + RDV_HEADER_BYTES + RDV_NONCE_BYTES, RDV_MAC_BYTES))
-        goto out;
-    if (proof_of(cfg, b + RDV_HEADER_BYTES, h->mine, want) != 0 ||
+        return -1;
+    if (proof_of(cfg, h->nonce, in, want) != 0 ||
+        !ty_equal_ct(want, in + RDV_HEADER_BYTES + RDV_NONCE_BYTES, RDV_MAC_BYTES))
+        return -1;
+    if (proof_of(cfg, in + RDV_HEADER_BYTES, h->mine, want) != 0 ||
         cnet_send(fd, want, sizeof want, NULL, 0, &e) != IO_OK)
-        goto out;
-    rc = 0;
-out:
-    return rc;
+        return -1;
+    return 0;
 }
 
 /*
@@ -410,30 +387,158 @@ static int hs_dial(int fd, const comm_config *cfg, uint32_t kind, uint32_t port,
     return 0;
 }
 
-/* When an acceptor gives up on one connection: RDV_HANDSHAKE_MS from now, within deadline. */
-static double handshake_deadline(double deadline)
+/*
+ * A listener and the connections it accepted that are still in their handshake. They
+ * are served at once, each with its own RDV_HANDSHAKE_MS, so that strangers that connect
+ * and say nothing delay nobody: a real rank's handshake completes beside them. At most
+ * GATE_MAX wait at a time; more wait in the kernel's backlog until one ends.
+ */
+#define GATE_MAX 64
+#define HELLO_BYTES (RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES)
+
+struct pending {
+    int fd;
+    double by; /* its handshake ends then */
+    struct hs h;
+    unsigned char in[HELLO_BYTES];
+    size_t got;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+};
+
+struct gate {
+    const comm_config *cfg;
+    int lfd;
+    uint32_t kind; /* of the hellos it admits */
+    int n;
+    struct pending *p; /* [GATE_MAX] */
+    int refused;       /* strangers closed so far */
+};
+
+static comm_status gate_open(struct gate *g, const comm_config *cfg, int lfd, uint32_t kind)
 {
-    double by = cnet_now_s() + RDV_HANDSHAKE_MS / 1000.0;
-    return by < deadline ? by : deadline;
+    memset(g, 0, sizeof *g);
+    g->cfg = cfg;
+    g->lfd = lfd;
+    g->kind = kind;
+    g->p = calloc(GATE_MAX, sizeof *g->p);
+    return g->p != NULL ? COMM_OK : COMM_ENOMEM;
+}
+
+/* Closes every connection still in its handshake. */
+static void gate_close(struct gate *g)
+{
+    for (int k = 0; k < g->n; k++)
+        close(g->p[k].fd);
+    g->n = 0;
+    free(g->p);
+    g->p = NULL;
+}
+
+/* Ends pending connection k: closed as a stranger unless keep. */
+static void gate_drop(struct gate *g, int k, bool keep)
+{
+    if (!keep) {
+        close(g->p[k].fd);
+        g->refused++;
+    }
+    g->p[k] = g->p[--g->n];
+}
+
+/* Accepts one connection and sends it a challenge. */
+static void gate_accept(struct gate *g, double deadline)
+{
+    struct pending *q = &g->p[g->n];
+    q->salen = sizeof q->sa;
+    q->fd = accept4(g->lfd, (struct sockaddr *)&q->sa, &q->salen, SOCK_CLOEXEC);
+    if (q->fd < 0) {
+        /* Out of descriptors or memory: the listener stays readable; do not spin on it. */
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+            cnet_sleep_ms(10);
+        return;
+    }
+    int one = 1;
+    (void)setsockopt(q->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    q->by = cnet_now_s() + RDV_HANDSHAKE_MS / 1000.0;
+    if (q->by > deadline)
+        q->by = deadline;
+    q->got = 0;
+    /* A fresh socket's buffer takes the challenge and the proof without blocking. */
+    cnet_set_io_timeout(q->fd, RDV_HANDSHAKE_MS);
+    g->n++;
+    if (hs_challenge(q->fd, g->cfg, g->kind, &q->h) != 0)
+        gate_drop(g, g->n - 1, false);
 }
 
 /*
- * Accepts connections on lfd until one proves the secret with a hello of kind; -1 at the
- * deadline. Strangers are closed and counted in *refused. sa gets the peer's address.
+ * Reads what pending connection k has sent; when its hello is whole, checks it. Returns
+ * true when k proved the secret (and leaves it for the caller), else false.
  */
-static int accept_proven(const comm_config *cfg, int lfd, uint32_t kind, double deadline,
-                         struct hs *h, struct sockaddr_storage *sa, socklen_t *salen, int *refused)
+static bool gate_read(struct gate *g, int k)
 {
+    struct pending *q = &g->p[k];
+    ssize_t r = recv(q->fd, q->in + q->got, sizeof q->in - q->got, MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return false;
+    if (r <= 0) {
+        gate_drop(g, k, false);
+        return false;
+    }
+    q->got += (size_t)r;
+    if (q->got < sizeof q->in)
+        return false;
+    if (hs_check(q->fd, g->cfg, g->kind, q->in, &q->h) == 0)
+        return true;
+    gate_drop(g, k, false);
+    return false;
+}
+
+/*
+ * The next connection on g's listener that proves the secret with a hello of g's kind,
+ * by deadline: its fd (new), header in *peer and address in sa; -1 at the deadline.
+ * Strangers are closed on the way and counted in g->refused.
+ */
+static int gate_next(struct gate *g, double deadline, struct msg *peer,
+                     struct sockaddr_storage *sa, socklen_t *salen)
+{
+    struct pollfd pf[GATE_MAX + 1];
     for (;;) {
-        int fd = accept_by(lfd, deadline, sa, salen);
-        if (fd < 0)
+        double now = cnet_now_s(), wake = deadline;
+        if (now >= deadline)
             return -1;
-        double by = handshake_deadline(deadline);
-        cnet_set_io_timeout(fd, cnet_remaining_ms(by)); /* for sending */
-        if (hs_challenge(fd, cfg, kind, h) == 0 && hs_admit(fd, cfg, kind, by, h) == 0)
-            return fd;
-        close(fd);
-        (*refused)++;
+        for (int k = g->n - 1; k >= 0; k--)
+            if (now >= g->p[k].by)
+                gate_drop(g, k, false); /* its time is up: silent, or too slow */
+        for (int k = 0; k < g->n; k++) {
+            pf[k] = (struct pollfd){g->p[k].fd, POLLIN, 0};
+            if (g->p[k].by < wake)
+                wake = g->p[k].by;
+        }
+        int np = g->n;
+        if (g->n < GATE_MAX)
+            pf[np++] = (struct pollfd){g->lfd, POLLIN, 0};
+        int ready = poll(pf, (nfds_t)np, cnet_remaining_ms(wake));
+        if (ready < 0 && errno != EINTR)
+            return -1;
+        if (ready <= 0)
+            continue;
+        /* From the last: a connection dropped is replaced by the last, already looked at. */
+        int n = g->n;
+        for (int k = n - 1; k >= 0; k--) {
+            if (pf[k].revents == 0)
+                continue;
+            if (gate_read(g, k)) {
+                struct pending *q = &g->p[k];
+                int fd = q->fd;
+                *peer = q->h.peer;
+                *sa = q->sa;
+                *salen = q->salen;
+                gate_drop(g, k, true);
+                return fd;
+            }
+        }
+        if (np > n && pf[n].revents != 0 && g->n < GATE_MAX)
+            gate_accept(g, deadline);
     }
 }
 
@@ -459,9 +564,11 @@ static comm_status rendezvous_root(const comm_config *cfg, int timeout_ms, doubl
                                    rdv_peer *peers, int *ring_lfd, char *err, size_t errlen)
 {
     comm_status st = COMM_ESETUP;
-    int W = cfg->world, lfd = -1, joined = 1, refused = 0;
+    int W = cfg->world, lfd = -1, joined = 1;
     int family = master_family(cfg->master_addr);
     unsigned char *table = NULL;
+    struct gate g;
+    memset(&g, 0, sizeof g);
     int *conns = malloc((size_t)W * sizeof *conns);
     if (conns == NULL) {
         cnet_fmt(err, errlen, "out of memory");
@@ -484,20 +591,25 @@ static comm_status rendezvous_root(const comm_config *cfg, int timeout_ms, doubl
     *ring_lfd = listen_any(family, 0, false, &peers[0].port, err, errlen);
     if (*ring_lfd < 0)
         goto out;
+    if (gate_open(&g, cfg, lfd, RDV_REGISTER) != COMM_OK) {
+        cnet_fmt(err, errlen, "out of memory");
+        st = COMM_ENOMEM;
+        goto out;
+    }
 
     while (joined < W) {
         struct sockaddr_storage sa;
         socklen_t salen;
-        struct hs h;
-        int fd = accept_proven(cfg, lfd, RDV_REGISTER, deadline, &h, &sa, &salen, &refused);
+        struct msg peer;
+        int fd = gate_next(&g, deadline, &peer, &sa, &salen);
         if (fd < 0) {
             char more[96];
-            refused_text(refused, more, sizeof more);
+            refused_text(g.refused, more, sizeof more);
             cnet_fmt(err, errlen, "rendezvous: only %d of %d ranks joined within %d ms%s", joined,
                      W, timeout_ms, more);
             goto out;
         }
-        const struct msg *m = &h.peer;
+        const struct msg *m = &peer;
         char why[160] = "";
         if (m->world != (uint32_t)W)
             cnet_fmt(why, sizeof why, "rank %u says world size %u, expected %d", m->rank, m->world,
@@ -568,6 +680,7 @@ out:
             close(conns[k]);
         }
     }
+    gate_close(&g);
     if (lfd >= 0)
         close(lfd);
     free(conns);
@@ -730,18 +843,26 @@ static comm_status ring_connect(const comm_config *cfg, int timeout_ms, const rd
                                 int lfd, double deadline, int *send_fd, int *recv_fd, char *err,
                                 size_t errlen)
 {
-    int W = cfg->world, next = (cfg->rank + 1) % W, prev = (cfg->rank + W - 1) % W, refused = 0;
+    int W = cfg->world, next = (cfg->rank + 1) % W, prev = (cfg->rank + W - 1) % W;
     struct ring_dial d = {cfg, &peers[next], next, deadline, -1, COMM_ESETUP, ""};
     pthread_t dialer;
     comm_status st = COMM_ESETUP;
+    struct gate g;
+    if (gate_open(&g, cfg, lfd, RDV_RING) != COMM_OK) {
+        cnet_fmt(err, errlen, "out of memory");
+        return COMM_ENOMEM;
+    }
     if (pthread_create(&dialer, NULL, ring_dial_main, &d) != 0) {
+        gate_close(&g);
         cnet_fmt(err, errlen, "ring: cannot start a thread");
         return COMM_ENOMEM;
     }
     struct sockaddr_storage sa;
     socklen_t salen;
-    struct hs h;
-    int fd = accept_proven(cfg, lfd, RDV_RING, deadline, &h, &sa, &salen, &refused);
+    struct msg peer;
+    int fd = gate_next(&g, deadline, &peer, &sa, &salen);
+    int refused = g.refused;
+    gate_close(&g);
     pthread_join(dialer, NULL);
     if (fd < 0) {
         char more[96];
@@ -750,9 +871,9 @@ static comm_status ring_connect(const comm_config *cfg, int timeout_ms, const rd
                  peers[prev].host, timeout_ms, more);
         goto out;
     }
-    if (h.peer.world != (uint32_t)W || h.peer.rank != (uint32_t)prev) {
+    if (peer.world != (uint32_t)W || peer.rank != (uint32_t)prev) {
         cnet_fmt(err, errlen, "ring: expected rank %d of %d, got rank %u of %u", prev, W,
-                 h.peer.rank, h.peer.world);
+                 peer.rank, peer.world);
         goto out;
     }
     if (d.st != COMM_OK) {

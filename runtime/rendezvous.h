@@ -27,11 +27,11 @@
  * Strangers. A connection whose hello is not of this protocol, whose proof is wrong or
  * missing, or that has not finished its handshake RDV_HANDSHAKE_MS after it was accepted
  * (silent, or trickling bytes) is closed, and the acceptor goes on waiting for its real
- * peers within the same deadline: it costs the gang that time at most, never the
- * rendezvous. Only a rank that proved the secret can fail the
- * rendezvous (another world size, a rank out of range or twice), as a misconfigured gang
- * must. A dialer that meets a listener that cannot prove the secret closes and dials
- * again until the deadline.
+ * peers within the same deadline. Handshakes run side by side (up to 64 at once), so
+ * strangers delay no real rank's, and cost the gang nothing. Only a rank that proved the
+ * secret can fail the rendezvous (another world size, a rank out of range or twice), as a
+ * misconfigured gang must. A dialer that meets a listener that cannot prove the secret
+ * closes and dials again until the deadline.
  *
  * Without a secret (secret_len 0) the same handshake runs with an empty key: anything
  * that speaks the protocol is admitted, as before this handshake existed.

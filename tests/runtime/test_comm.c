@@ -799,6 +799,36 @@ static void test_trickling_stranger_cannot_hold_rank0(void **state)
     }
 }
 
+/*
+ * Thirty strangers connect to rank 0's port before the real rank and say nothing. Their
+ * handshakes run side by side, so the gang forms within its 10 s rendezvous timeout
+ * (one after the other they would take 60 s); each is challenged, then closed.
+ */
+static void test_silent_crowd_delays_nobody(void **state)
+{
+    (void)state;
+    enum { CROWD = 30 };
+    struct rank_result *res = results();
+    int port = ty_net_free_port(), crowd[CROWD];
+    pid_t pids[2] = {0};
+    pids[0] = spawn_rank(rank_plain, 0, 2, port, SECRET, res);
+    for (int k = 0; k < CROWD; k++)
+        crowd[k] = connect_to(port);
+    pids[1] = spawn_rank(rank_plain, 1, 2, port, SECRET, res);
+    reap(pids, 2, REAP_SECONDS, res);
+    for (int r = 0; r < 2; r++) {
+        if (res[r].init_status != COMM_OK)
+            print_error("rank %d: %s\n", r, res[r].what);
+        assert_int_equal(res[r].init_status, COMM_OK);
+        assert_int_equal(res[r].status, COMM_OK);
+        assert_clean_exit(&res[r]);
+    }
+    for (int k = 0; k < CROWD; k++) {
+        assert_true(challenged_then_closed(crowd[k]));
+        close(crowd[k]);
+    }
+}
+
 /* Rank 1 of a gang of world ranks, with a secret that is not the gang's; its result in slot. */
 static pid_t spawn_impostor(int world, int port, int timeout_ms, struct rank_result *slot)
 {
@@ -1012,6 +1042,7 @@ int main(void)
         cmocka_unit_test(test_rendezvous_ignores_strangers),
         cmocka_unit_test(test_strangers_cost_nothing),
         cmocka_unit_test(test_trickling_stranger_cannot_hold_rank0),
+        cmocka_unit_test(test_silent_crowd_delays_nobody),
         cmocka_unit_test(test_wrong_secret_refused),
         cmocka_unit_test(test_fake_rank0_refused),
         cmocka_unit_test(test_collectives),
