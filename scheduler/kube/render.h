@@ -27,7 +27,10 @@
  * LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR (rank 0's DNS name), MASTER_PORT (the profile's),
  * TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_SERVER (when the profile has server_url),
  * TRAINYARD_DATA_DIR, TRAINYARD_OUTPUT_DIR and TRAINYARD_CHECKPOINT_DIR (profile paths, the last
- * two with "/<job id>"), then the job's env in key order.
+ * two with "/<job id>"), then the job's env in key order. The scheduler's env of an attempt
+ * carries its TRAINYARD_TOKEN and TRAINYARD_RENDEZVOUS_SECRET: plain values of the one pod
+ * template, so every pod of the attempt holds the same secret; neither goes into a label or an
+ * annotation.
  *
  * Placement: the GPU type's and capacity type's node labels as nodeSelector, their taints as
  * tolerations; with a zone, a required nodeAffinity on topology.kubernetes.io/zone; always a
