@@ -347,8 +347,9 @@ static int hs_dial(int fd, const comm_config *cfg, uint32_t kind, uint32_t port,
     enum io io = cnet_recv_by(fd, ch, sizeof ch, deadline, &e);
     if (io != IO_OK) {
         cnet_fmt(why, whylen, "no challenge (%s)",
-                 io == IO_TIMEOUT ? "timed out" : io == IO_CLOSED ? "connection closed"
-                                                                  : cnet_errno_text(e));
+                 io == IO_TIMEOUT  ? "timed out"
+                 : io == IO_CLOSED ? "connection closed"
+                                   : cnet_errno_text(e));
         return HS_NO_ANSWER;
     }
     msg_decode(&m, ch);
@@ -375,9 +376,12 @@ static int hs_dial(int fd, const comm_config *cfg, uint32_t kind, uint32_t port,
     io = cnet_recv_by(fd, got, sizeof got, deadline, &e);
     if (io != IO_OK) {
         /* A peer with the secret never closes on a rank that has it. */
-        cnet_fmt(why, whylen, "refused our proof (%s): is the rendezvous secret the same for every "
-                 "rank?", io == IO_TIMEOUT ? "timed out" : io == IO_CLOSED ? "connection closed"
-                                                                           : cnet_errno_text(e));
+        cnet_fmt(why, whylen,
+                 "refused our proof (%s): is the rendezvous secret the same for every "
+                 "rank?",
+                 io == IO_TIMEOUT  ? "timed out"
+                 : io == IO_CLOSED ? "connection closed"
+                                   : cnet_errno_text(e));
         return HS_REFUSED;
     }
     if (proof_of(cfg, h.nonce, ch, want) != 0 || !ty_equal_ct(want, got, sizeof got)) {
@@ -498,8 +502,8 @@ static bool gate_read(struct gate *g, int k)
  * by deadline: its fd (new), header in *peer and address in sa; -1 at the deadline.
  * Strangers are closed on the way and counted in g->refused.
  */
-static int gate_next(struct gate *g, double deadline, struct msg *peer,
-                     struct sockaddr_storage *sa, socklen_t *salen)
+static int gate_next(struct gate *g, double deadline, struct msg *peer, struct sockaddr_storage *sa,
+                     socklen_t *salen)
 {
     struct pollfd pf[GATE_MAX + 1];
     for (;;) {
@@ -724,8 +728,8 @@ static comm_status rendezvous_join(const comm_config *cfg, int timeout_ms, doubl
         /* Rank 0 may be busy with other connections: its challenge may take a while. */
         cnet_set_io_timeout(fd, cnet_remaining_ms(deadline));
         char now[160];
-        int hs = hs_dial(fd, cfg, RDV_REGISTER, (uint32_t)peers[cfg->rank].port, 0, deadline,
-                         now, sizeof now);
+        int hs = hs_dial(fd, cfg, RDV_REGISTER, (uint32_t)peers[cfg->rank].port, 0, deadline, now,
+                         sizeof now);
         if (hs == 0)
             break;
         /* A failed proof says more than a connection that ended before the handshake. */
@@ -750,7 +754,7 @@ static comm_status rendezvous_join(const comm_config *cfg, int timeout_ms, doubl
     if (io != IO_OK) {
         cnet_fmt(err, errlen, "rendezvous: no table from rank 0 at %s:%d within %d ms (%s)",
                  cfg->master_addr, cfg->master_port, timeout_ms,
-                 io == IO_TIMEOUT ? "timed out"
+                 io == IO_TIMEOUT  ? "timed out"
                  : io == IO_CLOSED ? "connection closed"
                                    : cnet_errno_text(e));
         goto out;
@@ -872,8 +876,8 @@ static comm_status ring_connect(const comm_config *cfg, int timeout_ms, const rd
         goto out;
     }
     if (peer.world != (uint32_t)W || peer.rank != (uint32_t)prev) {
-        cnet_fmt(err, errlen, "ring: expected rank %d of %d, got rank %u of %u", prev, W,
-                 peer.rank, peer.world);
+        cnet_fmt(err, errlen, "ring: expected rank %d of %d, got rank %u of %u", prev, W, peer.rank,
+                 peer.world);
         goto out;
     }
     if (d.st != COMM_OK) {
@@ -897,12 +901,12 @@ comm_status rdv_form_ring(const comm_config *cfg, int timeout_ms, double deadlin
 {
     int ring_lfd = -1;
     *send_fd = *recv_fd = -1;
-    comm_status st = cfg->rank == 0
-                         ? rendezvous_root(cfg, timeout_ms, deadline, peers, &ring_lfd, err, errlen)
-                         : rendezvous_join(cfg, timeout_ms, deadline, peers, &ring_lfd, err, errlen);
+    comm_status st =
+        cfg->rank == 0 ? rendezvous_root(cfg, timeout_ms, deadline, peers, &ring_lfd, err, errlen)
+                       : rendezvous_join(cfg, timeout_ms, deadline, peers, &ring_lfd, err, errlen);
     if (st == COMM_OK)
-        st = ring_connect(cfg, timeout_ms, peers, ring_lfd, deadline, send_fd, recv_fd, err,
-                          errlen);
+        st =
+            ring_connect(cfg, timeout_ms, peers, ring_lfd, deadline, send_fd, recv_fd, err, errlen);
     if (ring_lfd >= 0)
         close(ring_lfd);
     return st;
