@@ -829,6 +829,134 @@ static void test_silent_crowd_delays_nobody(void **state)
     }
 }
 
+/* ------------------------------------------ the wire, from rendezvous.h */
+
+/* HMAC-SHA256(SECRET, context || nonce || header), as rendezvous.h writes it. */
+static void proof(const unsigned char *nonce, const unsigned char *hdr, unsigned char *out)
+{
+    unsigned char in[sizeof RDV_CONTEXT - 1 + RDV_NONCE_BYTES + RDV_HEADER_BYTES];
+    memcpy(in, RDV_CONTEXT, sizeof RDV_CONTEXT - 1);
+    memcpy(in + sizeof RDV_CONTEXT - 1, nonce, RDV_NONCE_BYTES);
+    memcpy(in + sizeof RDV_CONTEXT - 1 + RDV_NONCE_BYTES, hdr, RDV_HEADER_BYTES);
+    assert_int_equal(ty_hmac_sha256(SECRET, strlen(SECRET), in, sizeof in, out), TY_OK);
+}
+
+static void recv_all(int fd, void *p, size_t n)
+{
+    assert_int_equal(recv(fd, p, n, MSG_WAITALL), (ssize_t)n);
+}
+
+/*
+ * Dialer's side of a handshake with a peer that must answer as rank `peer` for links of
+ * kind: checks its challenge, sends our hello and proof, checks its proof.
+ */
+static void dial_handshake(int fd, uint32_t kind, uint32_t rank, uint32_t port, uint32_t peer)
+{
+    unsigned char ch[RDV_HEADER_BYTES + RDV_NONCE_BYTES], want[RDV_HEADER_BYTES];
+    unsigned char b[RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES], mac[RDV_MAC_BYTES];
+    recv_all(fd, ch, sizeof ch);
+    header(want, RDV_VERSION, RDV_CHALLENGE, 2, peer, kind);
+    assert_memory_equal(ch, want, sizeof want);
+    header(b, RDV_VERSION, kind, 2, rank, port);
+    made_up(b + RDV_HEADER_BYTES, RDV_NONCE_BYTES, 7); /* our nonce */
+    proof(ch + RDV_HEADER_BYTES, b, b + RDV_HEADER_BYTES + RDV_NONCE_BYTES);
+    send_all(fd, b, sizeof b);
+    recv_all(fd, mac, sizeof mac);
+    unsigned char expect[RDV_MAC_BYTES];
+    proof(b + RDV_HEADER_BYTES, ch, expect);
+    assert_memory_equal(mac, expect, sizeof mac);
+}
+
+/* A rank that only forms the gang and leaves. */
+static void rank_init_only(int rank, int world, int port, const void *arg, struct rank_result *out)
+{
+    comm *c = child_init_secret(rank, world, port, 10000, arg, out);
+    comm_destroy(c);
+}
+
+/*
+ * The test plays rank 1 of a gang of two by the wire of rendezvous.h alone, with the
+ * secret: it registers with rank 0 (checking rank 0's proof), reads the table, and before
+ * forming the ring sends two strangers to rank 0's ring listener: garbage, and a ring
+ * hello as rank 1 with a made-up proof. Both are closed, and the ring forms with the
+ * real rank 1 all the same, both links authenticated both ways.
+ */
+static void test_ring_strangers_cost_nothing(void **state)
+{
+    (void)state;
+    struct rank_result *res = results();
+    int port = ty_net_free_port();
+    pid_t pids[1];
+    pids[0] = spawn_rank(rank_init_only, 0, 2, port, SECRET, res);
+
+    /* Our ring listener, made after the fork: rank 0 must not hold a copy of it. */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 8), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+    uint32_t ring_port = ntohs(a.sin_port);
+
+    int reg = connect_to(port);
+    dial_handshake(reg, RDV_REGISTER, 1, ring_port, 0);
+    unsigned char head[RDV_HEADER_BYTES], want[RDV_HEADER_BYTES];
+    unsigned char table[2 * (RDV_HOST_MAX + 4)];
+    recv_all(reg, head, sizeof head);
+    header(want, RDV_VERSION, RDV_TABLE, 2, 0, 0);
+    assert_memory_equal(head, want, sizeof want);
+    recv_all(reg, table, sizeof table);
+    const unsigned char *e0 = table;
+    int port0 = (int)((uint32_t)e0[RDV_HOST_MAX] << 24 | (uint32_t)e0[RDV_HOST_MAX + 1] << 16 |
+                      (uint32_t)e0[RDV_HOST_MAX + 2] << 8 | e0[RDV_HOST_MAX + 3]);
+    assert_string_equal((const char *)e0, "127.0.0.1");
+
+    /* Strangers at rank 0's ring listener, ahead of us. */
+    int garbage = connect_to(port0), impostor = connect_to(port0);
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(garbage, junk, sizeof junk - 1);
+    unsigned char ch[RDV_HEADER_BYTES + RDV_NONCE_BYTES];
+    unsigned char b[RDV_HEADER_BYTES + RDV_NONCE_BYTES + RDV_MAC_BYTES];
+    recv_all(impostor, ch, sizeof ch);
+    header(b, RDV_VERSION, RDV_RING, 2, 1, 0);
+    made_up(b + RDV_HEADER_BYTES, RDV_NONCE_BYTES + RDV_MAC_BYTES, 8);
+    send_all(impostor, b, sizeof b);
+    assert_true(closed_silently(impostor));
+
+    /* Our link to our successor, rank 0. */
+    int to0 = connect_to(port0);
+    dial_handshake(to0, RDV_RING, 1, 0, 0);
+    /* Rank 0's link to its successor, us: we challenge it, it must prove the secret. */
+    int from0 = accept(lfd, NULL, NULL);
+    assert_true(from0 >= 0);
+    struct timeval tv = {REAP_SECONDS, 0};
+    assert_int_equal(setsockopt(from0, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    header(ch, RDV_VERSION, RDV_CHALLENGE, 2, 1, RDV_RING);
+    made_up(ch + RDV_HEADER_BYTES, RDV_NONCE_BYTES, 9);
+    send_all(from0, ch, sizeof ch);
+    recv_all(from0, b, sizeof b);
+    header(want, RDV_VERSION, RDV_RING, 2, 0, 0);
+    assert_memory_equal(b, want, sizeof want);
+    unsigned char mac[RDV_MAC_BYTES];
+    proof(ch + RDV_HEADER_BYTES, b, mac);
+    assert_memory_equal(b + RDV_HEADER_BYTES + RDV_NONCE_BYTES, mac, sizeof mac);
+    proof(b + RDV_HEADER_BYTES, ch, mac);
+    send_all(from0, mac, sizeof mac);
+
+    reap(pids, 1, REAP_SECONDS, res);
+    if (res[0].init_status != COMM_OK)
+        print_error("rank 0: %s\n", res[0].what);
+    assert_int_equal(res[0].init_status, COMM_OK);
+    assert_clean_exit(&res[0]);
+    assert_true(challenged_then_closed(garbage));
+    int fds[] = {lfd, reg, garbage, impostor, to0, from0};
+    for (size_t k = 0; k < sizeof fds / sizeof fds[0]; k++)
+        close(fds[k]);
+}
+
 /* Rank 1 of a gang of world ranks, with a secret that is not the gang's; its result in slot. */
 static pid_t spawn_impostor(int world, int port, int timeout_ms, struct rank_result *slot)
 {
@@ -1043,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_strangers_cost_nothing),
         cmocka_unit_test(test_trickling_stranger_cannot_hold_rank0),
         cmocka_unit_test(test_silent_crowd_delays_nobody),
+        cmocka_unit_test(test_ring_strangers_cost_nothing),
         cmocka_unit_test(test_wrong_secret_refused),
         cmocka_unit_test(test_fake_rank0_refused),
         cmocka_unit_test(test_collectives),
