@@ -320,6 +320,21 @@ ty_err store_writer_run(store *s, store_op *op)
     return op->result;
 }
 
+ty_err store_purge_run(store *s, int kind, int64_t before_ms, int max_rows, int64_t *deleted,
+                       int *more)
+{
+    if (!s || !more || max_rows < 1 || max_rows > 100000)
+        return TY_EINVAL;
+    store_op op = {.kind = kind};
+    op.u.purge.before_ms = before_ms;
+    op.u.purge.max_rows = max_rows;
+    ty_err e = store_writer_run(s, &op);
+    *more = e == TY_OK && op.u.purge.more;
+    if (deleted)
+        *deleted = e == TY_OK ? op.u.purge.deleted : 0;
+    return e;
+}
+
 static ty_err op_apply(store *s, store_op *op)
 {
     switch (op->kind) {

@@ -219,6 +219,12 @@ typedef struct store_op {
  * TY_ESHUTDOWN when store_close() has begun. */
 ty_err store_writer_run(store *s, store_op *op);
 
+/* Runs one purge op of kind (STORE_OP_METRICS_PURGE, STORE_OP_NOTIFY_PURGE): at most max_rows
+ * (1..100,000) rows older than before_ms; *deleted (may be NULL) is what went, *more whether
+ * rows may be left (0 on error). */
+ty_err store_purge_run(store *s, int kind, int64_t before_ms, int max_rows, int64_t *deleted,
+                       int *more);
+
 /* Run by the writer inside the group's transaction and the op's savepoint.
  * An error return makes the writer roll the savepoint back. */
 ty_err store_submit_apply(store *s, store_conn *w, store_op *op);

@@ -408,16 +408,7 @@ ty_err store_metrics_purge_apply(store *s, store_conn *w, store_op *op)
 ty_err store_metrics_purge(store *s, int64_t ended_before_ms, int max_rows, int64_t *points,
                            int *more)
 {
-    if (!s || !more || max_rows < 1 || max_rows > 100000)
-        return TY_EINVAL;
-    store_op op = {.kind = STORE_OP_METRICS_PURGE};
-    op.u.purge.before_ms = ended_before_ms;
-    op.u.purge.max_rows = max_rows;
-    ty_err e = store_writer_run(s, &op);
-    *more = e == TY_OK && op.u.purge.more;
-    if (points)
-        *points = e == TY_OK ? op.u.purge.deleted : 0;
-    return e;
+    return store_purge_run(s, STORE_OP_METRICS_PURGE, ended_before_ms, max_rows, points, more);
 }
 
 /* ---- reads ---------------------------------------------------------------- */

@@ -149,16 +149,7 @@ static ty_err sub_delete(store_conn *w, const char *name)
 ty_err store_notify_purge(store *s, int64_t done_before_ms, int max_rows, int64_t *rows,
                           int *more)
 {
-    if (!s || !more || max_rows < 1 || max_rows > 100000)
-        return TY_EINVAL;
-    store_op op = {.kind = STORE_OP_NOTIFY_PURGE};
-    op.u.purge.before_ms = done_before_ms;
-    op.u.purge.max_rows = max_rows;
-    ty_err e = store_writer_run(s, &op);
-    *more = e == TY_OK && op.u.purge.more;
-    if (rows)
-        *rows = e == TY_OK ? op.u.purge.deleted : 0;
-    return e;
+    return store_purge_run(s, STORE_OP_NOTIFY_PURGE, done_before_ms, max_rows, rows, more);
 }
 
 /* At most max_rows finished rows older than the cutoff; more when the limit was reached. */
