@@ -29,6 +29,8 @@ typedef struct team_st {
     int64_t used[ADMIT_MAX_RES];
     double share;
     uint32_t blocked; /* classes stopped for this team (quota) */
+    int stale;        /* best must be found again */
+    size_t best;      /* its best head that may be tried (SIZE_MAX: none) */
     size_t first, n;  /* its lines in work.byteam[first..first+n) */
 } team_st;
 
@@ -42,7 +44,9 @@ typedef struct work {
     size_t *order;             /* running jobs in victim order */
     unsigned char *victim;     /* per running job: 2 chosen for this head, 1 this round */
     int *rooms;
-    size_t cap[9]; /* each array's capacity, in the order above */
+    size_t *tmp;    /* a merge sort's buffer: lines + running */
+    size_t *heap;   /* teams, ordered for positions */
+    size_t cap[11]; /* each array's capacity, in the order above */
     size_t cap_admitted, cap_failed, cap_preempt, cap_pending;
 } work;
 
@@ -99,6 +103,8 @@ void admit_result_free(admit_result *r)
         free(w->team_blocker);
         free(w->rooms);
         free(w->taken);
+        free(w->tmp);
+        free(w->heap);
         free(w);
     }
     free(r->admitted);
@@ -303,20 +309,36 @@ static void advance(round_st *st, size_t line)
     }
 }
 
+/* A stable merge sort of n indices by before(ctx, x, y), with tmp holding n. */
+static void sort_idx(size_t *a, size_t n, size_t *tmp,
+                     int (*before)(const round_st *, size_t, size_t), const round_st *ctx)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    sort_idx(a, h, tmp, before, ctx);
+    sort_idx(a + h, n - h, tmp, before, ctx);
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        tmp[k++] = before(ctx, a[j], a[i]) ? a[j++] : a[i++];
+    while (i < h)
+        tmp[k++] = a[i++];
+    while (j < n)
+        tmp[k++] = a[j++];
+    memcpy(a, tmp, n * sizeof *a);
+}
+
 /* ---- preemption ---------------------------------------------------------- */
 
-static const admit_snapshot *sort_snap; /* qsort has no context argument */
-
-static int victim_cmp(const void *pa, const void *pb)
+/* Victim order: lowest priority, then most recently started, then the snapshot's order. */
+static int victim_before(const round_st *st, size_t x, size_t y)
 {
-    const admit_running *a = &sort_snap->running[*(const size_t *)pa];
-    const admit_running *b = &sort_snap->running[*(const size_t *)pb];
+    const admit_running *a = &st->s->running[x], *b = &st->s->running[y];
     if (a->priority != b->priority)
-        return a->priority < b->priority ? -1 : 1;
+        return a->priority < b->priority;
     if (a->started_ms != b->started_ms)
-        return a->started_ms > b->started_ms ? -1 : 1;
-    size_t ia = *(const size_t *)pa, ib = *(const size_t *)pb;
-    return ia < ib ? -1 : ia > ib;
+        return a->started_ms > b->started_ms;
+    return x < y;
 }
 
 static void sort_victims(round_st *st)
@@ -325,9 +347,7 @@ static void sort_victims(round_st *st)
         return;
     for (size_t i = 0; i < st->s->nrunning; i++)
         st->w->order[i] = i;
-    sort_snap = st->s;
-    qsort(st->w->order, st->s->nrunning, sizeof *st->w->order, victim_cmp);
-    sort_snap = NULL;
+    sort_idx(st->w->order, st->s->nrunning, st->w->tmp, victim_before, st);
     st->sorted = 1;
 }
 
@@ -435,6 +455,19 @@ static int try_priority(round_st *st, size_t line, size_t t)
         size_t v = st->w->order[i];
         const admit_running *run = &s->running[v];
         if (run->team != t || run->priority >= j->priority || !may_be_victim(st, v))
+            continue;
+        /* Only a job that gives back something the head still lacks (quota or capacity). */
+        int helps = 0;
+        for (size_t k = 0; k < st->R && !helps; k++) {
+            int64_t q = j->req[k];
+            int lacks =
+                q > st->free[k] + freed[k] ||
+                (limited(team->nominal[k]) && used[k] + q > team->nominal[k] &&
+                 ((limited(team->borrow[k]) && used[k] + q > team->nominal[k] + team->borrow[k]) ||
+                  (limited(st->total[k]) && cused[k] + q > st->total[k])));
+            helps = q > 0 && lacks && run->req[k] > 0;
+        }
+        if (!helps)
             continue;
         st->w->victim[v] = 2;
         took = 1;
@@ -555,6 +588,63 @@ static int try_head(round_st *st, size_t line, size_t t)
     return 0;
 }
 
+/* ---- positions ------------------------------------------------------------ */
+
+static int line_before(const round_st *st, size_t x, size_t y)
+{
+    const admit_job *a = &st->w->ls[x].head, *b = &st->w->ls[y].head;
+    if (a->priority != b->priority || a->seq != b->seq)
+        return head_before(a, b);
+    return x < y;
+}
+
+/* Team x goes before team y for the next position: share, then their next heads, then index. */
+static int team_before(const round_st *st, size_t x, size_t y)
+{
+    const work *w = st->w;
+    int c = share_cmp(w->ts[x].share, w->ts[y].share);
+    if (c)
+        return c < 0;
+    size_t lx = w->byteam[w->ts[x].first + w->taken[x]];
+    size_t ly = w->byteam[w->ts[y].first + w->taken[y]];
+    if (lx != ly && (w->ls[lx].head.priority != w->ls[ly].head.priority ||
+                     w->ls[lx].head.seq != w->ls[ly].head.seq))
+        return head_before(&w->ls[lx].head, &w->ls[ly].head);
+    return x < y;
+}
+
+static void heap_push(const round_st *st, size_t *h, size_t *n, size_t t)
+{
+    size_t i = (*n)++;
+    h[i] = t;
+    while (i > 0 && team_before(st, h[i], h[(i - 1) / 2])) {
+        size_t p = (i - 1) / 2, x = h[i];
+        h[i] = h[p];
+        h[p] = x;
+        i = p;
+    }
+}
+
+static size_t heap_pop(const round_st *st, size_t *h, size_t *n)
+{
+    size_t top = h[0], i = 0;
+    h[0] = h[--*n];
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *n && team_before(st, h[l], h[m]))
+            m = l;
+        if (r < *n && team_before(st, h[r], h[m]))
+            m = r;
+        if (m == i)
+            break;
+        size_t x = h[i];
+        h[i] = h[m];
+        h[m] = x;
+        i = m;
+    }
+    return top;
+}
+
 /* ---- the round ------------------------------------------------------------- */
 
 static ty_err check(const admit_snapshot *s, char *msg, size_t msglen)
@@ -618,7 +708,9 @@ static int prepare(round_st *st)
              sizeof *w->team_blocker) ||
         grow((void **)&w->order, &w->cap[6], run, sizeof *w->order) ||
         grow((void **)&w->victim, &w->cap[7], run, sizeof *w->victim) ||
-        grow((void **)&w->rooms, &w->cap[8], s->nrooms + 1, sizeof *w->rooms))
+        grow((void **)&w->rooms, &w->cap[8], s->nrooms + 1, sizeof *w->rooms) ||
+        grow((void **)&w->tmp, &w->cap[9], n + run, sizeof *w->tmp) ||
+        grow((void **)&w->heap, &w->cap[10], T, sizeof *w->heap))
         return -1;
     return 0;
 }
@@ -666,6 +758,7 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
         team_st *ts = &w->ts[t];
         memset(ts, 0, sizeof *ts);
         memcpy(ts->used, snap->teams[t].used, R * sizeof *ts->used);
+        ts->stale = 1;
         ts->share = team_share(&st, &snap->teams[t], ts->used);
     }
     /* Lines grouped by team (a counting sort), heads copied, reclaimers counted. */
@@ -681,7 +774,7 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
         team_st *ts = &w->ts[al->team];
         w->byteam[ts->first + ts->n++] = i;
         line_st *l = &w->ls[i];
-        memset(l, 0, sizeof *l);
+        l->state = L_EMPTY;
         if (!al->has_head)
             continue;
         l->head = al->head;
@@ -696,15 +789,19 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
     }
 
     /* Admission: the lowest share first, while a head may be tried. */
-    int capped = 0;
     for (;;) {
         if (snap->max_admits > 0 && r->nadmitted >= (size_t)snap->max_admits) {
-            capped = 1;
             break;
         }
         size_t bt = SIZE_MAX, bl = SIZE_MAX;
         for (size_t t = 0; t < T; t++) {
-            size_t li = team_best(&st, t);
+            /* A team's best head changes only when one of its lines, its blocks, a shared room
+             * or the global blocks change: found again only then. */
+            if (w->ts[t].stale) {
+                w->ts[t].best = team_best(&st, t);
+                w->ts[t].stale = 0;
+            }
+            size_t li = w->ts[t].best;
             if (li == SIZE_MAX)
                 continue;
             int c = bt == SIZE_MAX ? -1 : share_cmp(w->ts[t].share, w->ts[bt].share);
@@ -715,8 +812,16 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
         }
         if (bt == SIZE_MAX)
             break;
+        uint32_t blocked = st.gblocked;
+        size_t had = r->nadmitted;
         if (try_head(&st, bl, bt))
             goto nomem;
+        w->ts[bt].stale = 1;
+        const admit_line *al = &snap->lines[bl];
+        if (st.gblocked != blocked ||
+            (r->nadmitted != had && (al->room[0] >= 0 || al->room[1] >= 0)))
+            for (size_t t = 0; t < T; t++)
+                w->ts[t].stale = 1;
     }
 
     /* Every head left gets its reason. */
@@ -745,7 +850,6 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
             f.cause = st.gcause[l->cls];
             wait_line(l, ADMIT_BEHIND, &f);
         } else {
-            (void)capped;
             wait_line(l, ADMIT_ROUND_CAP, &f);
         }
     }
@@ -768,22 +872,7 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
                 w->byteam[ts->first + keep++] = li;
         }
         ts->n = keep;
-        /* Insertion sort would be quadratic in a team's lines: sort by (priority, seq). */
-        for (size_t i = 1; i < keep; i++) {
-            size_t x = w->byteam[ts->first + i], j = i;
-            /* binary search for the place */
-            size_t lo = 0, hi = i;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (head_before(&w->ls[x].head, &w->ls[w->byteam[ts->first + mid]].head))
-                    hi = mid;
-                else
-                    lo = mid + 1;
-            }
-            for (j = i; j > lo; j--)
-                w->byteam[ts->first + j] = w->byteam[ts->first + j - 1];
-            w->byteam[ts->first + lo] = x;
-        }
+        sort_idx(w->byteam + ts->first, keep, w->tmp, line_before, &st);
         np += keep;
     }
     if (grow((void **)&r->pending, &w->cap_pending, np ? np : 1, sizeof *r->pending))
@@ -793,17 +882,12 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
     memset(taken, 0, T * sizeof *taken);
     for (size_t t = 0; t < T; t++)
         memcpy(used + t * R, w->ts[t].used, R * sizeof *used);
+    size_t nh = 0;
+    for (size_t t = 0; t < T; t++)
+        if (w->ts[t].n)
+            heap_push(&st, w->heap, &nh, t);
     for (size_t pos = 0; pos < np; pos++) {
-        size_t bt = SIZE_MAX;
-        for (size_t t = 0; t < T; t++) {
-            if (taken[t] >= w->ts[t].n)
-                continue;
-            int c = bt == SIZE_MAX ? -1 : share_cmp(w->ts[t].share, w->ts[bt].share);
-            if (c < 0 ||
-                (c == 0 && head_before(&w->ls[w->byteam[w->ts[t].first + taken[t]]].head,
-                                       &w->ls[w->byteam[w->ts[bt].first + taken[bt]]].head)))
-                bt = t;
-        }
+        size_t bt = heap_pop(&st, w->heap, &nh);
         size_t li = w->byteam[w->ts[bt].first + taken[bt]];
         line_st *l = &w->ls[li];
         taken[bt]++;
@@ -817,6 +901,8 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
         for (size_t k = 0; k < R; k++)
             u[k] += l->head.req[k];
         w->ts[bt].share = team_share(&st, &snap->teams[bt], u);
+        if (taken[bt] < w->ts[bt].n)
+            heap_push(&st, w->heap, &nh, bt);
     }
     return TY_OK;
 nomem:

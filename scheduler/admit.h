@@ -213,7 +213,7 @@ typedef struct admit_facts {
     int victims;             /* PREEMPTING: victims chosen this round */
     admit_preempt_kind kind; /* PREEMPTING: reclaim or priority */
     admit_reason cause;      /* PREEMPTED: why it waits now; BEHIND: why the blocker waits */
-    char why[128];           /* NO_CAPACITY from the reserve callback */
+    char why[256];           /* NO_CAPACITY from the reserve callback */
 } admit_facts;
 
 typedef struct admit_pending {

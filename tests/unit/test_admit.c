@@ -40,7 +40,7 @@ typedef struct fix {
     size_t nlines;
     admit_running run[MAX_RUN];
     size_t nrun;
-    char ids[MAX_L * (MAX_J + 1) + MAX_RUN][16];
+    char ids[MAX_L * (MAX_J + 1) + MAX_RUN][48];
     size_t nids;
     int64_t seq;
     int reserve_mode; /* 0: none; 1: refuse (not now) h100; 2: never for ids starting with "x" */
@@ -593,6 +593,19 @@ static void test_priority_preemption_on_and_off(void **state)
     assert_int_equal(r->preemptions[0].kind, ADMIT_PRIORITY);
     assert_string_equal(message(&f, "urgent", buf, sizeof buf),
                         "waiting for 1 preempted job to stop (by priority)");
+    /* A lower job of another GPU type gives back nothing it lacks: it stays. */
+    fix g;
+    fix_init(&g, 8, 4);
+    v = team(&g, "vision", 1, 8, 0, 4, 0);
+    g.teams[v].preempt_within = 1;
+    running(&g, "low-a100", v, 1, 100, 8, 0);
+    running(&g, "low-h100", v, 0, 300, 0, 4);
+    size_t lg = line(&g, v, -1, -1);
+    push(&g, lg, job(&g, "urgent", 10, 4, 0));
+    r = decide(&g, 0);
+    assert_int_equal(r->npreemptions, 1);
+    assert_string_equal(g.run[r->preemptions[0].victim].id, "low-a100");
+    fix_free(&g);
     /* Equal priority never preempts. */
     f.lines[l].head.priority = 1;
     r = decide(&f, 0);
@@ -745,7 +758,7 @@ static void random_fix(fix *f)
         int64_t ga = (int64_t)rnd(5), gh = rnd(3) ? 0 : (int64_t)rnd(3);
         if (ga > f->res[A100].free || gh > f->res[H100].free)
             continue;
-        char id[16];
+        char id[48];
         snprintf(id, sizeof id, "r%zu", i);
         size_t k = running(f, id, rnd(nt), (int64_t)rnd(4), (int64_t)rnd(1000), ga, gh);
         f->run[k].stopping = rnd(8) == 0;
@@ -759,7 +772,7 @@ static void random_fix(fix *f)
         size_t l = line(f, rnd(nt), rnd(2) ? 0 : -1, -1);
         size_t nj = rnd(6);
         for (size_t j = 0; j < nj; j++) {
-            char id[16];
+            char id[48];
             snprintf(id, sizeof id, "p%zu.%zu", i, j);
             int h = rnd(3) == 0;
             push(f, l,
