@@ -42,8 +42,8 @@
  *   job below its nominal. Victims are chosen only if they free enough; else nobody is preempted.
  *
  *   Priority preemption (a per-team switch, off by default). A head that does not fit may preempt
- *   its own team's running jobs of lower priority, in the same order, until it fits quota and
- *   capacity; only if that suffices.
+ *   its own team's running jobs of lower priority that give back something it lacks (quota or
+ *   capacity), in the same order, until it fits quota and capacity; only if that suffices.
  *
  *   No cascade. A job is never preempted to admit one that would itself be preempted in the same
  *   round: a reclaim preemptor fits its nominal quota (it borrows nothing, so no reclaim takes it);
@@ -59,8 +59,9 @@
  * no position from this module: its reason is its line's head's, and the store can say how many
  * jobs of its line are ahead of it when a person asks (one index count then, never in a round).
  *
- * Cost. A round costs O(admissions x teams x resources + lines x (teams + log lines) x
- * resources), plus O(running log running) when a preemption is considered: never a function of
+ * Cost. A round costs O(tries x (teams + the tried team's lines) x resources + lines x log lines)
+ * (a team's best head is found again only when it can have changed; positions go through a heap
+ * of teams), plus O(running log running) when a preemption is considered: never a function of
  * the number of pending jobs, which the module never sees.
  *
  * Threads: none of its own; a result is used by one thread at a time.
