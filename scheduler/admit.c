@@ -64,7 +64,7 @@ typedef struct round_st {
     const char *gblocker[ADMIT_MAX_RES + 1];
     admit_reason gcause[ADMIT_MAX_RES + 1];
     int64_t rc[ADMIT_MAX_RES]; /* heads fitting their nominal quota that ask for a resource */
-    int64_t *rc_team;          /* the same per team (w->scratch is not used for it) */
+    int64_t *rc_team;          /* the same per team (the second half of w->scratch) */
     int sorted;                /* w->order is ready */
 } round_st;
 
@@ -299,7 +299,7 @@ static void advance(round_st *st, size_t line)
     int got = st->s->next(st->s->ctx, line, &next);
     int bad = 0;
     for (size_t k = 0; got == 1 && k < st->R; k++)
-        bad |= next.req[k] < 0;
+        bad |= next.req[k] < 0 || next.req[k] > ADMIT_MAX_QTY;
     if (got == 1 && !bad) {
         l->head = next;
         l->cls = job_class(st->s, &next);
@@ -655,16 +655,18 @@ static ty_err check(const admit_snapshot *s, char *msg, size_t msglen)
     else if (!s->next)
         why = "no next callback";
     for (size_t k = 0; !why && k < s->nres; k++)
-        if (s->res[k].free < 0)
-            why = "a resource's free capacity is negative";
+        if (s->res[k].free < 0 || s->res[k].free > ADMIT_MAX_QTY)
+            why = "a resource's free capacity is negative or too large";
     for (size_t t = 0; !why && t < s->nteams; t++) {
         const admit_team *tm = &s->teams[t];
         if (!(tm->weight > 0) || !isfinite(tm->weight))
             why = "a team's weight is not > 0";
         for (size_t k = 0; !why && k < s->nres; k++)
             if ((tm->nominal[k] < 0 && tm->nominal[k] != ADMIT_UNLIMITED) ||
-                (tm->borrow[k] < 0 && tm->borrow[k] != ADMIT_UNLIMITED) || tm->used[k] < 0)
-                why = "a team's quota, borrowing limit or usage is negative";
+                (tm->borrow[k] < 0 && tm->borrow[k] != ADMIT_UNLIMITED) || tm->used[k] < 0 ||
+                tm->nominal[k] > ADMIT_MAX_QTY || tm->borrow[k] > ADMIT_MAX_QTY ||
+                tm->used[k] > ADMIT_MAX_QTY)
+                why = "a team's quota, borrowing limit or usage is negative or too large";
     }
     for (size_t i = 0; !why && i < s->nlines; i++) {
         const admit_line *l = &s->lines[i];
@@ -674,12 +676,16 @@ static ty_err check(const admit_snapshot *s, char *msg, size_t msglen)
             if (l->room[x] < -1 || (l->room[x] >= 0 && (size_t)l->room[x] >= s->nrooms))
                 why = "a line's room is out of range";
         for (size_t k = 0; !why && l->has_head && k < s->nres; k++)
-            if (l->head.req[k] < 0)
-                why = "a request is negative";
+            if (l->head.req[k] < 0 || l->head.req[k] > ADMIT_MAX_QTY)
+                why = "a request is negative or too large";
     }
-    for (size_t i = 0; !why && i < s->nrunning; i++)
+    for (size_t i = 0; !why && i < s->nrunning; i++) {
         if (s->running[i].team >= s->nteams)
             why = "a running job's team is out of range";
+        for (size_t k = 0; !why && k < s->nres; k++)
+            if (s->running[i].req[k] < 0 || s->running[i].req[k] > ADMIT_MAX_QTY)
+                why = "a running job's request is negative or too large";
+    }
     if (!why)
         return TY_OK;
     snprintf(msg, msglen, "%s", why);

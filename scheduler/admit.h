@@ -76,6 +76,9 @@
 
 #define ADMIT_MAX_RES 16     /* resources in a snapshot: GPU types + cpu + memory */
 #define ADMIT_UNLIMITED (-1) /* a quota or borrowing limit that does not limit */
+#define ADMIT_MAX_QTY                                                                              \
+    (1LL << 52) /* the largest quantity anywhere (4 PiB of memory), so that                        \
+                   sums of up to 2,000 of them cannot overflow */
 
 typedef enum admit_res_kind {
     ADMIT_RES_GPU = 0, /* GPUs of one type (a count) */
@@ -139,7 +142,8 @@ typedef struct admit_running {
 
 /*
  * The next job of line (the one after the head just admitted or failed): 1 with *out filled, 0 when
- * the line has no more, -1 when it cannot be read (the round then ends as if the line were empty).
+ * the line has no more, -1 when it cannot be read. On -1, or a job whose request is negative or
+ * over ADMIT_MAX_QTY, the line counts as empty for the rest of the round (the loop knows why).
  */
 typedef int (*admit_next_fn)(void *ctx, size_t line, admit_job *out);
 

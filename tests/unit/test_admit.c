@@ -726,6 +726,10 @@ static void test_bad_snapshots_are_refused(void **state)
     f.snap.lines = f.lines;
     assert_int_equal(admit_round(&f.snap, &f.r, msg, sizeof msg), TY_EINVAL);
     assert_string_equal(msg, "a line's room is out of range");
+    f.lines[l].room[0] = -1;
+    f.lines[l].head.req[MEM] = ADMIT_MAX_QTY + 1; /* sums could overflow */
+    assert_int_equal(admit_round(&f.snap, &f.r, msg, sizeof msg), TY_EINVAL);
+    assert_string_equal(msg, "a request is negative or too large");
     fix_free(&f);
 }
 
