@@ -76,6 +76,8 @@ typedef struct api_principal {
     const char *name;                /* token name; a job token's is API_JOB_PRINCIPAL_PREFIX
                                         and its job's id */
     unsigned scopes;                 /* STORE_SCOPE_*; a job token's: STORE_SCOPE_REPORT alone */
+    const char *team;                /* the API token's team (an admin's: its default for
+                                        submissions); NULL for a job token */
 } api_principal;
 
 /* The name prefix of a job token's principal. API token names cannot hold ':'. */

@@ -51,6 +51,13 @@ void api_webhooks_list(const api_req *req, api_resp *resp);
 void api_webhooks_delete(const api_req *req, api_resp *resp);
 void api_webhooks_deliver(const api_req *req, api_resp *resp);
 
+/* Teams (teams.c): admins manage them; a token reads its own. */
+void api_teams_create(const api_req *req, api_resp *resp);
+void api_teams_list(const api_req *req, api_resp *resp);
+void api_teams_get(const api_req *req, api_resp *resp);
+void api_teams_update(const api_req *req, api_resp *resp);
+void api_teams_delete(const api_req *req, api_resp *resp);
+
 /* Notifications out (notifications.c): subscriptions and their deliveries (admin). */
 void api_notifications_create(const api_req *req, api_resp *resp);
 void api_notifications_list(const api_req *req, api_resp *resp);
@@ -115,6 +122,31 @@ typedef struct api_job_filter {
  */
 int api_job_filter_param(api_job_filter *q, const char *k, const char *v, spec_errors *errs);
 void api_job_filter_free(api_job_filter *q);
+
+/* ---- ownership (teams.c) ----------------------------------------------------- */
+
+/*
+ * The team whose jobs and sweeps the caller may see: NULL for an admin token (every team) and
+ * on open routes; an API token's own team (STORE_TEAM_DEFAULT when the principal names none);
+ * "" (no team's) for a job token. Pass it to the
+ * store, which applies it in SQL.
+ */
+const char *api_team_filter(const api_req *req);
+/* The caller's team, for what it creates; STORE_TEAM_DEFAULT when it has none. */
+const char *api_principal_team(const api_req *req);
+/*
+ * Job `id` exists and the caller may see it (store_job_visible()), else 404 "job-not-found",
+ * the same answer whether the job is another team's or does not exist at all.
+ */
+bool api_need_job_visible(const api_req *req, api_resp *resp, const char *id);
+/*
+ * The team a submission's jobs (or sweep) belong to: body's "team" (a string member of the
+ * object body, may be absent) when given, else the caller's. Only an admin token may name a
+ * team other than its own; the team must exist; else 422 "invalid-spec" at $.team. *team is
+ * borrowed from body or from the principal. The caller removes "team" from body before the
+ * spec is validated.
+ */
+bool api_need_submit_team(const api_req *req, api_resp *resp, json_t *body, const char **team);
 
 /* ---- event streams (events.c) ---------------------------------------------- */
 

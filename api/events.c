@@ -4,6 +4,8 @@
  *   GET /v1/events?follow=true[&state=..][&queue=..][&label=k=v]
  *       every job's events; the filters are GET /v1/jobs's (jobs.c parses them) and apply
  *       to the job: its queue and labels, and `state` to the state the event moved it to.
+ *       A token that is not an admin's gets its own team's jobs' events only: each item of the
+ *       shared window carries its job's team, and a follower skips the others'.
  *   GET /v1/jobs/{id}/events?follow=true
  *       first every event the job has, then its new ones, and the metric points it reports
  *       from now on; the stream ends after the event that moves the job to a terminal state
@@ -83,6 +85,8 @@ typedef struct follower {
     int64_t cursor;              /* the last event read, sent or filtered out */
     api_job_filter filter;       /* state_mask and labels; owns its label copies */
     char *queue;                 /* the queue filter (owned), or NULL */
+    char *team;                  /* GET /v1/events of a non-admin caller: its team's events
+                                    only (owned); NULL: every team's */
     ty_buf out;                  /* formatted and not yet handed out, from `off` */
     size_t off;
     uint64_t last_sent_ns;       /* when read() last returned bytes (monotonic) */
@@ -103,6 +107,7 @@ static void follower_free(void *ud)
     api_stream_place_release(&fl->place);
     api_job_filter_free(&fl->filter);
     free(fl->queue);
+    free(fl->team);
     ty_buf_free(&fl->out);
     free(fl);
 }
@@ -141,6 +146,8 @@ static ty_err put_id(const follower *fl, ty_buf *b, int64_t seq)
 static ty_err visit(void *ud, const api_feed_item *it)
 {
     follower *fl = ud;
+    if (fl->team && (!it->team || strcmp(fl->team, it->team) != 0))
+        return TY_OK; /* another team's job: never sent, and its existence never shown */
     if (!matches(fl, it->to, it->queue, it->labels_json))
         return TY_OK;
     ty_err e = put_id(fl, &fl->out, it->seq);
@@ -348,6 +355,13 @@ static void reply_stream(const api_req *req, api_resp *resp, const store_job *jo
     }
     fl->store = req->ctx->store;
     fl->feed = req->ctx->feed;
+    const char *team = job ? NULL : api_team_filter(req);
+    if (team && !(fl->team = strdup(team))) {
+        ty_buf_free(&fl->out);
+        free(fl);
+        api_reply_error(resp, TY_ENOMEM, NULL);
+        return;
+    }
     if (job) {
         memcpy(fl->job, job->id, STORE_ID_LEN + 1);
         fl->terminal = job_state_is_terminal(job->state);
@@ -358,6 +372,7 @@ static void reply_stream(const api_req *req, api_resp *resp, const store_job *jo
     if (filter) {
         if (filter->f.queue && !(fl->queue = strdup(filter->f.queue))) {
             ty_buf_free(&fl->out);
+            free(fl->team);
             free(fl);
             api_reply_error(resp, TY_ENOMEM, NULL);
             return;
@@ -441,10 +456,9 @@ void api_jobs_events_follow(const api_req *req, api_resp *resp)
     store_job *job = NULL;
     api_stream_place place = {0};
     memset(&q, 0, sizeof q);
-    if (!api_is_job_id(req->id)) {
-        api_reply_job_not_found(resp);
+    /* Another team's job is 404 like a job that does not exist. */
+    if (!api_need_job_visible(req, resp, req->id))
         return;
-    }
     ty_err e = spec_errors_init(&errs);
     if (e)
         goto fail;

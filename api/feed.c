@@ -33,6 +33,7 @@ typedef struct item {
     char *labels_json;
     char *text;
     size_t len;
+    char *team;
 } item;
 
 struct api_feed {
@@ -227,6 +228,7 @@ static void item_clear(item *it)
     free(it->queue);
     free(it->labels_json);
     free(it->text);
+    free(it->team);
     memset(it, 0, sizeof *it);
 }
 
@@ -243,7 +245,8 @@ static ty_err make_items(const store_feed_event *ev, size_t n, item *out)
             break;
         out[i].len = b.len;
         if (!(out[i].text = malloc(b.len + 1)) || !(out[i].queue = strdup(ev[i].queue)) ||
-            !(out[i].labels_json = strdup(ev[i].labels_json))) {
+            !(out[i].labels_json = strdup(ev[i].labels_json)) ||
+            !(out[i].team = strdup(ev[i].team ? ev[i].team : STORE_TEAM_DEFAULT))) {
             e = TY_ENOMEM;
             break;
         }
@@ -296,7 +299,8 @@ static ty_err visit_window(api_feed *f, uint64_t seen, int64_t after, int limit,
     size_t i;
     for (i = lo; i < f->n && i - lo < (size_t)limit && !e; i++) {
         const item *it = &f->ring[(f->first + i) % API_FEED_WINDOW];
-        api_feed_item view = {it->seq, it->to, it->queue, it->labels_json, it->text, it->len};
+        api_feed_item view = {it->seq,  it->to,  it->queue, it->labels_json,
+                              it->text, it->len, it->team};
         e = visit(ud, &view);
         *last = it->seq;
     }
@@ -315,8 +319,8 @@ static ty_err read_direct(store *s, int64_t after, int limit, api_feed_visit vis
     for (size_t i = 0; i < n && !e; i++) {
         ty_buf_reset(&b);
         if (!(e = api_feed_put_event(&b, &ev[i]))) {
-            api_feed_item view = {ev[i].seq, ev[i].to, ev[i].queue, ev[i].labels_json, b.data,
-                                  b.len};
+            api_feed_item view = {ev[i].seq, ev[i].to, ev[i].queue, ev[i].labels_json,
+                                  b.data,    b.len,    ev[i].team};
             e = visit(ud, &view);
         }
         *last = ev[i].seq;

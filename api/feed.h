@@ -88,6 +88,7 @@ typedef struct api_feed_item {
     const char *labels_json;     /* the job's labels, compact JSON (store_feed_event) */
     const char *text;            /* "event: job\ndata: {...}\n\n", without the id line */
     size_t len;
+    const char *team;            /* the job's team: each follower keeps its own team's */
 } api_feed_item;
 
 /* Called for each item under the feed's lock: quick, no store and no I/O. */

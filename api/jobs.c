@@ -90,6 +90,14 @@ static ty_err job_write_cached(ty_buf *b, const store_job *j, time_cache *tc)
     if (!e)
         e = ty_json_put_string(b, j->queue, SIZE_MAX);
     if (!e)
+        e = ty_buf_puts(b, ",\"team\":");
+    if (!e)
+        e = ty_json_put_string(b, j->team ? j->team : STORE_TEAM_DEFAULT, SIZE_MAX);
+    if (!e)
+        e = ty_buf_puts(b, ",\"owner\":");
+    if (!e)
+        e = j->owner ? ty_json_put_string(b, j->owner, SIZE_MAX) : ty_buf_puts(b, "null");
+    if (!e)
         e = ty_buf_puts(b, ",\"priority\":");
     if (!e)
         e = put_int(b, (long long)j->priority);
@@ -190,7 +198,7 @@ void api_reply_invalid(api_resp *resp, unsigned status, const char *code, spec_e
  * the Job (single) or {"jobs": [...]} (batch): 201, or 200 on a replay.
  */
 static void submit(const api_req *req, api_resp *resp, json_t *const *specs, size_t n,
-                   const char *idem, int batch)
+                   const char *idem, int batch, const char *team)
 {
     store_job_new *jobs = calloc(n, sizeof *jobs);
     size_t *spec_at = malloc(n * sizeof *spec_at);
@@ -229,6 +237,8 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
         jobs[i].name = json_string_value(json_object_get(spec, "name"));
         jobs[i].queue = json_string_value(json_object_get(spec, "queue"));
         jobs[i].priority = json_integer_value(json_object_get(spec, "priority"));
+        jobs[i].team = team;
+        jobs[i].owner = api_principal_name(req)[0] ? api_principal_name(req) : NULL;
         jobs[i].spec_json = specs_text.data + spec_at[i];
         jobs[i].labels = labels + nlabels;
         const char *k;
@@ -322,12 +332,15 @@ static ty_err check_runnable(const api_ctx *ctx, const json_t *spec, const char 
 
 void api_jobs_create(const api_req *req, api_resp *resp)
 {
-    json_t *body = NULL, *spec = NULL;
+    json_t *body = NULL, *spec = NULL, *team_json = NULL;
     spec_errors errs = {0};
-    const char *idem;
+    const char *idem, *team;
 
-    if (!api_need_json_body(req, resp, &body) || !api_need_idempotency_key(req, resp, &idem))
+    if (!api_need_json_body(req, resp, &body) || !api_need_idempotency_key(req, resp, &idem) ||
+        !api_need_submit_team(req, resp, body, &team))
         goto out;
+    team_json = json_incref(json_object_get(body, "team")); /* keeps team valid */
+    json_object_del(body, "team");
     ty_err e = spec_errors_init(&errs);
     if (!e)
         e = spec_job_opts(body, "$", &(spec_opts){.limits = &req->ctx->limits}, &spec, &errs);
@@ -338,8 +351,9 @@ void api_jobs_create(const api_req *req, api_resp *resp)
     else if (e)
         api_reply_error(resp, e, NULL);
     else
-        submit(req, resp, &spec, 1, idem, 0);
+        submit(req, resp, &spec, 1, idem, 0, team);
 out:
+    json_decref(team_json);
     spec_errors_free(&errs);
     json_decref(spec);
     json_decref(body);
@@ -347,12 +361,15 @@ out:
 
 void api_jobs_batch(const api_req *req, api_resp *resp)
 {
-    json_t *body = NULL, *specs = NULL;
+    json_t *body = NULL, *specs = NULL, *team_json = NULL;
     spec_errors errs = {0};
-    const char *idem;
+    const char *idem, *team;
 
-    if (!api_need_json_body(req, resp, &body) || !api_need_idempotency_key(req, resp, &idem))
+    if (!api_need_json_body(req, resp, &body) || !api_need_idempotency_key(req, resp, &idem) ||
+        !api_need_submit_team(req, resp, body, &team))
         goto out;
+    team_json = json_incref(json_object_get(body, "team")); /* keeps team valid */
+    json_object_del(body, "team");
     ty_err e = spec_errors_init(&errs);
     if (!e)
         e = spec_batch_opts(body, API_MAX_BATCH, &(spec_opts){.limits = &req->ctx->limits},
@@ -379,10 +396,11 @@ void api_jobs_batch(const api_req *req, api_resp *resp)
         }
         for (size_t i = 0; i < n; i++)
             items[i] = json_array_get(specs, i);
-        submit(req, resp, items, n, idem, 1);
+        submit(req, resp, items, n, idem, 1, team);
         free(items);
     }
 out:
+    json_decref(team_json);
     spec_errors_free(&errs);
     json_decref(specs);
     json_decref(body);
@@ -669,6 +687,7 @@ void api_jobs_list(const api_req *req, api_resp *resp)
         api_reply_invalid(resp, 400, "invalid-query", &errs);
         goto out;
     }
+    q.jf.f.team = api_team_filter(req);
     if ((e = store_jobs_list(req->ctx->store, &q.jf.f, &jobs, &njobs, &next)))
         goto fail;
     e = ty_buf_puts(&text, "{\"jobs\":[");
@@ -711,10 +730,8 @@ out:
 void api_jobs_get(const api_req *req, api_resp *resp)
 {
     store_job *job = NULL;
-    if (!api_is_job_id(req->id)) {
-        api_reply_job_not_found(resp);
+    if (!api_need_job_visible(req, resp, req->id))
         return;
-    }
     ty_err e = store_job_get(req->ctx->store, req->id, &job);
     if (e == TY_ENOTFOUND)
         api_reply_job_not_found(resp);
@@ -734,10 +751,8 @@ void api_jobs_events(const api_req *req, api_resp *resp)
         api_jobs_events_follow(req, resp); /* events.c: the stream */
         return;
     }
-    if (!api_is_job_id(req->id)) {
-        api_reply_job_not_found(resp);
+    if (!api_need_job_visible(req, resp, req->id))
         return;
-    }
     ty_err e = store_job_events(req->ctx->store, req->id, &events, &n);
     if (e == TY_ENOTFOUND) {
         api_reply_job_not_found(resp);
@@ -768,10 +783,8 @@ void api_jobs_attempts(const api_req *req, api_resp *resp)
     store_attempt *attempts = NULL;
     size_t n = 0;
     ty_buf text = {0};
-    if (!api_is_job_id(req->id)) {
-        api_reply_job_not_found(resp);
+    if (!api_need_job_visible(req, resp, req->id))
         return;
-    }
     ty_err e = store_job_attempts(req->ctx->store, req->id, &attempts, &n);
     if (e == TY_ENOTFOUND) {
         api_reply_job_not_found(resp);
@@ -812,10 +825,8 @@ static ty_err decide_cancel(job_state cur, job_state *to, void *ud)
 void api_jobs_cancel(const api_req *req, api_resp *resp)
 {
     store_job *job = NULL;
-    if (!api_is_job_id(req->id)) {
-        api_reply_job_not_found(resp);
+    if (!api_need_job_visible(req, resp, req->id))
         return;
-    }
     char message[128];
     const char *who = api_principal_name(req);
     snprintf(message, sizeof message, "cancelled by %.100s", *who ? who : "an API client");

@@ -181,10 +181,9 @@ void api_jobs_logs(const api_req *req, api_resp *resp)
     char detail[128];
 
     memset(&q, 0, sizeof q);
-    if (!api_is_job_id(req->id)) {
-        api_reply_job_not_found(resp);
+    /* Another team's job is 404 like a job that does not exist. */
+    if (!api_need_job_visible(req, resp, req->id))
         return;
-    }
     ty_err e = spec_errors_init(&errs);
     if (e)
         goto fail;

@@ -528,10 +528,9 @@ void api_metrics_read(const api_req *req, api_resp *resp)
     size_t nall = 0;
     ty_buf text = {0};
     store_metric_series ser = {0};
-    if (!api_is_job_id(req->id)) {
-        api_reply_job_not_found(resp);
+    /* Another team's job is 404 like a job that does not exist. */
+    if (!api_need_job_visible(req, resp, req->id))
         return;
-    }
     memset(&q, 0, sizeof q);
     ty_err e = spec_errors_init(&errs);
     if (e)

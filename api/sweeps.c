@@ -111,6 +111,10 @@ static json_t *sweep_json(const store_sweep *sw, int with_trials)
                           sw->maximize ? "maximize" : "minimize", "early_stopping", stop,
                           "state", store_sweep_state(sw), "created_at", created, "trials_total",
                           (json_int_t)sw->ntrials, "counts", counts);
+    if (o && (json_object_set_new(o, "team",
+                                  json_string(sw->team ? sw->team : STORE_TEAM_DEFAULT)) ||
+              json_object_set_new(o, "owner", sw->owner ? json_string(sw->owner) : json_null())))
+        stop = NULL; /* out of memory: o goes below */
     if (!o || !stop || !counts) {
         json_decref(o);
         return NULL;
@@ -313,9 +317,13 @@ void api_sweeps_create(const api_req *req, api_resp *resp)
     char *body_text = NULL;
     store_sweep_new in = {0};
     char id[STORE_ID_LEN + 1];
+    const char *team;
+    json_t *team_json = NULL;
 
-    if (!api_need_json_body(req, resp, &body))
+    if (!api_need_json_body(req, resp, &body) || !api_need_submit_team(req, resp, body, &team))
         goto out;
+    team_json = json_incref(json_object_get(body, "team")); /* keeps team valid */
+    json_object_del(body, "team");
     ty_err e = spec_errors_init(&errs);
     if (e)
         goto fail;
@@ -349,6 +357,12 @@ void api_sweeps_create(const api_req *req, api_resp *resp)
     in.trials = t.jobs;
     in.params_json = (const char *const *)t.params_text;
     in.ntrials = t.n;
+    in.team = team;
+    in.owner = api_principal_name(req)[0] ? api_principal_name(req) : NULL;
+    for (size_t i = 0; i < t.n; i++) { /* trials belong where their sweep does */
+        t.jobs[i].team = in.team;
+        t.jobs[i].owner = in.owner;
+    }
     if ((e = store_sweep_create(req->ctx->store, &in)))
         goto fail;
     reply_sweep(req, resp, id, 201, 1);
@@ -361,16 +375,28 @@ out:
     sweep_def_free(d);
     spec_errors_free(&errs);
     json_decref(body);
+    json_decref(team_json);
 }
 
 /* ---- reads and cancel ---------------------------------------------------- */
 
+/* The sweep exists and the caller may see it (the store checks its team), else 404. */
+static bool need_sweep_visible(const api_req *req, api_resp *resp)
+{
+    ty_err e = api_is_job_id(req->id)
+                   ? store_sweep_visible(req->ctx->store, req->id, api_team_filter(req))
+                   : TY_ENOTFOUND;
+    if (e == TY_ENOTFOUND)
+        reply_sweep_not_found(resp);
+    else if (e)
+        api_reply_error(resp, e, NULL);
+    return e == TY_OK;
+}
+
 void api_sweeps_get(const api_req *req, api_resp *resp)
 {
-    if (!api_is_job_id(req->id)) {
-        reply_sweep_not_found(resp);
+    if (!need_sweep_visible(req, resp))
         return;
-    }
     reply_sweep(req, resp, req->id, 200, 0);
 }
 
@@ -420,7 +446,8 @@ void api_sweeps_list(const api_req *req, api_resp *resp)
         api_reply_invalid(resp, 400, "invalid-query", &errs);
         goto out;
     }
-    if ((e = store_sweeps_list(req->ctx->store, before, limit, &sw, &n, &next)))
+    if ((e = store_sweeps_list(req->ctx->store, api_team_filter(req), before, limit, &sw, &n,
+                               &next)))
         goto fail;
     e = TY_ENOMEM;
     if (!(list = json_array()) || !(o = json_pack("{s:O}", "sweeps", list)))
@@ -448,10 +475,8 @@ out:
 
 void api_sweeps_cancel(const api_req *req, api_resp *resp)
 {
-    if (!api_is_job_id(req->id)) {
-        reply_sweep_not_found(resp);
+    if (!need_sweep_visible(req, resp))
         return;
-    }
     char message[128];
     const char *who = api_principal_name(req);
     snprintf(message, sizeof message, "sweep cancelled by %.100s", *who ? who : "an API client");

@@ -60,7 +60,8 @@ static json_t *token_json(const store_token *t)
 {
     char created[32];
     ty_time_format_rfc3339(t->created_at_ms, created, sizeof created);
-    json_t *j = json_pack("{s:s, s:o, s:s}", "name", t->name, "scopes", scopes_json(t->scopes),
+    json_t *j = json_pack("{s:s, s:o, s:s, s:s}", "name", t->name, "scopes",
+                          scopes_json(t->scopes), "team", t->team ? t->team : STORE_TEAM_DEFAULT,
                           "created_at", created);
     if (j && t->revoked_at_ms) {
         char revoked[32];
@@ -108,6 +109,12 @@ int api_token_name_valid(const char *name)
 ty_err api_token_issue(store *s, const char *name, unsigned scopes,
                        char secret_out[TY_TOKEN_BUFLEN])
 {
+    return api_token_issue_team(s, name, scopes, NULL, secret_out);
+}
+
+ty_err api_token_issue_team(store *s, const char *name, unsigned scopes, const char *team,
+                            char secret_out[TY_TOKEN_BUFLEN])
+{
     unsigned char hash[TY_SHA256_LEN];
     if (!api_token_name_valid(name) || scopes == 0)
         return TY_EINVAL;
@@ -115,19 +122,22 @@ ty_err api_token_issue(store *s, const char *name, unsigned scopes,
     if (e)
         return e;
     ty_sha256(secret_out, strlen(secret_out), hash);
-    e = store_token_create(s, name, scopes, hash);
+    e = store_token_create_team(s, name, scopes, team, hash);
     if (e)
         memset(secret_out, 0, TY_TOKEN_BUFLEN);
     return e;
 }
 
-static const char *const request_fields[] = {"name", "scopes", NULL};
+static const char *const request_fields[] = {"name", "scopes", "team", NULL};
 
-/* Validates {"name", "scopes"}; appends errors; sets *name (borrowed from body) and *scopes. */
-static void parse_create(const json_t *body, spec_errors *errs, const char **name, unsigned *scopes)
+/* Validates {"name", "scopes", "team"}; appends errors; sets *name and *team (borrowed from
+ * body; team STORE_TEAM_DEFAULT when absent) and *scopes. */
+static void parse_create(const json_t *body, spec_errors *errs, const char **name, unsigned *scopes,
+                         const char **team)
 {
     *name = NULL;
     *scopes = 0;
+    *team = STORE_TEAM_DEFAULT;
     if (!json_is_object(body)) {
         spec_errors_add(errs, "$", "must be an object");
         return;
@@ -157,6 +167,12 @@ static void parse_create(const json_t *body, spec_errors *errs, const char **nam
                         "and ending with a letter or digit");
     else
         *name = json_string_value(n);
+
+    json_t *t = json_object_get(body, "team");
+    if (t && (!json_is_string(t) || !spec_is_dns_label(json_string_value(t), json_string_length(t))))
+        spec_errors_add(errs, "$.team", "must be a team name (a DNS label)");
+    else if (t)
+        *team = json_string_value(t);
 
     json_t *s = json_object_get(body, "scopes");
     if (!s || json_is_null(s)) {
@@ -205,7 +221,7 @@ void api_tokens_create(const api_req *req, api_resp *resp)
     json_t *body = NULL;
     spec_errors errs = {0};
     char secret[TY_TOKEN_BUFLEN] = "";
-    const char *name;
+    const char *name, *team;
     unsigned scopes;
 
     if (!api_need_json_body(req, resp, &body))
@@ -213,14 +229,20 @@ void api_tokens_create(const api_req *req, api_resp *resp)
     ty_err e = spec_errors_init(&errs);
     if (e)
         goto fail;
-    parse_create(body, &errs, &name, &scopes);
+    parse_create(body, &errs, &name, &scopes, &team);
     if (errs.count) {
         json_t *list = errs.list;
         errs.list = NULL;
         api_reply_problem(resp, 422, "invalid-request", NULL, "the token request is invalid", list);
         goto out;
     }
-    e = api_token_issue(req->ctx->store, name, scopes, secret);
+    e = api_token_issue_team(req->ctx->store, name, scopes, team, secret);
+    if (e == TY_ENOTFOUND) {
+        json_t *list = json_pack("[{s:s, s:s}]", "path", "$.team", "message",
+                                 "no team has this name");
+        api_reply_problem(resp, 422, "invalid-request", NULL, "the token request is invalid", list);
+        goto out;
+    }
     if (e == TY_EEXISTS) {
         api_reply_problem(resp, 409, "token-exists", NULL,
                           "a token with this name exists (revoked names are not reused)", NULL);
@@ -231,8 +253,9 @@ void api_tokens_create(const api_req *req, api_resp *resp)
     char created[32];
     ty_time_format_rfc3339(created_at(req->ctx->store, name), created, sizeof created);
     api_reply_json(resp, 201,
-                   json_pack("{s:s, s:o, s:s, s:s}", "name", name, "scopes", scopes_json(scopes),
-                             "created_at", created, "token", secret));
+                   json_pack("{s:s, s:o, s:s, s:s, s:s}", "name", name, "scopes",
+                             scopes_json(scopes), "team", team, "created_at", created, "token",
+                             secret));
     goto out;
 fail:
     api_reply_error(resp, e, NULL);

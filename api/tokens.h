@@ -34,5 +34,9 @@ int api_token_name_valid(const char *name);
  */
 ty_err api_token_issue(store *s, const char *name, unsigned scopes,
                        char secret_out[TY_TOKEN_BUFLEN]);
+/* The same for a token of team (NULL: STORE_TEAM_DEFAULT); TY_ENOTFOUND when no team has that
+ * name. */
+ty_err api_token_issue_team(store *s, const char *name, unsigned scopes, const char *team,
+                            char secret_out[TY_TOKEN_BUFLEN]);
 
 #endif

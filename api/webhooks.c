@@ -973,12 +973,18 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp)
         e = TY_ENOMEM;
         goto fail;
     }
+    char owner[96];
+    snprintf(owner, sizeof owner, "webhook:%.63s", req->id);
     store_job_new job = {
         .name = json_string_value(json_object_get(spec, "name")),
         .queue = json_string_value(json_object_get(spec, "queue")),
         .priority = json_integer_value(json_object_get(spec, "priority")),
         .spec_json = spec_json,
         .labels = labels,
+        /* A delivery's job belongs to the default team, owned by "webhook:<name>" (no
+         * token name holds ':'): registration is an admin's, and the team is the install's. */
+        .team = STORE_TEAM_DEFAULT,
+        .owner = owner,
     };
     const char *k;
     json_t *lv;

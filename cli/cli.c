@@ -1184,6 +1184,278 @@ static int cmd_sweep(int argc, char **argv)
     return f == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
 
+/* ---- teams ----------------------------------------------------------------------- */
+
+/* Whether s can name a team: a DNS label (the server says more when it is not one). */
+static int team_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* A resource map of the API ({"gpu": {"a100": 16}, "cpu": "512", "memory": "4Ti"}) as one
+ * line: "a100=16 cpu=512 memory=4Ti"; "-" when empty, "unlimited" for null. New string. */
+static json_t *resources_text(const json_t *map)
+{
+    char buf[512] = "";
+    size_t used = 0;
+    const char *k;
+    json_t *v;
+    if (!map || json_is_null(map))
+        return json_string("unlimited");
+    json_object_foreach(json_object_get(map, "gpu"), k, v)
+    {
+        int n = snprintf(buf + used, sizeof buf - used, "%s%s=%lld", used ? " " : "", k,
+                         (long long)json_integer_value(v));
+        if (n < 0 || (size_t)n >= sizeof buf - used)
+            break;
+        used += (size_t)n;
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *key = i ? "memory" : "cpu";
+        const char *q = json_string_value(json_object_get(map, key));
+        if (!q)
+            continue;
+        int n = snprintf(buf + used, sizeof buf - used, "%s%s=%s", used ? " " : "", key, q);
+        if (n < 0 || (size_t)n >= sizeof buf - used)
+            break;
+        used += (size_t)n;
+    }
+    return json_string(used ? buf : "-");
+}
+
+/* The team body of -f FILE (or {} without one) with every --set applied. New string. */
+static int team_body(const char *name, const opts *o, const char *team, char **body)
+{
+    char err[512] = "";
+    json_t *doc = NULL;
+    int rc;
+    if (o->file) {
+        char *text = NULL;
+        if ((rc = load_body(name, o, &text)) != CLI_EXIT_OK)
+            return rc;
+        doc = json_loads(text, 0, NULL);
+        free(text);
+    } else {
+        doc = json_object();
+        for (size_t i = 0; doc && i < o->nsets; i++) {
+            if (cli_json_set(doc, o->sets[i], err, sizeof err) != TY_OK) {
+                fprintf(stderr, "trainyard %s: %s\n", name, err);
+                json_decref(doc);
+                return CLI_EXIT_USAGE;
+            }
+        }
+    }
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        fprintf(stderr, "trainyard %s: the team must be a mapping\n", name);
+        return CLI_EXIT_USAGE;
+    }
+    if (team && json_object_set_new(doc, "name", json_string(team))) {
+        json_decref(doc);
+        return CLI_EXIT_FAIL;
+    }
+    *body = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    return *body ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static void print_team(const json_t *t)
+{
+    json_t *q = resources_text(json_object_get(t, "quota"));
+    json_t *b = resources_text(json_object_get(t, "borrowing_limit"));
+    json_t *u = resources_text(json_object_get(t, "usage"));
+    json_t *o = resources_text(json_object_get(t, "borrowed"));
+    printf("name:             %s\n"
+           "weight:           %lld\n"
+           "quota:            %s\n"
+           "borrowing limit:  %s\n"
+           "usage:            %s\n"
+           "borrowed:         %s\n"
+           "pending:          %lld\n"
+           "admitted:         %lld\n",
+           str(t, "name"), (long long)json_integer_value(json_object_get(t, "weight")),
+           json_string_value(q), json_string_value(b), json_string_value(u),
+           json_string_value(o), (long long)json_integer_value(json_object_get(t, "pending")),
+           (long long)json_integer_value(json_object_get(t, "admitted")));
+    json_decref(q);
+    json_decref(b);
+    json_decref(u);
+    json_decref(o);
+}
+
+/* POST /v1/teams (create) or PUT /v1/teams/NAME (set), then prints the team. */
+static int team_write(const char *name, int argc, char **argv, int create)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    char *body = NULL, path[128];
+    int rc = parse_opts(find_cmd(name), argc, argv, "file output set", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind + 1 != argc)
+        return usage_error(name, "expected one team name");
+    if (!team_name_ok(argv[optind]))
+        return usage_error(name, "a team name is 1-63 characters of a-z, 0-9 and '-'");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml") &&
+        strcmp(o.output, "name"))
+        return usage_error(name, "-o takes name, json or yaml");
+    snprintf(path, sizeof path, create ? "/v1/teams" : "/v1/teams/%s", argv[optind]);
+    if ((rc = team_body(name, &o, argv[optind], &body)) != CLI_EXIT_OK ||
+        (rc = connect_cli(name, &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    cli_http_do(c, create ? "POST" : "PUT", path, body, &r);
+    if (!is_2xx(&r) || !r.json) {
+        rc = cli_report(name, &r, stderr);
+        goto out;
+    }
+    if (!o.output || strcmp(o.output, "name") == 0)
+        printf("%s\n", str(r.json, "name"));
+    else
+        rc = print_doc(name, o.output, r.json);
+out:
+    free(body);
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+static int cmd_team_create(int argc, char **argv)
+{
+    return team_write("team create", argc, argv, 1);
+}
+
+static int cmd_team_set(int argc, char **argv)
+{
+    return team_write("team set", argc, argv, 0);
+}
+
+static int cmd_team_get(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    char path[128];
+    int rc = parse_opts(find_cmd("team get"), argc, argv, "output", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind + 1 != argc)
+        return usage_error("team get", "expected one team name");
+    if (!team_name_ok(argv[optind]))
+        return usage_error("team get", "a team name is 1-63 characters of a-z, 0-9 and '-'");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+        return usage_error("team get", "-o takes json or yaml");
+    snprintf(path, sizeof path, "/v1/teams/%s", argv[optind]);
+    if ((rc = connect_cli("team get", &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    cli_http_do(c, "GET", path, NULL, &r);
+    if (!is_2xx(&r) || !r.json)
+        rc = cli_report("team get", &r, stderr);
+    else if (o.output)
+        rc = print_doc("team get", o.output, r.json);
+    else
+        print_team(r.json);
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+static int cmd_team_list(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    json_t *t;
+    size_t i;
+    int rc = parse_opts(find_cmd("team list"), argc, argv, "output", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind < argc)
+        return usage_error("team list", "unexpected argument");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+        return usage_error("team list", "-o takes json or yaml");
+    if ((rc = connect_cli("team list", &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    cli_http_do(c, "GET", "/v1/teams", NULL, &r);
+    if (!is_2xx(&r) || !r.json) {
+        rc = cli_report("team list", &r, stderr);
+        goto out;
+    }
+    if (o.output) {
+        rc = print_doc("team list", o.output, r.json);
+        goto out;
+    }
+    json_t *rows = json_pack("[[s,s,s,s,s,s]]", "NAME", "WEIGHT", "QUOTA", "USAGE", "PENDING",
+                             "ADMITTED");
+    json_array_foreach(json_object_get(r.json, "teams"), i, t)
+    {
+        char w[24], p[24], a[24];
+        snprintf(w, sizeof w, "%lld", (long long)json_integer_value(json_object_get(t, "weight")));
+        snprintf(p, sizeof p, "%lld", (long long)json_integer_value(json_object_get(t, "pending")));
+        snprintf(a, sizeof a, "%lld",
+                 (long long)json_integer_value(json_object_get(t, "admitted")));
+        json_array_append_new(rows, json_pack("[s,s,o,o,s,s]", str(t, "name"), w,
+                                              resources_text(json_object_get(t, "quota")),
+                                              resources_text(json_object_get(t, "usage")), p, a));
+    }
+    print_table(rows);
+    json_decref(rows);
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+#define TEAM_BODY_HELP                                                                             \
+    "  -f, --file FILE       the team (YAML or JSON): quota, borrowing_limit, weight, e.g.\n"     \
+    "                        quota: {gpu: {a100: 16}, cpu: \"512\", memory: 4Ti}\n"                \
+    "  --set KEY=VALUE       sets a member by its dotted path, with or without -f:\n"              \
+    "                        --set quota.gpu.a100=16 --set quota.memory=4Ti --set weight=2\n"      \
+    "  -o FORMAT             name (default), json or yaml"
+
+static const cmd team_commands[] = {
+    {"team create", "Creates a team (admin); a team without a quota is unlimited.",
+     "NAME [-f FILE] [--set KEY=VALUE]... [-o name|json|yaml]\n" TEAM_BODY_HELP, cmd_team_create},
+    {"team set",
+     "Replaces a team's quota, borrowing limit and weight (admin); the next admission uses "
+     "them.",
+     "NAME [-f FILE] [--set KEY=VALUE]... [-o name|json|yaml]\n" TEAM_BODY_HELP, cmd_team_set},
+    {"team get", "Shows a team: its quota, usage, what it borrows, pending and admitted jobs.",
+     "NAME [-o json|yaml]", cmd_team_get},
+    {"team list", "Lists the teams the token may see (every team for an admin).",
+     "[-o json|yaml]", cmd_team_list},
+};
+static const size_t nteam_commands = sizeof team_commands / sizeof team_commands[0];
+
+static int cmd_team(int argc, char **argv)
+{
+    char name[64];
+    const cmd *sub = NULL;
+    if (argc >= 2 && strlen(argv[1]) < 32) {
+        snprintf(name, sizeof name, "team %s", argv[1]);
+        sub = find_cmd(name);
+    }
+    if (sub)
+        return sub->fn(argc - 1, argv + 1);
+    FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+                  ? stdout
+                  : stderr;
+    fputs("Usage: trainyard team COMMAND [OPTIONS]\n"
+          "Teams own tokens, jobs and sweeps, and have a quota.\n\n",
+          f);
+    for (size_t i = 0; i < nteam_commands; i++)
+        summary_line(f, team_commands[i].name + strlen("team "), team_commands[i].summary);
+    fputs("\nSee trainyard team COMMAND --help.\n", f);
+    return f == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
 /* ---- the table ----------------------------------------------------------------- */
 
 static const cmd commands[] = {
@@ -1223,6 +1495,8 @@ static const cmd commands[] = {
      cmd_login},
     {"sweep", "Creates, lists, shows and cancels sweeps (sweep create|list|get|cancel).",
      "COMMAND [OPTIONS]", cmd_sweep},
+    {"team", "Creates, shows, lists and changes teams (team create|get|list|set).",
+     "COMMAND [OPTIONS]", cmd_team},
 };
 
 static const cmd *find_cmd(const char *name)
@@ -1233,6 +1507,9 @@ static const cmd *find_cmd(const char *name)
     for (size_t i = 0; i < sizeof sweep_commands / sizeof sweep_commands[0]; i++)
         if (strcmp(sweep_commands[i].name, name) == 0)
             return &sweep_commands[i];
+    for (size_t i = 0; i < nteam_commands; i++)
+        if (strcmp(team_commands[i].name, name) == 0)
+            return &team_commands[i];
     return NULL;
 }
 

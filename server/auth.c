@@ -35,6 +35,7 @@
 
 typedef struct auth_entry {
     char *name;
+    char *team;
     unsigned scopes;
     unsigned char hash[TY_SHA256_LEN];
 } auth_entry;
@@ -54,8 +55,10 @@ struct auth_cache {
 
 static void entries_free(auth_entry *e, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(e[i].name);
+        free(e[i].team);
+    }
     free(e);
 }
 
@@ -116,7 +119,9 @@ static ty_err reload(auth_cache *c)
         if (tokens[i].revoked_at_ms != 0)
             continue;
         entries[n].name = strdup(tokens[i].name);
-        if (!entries[n].name) {
+        entries[n].team = strdup(tokens[i].team ? tokens[i].team : STORE_TEAM_DEFAULT);
+        if (!entries[n].name || !entries[n].team) {
+            n++; /* entries_free() takes what was copied */
             e = TY_ENOMEM;
             goto out;
         }
@@ -187,12 +192,20 @@ static ty_err check_job_token(auth_cache *c, const unsigned char hash[TY_SHA256_
 ty_err auth_check(auth_cache *c, const char *authorization, unsigned scope, char **name,
                   unsigned *scopes)
 {
+    return auth_check_team(c, authorization, scope, name, scopes, NULL);
+}
+
+ty_err auth_check_team(auth_cache *c, const char *authorization, unsigned scope, char **name,
+                       unsigned *scopes, char **team)
+{
     unsigned char hash[TY_SHA256_LEN];
     size_t len = 0;
     ty_err e = TY_OK;
 
     *name = NULL;
     *scopes = 0;
+    if (team)
+        *team = NULL;
     const char *token = bearer_token(authorization, &len);
     if (!token)
         return TY_EAUTH;
@@ -222,7 +235,9 @@ ty_err auth_check(auth_cache *c, const char *authorization, unsigned scope, char
     } else {
         *scopes = c->entries[match].scopes;
         *name = strdup(c->entries[match].name);
-        if (!*name)
+        if (team)
+            *team = strdup(c->entries[match].team);
+        if (!*name || (team && !*team))
             e = TY_ENOMEM;
         else if (!(*scopes & (scope | STORE_SCOPE_ADMIN)) && scope != 0)
             e = TY_EFORBIDDEN;

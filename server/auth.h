@@ -56,6 +56,10 @@ void auth_cache_invalidate(auth_cache *c);
  */
 ty_err auth_check(auth_cache *c, const char *authorization, unsigned scope, char **name,
                   unsigned *scopes);
+/* auth_check() that also sets *team (when team is not NULL): new, the API token's team, NULL
+ * for a job token and whenever *name is NULL. */
+ty_err auth_check_team(auth_cache *c, const char *authorization, unsigned scope, char **name,
+                       unsigned *scopes, char **team);
 
 /* 1 when token is a usable secret: 1..AUTH_MAX_TOKEN visible ASCII characters (no spaces). */
 int auth_token_valid(const char *token);

@@ -669,6 +669,8 @@ ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, s
             out->name = v;
         else if ((r = opt_value(argc, argv, &i, "--scope", &v)) != 0)
             scope = v;
+        else if ((r = opt_value(argc, argv, &i, "--team", &v)) != 0)
+            out->team = v;
         else
             return fail(err, errlen,
                         "unknown argument '%s' for token %s (see trainyard token --help)",
@@ -705,6 +707,10 @@ ty_err config_parse_token(int argc, char **argv, config_token *out, char *err, s
     } else if (scope) {
         return fail(err, errlen, "--scope only applies to token create");
     }
+    if (out->team && out->action != CONFIG_TOKEN_CREATE)
+        return fail(err, errlen, "--team only applies to token create");
+    if (out->team && !*out->team)
+        return fail(err, errlen, "--team needs a team name");
     if (out->server && !out->token_file && (!out->token || !*out->token))
         return fail(err, errlen, "--server needs --token-file, TRAINYARD_TOKEN or --token");
     return TY_OK;
@@ -842,7 +848,8 @@ void config_usage_serve(FILE *f)
 
 void config_usage_token(FILE *f)
 {
-    fputs("Usage: trainyard token create --name NAME --scope SCOPE[,SCOPE...] [OPTIONS]\n"
+    fputs("Usage: trainyard token create --name NAME --scope SCOPE[,SCOPE...] [--team TEAM]\n"
+          "                              [OPTIONS]\n"
           "       trainyard token list [OPTIONS]\n"
           "       trainyard token revoke --name NAME [OPTIONS]\n"
           "\n"
@@ -850,7 +857,9 @@ void config_usage_token(FILE *f)
           "admin (everything, tokens included). create prints the new token: it is\n"
           "shown only this once. Names are 1.." CONFIG_STR(API_TOKEN_MAX_NAME)
           " characters of [A-Za-z0-9._-], starting\n"
-          "and ending with a letter or digit.\n"
+          "and ending with a letter or digit. A token acts for one team (--team, default\n"
+          "\"default\"; the team must exist): it sees and acts on that team's jobs and\n"
+          "sweeps only, unless it has the admin scope.\n"
           "\n"
           "By default the database file is changed directly (a running server sees the\n"
           "change within a second). With --server the HTTP API is used instead.\n"

@@ -171,6 +171,7 @@ typedef struct config_token {
     const char *token_file;        /* --token-file: its file, "-" = stdin, or NULL; borrowed */
     const char *name;              /* --name; borrowed */
     unsigned scopes;               /* STORE_SCOPE_* from --scope */
+    const char *team;              /* --team (create): the token's team; NULL = "default" */
 } config_token;
 
 /*

@@ -260,6 +260,7 @@ typedef struct req_state {
     router_match match;
     char *principal;                 /* token name, NULL on open routes */
     unsigned scopes;
+    char *team;                      /* the token's team; NULL for a job token and open routes */
     char request_id[REQUEST_ID_MAX + 1];
     ty_buf body;
     int too_large;                   /* the body passed max_body; the rest is dropped */
@@ -323,6 +324,7 @@ static void req_state_free(req_state *st)
     stream_unref(st->stream);
     free(st->path);
     free(st->principal);
+    free(st->team);
     free(st->query);
     ty_buf_free(&st->body);
     free(st);
@@ -1268,7 +1270,8 @@ static void check_request(http_server *srv, struct MHD_Connection *c, req_state 
     if (need) {
         const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                         MHD_HTTP_HEADER_AUTHORIZATION);
-        ty_err e = srv->auth ? auth_check(srv->auth, authz, need, &st->principal, &st->scopes)
+        ty_err e = srv->auth ? auth_check_team(srv->auth, authz, need, &st->principal,
+                                               &st->scopes, &st->team)
                              : TY_EAUTH;
         if (e == TY_EAUTH) {
             set_error(st, 401, "unauthorized",
@@ -1407,7 +1410,7 @@ static enum MHD_Result finish_request(http_server *srv, struct MHD_Connection *c
         MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, st);
     }
 
-    api_principal principal = {.name = st->principal, .scopes = st->scopes};
+    api_principal principal = {.name = st->principal, .scopes = st->scopes, .team = st->team};
     api_req req = {
         .ctx = srv->ctx,
         .method = st->method,

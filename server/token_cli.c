@@ -69,9 +69,13 @@ static int db_create(const config_token *cfg, FILE *out, FILE *errf)
     int rc = 1;
     if (open_store(cfg, 1, &s, errf))
         goto out;
-    ty_err e = api_token_issue(s, cfg->name, cfg->scopes, secret);
+    ty_err e = api_token_issue_team(s, cfg->name, cfg->scopes, cfg->team, secret);
     if (e == TY_EEXISTS)
         fprintf(errf, "trainyard token: a token named '%s' already exists\n", cfg->name);
+    else if (e == TY_ENOTFOUND)
+        fprintf(errf, "trainyard token: no team named '%s' (create it first: trainyard team "
+                      "create)\n",
+                cfg->team ? cfg->team : STORE_TEAM_DEFAULT);
     else if (e)
         fprintf(errf, "trainyard token: cannot create the token: %s\n", ty_strerror(e));
     if (e)
@@ -315,7 +319,8 @@ static int http_create(const config_token *cfg, FILE *out, FILE *errf)
     for (size_t i = 0; scopes && i < sizeof names / sizeof names[0]; i++)
         if (cfg->scopes & names[i].bit)
             json_array_append_new(scopes, json_string(names[i].name));
-    json_t *req = json_pack("{s:s, s:o}", "name", cfg->name, "scopes", scopes);
+    json_t *req = json_pack("{s:s, s:o, s:s}", "name", cfg->name, "scopes", scopes, "team",
+                            cfg->team ? cfg->team : STORE_TEAM_DEFAULT);
     body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     if (!body) {

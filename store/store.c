@@ -365,6 +365,10 @@ static ty_err op_apply(store *s, store_op *op)
     case STORE_OP_SWEEP_CREATE:
     case STORE_OP_SWEEP_CANCEL:
         return store_sweep_apply(s, &s->writer, op);
+    case STORE_OP_TEAM_CREATE:
+    case STORE_OP_TEAM_UPDATE:
+    case STORE_OP_TEAM_DELETE:
+        return store_team_apply(s, &s->writer, op);
     }
     return TY_EINTERNAL;
 }

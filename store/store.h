@@ -68,6 +68,9 @@ typedef struct store_job_new {
     const char *spec_json;       /* the normalized spec, a JSON object, stored verbatim */
     const store_label *labels;   /* copies of spec.labels, indexed for filtering */
     size_t nlabels;
+    const char *team;            /* the owning team; NULL: STORE_TEAM_DEFAULT. Not checked
+                                    against the teams table: the caller checked it */
+    const char *owner;           /* the submitting token's name; NULL: none */
 } store_job_new;
 
 typedef struct store_job {
@@ -86,6 +89,9 @@ typedef struct store_job {
                                     scheduler, see store_update), or NULL before the first */
     int64_t sweep;               /* a sweep's trial: the sweep's seq, else 0 */
     int sweep_parallelism;       /* a trial: its sweep's trials active at once, else 0 */
+    char *team;                  /* the owning team */
+    char *owner;                 /* the submitting token's name; NULL for a job submitted
+                                    before jobs had owners (schema version 13) */
 } store_job;
 
 /* Frees the members of n jobs and the array itself. Accepts NULL. */
@@ -107,6 +113,13 @@ ty_err store_jobs_submit(store *s, const store_job_new *jobs, size_t n, const ch
 /* TY_ENOTFOUND when no job has that id. *out (one job) is new. */
 ty_err store_job_get(store *s, const char *id, store_job **out);
 
+/*
+ * Whether the caller of `team` may see job `id`: TY_OK when the job exists and team is NULL
+ * (every team) or the job's team; TY_ENOTFOUND otherwise, the same answer for another team's
+ * job as for no job. One index seek on a read connection (a job's team never changes).
+ */
+ty_err store_job_visible(store *s, const char *id, const char *team);
+
 /* Filters for store_jobs_list(); zero-initialize, then set what applies. */
 typedef struct store_job_filter {
     unsigned state_mask;         /* bit (1u << state); 0 = any state */
@@ -118,6 +131,7 @@ typedef struct store_job_filter {
     int64_t created_before_ms;   /* exclusive; 0 = no bound */
     int64_t before_seq;          /* cursor: only jobs with seq < before_seq; 0 = from the newest */
     int limit;                   /* 1..1000 */
+    const char *team;            /* only this team's jobs; NULL = every team */
 } store_job_filter;
 
 /*
@@ -304,6 +318,7 @@ typedef struct store_feed_event {
     char *name;
     char *queue;
     char *labels_json;           /* the job's labels: a compact JSON object, "{}" for none */
+    char *team;                  /* the job's team: a follower sees its own team's only */
 } store_feed_event;
 
 /* Frees the members of n events and the array. Accepts NULL. */
@@ -480,20 +495,96 @@ enum {
 typedef struct store_token {
     char *name;
     unsigned scopes;             /* STORE_SCOPE_* bits */
+    char *team;                  /* the team it acts for (an admin's: its default team) */
     unsigned char hash[32];      /* SHA-256 of the secret; the secret itself is never stored */
     int64_t created_at_ms;
     int64_t revoked_at_ms;       /* 0 while valid */
 } store_token;
 
 void store_tokens_free(store_token *tokens, size_t n);
-/* TY_EEXISTS when a token (valid or revoked) already has that name. */
+/* TY_EEXISTS when a token (valid or revoked) already has that name. The token belongs to
+ * STORE_TEAM_DEFAULT. */
 ty_err store_token_create(store *s, const char *name, unsigned scopes, const unsigned char hash[32]);
+/* The same for team (NULL: STORE_TEAM_DEFAULT); TY_ENOTFOUND when no team has that name. */
+ty_err store_token_create_team(store *s, const char *name, unsigned scopes, const char *team,
+                               const unsigned char hash[32]);
 /* All tokens, revoked ones included, ordered by name. */
 ty_err store_tokens_list(store *s, store_token **out, size_t *nout);
 /* TY_ENOTFOUND for an unknown or already revoked name. */
 ty_err store_token_revoke(store *s, const char *name);
 /* Number of valid (not revoked) tokens with the admin scope. */
 ty_err store_token_count_admin(store *s, int64_t *count);
+
+/* ---- teams ------------------------------------------------------------- */
+
+/*
+ * Teams own tokens, jobs and sweeps. A team's quota and borrowing limit are stored per
+ * resource: "gpu/<type>" (GPUs of the cluster profile's type name), "cpu" (millicores) and
+ * "memory" (bytes). A team without a quota (has_quota 0) is unlimited; a team with one has
+ * a nominal quota of 0 of every resource its quota does not name. A borrowing limit is how
+ * far above its nominal quota a team may go in a resource; a resource without one has none.
+ * What the numbers mean for admission is the scheduler's business; the store keeps them.
+ * The team STORE_TEAM_DEFAULT always exists (schema version 13 creates it, unlimited) and
+ * owns everything made before teams.
+ */
+#define STORE_TEAM_DEFAULT "default"
+#define STORE_TEAM_MAX_RESOURCES 64 /* resources one team names, quota and limit together */
+#define STORE_TEAM_WEIGHT_MAX 1000
+
+typedef struct store_team_res {
+    char *resource;              /* "gpu/<type>", "cpu" or "memory" */
+    int64_t quota;               /* >= 0; -1: not named in the quota */
+    int64_t borrowing_limit;     /* >= 0; -1: no borrowing limit */
+} store_team_res;
+
+typedef struct store_team {
+    char *name;                  /* a DNS label */
+    int weight;                  /* 1..STORE_TEAM_WEIGHT_MAX */
+    int has_quota;               /* 0: unlimited */
+    store_team_res *res;         /* by resource name; NULL when none */
+    size_t nres;
+    int64_t created_at_ms;
+    int64_t updated_at_ms;
+} store_team;
+
+/* One resource a team's admitted jobs request, summed over their ranks. */
+typedef struct store_team_use {
+    char *resource;              /* as in store_team_res */
+    int64_t amount;              /* > 0 */
+} store_team_use;
+
+typedef struct store_team_usage {
+    store_team_use *use;         /* by resource name; NULL when none */
+    size_t nuse;
+    int64_t pending;             /* its PENDING jobs */
+    int64_t admitted;            /* its jobs from ADMITTED to CANCELLING: what usage counts */
+} store_team_usage;
+
+/* Frees the members of n teams and the array. Accepts NULL. */
+void store_teams_free(store_team *t, size_t n);
+/* Frees the members of *u and zeroes it. */
+void store_team_usage_clear(store_team_usage *u);
+/* Stores t (borrowed; times ignored). TY_EEXISTS when the name is taken, TY_EINVAL for a
+ * malformed team (weight, a negative amount, a resource named twice, too many). */
+ty_err store_team_create(store *s, const store_team *t);
+/* Replaces the weight, quota and borrowing limits of team t->name. TY_ENOTFOUND. */
+ty_err store_team_update(store *s, const store_team *t);
+/* Deletes a team. TY_ENOTFOUND; TY_ECONFLICT when it is STORE_TEAM_DEFAULT, has a job that
+ * has not ended, or has a valid token (*why, when not NULL, is then a static reason). Its
+ * ended jobs keep its name. */
+ty_err store_team_delete(store *s, const char *name, const char **why);
+/* One team. TY_ENOTFOUND. *out is new: free with store_teams_free(*out, 1). */
+ty_err store_team_get(store *s, const char *name, store_team **out);
+/* Every team by name. *out is new (NULL when none). */
+ty_err store_teams_list(store *s, store_team **out, size_t *nout);
+/*
+ * What team `name`'s jobs request now, in one snapshot: the sums, over its jobs from ADMITTED
+ * to CANCELLING, of the totals each job recorded at submission (GPUs by type, millicores,
+ * bytes: per rank times workers.count of its normalized spec), and its pending and admitted
+ * counts; two ranges of the (team, state) index. A team without jobs has none (not an
+ * error). *out is zeroed first.
+ */
+ty_err store_team_usage_get(store *s, const char *name, store_team_usage *out);
 
 /* ---- webhooks ---------------------------------------------------------- */
 
@@ -591,6 +682,9 @@ typedef struct store_sweep_new {
     int stop_min_trials;            /* median early stopping: succeeded trials needed; < 0: off */
     int64_t stop_min_step;          /* ... and the first step it applies at */
     const char *body_json;          /* the request body, kept for the record */
+    const char *team;               /* the owning team (NULL: STORE_TEAM_DEFAULT); the trials'
+                                       own team and owner are the caller's to set alike */
+    const char *owner;              /* the creating token's name; NULL: none */
     const store_job_new *trials;    /* trial i's job */
     const char *const *params_json; /* trial i's parameter values, a JSON object */
     size_t ntrials;                 /* >= 1 */
@@ -622,6 +716,8 @@ typedef struct store_sweep {
     int64_t counts[JOB_STATE_COUNT]; /* trials in each state */
     store_sweep_trial *trials;      /* store_sweep_get() only: every trial, by index */
     size_t ntrials_read;
+    char *team;                     /* the owning team */
+    char *owner;                    /* the creating token's name; NULL before owners (v13) */
 } store_sweep;
 
 /* A fresh sweep id: the format of job ids (a millisecond timestamp, 80 random bits). */
@@ -640,7 +736,8 @@ ty_err store_sweep_get(store *s, const char *id, store_sweep **out);
  * cursor before_seq (0: from the newest); *next_before_seq is the next page's cursor, 0 after
  * the last page. *out is new (NULL when none).
  */
-ty_err store_sweeps_list(store *s, int64_t before_seq, int limit, store_sweep **out, size_t *nout,
+ty_err store_sweeps_list(store *s, const char *team, int64_t before_seq, int limit,
+                         store_sweep **out, size_t *nout,
                          int64_t *next_before_seq);
 void store_sweeps_free(store_sweep *sw, size_t n);
 /*
@@ -652,6 +749,8 @@ ty_err store_sweep_cancel(store *s, const char *id, const char *message, size_t 
 /* "running" while a trial has not ended, then "cancelled" (a cancel was asked) or "finished";
  * from sw->counts. Static. */
 const char *store_sweep_state(const store_sweep *sw);
+/* TY_OK when sweep `id` exists and team is NULL or its team; TY_ENOTFOUND otherwise. */
+ty_err store_sweep_visible(store *s, const char *id, const char *team);
 /*
  * Median early stopping, for job `id` after its metrics were stored: when the job is a trial
  * of a sweep with the rule, its latest step s of the objective's metric is >= min_step, at

@@ -22,7 +22,7 @@
 
 #define FEED_COLUMNS                                                                               \
     "e.seq, e.time_ms, e.from_state, e.to_state, e.reason, e.message, j.id, j.name, j.queue, "    \
-    "coalesce(json_extract(j.spec, '$.labels'), '{}')"
+    "coalesce(json_extract(j.spec, '$.labels'), '{}'), j.team"
 
 static const char SQL_FEED[] = "SELECT " FEED_COLUMNS " FROM job_events AS e "
                                "JOIN jobs AS j ON j.seq = e.job_seq "
@@ -42,6 +42,7 @@ void store_feed_free(store_feed_event *ev, size_t n)
         free(ev[i].name);
         free(ev[i].queue);
         free(ev[i].labels_json);
+        free(ev[i].team);
     }
     free(ev);
 }
@@ -59,7 +60,7 @@ static ty_err feed_from_row(sqlite3_stmt *st, void *item)
     memcpy(x->id, id, STORE_ID_LEN + 1);
     if (!(x->reason = store_column_dup(st, 4)) || !(x->message = store_column_dup(st, 5)) ||
         !(x->name = store_column_dup(st, 7)) || !(x->queue = store_column_dup(st, 8)) ||
-        !(x->labels_json = store_column_dup(st, 9)))
+        !(x->labels_json = store_column_dup(st, 9)) || !(x->team = store_column_dup(st, 10)))
         return TY_ENOMEM;
     return TY_OK;
 }

@@ -16,6 +16,7 @@
  *                   per-job caps, the downsampled read, the stream's read by
  *                   seq, the retention purge
  *   store_sweeps.c  sweeps: creation with all their trial jobs, cancel, reads
+ *   store_teams.c   teams, their quotas and borrowing limits, their usage
  *
  * Threads: the writer thread alone uses the writer connection and the id
  * generator; a read connection is used by one caller at a time between
@@ -98,7 +99,7 @@ job_state store_column_state(sqlite3_stmt *st, int col);
 /* The columns store_job_from_row() reads, in its order. */
 #define STORE_JOB_COLUMNS                                                                          \
     "seq, id, name, queue, priority, state, attempt, created_ms, updated_ms, spec, restarts, "     \
-    "attempt_json, sweep, sweep_parallelism"
+    "attempt_json, sweep, sweep_parallelism, team, owner"
 
 /* Fills the store_job *job (new strings) from a row of STORE_JOB_COLUMNS; a
  * store_row_fn. */
@@ -126,6 +127,9 @@ typedef enum store_op_kind {
     STORE_OP_METRICS_PURGE,
     STORE_OP_NOTIFY_PURGE,
     STORE_OP_WEBHOOK_SUBMIT, /* u.submit with its replay_* fields */
+    STORE_OP_TEAM_CREATE,
+    STORE_OP_TEAM_UPDATE,
+    STORE_OP_TEAM_DELETE,
 } store_op_kind;
 
 /*
@@ -177,7 +181,13 @@ typedef struct store_op {
             const char *name;
             unsigned scopes;
             const unsigned char *hash;
+            const char *team;
         } token;
+        struct {
+            const store_team *team; /* create, update */
+            const char *name;       /* delete */
+            const char *why;        /* delete: the reason of a TY_ECONFLICT (static) */
+        } team;
         struct {
             const char *id;
             const char *const *names;
@@ -236,6 +246,7 @@ ty_err store_token_apply(store *s, store_conn *w, store_op *op);
 ty_err store_metrics_apply(store *s, store_conn *w, store_op *op);
 ty_err store_metrics_purge_apply(store *s, store_conn *w, store_op *op);
 ty_err store_sweep_apply(store *s, store_conn *w, store_op *op);
+ty_err store_team_apply(store *s, store_conn *w, store_op *op);
 
 /*
  * Inserts n jobs as a submission does (store_jobs.c), each PENDING with its

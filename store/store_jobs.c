@@ -38,9 +38,17 @@
 
 #define STORE_IDEM_TTL_MS (24 * 3600 * 1000LL)
 
+/* The requested totals are the normalized spec's per-rank resources times its workers (see
+ * store_team_usage_get()); ty_quantity() is store_schema.c's. */
 static const char SQL_INSERT_JOB[] =
-    "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, spec) "
-    "VALUES (?1, ?2, ?3, ?4, 0, 0, ?5, ?5, ?6)";
+    "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, spec, "
+    "team, owner, gpu_type, gpus, cpu_milli, memory_bytes) "
+    "VALUES (?1, ?2, ?3, ?4, 0, 0, ?5, ?5, ?6, ?7, ?8, json_extract(?6, '$.resources.gpu.type'), "
+    "coalesce(json_extract(?6, '$.workers.count') * json_extract(?6, '$.resources.gpu.count'), 0), "
+    "coalesce(json_extract(?6, '$.workers.count') * "
+    "ty_quantity(json_extract(?6, '$.resources.cpu'), 3), 0), "
+    "coalesce(json_extract(?6, '$.workers.count') * "
+    "ty_quantity(json_extract(?6, '$.resources.memory'), 0), 0))";
 static const char SQL_INSERT_LABEL[] =
     "INSERT INTO job_labels (key, value, seq) VALUES (?1, ?2, ?3)";
 static const char SQL_INSERT_EVENT[] =
@@ -59,6 +67,8 @@ static const char SQL_IDEM_PUT[] =
     "VALUES (?1, ?2, ?3, ?4, ?5)";
 static const char SQL_LAST_ID[] = "SELECT id FROM jobs ORDER BY seq DESC LIMIT 1";
 static const char SQL_JOB_BY_ID[] = "SELECT " STORE_JOB_COLUMNS " FROM jobs WHERE id = ?1";
+static const char SQL_JOB_VISIBLE[] =
+    "SELECT 1 FROM jobs WHERE id = ?1 AND (?2 IS NULL OR team = ?2)";
 static const char SQL_JOBS_RANGE[] =
     "SELECT " STORE_JOB_COLUMNS " FROM jobs WHERE seq >= ?1 AND seq < ?2 ORDER BY seq";
 static const char SQL_UPDATE_STATE[] =
@@ -67,8 +77,8 @@ static const char SQL_EVENTS[] =
     "SELECT e.seq, e.time_ms, e.from_state, e.to_state, e.reason, e.message "
     "FROM jobs AS j JOIN job_events AS e ON e.job_seq = j.seq WHERE j.id = ?1 ORDER BY e.seq";
 
-const char *const store_jobs_sql[] = {SQL_LAST_ID, SQL_JOB_BY_ID, SQL_JOBS_RANGE,
-                                      SQL_EVENTS,  SQL_IDEM_GET,  NULL};
+const char *const store_jobs_sql[] = {SQL_LAST_ID,  SQL_JOB_BY_ID, SQL_JOBS_RANGE,  SQL_EVENTS,
+                                      SQL_IDEM_GET, SQL_JOB_VISIBLE, NULL};
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -78,6 +88,8 @@ void store_job_clear(store_job *j)
     free(j->queue);
     free(j->spec_json);
     free(j->attempt_json);
+    free(j->team);
+    free(j->owner);
     memset(j, 0, sizeof *j);
 }
 
@@ -119,9 +131,12 @@ ty_err store_job_from_row(sqlite3_stmt *st, void *job)
     j->sweep = sqlite3_column_int64(st, 12); /* NULL reads as 0: not a trial */
     j->sweep_parallelism = sqlite3_column_int(st, 13);
     int has_attempt = sqlite3_column_type(st, 11) != SQLITE_NULL;
+    int has_owner = sqlite3_column_type(st, 15) != SQLITE_NULL;
     if (!(j->name = store_column_dup(st, 2)) || !(j->queue = store_column_dup(st, 3)) ||
         !(j->spec_json = store_column_dup(st, 9)) ||
-        (has_attempt && !(j->attempt_json = store_column_dup(st, 11)))) {
+        (has_attempt && !(j->attempt_json = store_column_dup(st, 11))) ||
+        !(j->team = store_column_dup(st, 14)) ||
+        (has_owner && !(j->owner = store_column_dup(st, 15)))) {
         store_job_clear(j);
         return TY_ENOMEM;
     }
@@ -226,6 +241,9 @@ static ty_err insert_job(store *s, store_conn *w, const store_job_new *in, int64
     sqlite3_bind_int64(st, 4, in->priority);
     sqlite3_bind_int64(st, 5, ms);
     store_bind_text(st, 6, in->spec_json);
+    store_bind_text(st, 7, in->team ? in->team : STORE_TEAM_DEFAULT);
+    if (in->owner)
+        store_bind_text(st, 8, in->owner);
     if ((e = store_step_done(st)) != TY_OK)
         return e;
     out->seq = sqlite3_last_insert_rowid(w->db);
@@ -374,8 +392,10 @@ ty_err store_jobs_submit(store *s, const store_job_new *jobs, size_t n, const ch
     /* Committed; the copies are made here, off the writer thread. */
     for (nres = 0; nres < n; nres++) {
         store_job *j = &res[nres];
+        const char *team = jobs[nres].team ? jobs[nres].team : STORE_TEAM_DEFAULT;
         if (!(j->name = strdup(jobs[nres].name)) || !(j->queue = strdup(jobs[nres].queue)) ||
-            !(j->spec_json = strdup(jobs[nres].spec_json))) {
+            !(j->spec_json = strdup(jobs[nres].spec_json)) || !(j->team = strdup(team)) ||
+            (jobs[nres].owner && !(j->owner = strdup(jobs[nres].owner)))) {
             nres++;
             e = TY_ENOMEM;
             goto out;
@@ -411,6 +431,27 @@ ty_err store_job_get(store *s, const char *id, store_job **out)
         free(job);
     else
         *out = job;
+    return e;
+}
+
+ty_err store_job_visible(store *s, const char *id, const char *team)
+{
+    if (!s || !id)
+        return TY_EINVAL;
+    if (strlen(id) != STORE_ID_LEN)
+        return TY_ENOTFOUND;
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_JOB_VISIBLE, 0, &st);
+    if (e == TY_OK) {
+        store_bind_text(st, 1, id);
+        if (team)
+            store_bind_text(st, 2, team);
+        int rc = sqlite3_step(st);
+        e = rc == SQLITE_ROW ? TY_OK : rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
     return e;
 }
 

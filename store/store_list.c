@@ -13,6 +13,10 @@
  *   states         one cursor per state on jobs(state) = (state, seq), merged
  *   queue [+state] one cursor per state on jobs(queue, state) = (queue, state, seq)
  *   each label     job_labels (key, value, seq)
+ *   team           jobs(team) = (team, seq): the caller's team, for every non-admin
+ *                  caller; on a one-team install it is dense and costs a step
+ *                  forward per match, and a small team's jobs are a sparse stream
+ *                  the leapfrog follows, so no team's page walks another's jobs
  *   name_prefix    the seqs of the name range of jobs(name), when the range
  *                  holds at most LIST_GATHER_MAX of them: they come out in name
  *                  order, go into a max-heap (linear time) and are popped only
@@ -55,7 +59,7 @@
 
 #define LIST_MAX_LIMIT 1000
 #define LIST_MAX_LABELS 64
-#define LIST_MAX_CURSORS (JOB_STATE_COUNT + LIST_MAX_LABELS + 1)
+#define LIST_MAX_CURSORS (JOB_STATE_COUNT + LIST_MAX_LABELS + 2)
 #define LIST_GATHER_MAX 16384 /* seqs of a name_prefix range gathered in memory */
 #define LIST_STEP_TRIES 8     /* steps forward before a cursor re-seeks */
 #define LIST_WINDOW 256       /* seqs per window of the residual prefix scan */
@@ -76,6 +80,8 @@ static const char SQL_STREAM_STATE[] = "SELECT seq FROM jobs INDEXED BY jobs_sta
 static const char SQL_STREAM_QUEUE_STATE[] =
     "SELECT seq FROM jobs INDEXED BY jobs_queue_state "
     "WHERE queue = ?2 AND state = ?3 AND seq <= ?1 ORDER BY seq DESC";
+static const char SQL_STREAM_TEAM[] = "SELECT seq FROM jobs INDEXED BY jobs_team "
+                                      "WHERE team = ?2 AND seq <= ?1 ORDER BY seq DESC";
 static const char SQL_STREAM_LABEL[] =
     "SELECT seq FROM job_labels "
     "WHERE key = ?2 AND value = ?3 AND seq <= ?1 ORDER BY seq DESC";
@@ -96,7 +102,8 @@ static const char SQL_FETCH_PREFIX[] =
 const char *const store_list_sql[] = {
     SQL_STREAM_ALL,    SQL_STREAM_STATE, SQL_STREAM_QUEUE_STATE, SQL_STREAM_LABEL,
     SQL_STREAM_WINDOW, SQL_NAME_RANGE,   SQL_NAME_FROM,          SQL_ID_FLOOR,
-    SQL_MAX_SEQ,       SQL_FETCH,        SQL_FETCH_PREFIX,       NULL,
+    SQL_MAX_SEQ,       SQL_FETCH,        SQL_FETCH_PREFIX,       SQL_STREAM_TEAM,
+    NULL,
 };
 
 /*
@@ -123,7 +130,7 @@ typedef struct stream {
 typedef struct plan {
     cursor cur[LIST_MAX_CURSORS];
     size_t ncur;
-    stream str[LIST_MAX_LABELS + 3];
+    stream str[LIST_MAX_LABELS + 4];
     size_t nstr;
     int64_t hi, lo;     /* seq range, inclusive */
     int empty;          /* the bounds exclude every job */
@@ -461,6 +468,13 @@ static ty_err build_plan(plan *p, store_conn *c, const store_job_filter *f)
             return e;
         store_bind_text(st, 2, f->labels[i].key);
         store_bind_text(st, 3, f->labels[i].value);
+        end_stream(p);
+    }
+    if (f->team) {
+        begin_stream(p);
+        if ((e = add_cursor(p, c, SQL_STREAM_TEAM, 0, &st)) != TY_OK)
+            return e;
+        store_bind_text(st, 2, f->team);
         end_stream(p);
     }
     if (f->queue || mask) {

@@ -52,6 +52,10 @@
  *      trigger; notify_outbox_done: the caps and the retention purges
  *  12  webhook_replays: a delivery's job by its body's SHA-256 (GitHub, GitLab) or its
  *      signature (generic), so a replayed delivery finds its first job
+ *  13  teams, team_resources; tokens.team, jobs.team and .owner, the requested totals
+ *      jobs.gpu_type, .gpus, .cpu_milli, .memory_bytes; sweeps.team and .owner; jobs_team
+ *      (team, seq) is the list's team stream, jobs_team_state (team, state, seq) a team's
+ *      usage and counts
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -75,6 +79,8 @@
 
 #include <stdio.h>
 #include <string.h>
+
+#include "common/ty_quantity.h"
 
 /* 'TYd1': marks the file as a Trainyard database. */
 #define STORE_APPLICATION_ID 0x54596431
@@ -324,6 +330,50 @@ static const char *const migrations[] = {
     "  PRIMARY KEY (hook, digest)"
     ") STRICT, WITHOUT ROWID;"
     "CREATE INDEX webhook_replays_expires ON webhook_replays (expires_ms);",
+
+    /* 13: teams (store_teams.c) and who owns what. Tokens, jobs and sweeps made before belong
+     * to the team "default" (unlimited); their owner is unknown (NULL). A job records what it
+     * requests in total (per rank times its workers) so a team's usage is a sum over one
+     * index range; jobs that have not ended get theirs from their spec here (ty_quantity() is
+     * registered by store_schema_migrate_to()), ended ones keep 0: usage never counts them. */
+    "CREATE TABLE teams ("
+    "  name       TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63),"
+    "  weight     INTEGER NOT NULL CHECK (weight BETWEEN 1 AND 1000),"
+    "  has_quota  INTEGER NOT NULL CHECK (has_quota IN (0, 1)),"
+    "  created_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE TABLE team_resources ("
+    "  team            TEXT NOT NULL,"
+    "  resource        TEXT NOT NULL CHECK (length(resource) > 0),"
+    "  quota           INTEGER CHECK (quota >= 0),"
+    "  borrowing_limit INTEGER CHECK (borrowing_limit >= 0),"
+    "  PRIMARY KEY (team, resource)"
+    ") STRICT, WITHOUT ROWID;"
+    "INSERT INTO teams (name, weight, has_quota, created_ms, updated_ms) VALUES ('default', 1, 0,"
+    "  CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),"
+    "  CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));"
+    "ALTER TABLE tokens ADD COLUMN team TEXT NOT NULL DEFAULT 'default';"
+    "ALTER TABLE jobs ADD COLUMN team TEXT NOT NULL DEFAULT 'default';"
+    "ALTER TABLE jobs ADD COLUMN owner TEXT;"
+    "ALTER TABLE jobs ADD COLUMN gpu_type TEXT;"
+    "ALTER TABLE jobs ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0 CHECK (gpus >= 0);"
+    "ALTER TABLE jobs ADD COLUMN cpu_milli INTEGER NOT NULL DEFAULT 0 CHECK (cpu_milli >= 0);"
+    "ALTER TABLE jobs ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0 "
+    "  CHECK (memory_bytes >= 0);"
+    "UPDATE jobs SET gpu_type = json_extract(spec, '$.resources.gpu.type'),"
+    "  gpus = coalesce(json_extract(spec, '$.workers.count') *"
+    "    json_extract(spec, '$.resources.gpu.count'), 0),"
+    "  cpu_milli = coalesce(json_extract(spec, '$.workers.count') *"
+    "    ty_quantity(json_extract(spec, '$.resources.cpu'), 3), 0),"
+    "  memory_bytes = coalesce(json_extract(spec, '$.workers.count') *"
+    "    ty_quantity(json_extract(spec, '$.resources.memory'), 0), 0)"
+    "  WHERE state < 6;"
+    "CREATE INDEX jobs_team ON jobs (team);"
+    "CREATE INDEX jobs_team_state ON jobs (team, state);"
+    "ALTER TABLE sweeps ADD COLUMN team TEXT NOT NULL DEFAULT 'default';"
+    "ALTER TABLE sweeps ADD COLUMN owner TEXT;"
+    "CREATE INDEX sweeps_team ON sweeps (team);",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -359,12 +409,39 @@ ty_err store_schema_migrate(sqlite3 *db, char *err, size_t errlen)
     return store_schema_migrate_to(db, NMIGRATIONS, err, errlen);
 }
 
+/*
+ * ty_quantity(text, scale): the Kubernetes quantity text times 10^scale as an integer
+ * (ty_quantity_scaled()), NULL when it is NULL, not a quantity, negative or too large.
+ * Registered on the connection that migrates, which is the writer's: version 13 and every
+ * job insertion (store_jobs.c) compute a job's requested totals with it.
+ */
+static void sql_quantity(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    int64_t v = 0;
+    const unsigned char *text = sqlite3_value_text(argv[0]);
+    int scale = sqlite3_value_int(argv[1]);
+    (void)argc;
+    if (!text || scale < 0 || scale > 18 ||
+        ty_quantity_scaled((const char *)text, (size_t)sqlite3_value_bytes(argv[0]), scale,
+                           &v) != TY_OK ||
+        v < 0) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    sqlite3_result_int64(ctx, v);
+}
+
 ty_err store_schema_migrate_to(sqlite3 *db, int target, char *err, size_t errlen)
 {
     ty_err e = TY_OK;
     int in_tx = 0;
     if (target < 1 || target > NMIGRATIONS)
         return TY_EINVAL;
+    if (sqlite3_create_function(db, "ty_quantity", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                sql_quantity, NULL, NULL) != SQLITE_OK) {
+        set_err(err, errlen, "cannot register ty_quantity()", sqlite3_errmsg(db));
+        return TY_EINTERNAL;
+    }
     for (;;) {
         int version = 0, app_id = 0, rc;
         if ((rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK) {

@@ -41,7 +41,8 @@
 
 static const char SQL_SWEEP_INSERT[] =
     "INSERT INTO sweeps (id, name, algorithm, parallelism, metric, maximize, stop_min_trials, "
-    "stop_min_step, body, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+    "stop_min_step, body, created_ms, team, owner) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 static const char SQL_TRIAL_INSERT[] =
     "INSERT INTO sweep_trials (sweep_seq, trial, job_seq, params) VALUES (?1, ?2, ?3, ?4)";
 static const char SQL_JOB_SET_SWEEP[] =
@@ -49,10 +50,16 @@ static const char SQL_JOB_SET_SWEEP[] =
 #define SWEEP_COLUMNS                                                                              \
     "seq, id, name, algorithm, parallelism, metric, maximize, stop_min_trials, stop_min_step, "   \
     "created_ms, cancelled_ms, (SELECT count(*) FROM sweep_trials AS t WHERE t.sweep_seq = "      \
-    "sweeps.seq)"
+    "sweeps.seq), team, owner"
 static const char SQL_SWEEP_BY_ID[] = "SELECT " SWEEP_COLUMNS " FROM sweeps WHERE id = ?1";
 static const char SQL_SWEEPS_PAGE[] =
     "SELECT " SWEEP_COLUMNS " FROM sweeps WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2";
+/* One team's page: a range of sweeps_team = (team, seq), newest first. */
+static const char SQL_SWEEPS_TEAM_PAGE[] =
+    "SELECT " SWEEP_COLUMNS " FROM sweeps INDEXED BY sweeps_team "
+    "WHERE team = ?3 AND seq < ?1 ORDER BY seq DESC LIMIT ?2";
+static const char SQL_SWEEP_VISIBLE[] =
+    "SELECT 1 FROM sweeps WHERE id = ?1 AND (?2 IS NULL OR team = ?2)";
 static const char SQL_SWEEP_COUNTS[] =
     "SELECT j.state, count(*) FROM sweep_trials AS t JOIN jobs AS j ON j.seq = t.job_seq "
     "WHERE t.sweep_seq = ?1 GROUP BY j.state";
@@ -123,6 +130,9 @@ static ty_err create_apply(store *s, store_conn *w, store_op *op)
     }
     store_bind_text(st, 9, in->body_json);
     sqlite3_bind_int64(st, 10, ty_time_now_ms());
+    store_bind_text(st, 11, in->team ? in->team : STORE_TEAM_DEFAULT);
+    if (in->owner)
+        store_bind_text(st, 12, in->owner);
     if ((e = store_step_done(st)) != TY_OK)
         return e;
     int64_t sweep_seq = sqlite3_last_insert_rowid(w->db);
@@ -262,14 +272,22 @@ ty_err store_sweep_cancel(store *s, const char *id, const char *message, size_t 
 
 /* ---- reads ----------------------------------------------------------------- */
 
+/* Frees the members a row of SWEEP_COLUMNS set. */
+static void sweep_clear_row(store_sweep *x)
+{
+    free(x->name);
+    free(x->algorithm);
+    free(x->metric);
+    free(x->team);
+    free(x->owner);
+}
+
 void store_sweeps_free(store_sweep *sw, size_t n)
 {
     if (!sw)
         return;
     for (size_t i = 0; i < n; i++) {
-        free(sw[i].name);
-        free(sw[i].algorithm);
-        free(sw[i].metric);
+        sweep_clear_row(&sw[i]);
         for (size_t k = 0; k < sw[i].ntrials_read; k++)
             free(sw[i].trials[k].params_json);
         free(sw[i].trials);
@@ -294,7 +312,8 @@ static ty_err sweep_from_row(sqlite3_stmt *st, void *item)
     x->cancelled_at_ms = sqlite3_column_int64(st, 10);
     x->ntrials = sqlite3_column_int64(st, 11);
     if (!(x->name = store_column_dup(st, 2)) || !(x->algorithm = store_column_dup(st, 3)) ||
-        !(x->metric = store_column_dup(st, 5)))
+        !(x->metric = store_column_dup(st, 5)) || !(x->team = store_column_dup(st, 12)) ||
+        (sqlite3_column_type(st, 13) != SQLITE_NULL && !(x->owner = store_column_dup(st, 13))))
         return TY_ENOMEM;
     return TY_OK;
 }
@@ -404,8 +423,8 @@ release:
     return TY_OK;
 }
 
-ty_err store_sweeps_list(store *s, int64_t before_seq, int limit, store_sweep **out, size_t *nout,
-                         int64_t *next_before_seq)
+ty_err store_sweeps_list(store *s, const char *team, int64_t before_seq, int limit,
+                         store_sweep **out, size_t *nout, int64_t *next_before_seq)
 {
     if (!s || !out || !nout || !next_before_seq)
         return TY_EINVAL;
@@ -420,7 +439,10 @@ ty_err store_sweeps_list(store *s, int64_t before_seq, int limit, store_sweep **
     ty_err e = store_read_begin(c);
     if (e != TY_OK)
         goto release;
-    if ((e = store_conn_stmt(c, SQL_SWEEPS_PAGE, 0, &st)) == TY_OK) {
+    if ((e = store_conn_stmt(c, team ? SQL_SWEEPS_TEAM_PAGE : SQL_SWEEPS_PAGE, 0, &st)) ==
+        TY_OK) {
+        if (team)
+            store_bind_text(st, 3, team);
         sqlite3_bind_int64(st, 1, before_seq > 0 ? before_seq : INT64_MAX);
         sqlite3_bind_int(st, 2, limit + 1); /* one more tells whether a next page exists */
         e = store_collect(st, sizeof(store_sweep), sweep_from_row, &v);
@@ -428,9 +450,7 @@ ty_err store_sweeps_list(store *s, int64_t before_seq, int limit, store_sweep **
     if (e == TY_OK && v.n > (size_t)limit) {
         store_sweep *items = v.items;
         *next_before_seq = items[limit - 1].seq;
-        free(items[limit].name);
-        free(items[limit].algorithm);
-        free(items[limit].metric);
+        sweep_clear_row(&items[limit]);
         v.n = (size_t)limit;
     }
     for (size_t i = 0; e == TY_OK && i < v.n; i++)
@@ -574,5 +594,26 @@ ty_err store_sweep_check_stop(store *s, const char *id, int *stopped)
     e = store_job_transition(s, id, decide_stop, &moved, "EarlyStopped", v.message, NULL);
     if (e == TY_OK && stopped)
         *stopped = moved;
+    return e;
+}
+
+ty_err store_sweep_visible(store *s, const char *id, const char *team)
+{
+    if (!s || !id)
+        return TY_EINVAL;
+    if (strlen(id) != STORE_ID_LEN)
+        return TY_ENOTFOUND;
+    store_conn *c = store_reader_acquire(s);
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, SQL_SWEEP_VISIBLE, 0, &st);
+    if (e == TY_OK) {
+        store_bind_text(st, 1, id);
+        if (team)
+            store_bind_text(st, 2, team);
+        int rc = sqlite3_step(st);
+        e = rc == SQLITE_ROW ? TY_OK : rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
+        sqlite3_reset(st);
+    }
+    store_reader_release(s, c);
     return e;
 }

@@ -20,12 +20,15 @@
 
 #include "common/ty_time.h"
 
+/* Inserts nothing when the team does not exist: the check and the insert are one statement,
+ * so a team deleted meanwhile (store_teams.c, also a writer op) cannot gain a token. */
 static const char SQL_TOKEN_INSERT[] =
-    "INSERT INTO tokens (name, scopes, hash, created_ms) VALUES (?1, ?2, ?3, ?4)";
+    "INSERT INTO tokens (name, scopes, hash, created_ms, team) "
+    "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM teams WHERE name = ?5)";
 static const char SQL_TOKEN_REVOKE[] =
     "UPDATE tokens SET revoked_ms = ?2 WHERE name = ?1 AND revoked_ms IS NULL";
 static const char SQL_TOKENS_LIST[] =
-    "SELECT name, scopes, hash, created_ms, revoked_ms FROM tokens ORDER BY name";
+    "SELECT name, scopes, hash, created_ms, revoked_ms, team FROM tokens ORDER BY name";
 static const char SQL_TOKENS_ADMIN[] =
     "SELECT count(*) FROM tokens WHERE revoked_ms IS NULL AND (scopes & 4) != 0";
 
@@ -52,6 +55,7 @@ ty_err store_token_apply(store *s, store_conn *w, store_op *op)
         sqlite3_bind_int(st, 2, (int)op->u.token.scopes);
         sqlite3_bind_blob(st, 3, op->u.token.hash, 32, SQLITE_STATIC);
         sqlite3_bind_int64(st, 4, ty_time_now_ms());
+        store_bind_text(st, 5, op->u.token.team);
     } else {
         sqlite3_bind_int64(st, 2, ty_time_now_ms());
     }
@@ -59,19 +63,27 @@ ty_err store_token_apply(store *s, store_conn *w, store_op *op)
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
         return store_sqlite_err(rc);
-    if (!create && sqlite3_changes(w->db) == 0)
-        return TY_ENOTFOUND;
+    if (sqlite3_changes(w->db) == 0)
+        return TY_ENOTFOUND; /* create: no such team; revoke: no such valid token */
     return TY_OK;
 }
 
 ty_err store_token_create(store *s, const char *name, unsigned scopes, const unsigned char hash[32])
 {
-    if (!s || !name || !name[0] || !hash || scopes == 0 || (scopes & ~SCOPES_ALL))
+    return store_token_create_team(s, name, scopes, NULL, hash);
+}
+
+ty_err store_token_create_team(store *s, const char *name, unsigned scopes, const char *team,
+                               const unsigned char hash[32])
+{
+    if (!s || !name || !name[0] || !hash || scopes == 0 || (scopes & ~SCOPES_ALL) ||
+        (team && !team[0]))
         return TY_EINVAL;
     store_op op = {.kind = STORE_OP_TOKEN_CREATE};
     op.u.token.name = name;
     op.u.token.scopes = scopes;
     op.u.token.hash = hash;
+    op.u.token.team = team ? team : STORE_TEAM_DEFAULT;
     return store_writer_run(s, &op);
 }
 
@@ -88,8 +100,10 @@ void store_tokens_free(store_token *tokens, size_t n)
 {
     if (!tokens)
         return;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(tokens[i].name);
+        free(tokens[i].team);
+    }
     free(tokens);
 }
 
@@ -104,7 +118,7 @@ static ty_err token_from_row(sqlite3_stmt *st, void *item)
     memcpy(t->hash, sqlite3_column_blob(st, 2), 32);
     t->created_at_ms = sqlite3_column_int64(st, 3);
     t->revoked_at_ms = sqlite3_column_int64(st, 4); /* NULL reads as 0: valid */
-    return TY_OK;
+    return (t->team = store_column_dup(st, 5)) ? TY_OK : TY_ENOMEM;
 }
 
 ty_err store_tokens_list(store *s, store_token **out, size_t *nout)

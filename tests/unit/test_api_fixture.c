@@ -139,7 +139,10 @@ json_t *fx_call(fixture *f, const char *method, const char *tmpl, const fx_req *
         snprintf(path, sizeof path, "%s", tmpl);
 
     api_principal who = {.name = r->principal ? r->principal : "tester",
-                         .scopes = route->scope ? STORE_SCOPE_ADMIN : 0};
+                         .scopes = !route->scope ? 0
+                                   : r->team     ? STORE_SCOPE_READ | STORE_SCOPE_SUBMIT
+                                                 : STORE_SCOPE_ADMIN,
+                         .team = r->team ? r->team : STORE_TEAM_DEFAULT};
     const char *ct = r->content_type;
     if (!ct && r->body && !r->no_content_type)
         ct = "application/json";

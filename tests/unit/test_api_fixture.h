@@ -44,6 +44,8 @@ typedef struct fx_req {
     const api_kv *query;
     size_t nquery;
     const char *principal; /* default "tester" */
+    const char *team;      /* set: the principal is a read and submit token of this team, not
+                              an admin (default: an admin of the default team) */
     int no_content_type;   /* send no Content-Type even with a body */
 } fx_req;
 

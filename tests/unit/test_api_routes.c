@@ -24,7 +24,7 @@ static void test_table_is_well_formed(void **state)
         const api_route *r = &api_routes[i];
         assert_non_null(r->handler);
         assert_true(strcmp(r->method, "GET") == 0 || strcmp(r->method, "POST") == 0 ||
-                    strcmp(r->method, "DELETE") == 0);
+                    strcmp(r->method, "PUT") == 0 || strcmp(r->method, "DELETE") == 0);
         assert_int_equal(r->path[0], '/');
         int v1 = strncmp(r->path, "/v1/", 4) == 0;
         /* CI webhook deliveries prove themselves by their signature, not a token. */
@@ -37,6 +37,9 @@ static void test_table_is_well_formed(void **state)
                         strncmp(r->path, "/v1/webhooks", 12) == 0 ||
                         strncmp(r->path, "/v1/notifications", 17) == 0))
             assert_int_equal(r->scope, STORE_SCOPE_ADMIN);
+        else if (v1 && strncmp(r->path, "/v1/teams", 9) == 0) /* a token reads its own team */
+            assert_int_equal(r->scope,
+                             strcmp(r->method, "GET") == 0 ? STORE_SCOPE_READ : STORE_SCOPE_ADMIN);
         else if (v1 && r->scope == STORE_SCOPE_REPORT) /* a job's token reports its metrics */
             assert_true(strcmp(r->method, "POST") == 0 &&
                         strcmp(r->path, "/v1/jobs/{id}/metrics") == 0);

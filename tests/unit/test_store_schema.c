@@ -279,6 +279,76 @@ static void test_version_2_is_migrated(void **state)
     tdir_remove(&t);
 }
 
+/*
+ * Version 12 to 13: tokens, jobs and sweeps made before teams belong to "default", which is
+ * unlimited; their owner is unknown; the jobs that have not ended get their requested totals
+ * from their spec, so the default team's usage counts the running one at once.
+ */
+static void test_version_12_gets_teams(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    static const char v12_rows[] =
+        "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, "
+        "spec) VALUES "
+        "('01j0000000000000000000000a', 'run', 'q', 0, 3, 1, 1000, 1000, "
+        "'{\"workers\":{\"count\":2},\"resources\":{\"cpu\":\"500m\",\"memory\":\"2Gi\","
+        "\"gpu\":{\"type\":\"a100\",\"count\":4}}}'),"
+        "('01j0000000000000000000000b', 'wait', 'q', 0, 0, 0, 1001, 1001, "
+        "'{\"workers\":{\"count\":1},\"resources\":{\"cpu\":\"1\",\"memory\":\"1Gi\","
+        "\"gpu\":null}}'),"
+        "('01j0000000000000000000000c', 'done', 'q', 0, 6, 1, 1002, 1002, '{}');"
+        "INSERT INTO tokens (name, scopes, hash, created_ms) VALUES "
+        "('ci', 3, zeroblob(32), 5);"
+        "INSERT INTO sweeps (id, name, algorithm, parallelism, metric, maximize, body, "
+        "created_ms) VALUES ('01s0000000000000000000000a', 'sw', 'grid', 1, 'loss', 0, '{}', 7);";
+    db_at_version(t.db, 12, v12_rows);
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), 12);
+
+    store *s = open_store(&t);
+    assert_true(store_schema_version() >= 13);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(s, "01j0000000000000000000000a", &j), TY_OK);
+    assert_string_equal(j->team, STORE_TEAM_DEFAULT);
+    assert_null(j->owner);
+    store_jobs_free(j, 1);
+
+    store_team *team = NULL;
+    assert_int_equal(store_team_get(s, STORE_TEAM_DEFAULT, &team), TY_OK);
+    assert_int_equal(team->has_quota, 0);
+    store_teams_free(team, 1);
+    store_team_usage u = {0};
+    assert_int_equal(store_team_usage_get(s, STORE_TEAM_DEFAULT, &u), TY_OK);
+    assert_int_equal(u.pending, 1);
+    assert_int_equal(u.admitted, 1);
+    assert_int_equal(u.nuse, 3);
+    assert_string_equal(u.use[0].resource, "cpu");
+    assert_int_equal(u.use[0].amount, 1000);
+    assert_string_equal(u.use[1].resource, "gpu/a100");
+    assert_int_equal(u.use[1].amount, 8);
+    assert_string_equal(u.use[2].resource, "memory");
+    assert_int_equal(u.use[2].amount, 4LL << 30);
+    store_team_usage_clear(&u);
+
+    store_token *tok = NULL;
+    size_t n = 0;
+    assert_int_equal(store_tokens_list(s, &tok, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(tok[0].team, STORE_TEAM_DEFAULT);
+    store_tokens_free(tok, n);
+
+    store_sweep *sw = NULL;
+    int64_t next = 0;
+    assert_int_equal(store_sweeps_list(s, STORE_TEAM_DEFAULT, 0, 10, &sw, &n, &next), TY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(sw[0].team, STORE_TEAM_DEFAULT);
+    assert_null(sw[0].owner);
+    store_sweeps_free(sw, n);
+    store_close(s);
+    tdir_remove(&t);
+}
+
 static void test_foreign_database_is_refused(void **state)
 {
     (void)state;
@@ -333,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_newer_schema_is_refused),
         cmocka_unit_test(test_version_1_is_migrated),
         cmocka_unit_test(test_version_2_is_migrated),
+        cmocka_unit_test(test_version_12_gets_teams),
         cmocka_unit_test(test_foreign_database_is_refused),
         cmocka_unit_test(test_garbage_file_is_refused),
         cmocka_unit_test(test_unopenable_path_fails_cleanly),

@@ -206,7 +206,7 @@ static void test_list_is_newest_first_in_pages(void **state)
     store_sweep *page = NULL;
     size_t n = 0;
     int64_t next = 0;
-    assert_int_equal(store_sweeps_list(f->s, 0, 3, &page, &n, &next), TY_OK);
+    assert_int_equal(store_sweeps_list(f->s, NULL, 0, 3, &page, &n, &next), TY_OK);
     assert_int_equal(n, 3);
     assert_true(next > 0);
     assert_string_equal(page[0].id, ids[4]);
@@ -214,12 +214,12 @@ static void test_list_is_newest_first_in_pages(void **state)
     assert_int_equal(page[0].counts[JOB_PENDING], NTRIALS);
     assert_null(page[0].trials);
     store_sweeps_free(page, n);
-    assert_int_equal(store_sweeps_list(f->s, next, 3, &page, &n, &next), TY_OK);
+    assert_int_equal(store_sweeps_list(f->s, NULL, next, 3, &page, &n, &next), TY_OK);
     assert_int_equal(n, 2);
     assert_int_equal(next, 0);
     assert_string_equal(page[1].id, ids[0]);
     store_sweeps_free(page, n);
-    assert_int_equal(store_sweeps_list(f->s, 0, 0, &page, &n, &next), TY_EINVAL);
+    assert_int_equal(store_sweeps_list(f->s, NULL, 0, 0, &page, &n, &next), TY_EINVAL);
 }
 
 /* Admission's lines: a queue's jobs outside sweeps, and each sweep's trials apart. */
