@@ -94,6 +94,7 @@ void api_feed_free(api_feed *f)
         free(it->queue);
         free(it->labels_json);
         free(it->text);
+        free(it->team);
     }
     free(f->ring);
     pthread_cond_destroy(&f->filled);

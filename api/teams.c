@@ -372,14 +372,21 @@ static json_t *team_json(const store_team *t, const store_team_usage *u)
         if (over > 0)
             bad |= map_put(borrowed, u->use[i].resource, over) != 0;
     }
-    if (bad || json_object_set_new(j, "usage", usage) ||
-        json_object_set_new(j, "borrowed", borrowed) ||
+    if (bad) {
+        json_decref(usage);
+        json_decref(borrowed);
+        json_decref(j);
+        return NULL;
+    }
+    /* json_object_set_new() takes the value even when it fails. */
+    if (json_object_set_new(j, "usage", usage)) {
+        json_decref(borrowed);
+        json_decref(j);
+        return NULL;
+    }
+    if (json_object_set_new(j, "borrowed", borrowed) ||
         json_object_set_new(j, "pending", json_integer(u->pending)) ||
         json_object_set_new(j, "admitted", json_integer(u->admitted))) {
-        if (bad) {
-            json_decref(usage);
-            json_decref(borrowed);
-        }
         json_decref(j);
         return NULL;
     }

@@ -29,13 +29,14 @@
 
 static void print_header(FILE *out)
 {
-    fprintf(out, "%-24s %-18s %-24s %s\n", "NAME", "SCOPES", "CREATED", "REVOKED");
+    fprintf(out, "%-24s %-18s %-16s %-24s %s\n", "NAME", "SCOPES", "TEAM", "CREATED", "REVOKED");
 }
 
-static void print_row(FILE *out, const char *name, const char *scopes, const char *created,
-                      const char *revoked)
+static void print_row(FILE *out, const char *name, const char *scopes, const char *team,
+                      const char *created, const char *revoked)
 {
-    fprintf(out, "%-24s %-18s %-24s %s\n", name, scopes, created, revoked ? revoked : "-");
+    fprintf(out, "%-24s %-18s %-16s %-24s %s\n", name, scopes, team ? team : "-", created,
+            revoked ? revoked : "-");
 }
 
 /* ---- directly on the database ------------------------------------------- */
@@ -108,7 +109,7 @@ static int db_list(const config_token *cfg, FILE *out, FILE *errf)
         ty_time_format_rfc3339(tokens[i].created_at_ms, created, sizeof created);
         if (tokens[i].revoked_at_ms)
             ty_time_format_rfc3339(tokens[i].revoked_at_ms, revoked, sizeof revoked);
-        print_row(out, tokens[i].name, scopes, created,
+        print_row(out, tokens[i].name, scopes, tokens[i].team, created,
                   tokens[i].revoked_at_ms ? revoked : NULL);
     }
     rc = 0;
@@ -385,7 +386,8 @@ static int http_list(const config_token *cfg, FILE *out, FILE *errf)
         }
         const char *name = json_string_value(json_object_get(t, "name"));
         const char *created = json_string_value(json_object_get(t, "created_at"));
-        print_row(out, name ? name : "?", scopes, created ? created : "?",
+        print_row(out, name ? name : "?", scopes,
+                  json_string_value(json_object_get(t, "team")), created ? created : "?",
                   json_string_value(json_object_get(t, "revoked_at")));
     }
     rc = 0;

@@ -147,6 +147,7 @@ static void test_create_list_revoke(void **state)
     assert_non_null(ci);
     assert_non_null(viewer);
     assert_non_null(strstr(ci, "read,submit"));
+    assert_non_null(strstr(ci, " default ")); /* its team */
     assert_true(strstr(ci, " -\n") < viewer); /* not revoked */
     assert_null(strstr(out, "ty_"));         /* secrets are never listed */
 
