@@ -270,6 +270,58 @@ static void test_team_filter_in_lists_and_gets(void **state)
     assert_int_equal(store_job_visible(f->s, "short", NULL), TY_ENOTFOUND);
 }
 
+/* A sweep of one trial, of team (NULL: default) and owner; its id into id. */
+static void create_sweep(store *s, const char *team, const char *owner, char id[STORE_ID_LEN + 1])
+{
+    assert_int_equal(store_sweep_id_new(id), TY_OK);
+    store_job_new trial = job_template("trial", "default");
+    trial.team = team;
+    trial.owner = owner;
+    const char *params[1] = {"{}"};
+    store_sweep_new in = {.id = id, .name = "sw", .algorithm = "grid", .parallelism = 1,
+                          .metric = "loss", .stop_min_trials = -1, .body_json = "{}",
+                          .team = team, .owner = owner, .trials = &trial,
+                          .params_json = params, .ntrials = 1};
+    assert_int_equal(store_sweep_create(s, &in), TY_OK);
+}
+
+static void test_team_filter_in_sweeps(void **state)
+{
+    store_fixture *f = *state;
+    char a[STORE_ID_LEN + 1], b[STORE_ID_LEN + 1], c[STORE_ID_LEN + 1];
+    create_sweep(f->s, "nlp", "carol", a);
+    create_sweep(f->s, NULL, NULL, b);
+    create_sweep(f->s, "nlp", "carol", c);
+    store_sweep *sw = NULL;
+    size_t n = 0;
+    int64_t next = 0;
+    assert_int_equal(store_sweeps_list(f->s, "nlp", 0, 1, &sw, &n, &next), TY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(sw[0].id, c);
+    assert_string_equal(sw[0].team, "nlp");
+    assert_string_equal(sw[0].owner, "carol");
+    store_sweeps_free(sw, n);
+    assert_int_equal(store_sweeps_list(f->s, "nlp", next, 10, &sw, &n, &next), TY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(sw[0].id, a);
+    assert_int_equal(next, 0);
+    store_sweeps_free(sw, n);
+    assert_int_equal(store_sweeps_list(f->s, NULL, 0, 10, &sw, &n, &next), TY_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(sw[1].team, STORE_TEAM_DEFAULT);
+    assert_null(sw[1].owner);
+    store_sweeps_free(sw, n);
+    assert_int_equal(store_sweep_visible(f->s, a, "nlp"), TY_OK);
+    assert_int_equal(store_sweep_visible(f->s, a, STORE_TEAM_DEFAULT), TY_ENOTFOUND);
+    assert_int_equal(store_sweep_visible(f->s, b, NULL), TY_OK);
+    /* The trials belong where their sweep does. */
+    store_job_filter flt = {.limit = 10, .team = "nlp"};
+    store_job *jobs = NULL;
+    assert_int_equal(store_jobs_list(f->s, &flt, &jobs, &n, &next), TY_OK);
+    assert_int_equal(n, 2);
+    store_jobs_free(jobs, n);
+}
+
 static void test_writes_fail_cleanly(void **state)
 {
     store_fixture *f = *state;
@@ -297,6 +349,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tokens_belong_to_a_team, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_team_filter_in_lists_and_gets, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_team_filter_in_sweeps, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_writes_fail_cleanly, store_fixture_setup,
                                         store_fixture_teardown),
