@@ -104,6 +104,21 @@ void api_reply_job_not_found(api_resp *resp);
  */
 void api_reply_invalid(api_resp *resp, unsigned status, const char *code, spec_errors *errs);
 
+/*
+ * The secret env values of n normalized specs, moved out of them before they are stored
+ * (spec_secrets_take(): each spec, changed in place, keeps {"value": null, "secret": true}):
+ * jobs[i].secrets and .nsecrets point into *held, which must outlive the submission and is
+ * released by api_secrets_free(). TY_ENOMEM (then free it all the same).
+ */
+typedef struct api_secrets {
+    json_t **taken;          /* nspecs objects {NAME: value} or NULL; NULL when none */
+    size_t nspecs;
+    store_env_secret *v;     /* every spec's values, borrowed from taken */
+    size_t n;
+} api_secrets;
+ty_err api_secrets_take(json_t *const *specs, size_t n, store_job_new *jobs, api_secrets *held);
+void api_secrets_free(api_secrets *held);
+
 /* ---- job filters (jobs.c): GET /v1/jobs's state, queue and label, also GET /v1/events's ---- */
 
 #define API_MAX_LABEL_FILTERS SPEC_MAX_LABELS

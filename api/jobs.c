@@ -190,6 +190,55 @@ void api_reply_invalid(api_resp *resp, unsigned status, const char *code, spec_e
 
 /* ---- submission ---------------------------------------------------------- */
 
+ty_err api_secrets_take(json_t *const *specs, size_t n, store_job_new *jobs, api_secrets *held)
+{
+    size_t total = 0;
+    memset(held, 0, sizeof *held);
+    for (size_t i = 0; i < n; i++) {
+        json_t *taken = NULL;
+        if (spec_secrets_take(specs[i], &taken) != TY_OK)
+            return TY_ENOMEM;
+        if (!taken)
+            continue;
+        if (!held->taken && !(held->taken = calloc(n, sizeof *held->taken))) {
+            json_decref(taken);
+            return TY_ENOMEM;
+        }
+        held->nspecs = n;
+        held->taken[i] = taken;
+        total += json_object_size(taken);
+    }
+    if (!total)
+        return TY_OK;
+    if (!(held->v = calloc(total, sizeof *held->v)))
+        return TY_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *k;
+        json_t *val;
+        if (!held->taken[i])
+            continue;
+        jobs[i].secrets = held->v + held->n;
+        json_object_foreach(held->taken[i], k, val)
+        {
+            held->v[held->n++] = (store_env_secret){k, json_string_value(val),
+                                                    json_string_length(val)};
+            jobs[i].nsecrets++;
+        }
+    }
+    return TY_OK;
+}
+
+void api_secrets_free(api_secrets *held)
+{
+    if (!held)
+        return;
+    for (size_t i = 0; held->taken && i < held->nspecs; i++)
+        json_decref(held->taken[i]);
+    free(held->taken);
+    free(held->v);
+    memset(held, 0, sizeof *held);
+}
+
 #define SPEC_TEXT_GUESS 512 /* bytes of a typical normalized spec, to reserve up front */
 #define JOB_TEXT_EXTRA 320  /* bytes of a Job resource besides its spec, about */
 
@@ -208,9 +257,13 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
     size_t nout = 0, nlabels = 0;
     ty_buf text = {0}, specs_text = {0};
     time_cache tc = {0};
+    api_secrets secrets = {0};
     ty_err e = TY_ENOMEM;
 
     if (!jobs || !spec_at)
+        goto fail;
+    /* Secret values leave the specs before they are written: the store seals them. */
+    if ((e = api_secrets_take(specs, n, jobs, &secrets)) != TY_OK)
         goto fail;
     /*
      * Every spec is written once, NUL-terminated, into one buffer (a batch
@@ -304,6 +357,7 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
 fail:
     api_reply_error(resp, e, NULL);
 done:
+    api_secrets_free(&secrets);
     free(jobs);
     free(spec_at);
     ty_buf_free(&specs_text);

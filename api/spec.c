@@ -941,6 +941,117 @@ out:
     return out;
 }
 
+static const char *const env_entry_fields[] = {"value", "secret", NULL};
+
+#define ENV_ENTRY_MSG                                                                              \
+    "must be a string, or an object {\"value\": string, \"secret\": boolean}"
+
+/*
+ * One env entry at the current path: a string (plain, as it always was), or an object
+ * {"value": string, "secret": boolean}. A plain object ("secret" false or absent) normalizes
+ * to its string; a secret one to a new {"value": "...", "secret": true}, whose value
+ * spec_secrets_take() moves out before the spec is stored. Returns the new normalized entry
+ * or NULL with an error recorded.
+ */
+static json_t *env_entry(vctx *v, const json_t *item)
+{
+    if (json_is_string(item))
+        return want_string(v, item, check_env_value);
+    if (!json_is_object(item)) {
+        fail(v, ENV_ENTRY_MSG);
+        return NULL;
+    }
+    size_t nerr = v->errs->count;
+    check_fields(v, item, env_entry_fields);
+    json_t *secret = member(item, "secret"), *value = NULL, *out = NULL;
+    if (secret && !json_is_boolean(secret))
+        fail_at(v, "secret", "must be a boolean");
+    int is_secret = secret && json_is_true(secret);
+    if (is_secret && v->opts->no_secrets)
+        fail_at(v, "secret", v->opts->no_secrets);
+    if (!member(item, "value")) {
+        fail_at(v, "value",
+                is_secret ? "is required: a secret's value is never returned, so a spec read "
+                            "back from the API must be given its secret values again"
+                          : "is required");
+    } else {
+        size_t m = push_key(v, "value");
+        value = want_string(v, json_object_get(item, "value"), check_env_value);
+        pop(v, m);
+    }
+    if (v->errs->count != nerr || !value) {
+        json_decref(value);
+        return NULL;
+    }
+    if (!is_secret)
+        return value;
+    out = chk(v, json_object());
+    put(v, out, "value", value);
+    put(v, out, "secret", json_true());
+    return out;
+}
+
+/*
+ * The env member: at most SPEC_MAX_ENV entries whose names pass check_env_key, each an
+ * env_entry(). The normalized object has sorted keys.
+ */
+static json_t *env_field(vctx *v, const json_t *obj)
+{
+    json_t *val = member(obj, "env");
+    if (!val)
+        return chk(v, json_object());
+    size_t mark = push_key(v, "env");
+    json_t *out = NULL, *tmp = NULL;
+    const char **keys = NULL;
+    size_t nerr = v->errs->count;
+    if (!json_is_object(val)) {
+        fail(v, "must be an object whose values are strings or {\"value\", \"secret\"} "
+                "objects");
+        goto out;
+    }
+    size_t n = json_object_size(val);
+    if (n > SPEC_MAX_ENV)
+        failf(v, "must have at most %d entries", SPEC_MAX_ENV);
+    tmp = chk(v, json_object());
+    const char *k;
+    json_t *item;
+    json_object_foreach(val, k, item)
+    {
+        size_t m = push_key(v, k);
+        const char *msg = check_env_key(k, strlen(k));
+        if (msg)
+            fail(v, msg);
+        else
+            put(v, tmp, k, env_entry(v, item));
+        pop(v, m);
+    }
+    if (v->errs->count != nerr || v->oom)
+        goto out;
+    keys = malloc((n ? n : 1) * sizeof *keys);
+    out = chk(v, json_object());
+    if (!keys || !out) {
+        v->oom = 1;
+        goto out;
+    }
+    size_t i = 0;
+    json_object_foreach(tmp, k, item)
+    {
+        keys[i++] = k;
+    }
+    qsort(keys, i, sizeof *keys, cmp_str);
+    for (size_t j = 0; j < i; j++)
+        put(v, out, keys[j], json_incref(json_object_get(tmp, keys[j])));
+out:
+    if (out && (v->errs->count != nerr || v->oom)) {
+        json_decref(out);
+        out = NULL;
+    }
+    json_decref(tmp);
+    free(keys);
+    pop(v, mark);
+    return out;
+}
+
 /*
  * An optional object member: returns it (borrowed), or NULL when absent/null
  * or not an object (then an error is recorded and *bad is set).
@@ -1326,8 +1437,7 @@ static json_t *job_spec(vctx *v, const json_t *in)
     put(v, out, "command",
         string_array_field(v, in, "command", 1, SPEC_MAX_COMMAND_ITEMS, check_command_item));
     put(v, out, "args", string_array_field(v, in, "args", 0, SPEC_MAX_ARGS_ITEMS, check_arg));
-    put(v, out, "env",
-        string_map_field(v, in, "env", SPEC_MAX_ENV, check_env_key, check_env_value));
+    put(v, out, "env", env_field(v, in));
     put(v, out, "workers", workers_section(v, in));
     put(v, out, "resources", resources_section(v, in));
     put(v, out, "placement", placement_section(v, in));
@@ -1491,4 +1601,34 @@ out:
     free(keys);
     json_decref(merged);
     return e;
+}
+
+ty_err spec_secrets_take(json_t *spec, json_t **secrets)
+{
+    json_t *env = json_object_get(spec, "env"), *item, *taken = NULL;
+    const char *k;
+    if (secrets)
+        *secrets = NULL;
+    if (!json_is_object(env))
+        return TY_OK;
+    json_object_foreach(env, k, item)
+    {
+        json_t *value = json_object_get(item, "value");
+        if (!json_is_object(item) || !json_is_true(json_object_get(item, "secret")) ||
+            !json_is_string(value))
+            continue;
+        if (secrets && !taken && !(taken = json_object()))
+            return TY_ENOMEM;
+        if (taken && json_object_set_nocheck(taken, k, value)) {
+            json_decref(taken);
+            return TY_ENOMEM;
+        }
+        if (json_object_set_new_nocheck(item, "value", json_null())) {
+            json_decref(taken);
+            return TY_ENOMEM;
+        }
+    }
+    if (secrets)
+        *secrets = taken;
+    return TY_OK;
 }

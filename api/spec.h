@@ -113,6 +113,9 @@ typedef struct spec_opts {
     const spec_limits *limits;        /* NULL: no backend limit is checked */
     const char *const *server_labels; /* NULL-terminated reserved keys the server set in the
                                          input itself; NULL: none */
+    const char *no_secrets;           /* non-NULL: a secret env entry is refused (422 at
+                                         $.env.<NAME>.secret) with this message, for specs
+                                         that are stored as written (a webhook's template) */
 } spec_opts;
 
 /* The labels a webhook delivery sets on its job: {"webhook", "commit", NULL}. */
@@ -147,6 +150,18 @@ ty_err spec_batch_opts(const json_t *in, size_t max_jobs, const spec_opts *opts,
  * SPEC_MAX_LABELS labels (nothing is changed then); TY_ENOMEM.
  */
 ty_err spec_add_server_labels(json_t *spec, const json_t *labels);
+
+/*
+ * Secret env values. An env entry is a string (a plain value) or an object
+ * {"value": "...", "secret": true|false}; "secret": false normalizes to the plain string, a
+ * secret to {"value": "...", "secret": true}. A secret value must never be stored in a spec
+ * nor returned: spec_secrets_take() moves every secret value of a normalized spec (changed in
+ * place) out, leaving {"value": null, "secret": true}, which is what the API stores and
+ * returns. *secrets is a new object {NAME: value} in key order, or NULL when the spec has no
+ * secret (secrets may be NULL: the values are dropped, e.g. for a stored sweep body whose
+ * template env has the same forms). TY_ENOMEM (the spec may be half redacted then: drop it).
+ */
+ty_err spec_secrets_take(json_t *spec, json_t **secrets);
 
 /* Syntax checks shared with the query parser of GET /v1/jobs. Arguments borrowed. */
 int spec_is_dns_label(const char *s, size_t len);

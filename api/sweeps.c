@@ -235,6 +235,7 @@ typedef struct trials {
     char **params_text;
     json_t **specs;
     size_t n;
+    api_secrets secrets; /* the trials' secret env values, taken out of their specs */
 } trials;
 
 static void trials_free(trials *t)
@@ -247,6 +248,7 @@ static void trials_free(trials *t)
         if (t->specs)
             json_decref(t->specs[i]);
     }
+    api_secrets_free(&t->secrets);
     free(t->jobs);
     free(t->labels);
     free(t->spec_text);
@@ -277,12 +279,17 @@ static ty_err trials_build(const api_ctx *ctx, const sweep_def *d, const char *i
         /* The template is the same for every trial but its args and env: one check will do. */
         if (i == 0 && (e = check_runnable(ctx, t->specs[i], errs)) != TY_OK)
             return e;
+        nlabels += json_object_size(json_object_get(t->specs[i], "labels"));
+    }
+    /* Secret values leave the specs before they are written: the store seals them. */
+    if (api_secrets_take(t->specs, n, t->jobs, &t->secrets) != TY_OK)
+        return TY_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
         ty_buf b = {0};
         if (ty_json_write(&b, t->specs[i]) || ty_buf_steal(&b, &t->spec_text[i], NULL)) {
             ty_buf_free(&b);
             return TY_ENOMEM;
         }
-        nlabels += json_object_size(json_object_get(t->specs[i], "labels"));
     }
     if (!(t->labels = calloc(nlabels ? nlabels : 1, sizeof *t->labels)))
         return TY_ENOMEM;
@@ -328,10 +335,15 @@ void api_sweeps_create(const api_req *req, api_resp *resp)
     if (e)
         goto fail;
     if (json_is_object(body)) {
-        if (!(body_text = json_dumps(body, JSON_COMPACT))) {
+        /* Stored as sent, but for the template's secret env values (null there). */
+        json_t *kept = json_deep_copy(body);
+        if (!kept || spec_secrets_take(json_object_get(kept, "template"), NULL) != TY_OK ||
+            !(body_text = json_dumps(kept, JSON_COMPACT))) {
+            json_decref(kept);
             e = TY_ENOMEM;
             goto fail;
         }
+        json_decref(kept);
         parse_early_stopping(body, &in, &errs);
     }
     e = sweep_parse_limited(body, &req->ctx->limits, &d, &errs);

@@ -206,7 +206,9 @@ static ty_err job_from_template(const api_ctx *ctx, const json_t *tmpl, const ch
             e = TY_ENOMEM;
     }
     /* "webhook" and "commit" are reserved for the server: these two are ours. */
-    spec_opts opts = {.limits = &ctx->limits, .server_labels = spec_webhook_labels};
+    spec_opts opts = {.limits = &ctx->limits, .server_labels = spec_webhook_labels,
+                      .no_secrets = "a webhook's template is stored as written: it cannot hold "
+                                    "a secret value"};
     if (!e)
         e = spec_job_opts(filled, path, &opts, spec, errs);
     char cpath[128] = "$", msg[256] = "", full[192];

@@ -65,7 +65,12 @@ typedef struct backend_job {
     int attempt;                /* 1, 2, ... (TRAINYARD_ATTEMPT) */
     int world_size;             /* workers.count: ranks in the gang */
     const char *const *argv;    /* command then args, NULL-terminated, argv[0] non-empty */
-    const char *const *env;     /* the job's env as "NAME=value", NULL-terminated */
+    const char *const *env;     /* the job's env as "NAME=value", NULL-terminated; at
+                                   launch() its secret values, TRAINYARD_TOKEN and
+                                   TRAINYARD_RENDEZVOUS_SECRET too */
+    const char *const *secret_names; /* the names of env whose values are secrets (never
+                                   logged; on Kubernetes held by a Secret, not the pod
+                                   template), NULL-terminated; NULL: none */
     const char *image;          /* the container image, or NULL (the local backend runs the
                                    command on the host and ignores it) */
     const char *cpu;            /* resources.cpu as written ("1", "500m"), for rendering */

@@ -434,6 +434,10 @@ static ty_err job_new(const store_job *row, sjob **out)
     n = 0;
     json_object_foreach((json_t *)env, k, v)
     {
+        /* A secret entry ({"value": null, "secret": true}) has its value in the store only:
+         * launch() opens it. */
+        if (!json_is_string(v))
+            continue;
         size_t len = strlen(k) + strlen(json_string_value(v)) + 2;
         if (!(j->env[n] = malloc(len)))
             goto fail;
@@ -1358,8 +1362,12 @@ out:
 
 /*
  * Launches j's current attempt (its STARTING committed); the backend answers with events.
- * The attempt's env is the job's plus TRAINYARD_TOKEN and TRAINYARD_RENDEZVOUS_SECRET,
- * which the backend copies into every rank. The rendezvous secret (32 random bytes in hex,
+ * The attempt's env is the job's plus its secret values, opened from the store here and
+ * only here (the spec holds none of them), TRAINYARD_TOKEN and TRAINYARD_RENDEZVOUS_SECRET,
+ * which the backend copies into every rank; bj.secret_names names those three kinds, which
+ * a backend that writes objects keeps out of them (a Kubernetes Secret). A job whose secrets
+ * cannot be opened (the key file unreadable, a blob that does not open) is not launched: its
+ * attempt fails as a launch the backend refused would. The rendezvous secret (32 random bytes in hex,
  * which trainyard-worker's ranks prove to each other before they form the gang) is minted
  * here, once per launch of an attempt, and kept nowhere: an attempt adopted after a
  * restart goes on with the secret its ranks hold, and the next attempt gets a new one.
@@ -1371,11 +1379,42 @@ static void launch(sched *s, sjob *j)
     char token[sizeof "TRAINYARD_TOKEN=" + TY_TOKEN_BUFLEN] = "";
     unsigned char raw[32];
     char secret[sizeof secret_name + 2 * sizeof raw] = "";
-    const char **env = NULL;
-    size_t n = 0;
+    const char **env = NULL, **names = NULL;
+    char **opened = NULL; /* "NAME=value" of the job's secret values */
+    store_env_secret *sv = NULL;
+    size_t n = 0, nsv = 0;
     job_backend_view(j, j->attempt, &bj);
     while (j->env[n])
         n++;
+    ty_err e = store_job_secrets_open(s->st, j->id, &sv, &nsv);
+    if (e == TY_OK && nsv && !(opened = calloc(nsv, sizeof *opened)))
+        e = TY_ENOMEM;
+    for (size_t i = 0; e == TY_OK && i < nsv; i++) {
+        size_t len = strlen(sv[i].name) + sv[i].value_len + 2;
+        if (!(opened[i] = malloc(len)))
+            e = TY_ENOMEM;
+        else
+            snprintf(opened[i], len, "%s=%s", sv[i].name, sv[i].value);
+    }
+    if (e == TY_OK && !(names = calloc(nsv + 3, sizeof *names)))
+        e = TY_ENOMEM;
+    if (e != TY_OK) {
+        backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED, .attempt = j->res, .rank = -1,
+                            .exit_code = -1, .time_ms = ty_time_now_ms()};
+        snprintf(ev.detail, sizeof ev.detail, "the job's secret env values could not be opened: %s",
+                 ty_strerror(e));
+        TY_LOG(TY_LOG_ERROR, "scheduler: cannot open a job's secrets", "{s:s, s:s}", "job_id",
+               j->id, "error", ty_strerror(e));
+        j->launched = 1;
+        j->alive = j->world;
+        on_event(s, &ev);
+        goto out;
+    }
+    for (size_t i = 0; i < nsv; i++)
+        names[i] = sv[i].name;
+    names[nsv] = "TRAINYARD_TOKEN";
+    names[nsv + 1] = "TRAINYARD_RENDEZVOUS_SECRET";
+    bj.secret_names = names;
     if (j->token[0])
         snprintf(token, sizeof token, "TRAINYARD_TOKEN=%s", j->token);
     if (ty_random_bytes(raw, sizeof raw) == TY_OK) {
@@ -1387,23 +1426,42 @@ static void launch(sched *s, sjob *j)
                j->id);
     }
     explicit_bzero(raw, sizeof raw);
-    /* Out of memory: the ranks start without either (they cannot report, and warn). */
-    if ((token[0] || secret[0]) && (env = calloc(n + 3, sizeof *env))) {
-        size_t k = n;
-        memcpy(env, j->env, n * sizeof *env);
-        if (token[0])
-            env[k++] = token;
-        if (secret[0])
-            env[k++] = secret;
-        bj.env = env;
+    if (!(env = calloc(n + nsv + 3, sizeof *env))) {
+        backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED, .attempt = j->res, .rank = -1,
+                            .exit_code = -1, .time_ms = ty_time_now_ms()};
+        snprintf(ev.detail, sizeof ev.detail, "out of memory");
+        j->launched = 1;
+        j->alive = j->world;
+        on_event(s, &ev);
+        goto out;
     }
+    size_t k = n;
+    memcpy(env, j->env, n * sizeof *env);
+    for (size_t i = 0; i < nsv; i++)
+        env[k++] = opened[i];
+    /* Without a token or a secret (the RNG failed) the ranks start without it: they cannot
+     * report, or they warn that anything may join their rendezvous. */
+    if (token[0])
+        env[k++] = token;
+    if (secret[0])
+        env[k++] = secret;
+    bj.env = env;
     j->launched = 1;
     j->alive = j->world;
     pthread_mutex_lock(&s->mu);
     s->launches++;
     pthread_mutex_unlock(&s->mu);
     s->be->ops->launch(s->be, j->res, &bj);
+out:
     free(env);
+    free(names);
+    for (size_t i = 0; opened && i < nsv; i++)
+        if (opened[i]) {
+            explicit_bzero(opened[i], strlen(opened[i]));
+            free(opened[i]);
+        }
+    free(opened);
+    store_env_secrets_free(sv, nsv);
     explicit_bzero(token, sizeof token);
     explicit_bzero(secret, sizeof secret);
     explicit_bzero(j->token, sizeof j->token);

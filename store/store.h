@@ -61,6 +61,16 @@ typedef struct store_label {
 } store_label;
 
 /* A job to insert. All fields borrowed. */
+/*
+ * A secret env value of a job (the spec's {"value": ..., "secret": true}). In a
+ * store_job_new the strings are borrowed; from store_job_secrets_open() they are new.
+ */
+typedef struct store_env_secret {
+    const char *name;            /* the variable's name */
+    const char *value;           /* NUL-terminated, value_len bytes */
+    size_t value_len;
+} store_env_secret;
+
 typedef struct store_job_new {
     const char *name;
     const char *queue;
@@ -68,6 +78,10 @@ typedef struct store_job_new {
     const char *spec_json;       /* the normalized spec, a JSON object, stored verbatim */
     const store_label *labels;   /* copies of spec.labels, indexed for filtering */
     size_t nlabels;
+    const store_env_secret *secrets; /* its secret env values (the spec holds none of them:
+                                        {"value": null, "secret": true}), sealed in the job's
+                                        own transaction (job_secrets); NULL when none */
+    size_t nsecrets;
     const char *team;            /* the owning team; NULL: STORE_TEAM_DEFAULT. Not checked
                                     against the teams table: the caller checked it */
     const char *owner;           /* the submitting token's name; NULL: none */
@@ -113,6 +127,18 @@ ty_err store_jobs_submit(store *s, const store_job_new *jobs, size_t n, const ch
 /* TY_ENOTFOUND when no job has that id. *out (one job) is new. */
 ty_err store_job_get(store *s, const char *id, store_job **out);
 
+/*
+ * The secret env values of job `id`, opened (store_secrets.c): *out is a new array of *n
+ * entries in name order (NULL and 0 when the job has none, or no such job exists), freed
+ * with store_env_secrets_free(), which wipes the values. Each value is sealed with
+ * AES-256-GCM under the key file next to the database ("webhook-secrets.key"), with
+ * "job-env:<id>:<name>" as associated data, so a blob moved to another job or name does not
+ * open: TY_ESCHEMA then; TY_EIO when the key file cannot be read; TY_ENOMEM. The sealed
+ * values are deleted in the transaction that ends the job.
+ */
+ty_err store_job_secrets_open(store *s, const char *id, store_env_secret **out, size_t *n);
+/* Wipes and frees what store_job_secrets_open() returned. Accepts NULL. */
+void store_env_secrets_free(store_env_secret *v, size_t n);
 /*
  * Whether the caller of `team` may see job `id`: TY_OK when the job exists and team is NULL
  * (every team) or the job's team; TY_ENOTFOUND otherwise, the same answer for another team's

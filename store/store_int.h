@@ -12,6 +12,7 @@
  *   store_tokens.c  API tokens and job tokens
  *   store_notify.c  notification subscriptions and the outbox of their deliveries
  *   store_seal.c    secrets sealed at rest under the key file (AES-256-GCM)
+ *   store_secrets.c jobs' secret env values: sealed on insert, opened for a launch
  *   store_metrics.c the metrics jobs report: the batched upsert under the
  *                   per-job caps, the downsampled read, the stream's read by
  *                   seq, the retention purge
@@ -305,6 +306,29 @@ ty_err store_secret_seal(const store *s, const char *aad, const unsigned char *i
                          unsigned char **out, size_t *outlen);
 ty_err store_secret_unseal(const store *s, const char *aad, const unsigned char *in, size_t n,
                            unsigned char **out, size_t *outlen);
+/*
+ * The same with the key read once for many values (a submission's secrets, a job's): a
+ * zeroed sealer reads the key file on its first use; store_sealer_done() wipes it. Values up
+ * to STORE_SEALED_MAX bytes (a job's env value is at most 32 KiB).
+ */
+#define STORE_SEALED_MAX 32768
+typedef struct store_sealer {
+    unsigned char key[32];
+    int loaded;
+} store_sealer;
+ty_err store_sealer_seal(const store *s, store_sealer *k, const char *aad,
+                         const unsigned char *in, size_t n, unsigned char **out, size_t *outlen);
+ty_err store_sealer_open(const store *s, store_sealer *k, const char *aad,
+                         const unsigned char *in, size_t n, unsigned char **out, size_t *outlen);
+void store_sealer_done(store_sealer *k);
+
+/*
+ * Seals a job's secret env values (store_secrets.c), writer only, inside the transaction that
+ * inserts job `id` (seq job_seq); k as store_sealer_seal().
+ */
+ty_err store_job_secrets_put(const store *s, store_conn *w, store_sealer *k, int64_t job_seq,
+                             const char *id, const store_env_secret *v, size_t n);
+
 /*
  * Reads the one row sql (its ?1 bound to name) returns: into item through row, and its sealed
  * secret, column col, into *blob (new, *bloblen bytes). TY_ENOTFOUND when there is no row,

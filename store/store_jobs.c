@@ -227,8 +227,8 @@ static ty_err sync_idgen(store *s, store_conn *w)
     return e;
 }
 
-static ty_err insert_job(store *s, store_conn *w, const store_job_new *in, int64_t now,
-                         store_job *out)
+static ty_err insert_job(store *s, store_conn *w, store_sealer *k, const store_job_new *in,
+                         int64_t now, store_job *out)
 {
     sqlite3_stmt *st = NULL;
     int64_t ms;
@@ -262,7 +262,7 @@ static ty_err insert_job(store *s, store_conn *w, const store_job_new *in, int64
         if ((e = store_step_done(st)) != TY_OK)
             return e;
     }
-    return TY_OK;
+    return store_job_secrets_put(s, w, k, out->seq, out->id, in->secrets, in->nsecrets);
 }
 
 /*
@@ -275,9 +275,11 @@ static ty_err insert_jobs(store *s, store_conn *w, const store_job_new *jobs, si
                           int64_t now, store_job *out)
 {
     sqlite3_stmt *st = NULL;
+    store_sealer k = {0}; /* the key file is read once, by the first secret */
     ty_err e = TY_OK;
     for (size_t i = 0; e == TY_OK && i < n; i++)
-        e = insert_job(s, w, &jobs[i], now, &out[i]);
+        e = insert_job(s, w, &k, &jobs[i], now, &out[i]);
+    store_sealer_done(&k);
     if (e != TY_OK || n == 0 || (e = store_conn_stmt(w, SQL_INSERT_SUBMITTED, 0, &st)) != TY_OK)
         return e;
     sqlite3_bind_int64(st, 1, out[0].seq);

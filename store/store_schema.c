@@ -56,6 +56,7 @@
  *      jobs.gpu_type, .gpus, .cpu_milli, .memory_bytes; sweeps.team and .owner; jobs_team
  *      (team, seq) is the list's team stream, jobs_team_state (team, state, seq) a team's
  *      usage and counts
+ *  14  job_secrets: a job's secret env values, sealed; dropped when the job ends
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -374,6 +375,19 @@ static const char *const migrations[] = {
     "ALTER TABLE sweeps ADD COLUMN team TEXT NOT NULL DEFAULT 'default';"
     "ALTER TABLE sweeps ADD COLUMN owner TEXT;"
     "CREATE INDEX sweeps_team ON sweeps (team);",
+
+    /* 14: jobs' secret env values (store_secrets.c), sealed under the key file, written in
+     * the job's own transaction; deleted in the transaction that ends the job. */
+    "CREATE TABLE job_secrets ("
+    "  job_seq INTEGER NOT NULL,"
+    "  name    TEXT NOT NULL CHECK (length(name) > 0),"
+    "  sealed  BLOB NOT NULL,"
+    "  PRIMARY KEY (job_seq, name)"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE TRIGGER job_secrets_end AFTER UPDATE OF state ON jobs"
+    "  WHEN new.state BETWEEN 6 AND 8 AND old.state < 6 BEGIN"
+    "  DELETE FROM job_secrets WHERE job_seq = new.seq;"
+    "  END;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

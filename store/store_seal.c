@@ -109,28 +109,22 @@ static ty_err key_load(const store *s, unsigned char key[KEY_LEN])
     return e == TY_ENOTFOUND ? TY_EIO : e;
 }
 
-ty_err store_secret_seal(const store *s, const char *aad, const unsigned char *in, size_t n,
-                         unsigned char **out, size_t *outlen)
+static ty_err seal_with(const unsigned char key[KEY_LEN], const char *aad,
+                        const unsigned char *in, size_t n, unsigned char **out, size_t *outlen)
 {
-    if (n > STORE_SECRET_MAX)
-        return TY_EINVAL;
-    unsigned char key[KEY_LEN];
-    ty_err e = key_load(s, key);
-    if (e)
-        return e;
     size_t len = NONCE_LEN + n + TAG_LEN;
     unsigned char *b = malloc(len);
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
     int l = 0;
-    e = TY_ENOMEM;
+    ty_err e = TY_ENOMEM;
     if (!b || !c)
         goto out;
     e = TY_EIO;
     if (ty_random_bytes(b, NONCE_LEN) ||
         EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, b) != 1 ||
         EVP_EncryptUpdate(c, NULL, &l, (const unsigned char *)aad, (int)strlen(aad)) != 1 ||
-        EVP_EncryptUpdate(c, b + NONCE_LEN, &l, in, (int)n) != 1 ||
-        EVP_EncryptFinal_ex(c, b + NONCE_LEN + l, &l) != 1 ||
+        (n && EVP_EncryptUpdate(c, b + NONCE_LEN, &l, in, (int)n) != 1) ||
+        EVP_EncryptFinal_ex(c, b + NONCE_LEN + (n ? l : 0), &l) != 1 ||
         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, TAG_LEN, b + NONCE_LEN + n) != 1)
         goto out;
     *out = b;
@@ -138,9 +132,52 @@ ty_err store_secret_seal(const store *s, const char *aad, const unsigned char *i
     b = NULL;
     e = TY_OK;
 out:
-    OPENSSL_cleanse(key, sizeof key);
     EVP_CIPHER_CTX_free(c);
     free(b);
+    return e;
+}
+
+static ty_err open_with(const unsigned char key[KEY_LEN], const char *aad,
+                        const unsigned char *in, size_t n, unsigned char **out, size_t *outlen)
+{
+    size_t len = n - NONCE_LEN - TAG_LEN;
+    unsigned char *b = malloc(len + 1);
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int l = 0;
+    ty_err e = TY_ENOMEM;
+    if (!b || !c)
+        goto out;
+    e = TY_ESCHEMA;
+    if (EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, in) != 1 ||
+        EVP_DecryptUpdate(c, NULL, &l, (const unsigned char *)aad, (int)strlen(aad)) != 1 ||
+        (len && EVP_DecryptUpdate(c, b, &l, in + NONCE_LEN, (int)len) != 1) ||
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAG_LEN, (void *)(in + n - TAG_LEN)) != 1 ||
+        EVP_DecryptFinal_ex(c, b + (len ? l : 0), &l) != 1)
+        goto out;
+    b[len] = 0;
+    *out = b;
+    *outlen = len;
+    b = NULL;
+    e = TY_OK;
+out:
+    EVP_CIPHER_CTX_free(c);
+    if (b) {
+        OPENSSL_cleanse(b, len + 1);
+        free(b);
+    }
+    return e;
+}
+
+ty_err store_secret_seal(const store *s, const char *aad, const unsigned char *in, size_t n,
+                         unsigned char **out, size_t *outlen)
+{
+    if (n > STORE_SECRET_MAX)
+        return TY_EINVAL;
+    unsigned char key[KEY_LEN];
+    ty_err e = key_load(s, key);
+    if (e == TY_OK)
+        e = seal_with(key, aad, in, n, out, outlen);
+    OPENSSL_cleanse(key, sizeof key);
     return e;
 }
 
@@ -151,35 +188,46 @@ ty_err store_secret_unseal(const store *s, const char *aad, const unsigned char 
         return TY_ESCHEMA;
     unsigned char key[KEY_LEN];
     ty_err e = key_load(s, key);
-    if (e)
-        return e;
-    size_t len = n - NONCE_LEN - TAG_LEN;
-    unsigned char *b = malloc(len + 1);
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    int l = 0;
-    e = TY_ENOMEM;
-    if (!b || !c)
-        goto out;
-    e = TY_ESCHEMA;
-    if (EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, in) != 1 ||
-        EVP_DecryptUpdate(c, NULL, &l, (const unsigned char *)aad, (int)strlen(aad)) != 1 ||
-        EVP_DecryptUpdate(c, b, &l, in + NONCE_LEN, (int)len) != 1 ||
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAG_LEN, (void *)(in + n - TAG_LEN)) != 1 ||
-        EVP_DecryptFinal_ex(c, b + l, &l) != 1)
-        goto out;
-    b[len] = 0;
-    *out = b;
-    *outlen = len;
-    b = NULL;
-    e = TY_OK;
-out:
+    if (e == TY_OK)
+        e = open_with(key, aad, in, n, out, outlen);
     OPENSSL_cleanse(key, sizeof key);
-    EVP_CIPHER_CTX_free(c);
-    if (b) {
-        OPENSSL_cleanse(b, len + 1);
-        free(b);
-    }
     return e;
+}
+
+ty_err store_sealer_seal(const store *s, store_sealer *k, const char *aad,
+                         const unsigned char *in, size_t n, unsigned char **out, size_t *outlen)
+{
+    ty_err e;
+    if (n > STORE_SEALED_MAX)
+        return TY_EINVAL;
+    if (!k->loaded) {
+        if ((e = key_load(s, k->key)) != TY_OK)
+            return e;
+        k->loaded = 1;
+    }
+    return seal_with(k->key, aad, in, n, out, outlen);
+}
+
+ty_err store_sealer_open(const store *s, store_sealer *k, const char *aad,
+                         const unsigned char *in, size_t n, unsigned char **out, size_t *outlen)
+{
+    ty_err e;
+    if (n < NONCE_LEN + TAG_LEN || n - NONCE_LEN - TAG_LEN > STORE_SEALED_MAX)
+        return TY_ESCHEMA;
+    if (!k->loaded) {
+        if ((e = key_load(s, k->key)) != TY_OK)
+            return e;
+        k->loaded = 1;
+    }
+    return open_with(k->key, aad, in, n, out, outlen);
+}
+
+void store_sealer_done(store_sealer *k)
+{
+    if (k) {
+        OPENSSL_cleanse(k->key, sizeof k->key);
+        k->loaded = 0;
+    }
 }
 
 ty_err store_read_sealed_row(store *s, const char *sql, const char *name, int col,

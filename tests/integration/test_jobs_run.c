@@ -804,6 +804,133 @@ static const char restart_script[] =
     "fi\n"
     "sleep 0.2\n";
 
+/* Whether the file at path holds needle anywhere (0 when the file does not exist). */
+static int file_has(const char *path, const char *needle)
+{
+    size_t len = 0, n = strlen(needle);
+    char *text = slurp(path, &len);
+    int found = 0;
+
+    for (size_t i = 0; text && !found && len >= n && i <= len - n; i++)
+        found = memcmp(text + i, needle, n) == 0;
+    free(text);
+    return found;
+}
+
+/* GET path with token expecting 200; the raw body must not hold secret. */
+static void expect_hidden(const char *token, const char *path, const char *secret)
+{
+    ty_http_req q = {.method = "GET", .path = path, .token = token};
+    ty_http_resp *r = ty_reqx(g_c, &q);
+
+    EXPECT_STATUS(r, 200);
+    if (strstr(r->body, secret))
+        fail_msg("GET %s shows the secret value: %s", path, r->body);
+    ty_resp_destroy(r);
+}
+
+/*
+ * A secret env value: the job's rank gets it, nobody reads it back (admin or read token: the
+ * spec shows {"value": null, "secret": true}; not in events, lists, attempts or the log of
+ * the server), and the database file never holds it in clear. The same submission again
+ * (its Idempotency-Key) answers the same job.
+ */
+static void test_secret_env(void **state)
+{
+    static const char secret[] = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY-3f9c";
+    char body[1024], path[256], file[PATH_MAX], reader[160];
+    const char *const hdrs[] = {"Idempotency-Key: secret-env-1", NULL};
+    ty_http_resp *r;
+    json_t *job, *env, *spec;
+    char *id, *text;
+
+    (void)state;
+    start_server(NULL);
+    r = ty_req(g_c, "POST", "/v1/tokens", "{\"name\": \"reader\", \"scopes\": [\"read\"]}");
+    EXPECT_STATUS(r, 201);
+    snprintf(reader, sizeof reader, "%s", ty_json_str(r->json, "token"));
+    ty_resp_destroy(r);
+
+    spec = sh_spec("secret-env", 2, "echo \"rank $RANK has key=$AWS_SECRET_ACCESS_KEY "
+                                    "region=$REGION\"");
+    json_object_set_new(spec, "env",
+                        json_pack("{s:{s:s, s:b}, s:s}", "AWS_SECRET_ACCESS_KEY", "value", secret,
+                                  "secret", 1, "REGION", "eu-west-1"));
+    text = dumps(spec);
+    snprintf(body, sizeof body, "%s", text);
+    free(text);
+    ty_http_req post = {.method = "POST", .path = "/v1/jobs", .body = body, .headers = hdrs};
+    r = ty_reqx(g_c, &post);
+    EXPECT_STATUS(r, 201);
+    if (strstr(r->body, secret))
+        fail_msg("the 201 shows the secret value: %s", r->body);
+    id = strdup(ty_json_str(r->json, "id"));
+    assert_non_null(id);
+    ty_resp_destroy(r);
+    /* The same request again: the same job, still without the value. */
+    r = ty_reqx(g_c, &post);
+    EXPECT_STATUS(r, 200);
+    assert_string_equal(ty_json_str(r->json, "id"), id);
+    if (strstr(r->body, secret))
+        fail_msg("the replay shows the secret value: %s", r->body);
+    ty_resp_destroy(r);
+
+    job = wait_state(id, "SUCCEEDED");
+    env = json_object_get(json_object_get(job, "spec"), "env");
+    assert_true(json_is_null(json_object_get(json_object_get(env, "AWS_SECRET_ACCESS_KEY"),
+                                             "value")));
+    assert_true(json_is_true(json_object_get(json_object_get(env, "AWS_SECRET_ACCESS_KEY"),
+                                             "secret")));
+    assert_string_equal(jstr(env, "REGION"), "eu-west-1");
+    json_decref(job);
+
+    /* Every rank got it: the job has its secret. */
+    for (int rank = 0; rank < 2; rank++) {
+        char want[256];
+        snprintf(path, sizeof path, "/v1/jobs/%s/logs?rank=%d", id, rank);
+        r = ty_req(g_c, "GET", path, NULL);
+        EXPECT_STATUS(r, 200);
+        snprintf(want, sizeof want, "rank %d has key=%s region=eu-west-1\n", rank, secret);
+        if (!strstr(r->body, want))
+            fail_msg("rank %d's log: '%s'", rank, r->body);
+        ty_resp_destroy(r);
+    }
+
+    /* Nobody reads it back: the admin and a read token. */
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    expect_hidden(NULL, path, secret);
+    expect_hidden(reader, path, secret);
+    snprintf(path, sizeof path, "/v1/jobs/%s/events", id);
+    expect_hidden(NULL, path, secret);
+    expect_hidden(reader, path, secret);
+    snprintf(path, sizeof path, "/v1/jobs/%s/attempts", id);
+    expect_hidden(reader, path, secret);
+    expect_hidden(NULL, "/v1/jobs", secret);
+    expect_hidden(reader, "/v1/jobs", secret);
+    {
+        ty_http_req q = {.method = "GET", .path = path, .token = reader};
+        snprintf(path, sizeof path, "/v1/jobs/%s", id);
+        r = ty_reqx(g_c, &q);
+        EXPECT_STATUS(r, 200);
+        env = json_object_get(json_object_get(r->json, "spec"), "env");
+        assert_true(json_is_null(json_object_get(json_object_get(env, "AWS_SECRET_ACCESS_KEY"),
+                                                 "value")));
+        ty_resp_destroy(r);
+    }
+
+    finish();
+    /* Stopped: the WAL is in the database file. Neither holds the value, nor does the log. */
+    assert_false(file_has(ty_server_db(g_srv), secret));
+    snprintf(file, sizeof file, "%s-wal", ty_server_db(g_srv));
+    assert_false(file_has(file, secret));
+    assert_true(file_has(ty_server_db(g_srv), "eu-west-1")); /* the plain one is there */
+    text = ty_server_log(g_srv);
+    assert_non_null(text);
+    assert_null(strstr(text, secret));
+    free(text);
+    free(id);
+}
+
 static void test_failed_rank_restarts_gang(void **state)
 {
     static const char *const args[] = {"--local-slots", "4", "--stop-grace", "5", NULL};
@@ -1948,6 +2075,7 @@ int main(int argc, char **argv)
     char err[1024];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_env_contract, teardown),
+        cmocka_unit_test_teardown(test_secret_env, teardown),
         cmocka_unit_test_teardown(test_failed_rank_restarts_gang, teardown),
         cmocka_unit_test_teardown(test_restarts_exhausted, teardown),
         cmocka_unit_test_teardown(test_cancel_running_job, teardown),

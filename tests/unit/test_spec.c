@@ -180,7 +180,21 @@ static const struct bad_case {
     {J("\"env\":{\"MASTER_PORT\":\"1\"}"), "$.env.MASTER_PORT", "reserved"},
     {J("\"env\":{\"LOCAL_WORLD_SIZE\":\"1\"}"), "$.env.LOCAL_WORLD_SIZE", "reserved"},
     {J("\"env\":{\"CUDA_VISIBLE_DEVICES\":\"0\"}"), "$.env.CUDA_VISIBLE_DEVICES", "reserved"},
-    {J("\"env\":{\"A\":1}"), "$.env.A", "must be a string"},
+    {J("\"env\":{\"A\":1}"), "$.env.A", "must be a string, or an object"},
+    {J("\"env\":{\"A\":[\"x\"]}"), "$.env.A", "must be a string, or an object"},
+    /* env entries as objects: {"value": string, "secret": boolean} */
+    {J("\"env\":{\"A\":{\"secret\":true}}"), "$.env.A.value", "is required"},
+    {J("\"env\":{\"A\":{\"value\":null,\"secret\":true}}"), "$.env.A.value",
+     "a secret's value is never returned"},
+    {J("\"env\":{\"A\":{}}"), "$.env.A.value", "is required"},
+    {J("\"env\":{\"A\":{\"value\":1,\"secret\":true}}"), "$.env.A.value", "must be a string"},
+    {J("\"env\":{\"A\":{\"value\":\"x\",\"secret\":\"yes\"}}"), "$.env.A.secret",
+     "must be a boolean"},
+    {J("\"env\":{\"A\":{\"value\":\"x\",\"secret\":true,\"mode\":1}}"), "$.env.A.mode",
+     "unknown field"},
+    {J("\"env\":{\"RANK\":{\"value\":\"x\",\"secret\":true}}"), "$.env.RANK", "reserved"},
+    {J("\"env\":{\"TRAINYARD_TOKEN\":{\"value\":\"x\",\"secret\":true}}"),
+     "$.env.TRAINYARD_TOKEN", "reserved"},
     /* workers */
     {"{" NAME "," IMG "," CMD "}", "$.workers", "is required"},
     {"{" NAME "," IMG "," CMD ",\"workers\":4}", "$.workers", "must be an object"},
@@ -686,6 +700,59 @@ static void expect_with(const char *body, const spec_opts *opts, int batch, cons
     json_decref(list);
 }
 
+/* A secret env entry: normalized as {"value", "secret": true}, its value moved out before
+ * the spec is stored; plain objects become strings; a webhook's template refuses secrets. */
+static void test_secret_env(void **state)
+{
+    (void)state;
+    char *text = normalize(J("\"env\":{\"Z\":\"plain\",\"KEY\":{\"value\":\"s3cr3t\","
+                             "\"secret\":true},\"P\":{\"value\":\"p\",\"secret\":false},"
+                             "\"Q\":{\"value\":\"q\"}}"));
+    assert_non_null(strstr(text, "\"env\":{\"KEY\":{\"value\":\"s3cr3t\",\"secret\":true},"
+                                 "\"P\":\"p\",\"Q\":\"q\",\"Z\":\"plain\"}"));
+    json_t *spec = json_loads(text, 0, NULL), *taken = NULL;
+    free(text);
+    assert_non_null(spec);
+    assert_int_equal(spec_secrets_take(spec, &taken), TY_OK);
+    assert_non_null(taken);
+    assert_int_equal(json_object_size(taken), 1);
+    assert_string_equal(json_string_value(json_object_get(taken, "KEY")), "s3cr3t");
+    text = json_dumps(spec, JSON_COMPACT);
+    assert_null(strstr(text, "s3cr3t"));
+    assert_non_null(strstr(text, "\"KEY\":{\"value\":null,\"secret\":true}"));
+    /* What the API returns cannot be submitted again as it is: the value is asked for. */
+    json_t *list = errors_with(text, NULL, 0);
+    assert_non_null(list);
+    assert_true(has_error(list, "$.env.KEY.value", "give it again") ||
+                has_error(list, "$.env.KEY.value", "secret values again"));
+    json_decref(list);
+    free(text);
+    json_decref(taken);
+    json_decref(spec);
+
+    /* No secret: nothing taken, the spec unchanged. */
+    text = normalize(J("\"env\":{\"A\":\"1\"}"));
+    spec = json_loads(text, 0, NULL);
+    taken = (json_t *)1;
+    assert_int_equal(spec_secrets_take(spec, &taken), TY_OK);
+    assert_null(taken);
+    char *again = json_dumps(spec, JSON_COMPACT);
+    assert_string_equal(again, text);
+    free(again);
+    free(text);
+    json_decref(spec);
+
+    /* In a batch, errors by path. */
+    expect_with("{\"jobs\":[" J("\"env\":{\"A\":{\"value\":\"x\",\"secret\":1}}") "]}", NULL,
+                1, "$.jobs[0].env.A.secret", "must be a boolean");
+    /* Refused where the spec is stored as written. */
+    spec_opts hook = {.no_secrets = "cannot hold a secret value"};
+    expect_with(J("\"env\":{\"A\":{\"value\":\"x\",\"secret\":true}}"), &hook, 0,
+                "$.env.A.secret", "cannot hold a secret value");
+    expect_with(J("\"env\":{\"A\":{\"value\":\"x\",\"secret\":false}}"), &hook, 0, NULL,
+                NULL);
+}
+
 static void test_backend_limits(void **state)
 {
     (void)state;
@@ -1119,6 +1186,7 @@ int main(void)
         cmocka_unit_test(test_huge_numbers_become_field_errors),
         cmocka_unit_test(test_big_strings),
         cmocka_unit_test(test_syntax_helpers),
+        cmocka_unit_test(test_secret_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
