@@ -469,9 +469,12 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     }
     a->launched_once = 1;
 
-    json_t *obj = NULL;
+    json_t *obj = NULL, *secret = NULL;
     ty_err e = kube_render_job_typed(kb->p, job, a->zone[0] ? a->zone : NULL, &obj, msg,
                                      sizeof msg);
+    /* The secrets are rendered now, while the scheduler's copy of them is at hand. */
+    if (e == TY_OK && kube_render_has_secrets(job))
+        e = kube_render_secret_typed(kb->p, job, &secret, msg, sizeof msg);
     kb_action *act = e == TY_OK ? calloc(1, sizeof *act) : NULL;
 
     pthread_mutex_lock(&kb->mu);
@@ -484,6 +487,7 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
         launch_failed_locked(kb, a, e == TY_OK || e == TY_ENOMEM ? "out of memory" : msg);
         pthread_mutex_unlock(&kb->mu);
         json_decref(obj);
+        json_decref(secret);
         return;
     }
     act->kind = KB_ACT_CREATE;
@@ -491,6 +495,7 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     act->attempt = job->attempt;
     kube_render_name(job->id, (unsigned)job->attempt, act->name, sizeof act->name);
     act->obj = obj;
+    act->secret = secret;
     kb_fmt(act->job_name, sizeof act->job_name, "%s", job->name ? job->name : "");
     act_queue(kb, act);
     if (a->grow_nodes > 0) {
@@ -720,6 +725,32 @@ static void replay_pods(kbe *kb, const char *job_id, int attempt)
     json_decref(rp.pods);
 }
 
+/* Deletes the workload just created (and, through the collector, what it owns). */
+static void take_back(kbe *kb, const kb_action *act)
+{
+    ty_kresp r = {0};
+    char path[512], del[640], derr[256];
+    workload_path(kb, act->name, path, sizeof path);
+    kb_fmt(del, sizeof del, "%s?propagationPolicy=Background&gracePeriodSeconds=0", path);
+    ty_kclient_request(kb->c, "DELETE", del, NULL, &r, derr, sizeof derr);
+    ty_kresp_clear(&r);
+}
+
+/* Creates the attempt's Secret owned by the workload with that uid; one that exists already
+ * (409, an attempt adopted after a restart) is taken as it is. */
+static ty_err create_secret(kbe *kb, kb_action *act, const char *uid, char *err, size_t errlen)
+{
+    char path[512];
+    ty_err e = kube_render_set_owner(kb->p, act->secret, uid);
+    if (e != TY_OK) {
+        kb_fmt(err, errlen, "%s", e == TY_ENOMEM ? "out of memory"
+                                                 : "the created workload has no uid");
+        return e;
+    }
+    kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/secrets", kb->ns);
+    return create_or_adopt(kb, path, act->name, act->secret, NULL, 0, NULL, err, errlen);
+}
+
 static void do_create(kbe *kb, kb_action *act)
 {
     char path[512], err[1024] = "", uid[128] = "", msg[512];
@@ -728,6 +759,13 @@ static void do_create(kbe *kb, kb_action *act)
     ty_err e = create_or_adopt(kb, path, act->name, act->obj, uid, sizeof uid, &adopted, err,
                                sizeof err);
     if (e != TY_OK) {
+        report_launch_failure(kb, act, err);
+        return;
+    }
+    /* The Secret, owned by the workload: its pods wait for it (the kubelet's
+     * CreateContainerConfigError) until it exists. After a restart it is there already. */
+    if (act->secret && (e = create_secret(kb, act, uid, err, sizeof err)) != TY_OK) {
+        take_back(kb, act);
         report_launch_failure(kb, act, err);
         return;
     }
@@ -749,12 +787,7 @@ static void do_create(kbe *kb, kb_action *act)
     json_decref(svc);
     if (e != TY_OK) {
         /* A gang without its Service cannot meet: take the Job back, then say why. */
-        ty_kresp r = {0};
-        char del[640], derr[256];
-        workload_path(kb, act->name, path, sizeof path);
-        kb_fmt(del, sizeof del, "%s?propagationPolicy=Background&gracePeriodSeconds=0", path);
-        ty_kclient_request(kb->c, "DELETE", del, NULL, &r, derr, sizeof derr);
-        ty_kresp_clear(&r);
+        take_back(kb, act);
         report_launch_failure(kb, act, err);
         return;
     }
@@ -923,6 +956,7 @@ static void *worker_main(void *arg)
         else
             do_delete(kb, act);
         json_decref(act->obj);
+        json_decref(act->secret);
         free(act);
         pthread_mutex_lock(&kb->mu);
     }
@@ -1351,6 +1385,7 @@ static void kb_free(backend *b)
         kb_action *act = kb->ahead;
         kb->ahead = act->next;
         json_decref(act->obj);
+        json_decref(act->secret);
         free(act);
     }
     while (kb->attempts) {

@@ -64,6 +64,8 @@ typedef struct kb_action {
     int attempt;
     char name[KUBE_NAME_MAX];
     json_t *obj;                   /* CREATE: the workload */
+    json_t *secret;                /* CREATE: the attempt's Secret (its values), created once
+                                      the workload exists and owned by it; NULL for none */
     char job_name[256];            /* CREATE: the job's name, for the Service ("" for none) */
     int grace;                     /* DELETE: gracePeriodSeconds, -1 for the default */
     int hard;                      /* DELETE: the pods too, at once */

@@ -7,6 +7,8 @@
  */
 #include "scheduler/kube/render.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,11 +68,12 @@ ty_err kube_render_name(const char *job_id, unsigned attempt, char *out, size_t 
 
 /* ---- the attempt as the renderer reads it ---- */
 
-/* One variable of the job's env: key[0..klen) = value. */
+/* One variable of the job's env: key[0..klen) = value; a secret's comes from the Secret. */
 typedef struct kv {
     const char *key;
     size_t klen;
     const char *value;
+    int secret;
 } kv;
 
 /*
@@ -93,6 +96,7 @@ typedef struct view {
     size_t nargv, ncommand;
     kv *env;                   /* sorted by key */
     size_t nenv;
+    size_t nsecret;            /* the entries of env that are secrets */
     backend_volume *vols;
     size_t nvols;
     json_int_t timeout_s;      /* 0: none */
@@ -155,7 +159,12 @@ static ty_err view_of_job(const backend_job *job, const char *zone, view *v)
     for (size_t i = 0; i < m; i++) {
         const char *eq = strchr(job->env[i], '=');
         size_t klen = eq ? (size_t)(eq - job->env[i]) : strlen(job->env[i]);
-        v->env[v->nenv++] = (kv){job->env[i], klen, eq ? eq + 1 : ""};
+        int secret = 0;
+        for (size_t k = 0; job->secret_names && job->secret_names[k] && !secret; k++)
+            secret = strlen(job->secret_names[k]) == klen &&
+                     !memcmp(job->secret_names[k], job->env[i], klen);
+        v->env[v->nenv++] = (kv){job->env[i], klen, eq ? eq + 1 : "", secret};
+        v->nsecret += (size_t)secret;
     }
     qsort(v->env, v->nenv, sizeof *v->env, cmp_kv);
     if (job->nvolumes)
@@ -203,8 +212,12 @@ static ty_err view_of_spec(const json_t *spec, const char *job_id, unsigned atte
     const char *k;
     json_object_foreach((json_t *)env, k, x)
     {
-        const char *val = json_string_value(x);
-        v->env[v->nenv++] = (kv){k, strlen(k), val ? val : ""};
+        /* A secret ({"value": null, "secret": true} once stored) is named, never valued. */
+        int secret = json_is_object(x) && json_is_true(json_object_get(x, "secret"));
+        const char *val = secret ? json_string_value(json_object_get(x, "value"))
+                                 : json_string_value(x);
+        v->env[v->nenv++] = (kv){k, strlen(k), val ? val : "", secret};
+        v->nsecret += (size_t)secret;
     }
     qsort(v->env, v->nenv, sizeof *v->env, cmp_kv);
     json_array_foreach(vols, i, x)
@@ -356,11 +369,17 @@ static json_t *env_list(const kube_profile *p, const view *in, const need *n,
 
     /* The job's own variables, in key order (the view's) so that a spec renders the same bytes
      * whatever order its object was built in. spec.c has already refused the reserved names. */
-    for (size_t i = 0; i < in->nenv; i++)
-        push(env,
-             json_pack("{s:s#, s:s}", "name", in->env[i].key, in->env[i].klen, "value",
-                       in->env[i].value),
-             &bad);
+    for (size_t i = 0; i < in->nenv; i++) {
+        const kv *e = &in->env[i];
+        if (e->secret)
+            push(env,
+                 json_pack("{s:s#, s:{s:{s:s, s:s#}}}", "name", e->key, e->klen, "valueFrom",
+                           "secretKeyRef", "name", name, "key", e->key, e->klen),
+                 &bad);
+        else
+            push(env, json_pack("{s:s#, s:s}", "name", e->key, e->klen, "value", e->value),
+                 &bad);
+    }
     if (bad) {
         json_decref(env);
         return NULL;
@@ -703,4 +722,104 @@ ty_err kube_render_service_typed(const kube_profile *p, const backend_job *job,
     if (view_of_job(job, NULL, &v) != TY_OK)
         return TY_ENOMEM;
     return render_service(p, &v, job_uid, out, msg, msglen);
+}
+
+/* ---- the Secret ---- */
+
+/* The ownerReference to the attempt's workload (a batch/v1 or Volcano Job named name). No
+ * blockOwnerDeletion: it would need update rights on jobs/finalizers. */
+static json_t *owner_ref(const kube_profile *p, const char *name, const char *uid)
+{
+    return json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion",
+                     p->volcano ? "batch.volcano.sh/v1alpha1" : "batch/v1", "kind", "Job", "name",
+                     name, "uid", uid, "controller", 1);
+}
+
+/* Renders the Secret of v (consumed: freed here). */
+static ty_err render_secret(const kube_profile *p, view *v, const char *job_uid, json_t **out,
+                            char *msg, size_t msglen)
+{
+    char name[KUBE_NAME_MAX];
+    ty_err e = TY_ENOMEM;
+    json_t *meta = NULL, *data = NULL, *sec = NULL;
+    if (v->nsecret == 0 || kube_render_name(v->job_id, v->attempt, name, sizeof name)) {
+        e = fail(NULL, 0, msg, msglen, "",
+                 v->nsecret == 0 ? "the attempt has no secret" : "bad job id or attempt");
+        goto out;
+    }
+    int bad = 0;
+    meta = metadata(p, name, v, 1);
+    data = json_object();
+    if (!meta || !data)
+        goto out;
+    if (job_uid)
+        set(meta, "ownerReferences", owner_ref(p, name, job_uid), &bad);
+    for (size_t i = 0; i < v->nenv && !bad; i++) {
+        const kv *x = &v->env[i];
+        if (!x->secret)
+            continue;
+        size_t n = strlen(x->value);
+        char *b = malloc(4 * ((n + 2) / 3) + 1);
+        char key[256];
+        if (!b || x->klen >= sizeof key) {
+            free(b);
+            bad = 1;
+            break;
+        }
+        memcpy(key, x->key, x->klen);
+        key[x->klen] = '\0';
+        EVP_EncodeBlock((unsigned char *)b, (const unsigned char *)x->value, (int)n);
+        set(data, key, json_string(b), &bad);
+        OPENSSL_cleanse(b, 4 * ((n + 2) / 3) + 1);
+        free(b);
+    }
+    sec = json_pack("{s:s, s:s, s:o, s:s, s:o}", "apiVersion", "v1", "kind", "Secret", "metadata",
+                    meta, "type", "Opaque", "data", data);
+    meta = data = NULL;
+    if (!sec || bad)
+        goto out;
+    *out = sec;
+    sec = NULL;
+    e = TY_OK;
+out:
+    json_decref(meta);
+    json_decref(data);
+    json_decref(sec);
+    view_free(v);
+    return e;
+}
+
+ty_err kube_render_secret_typed(const kube_profile *p, const backend_job *job, json_t **out,
+                                char *msg, size_t msglen)
+{
+    view v;
+    if (!p || !job || !out)
+        return TY_EINVAL;
+    if (view_of_job(job, NULL, &v) != TY_OK)
+        return TY_ENOMEM;
+    return render_secret(p, &v, NULL, out, msg, msglen);
+}
+
+ty_err kube_render_set_owner(const kube_profile *p, json_t *obj, const char *job_uid)
+{
+    json_t *meta = json_object_get(obj, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    int bad = 0;
+    if (!p || !json_is_object(meta) || !name || !job_uid || !*job_uid)
+        return TY_EINVAL;
+    set(meta, "ownerReferences", owner_ref(p, name, job_uid), &bad);
+    return bad ? TY_ENOMEM : TY_OK;
+}
+
+int kube_render_has_secrets(const backend_job *job)
+{
+    if (!job || !job->env || !job->secret_names)
+        return 0;
+    for (size_t i = 0; job->env[i]; i++)
+        for (size_t k = 0; job->secret_names[k]; k++) {
+            size_t n = strlen(job->secret_names[k]);
+            if (!strncmp(job->env[i], job->secret_names[k], n) && job->env[i][n] == '=')
+                return 1;
+        }
+    return 0;
 }

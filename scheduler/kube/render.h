@@ -27,10 +27,15 @@
  * LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR (rank 0's DNS name), MASTER_PORT (the profile's),
  * TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_SERVER (when the profile has server_url),
  * TRAINYARD_DATA_DIR, TRAINYARD_OUTPUT_DIR and TRAINYARD_CHECKPOINT_DIR (profile paths, the last
- * two with "/<job id>"), then the job's env in key order. The scheduler's env of an attempt
- * carries its TRAINYARD_TOKEN and TRAINYARD_RENDEZVOUS_SECRET: plain values of the one pod
- * template, so every pod of the attempt holds the same secret; neither goes into a label or an
- * annotation.
+ * two with "/<job id>"), then the job's env in key order. Secrets are never in the pod
+ * template: the job's secret env values and the attempt's TRAINYARD_TOKEN and
+ * TRAINYARD_RENDEZVOUS_SECRET (backend_job.secret_names; a stored spec's
+ * {"value": null, "secret": true}) are `valueFrom.secretKeyRef` {name: the attempt's name, key:
+ * the variable's name}, and their values are the data of one v1 Secret of type Opaque, named like
+ * the Job and owned by it (kube_render_secret_typed), so every pod of the attempt (and one the Job
+ * controller would recreate) reads the same values, and deleting the Job deletes them. A pod
+ * whose Secret does not exist yet waits (the kubelet's CreateContainerConfigError) until it
+ * does. Nothing secret goes into a label or an annotation.
  *
  * Placement: the GPU type's and capacity type's node labels as nodeSelector, their taints as
  * tolerations; with a zone, a required nodeAffinity on topology.kubernetes.io/zone; always a
@@ -105,5 +110,24 @@ ty_err kube_render_job_typed(const kube_profile *p, const backend_job *job, cons
                              json_t **out, char *msg, size_t msglen);
 ty_err kube_render_service_typed(const kube_profile *p, const backend_job *job,
                                  const char *job_uid, json_t **out, char *msg, size_t msglen);
+
+/*
+ * The attempt's v1 Secret (type Opaque), named like the Job: one data key per variable of
+ * job->env named in job->secret_names, its value base64. It is rendered at launch, while the
+ * values are at hand, and owned by the workload once that exists (kube_render_set_owner() with
+ * the created Job's uid), so deleting the workload deletes it. *out is new and holds the
+ * values: release it once sent. TY_EINVAL for a job without secrets
+ * (kube_render_has_secrets) or a bad id/attempt; TY_ENOMEM.
+ */
+ty_err kube_render_secret_typed(const kube_profile *p, const backend_job *job, json_t **out,
+                                char *msg, size_t msglen);
+/*
+ * Sets obj's metadata.ownerReferences to the attempt's workload named like obj (a batch/v1
+ * Job, or a Volcano Job with p->volcano) whose uid is job_uid. TY_EINVAL for an empty uid or
+ * an object without a name; TY_ENOMEM.
+ */
+ty_err kube_render_set_owner(const kube_profile *p, json_t *obj, const char *job_uid);
+/* 1 when job->env holds a variable named in job->secret_names: the attempt needs a Secret. */
+int kube_render_has_secrets(const backend_job *job);
 
 #endif

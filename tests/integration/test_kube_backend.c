@@ -585,6 +585,146 @@ static void test_create_conflict_adopts(void **state)
     json_decref(pods);
 }
 
+/* The env entry of the Job's container named name (borrowed), or NULL. */
+static const json_t *job_env(const json_t *job, const char *name)
+{
+    const json_t *ctr = json_array_get(
+        json_object_get(json_object_get(json_object_get(json_object_get(job, "spec"), "template"),
+                                        "spec"),
+                        "containers"),
+        0);
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(ctr, "env"), i, e)
+    {
+        if (!strcmp(json_string_value(json_object_get(e, "name")), name))
+            return e;
+    }
+    return NULL;
+}
+
+/*
+ * Secrets: the job's secret env values, its token and its rendezvous secret reach the pods
+ * through the attempt's Secret (secretKeyRef), which is owned by the Job and goes with it; the
+ * Job and its pods hold none of the values.
+ */
+static void test_secrets(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"LR=0.1", "HF_TOKEN=hf_0123456789abcdef",
+                                      "TRAINYARD_TOKEN=ty_job_token_for_the_test",
+                                      "TRAINYARD_RENDEZVOUS_SECRET=00ff00ff00ff00ff", NULL};
+    static const char *const names[] = {"HF_TOKEN", "TRAINYARD_TOKEN",
+                                        "TRAINYARD_RENDEZVOUS_SECRET", NULL};
+    static const char *const keys[][2] = {
+        {"HF_TOKEN", "aGZfMDEyMzQ1Njc4OWFiY2RlZg=="},
+        {"TRAINYARD_TOKEN", "dHlfam9iX3Rva2VuX2Zvcl90aGVfdGVzdA=="},
+        {"TRAINYARD_RENDEZVOUS_SECRET", "MDBmZjAwZmYwMGZmMDBmZg=="},
+    };
+    const char *id = "01kbe00000000000000000000s";
+    backend_job j = job_of(id, 1, 2, 0, NULL, "on-demand");
+    j.env = env;
+    j.secret_names = names;
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    json_t *jobs = objects("jobs", id), *secs = objects_n("secrets", id, 1);
+    assert_int_equal(json_array_size(jobs), 1);
+    assert_int_equal(json_array_size(secs), 1);
+    const json_t *job = json_array_get(jobs, 0), *sec = json_array_get(secs, 0);
+
+    /* The Secret: named like the Job, owned by it, holding the three values. */
+    const json_t *smd = json_object_get(sec, "metadata");
+    assert_string_equal(json_string_value(json_object_get(smd, "name")),
+                        json_string_value(json_object_get(json_object_get(job, "metadata"),
+                                                          "name")));
+    const json_t *owner = json_array_get(json_object_get(smd, "ownerReferences"), 0);
+    assert_non_null(owner);
+    assert_string_equal(json_string_value(json_object_get(owner, "kind")), "Job");
+    assert_string_equal(json_string_value(json_object_get(owner, "uid")),
+                        json_string_value(json_object_get(json_object_get(job, "metadata"),
+                                                          "uid")));
+    assert_string_equal(json_string_value(json_object_get(sec, "type")), "Opaque");
+    const json_t *data = json_object_get(sec, "data");
+    assert_int_equal(json_object_size(data), 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(json_string_value(json_object_get(data, keys[i][0])), keys[i][1]);
+
+    /* The pods take them by reference; the Job and the pods hold no value. */
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *ref = json_object_get(json_object_get(job_env(job, names[i]), "valueFrom"),
+                                            "secretKeyRef");
+        if (!ref)
+            fail_msg("%s is not a secretKeyRef", names[i]);
+        assert_string_equal(json_string_value(json_object_get(ref, "name")),
+                            json_string_value(json_object_get(smd, "name")));
+        assert_string_equal(json_string_value(json_object_get(ref, "key")), names[i]);
+    }
+    assert_string_equal(json_string_value(json_object_get(job_env(job, "LR"), "value")), "0.1");
+    char *text = json_dumps(jobs, JSON_COMPACT), *ptext = json_dumps(pods, JSON_COMPACT);
+    for (size_t i = 1; env[i]; i++) {
+        const char *value = strchr(env[i], '=') + 1;
+        assert_null(strstr(text, value));
+        assert_null(strstr(ptext, value));
+    }
+    free(text);
+    free(ptext);
+    json_t *svcs = objects_n("services", id, 1); /* the worker creates it after the Secret */
+    assert_int_equal(json_array_size(svcs), 1);
+    json_decref(svcs);
+    /* Counted once the worker has the answer, just after the object appears. */
+    for (int i = 0; i < 250 && metric("trainyard_kube_objects_created_total ") != 3; i++) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(metric("trainyard_kube_objects_created_total "), 3);
+
+    /* They run (the kubelet found their Secret), then the Job goes and its Secret with it. */
+    run_all(&j, a);
+    g_b->ops->stop(g_b, a, 1);
+    for (int r = 0; r < 2; r++)
+        expect(BACKEND_EV_DISRUPTED, r, a);
+    g_b->ops->release(g_b, a);
+    json_t *left = objects_n("secrets", id, 0);
+    assert_int_equal(json_array_size(left), 0);
+    json_decref(left);
+    json_decref(pods);
+    json_decref(jobs);
+    json_decref(secs);
+}
+
+/* A Secret that exists already (an adopted attempt after a restart, or a create whose answer
+ * was lost) is taken as it is: 409 AlreadyExists is no failure. */
+static void test_secret_exists_already(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"TRAINYARD_TOKEN=ty_again", NULL};
+    static const char *const names[] = {"TRAINYARD_TOKEN", NULL};
+    const char *id = "01kbe00000000000000000000t";
+    backend_job j = job_of(id, 1, 1, 0, NULL, "on-demand");
+    j.env = env;
+    j.secret_names = names;
+    json_t *obj = NULL;
+    char msg[256];
+    assert_int_equal(kube_render_secret_typed(g_prof, &j, &obj, msg, sizeof(msg)), TY_OK);
+    char *body = json_dumps(obj, JSON_COMPACT);
+    json_decref(api("POST", "/api/v1/namespaces/" NS "/secrets", body, 201));
+    free(body);
+    json_decref(obj);
+
+    backend_attempt *a = reserve_ok(&j);
+    json_t *pods = launch_placed(a, &j);
+    json_t *svcs = objects_n("services", id, 1);
+    assert_int_equal(json_array_size(svcs), 1); /* the launch went on past the Secret */
+    assert_false(seen(BACKEND_EV_LAUNCH_FAILED, -2, 200));
+    assert_int_equal(metric("trainyard_kube_objects_adopted_total "), 1);
+    run_all(&j, a);
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    g_b->ops->release(g_b, a);
+    json_decref(svcs);
+    json_decref(pods);
+}
+
 static void test_node_lost(void **state)
 {
     (void)state;
@@ -1011,6 +1151,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_scale_from_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scale_up_withdrawn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_conflict_adopts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secret_exists_already, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_adopts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_faults_and_dropped_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejected_launch, setup, teardown),

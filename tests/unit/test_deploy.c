@@ -542,6 +542,7 @@ static const struct {
     {"Role", "", "pods/log", "get"},
     {"Role", "", "services", "create get list watch delete"},
     {"Role", "", "events", "create patch list"},
+    {"Role", "", "secrets", "create get"}, /* an attempt's Secret; the collector deletes it */
     {"ClusterRole", "", "nodes", "get list watch"},
     {"ClusterRole", "", "pods", "get list watch"}, /* other tenants' GPUs, read-only */
 };

@@ -139,6 +139,7 @@ typedef struct typed {
     backend_job job;
     const char **argv;
     char **env;
+    const char **secret_names;
     backend_volume *vols;
     int64_t ttl;
 } typed;
@@ -155,18 +156,26 @@ static void typed_of(const json_t *spec, unsigned attempt, typed *t)
     const char *k;
     memset(t, 0, sizeof *t);
     t->argv = calloc(json_array_size(cmd) + json_array_size(args) + 1, sizeof *t->argv);
-    t->env = calloc(json_object_size(env) + 1, sizeof *t->env);
+    /* Room for TRAINYARD_TOKEN and TRAINYARD_RENDEZVOUS_SECRET, which launch() adds. */
+    t->env = calloc(json_object_size(env) + 3, sizeof *t->env);
+    t->secret_names = calloc(json_object_size(env) + 3, sizeof *t->secret_names);
     t->vols = calloc(json_array_size(vols) + 1, sizeof *t->vols);
-    assert_true(t->argv && t->env && t->vols);
+    assert_true(t->argv && t->env && t->vols && t->secret_names);
     json_array_foreach(cmd, i, v) t->argv[n++] = json_string_value(v);
     json_array_foreach(args, i, v) t->argv[n++] = json_string_value(v);
     n = 0;
+    size_t ns = 0;
     json_object_foreach((json_t *)env, k, v)
     {
-        size_t len = strlen(k) + strlen(json_string_value(v)) + 2;
+        /* A secret's value, as the scheduler opens it from the store. */
+        const char *val = json_is_object(v) ? json_string_value(json_object_get(v, "value"))
+                                            : json_string_value(v);
+        size_t len = strlen(k) + strlen(val) + 2;
+        if (json_is_object(v))
+            t->secret_names[ns++] = k;
         t->env[n] = malloc(len);
         assert_non_null(t->env[n]);
-        snprintf(t->env[n++], len, "%s=%s", k, json_string_value(v));
+        snprintf(t->env[n++], len, "%s=%s", k, val);
     }
     json_array_foreach(vols, i, v)
     {
@@ -183,6 +192,7 @@ static void typed_of(const json_t *spec, unsigned attempt, typed *t)
                                                               "count")),
         .argv = t->argv,
         .env = (const char *const *)t->env,
+        .secret_names = t->secret_names,
         .image = json_string_value(json_object_get(spec, "image")),
         .cpu = json_string_value(json_object_get(res, "cpu")),
         .memory = json_string_value(json_object_get(res, "memory")),
@@ -205,6 +215,7 @@ static void typed_free(typed *t)
     for (size_t i = 0; t->env && t->env[i]; i++)
         free(t->env[i]);
     free(t->env);
+    free(t->secret_names);
     free(t->argv);
     free(t->vols);
 }
@@ -500,6 +511,115 @@ static void test_env_contract(void **state)
     kube_profile_free(p);
 }
 
+/* The env entry named name (borrowed), or NULL. */
+static const json_t *env_entry(const json_t *job, const char *name)
+{
+    const json_t *e;
+    size_t i;
+    json_array_foreach(json_object_get(container_of(job), "env"), i, e)
+    {
+        if (!strcmp(json_string_value(json_object_get(e, "name")), name))
+            return e;
+    }
+    return NULL;
+}
+
+static void expect_secret_ref(const json_t *job, const char *name)
+{
+    const json_t *ref = json_object_get(json_object_get(env_entry(job, name), "valueFrom"),
+                                        "secretKeyRef");
+    if (!ref)
+        fail_msg("%s is not a secretKeyRef", name);
+    assert_null(json_object_get(env_entry(job, name), "value"));
+    assert_string_equal(json_string_value(json_object_get(ref, "name")), "ty-" JOB_ID "-a2");
+    assert_string_equal(json_string_value(json_object_get(ref, "key")), name);
+}
+
+/*
+ * Secrets: the job's secret env values, the attempt's token and rendezvous secret are
+ * secretKeyRefs of the pod template, never values; the values are the data of the attempt's
+ * Secret, named like the Job and owned by it.
+ */
+static void test_secrets(void **state)
+{
+    (void)state;
+    static const char spec_text[] =
+        "{" BASE ",\"workers\":{\"count\":2},\"env\":{\"REGION\":\"eu-west-1\","
+        "\"AWS_SECRET_ACCESS_KEY\":{\"value\":\"wJalrXUtnFEMI/K7MDENG\",\"secret\":true}}}";
+    json_t *spec = normalized(spec_text);
+    typed t;
+    json_t *job = NULL, *svc = NULL, *sec = NULL, *from_spec = NULL;
+    char msg[256] = "";
+    typed_of(spec, 2, &t);
+    /* What launch() adds (test values). */
+    size_t n = 0, ns = 0;
+    while (t.env[n])
+        n++;
+    while (t.secret_names[ns])
+        ns++;
+    t.env[n] = strdup("TRAINYARD_TOKEN=ty_jobtoken_0123456789");
+    t.env[n + 1] = strdup("TRAINYARD_RENDEZVOUS_SECRET=00112233445566778899aabbccddeeff");
+    t.secret_names[ns] = "TRAINYARD_TOKEN";
+    t.secret_names[ns + 1] = "TRAINYARD_RENDEZVOUS_SECRET";
+    assert_true(kube_render_has_secrets(&t.job));
+    assert_int_equal(kube_render_job_typed(example, &t.job, NULL, &job, msg, sizeof msg), TY_OK);
+    assert_int_equal(kube_render_service_typed(example, &t.job, JOB_UID, &svc, msg, sizeof msg),
+                     TY_OK);
+    assert_int_equal(kube_render_secret_typed(example, &t.job, &sec, msg, sizeof msg), TY_OK);
+    validate_k8s(job, "io.k8s.api.batch.v1.Job");
+    validate_k8s(sec, "io.k8s.api.core.v1.Secret");
+    /* Not owned before the Job exists; then owned by it. */
+    assert_null(json_object_get(json_object_get(sec, "metadata"), "ownerReferences"));
+    assert_int_equal(kube_render_set_owner(example, sec, ""), TY_EINVAL);
+    assert_int_equal(kube_render_set_owner(example, sec, JOB_UID), TY_OK);
+    validate_k8s(sec, "io.k8s.api.core.v1.Secret");
+
+    expect_secret_ref(job, "AWS_SECRET_ACCESS_KEY");
+    expect_secret_ref(job, "TRAINYARD_TOKEN");
+    expect_secret_ref(job, "TRAINYARD_RENDEZVOUS_SECRET");
+    assert_string_equal(env_of(job, "REGION"), "eu-west-1");
+    char *text = json_dumps(job, JSON_COMPACT);
+    assert_null(strstr(text, "wJalrXUtnFEMI"));
+    assert_null(strstr(text, "ty_jobtoken_0123456789"));
+    assert_null(strstr(text, "00112233445566778899aabbccddeeff"));
+    free(text);
+
+    const json_t *md = json_object_get(sec, "metadata");
+    assert_string_equal(json_string_value(json_object_get(md, "name")), "ty-" JOB_ID "-a2");
+    assert_string_equal(json_string_value(json_object_get(sec, "type")), "Opaque");
+    const json_t *owner = json_array_get(json_object_get(md, "ownerReferences"), 0);
+    assert_string_equal(json_string_value(json_object_get(owner, "uid")), JOB_UID);
+    assert_string_equal(json_string_value(json_object_get(owner, "kind")), "Job");
+    assert_string_equal(json_string_value(json_object_get(owner, "apiVersion")), "batch/v1");
+    const json_t *data = json_object_get(sec, "data");
+    assert_int_equal(json_object_size(data), 3);
+    /* base64 of the values */
+    assert_string_equal(json_string_value(json_object_get(data, "AWS_SECRET_ACCESS_KEY")),
+                        "d0phbHJYVXRuRkVNSS9LN01ERU5H");
+    assert_string_equal(json_string_value(json_object_get(data, "TRAINYARD_TOKEN")),
+                        "dHlfam9idG9rZW5fMDEyMzQ1Njc4OQ==");
+    assert_null(json_object_get(data, "REGION"));
+
+    /* The stored spec ({"value": null, "secret": true}) renders the same secretKeyRef. */
+    json_t *stored = normalized(spec_text);
+    assert_int_equal(spec_secrets_take(stored, NULL), TY_OK);
+    kube_render_in in = {stored, JOB_ID, 2, NULL};
+    assert_int_equal(kube_render_job(example, &in, &from_spec, msg, sizeof msg), TY_OK);
+    expect_secret_ref(from_spec, "AWS_SECRET_ACCESS_KEY");
+    assert_null(env_entry(from_spec, "TRAINYARD_TOKEN")); /* launch() adds it */
+
+    json_t *all = json_pack("{s:O, s:O, s:O}", "job", job, "service", svc, "secret", sec);
+    golden("secrets", all);
+    json_decref(all);
+    json_decref(from_spec);
+    json_decref(stored);
+    json_decref(job);
+    json_decref(svc);
+    json_decref(sec);
+    typed_free(&t);
+    json_decref(spec);
+}
+
 static void test_volcano(void **state)
 {
     (void)state;
@@ -718,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_volumes),
         cmocka_unit_test(test_env_contract),
         cmocka_unit_test(test_volcano),
+        cmocka_unit_test(test_secrets),
         cmocka_unit_test(test_specs_that_cannot_run_name_their_field),
         cmocka_unit_test(test_service_needs_the_jobs_uid),
         cmocka_unit_test(test_names_are_valid_for_every_object),

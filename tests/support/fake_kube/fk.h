@@ -33,6 +33,7 @@ enum fk_res_id {
     FK_EVENTS,
     FK_JOBS,
     FK_VCJOBS,
+    FK_SECRETS,
     FK_NRES
 };
 

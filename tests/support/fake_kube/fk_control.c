@@ -141,7 +141,9 @@ int fk_control(fk_store *st, const char *method, const char *url, const char *la
         code = fk_pod_set_phase(st, seg[2], seg[3], fk_str(body, "phase"),
                                 (int)json_integer_value(json_object_get(body, "exitCode")),
                                 fk_str(body, "reason"));
-        err = code == 404 ? "no such pod" : code == 409 ? "the pod is not bound" : "bad phase";
+        err = code == 404   ? "no such pod"
+              : code == 409 ? "the pod is not bound, or a Secret its containers need is missing"
+                            : "bad phase";
     } else if (n == 4 && !strcmp(seg[1], "pods") && !strcmp(seg[3], "phase")) {
         /* Every pod of a namespace matching labelSelector at once, as a Job
          * controller that batches its syncs sees them. */

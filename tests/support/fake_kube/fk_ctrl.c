@@ -11,6 +11,7 @@
  */
 #include "tests/support/fake_kube/fk.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,32 @@ void fk_defaults(fk_store *st, int res, json_t *obj)
             set_default(p, "targetPort", json_deep_copy(json_object_get(p, "port")));
         }
         json_object_set_new(obj, "status", json_pack("{s:{}}", "loadBalancer"));
+    } else if (res == FK_SECRETS) {
+        /* stringData is write-only: merged into data (base64) over the same keys, then
+         * dropped, as the apiserver's conversion does; type defaults to Opaque. */
+        json_t *sd = json_object_get(obj, "stringData");
+        if (json_is_object(sd)) {
+            json_t *data = json_object_get(obj, "data");
+            if (!json_is_object(data)) {
+                data = json_object();
+                json_object_set_new(obj, "data", data);
+            }
+            const char *k;
+            json_t *v;
+            json_object_foreach(sd, k, v)
+            {
+                const char *s = json_string_value(v) ? json_string_value(v) : "";
+                size_t n = strlen(s);
+                char *enc = malloc(4 * ((n + 2) / 3) + 1);
+                if (enc) {
+                    EVP_EncodeBlock((unsigned char *)enc, (const unsigned char *)s, (int)n);
+                    json_object_set_new(data, k, json_string(enc));
+                    free(enc);
+                }
+            }
+        }
+        json_object_del(obj, "stringData");
+        set_default(obj, "type", json_string("Opaque"));
     } else if (res == FK_NAMESPACES) {
         json_object_set_new(fk_path(md, "labels", 1), "kubernetes.io/metadata.name",
                             json_string(fk_str(obj, "metadata.name")));
@@ -767,10 +794,10 @@ static int gc(fk_store *st, gc_todo *todo, int full)
     int writes = 0;
     if (json_object_size(todo->nodes))
         writes += podgc(st, todo->nodes);
-    const int deps[] = {FK_PODS, FK_SERVICES, FK_JOBS};
+    const int deps[] = {FK_PODS, FK_SERVICES, FK_JOBS, FK_SECRETS};
     if (full || json_object_size(todo->owners)) {
         /* The dependents of the owners that went or are going. */
-        for (int d = 0; d < 3; d++) {
+        for (int d = 0; d < 4; d++) {
             const char *key;
             json_t *o;
             if (deps[d] == FK_PODS && !full) {
@@ -828,6 +855,10 @@ static int gc(fk_store *st, gc_todo *todo, int full)
         const char *skey;
         json_t *x;
         json_object_foreach(st->objs[FK_SERVICES], skey, x)
+        {
+            left += strcmp(fk_owner_uid(x), key) == 0;
+        }
+        json_object_foreach(st->objs[FK_SECRETS], skey, x)
         {
             left += strcmp(fk_owner_uid(x), key) == 0;
         }
@@ -895,9 +926,11 @@ static void reconcile(fk_store *st, int deadlines)
                 json_object_set_new(dirty, owner, json_true());
             if ((e->res == FK_JOBS || e->res == FK_VCJOBS) && (gone || is_deleting(e->obj)))
                 json_object_set_new(todo.owners, uid, json_true());
-            if ((e->res == FK_PODS || e->res == FK_SERVICES) && gone && *owner)
+            if ((e->res == FK_PODS || e->res == FK_SERVICES || e->res == FK_SECRETS) && gone &&
+                *owner)
                 json_object_set_new(todo.owners, owner, json_true());
-            if (!gone && (e->res == FK_PODS || e->res == FK_SERVICES || e->res == FK_JOBS))
+            if (!gone && (e->res == FK_PODS || e->res == FK_SERVICES || e->res == FK_JOBS ||
+                          e->res == FK_SECRETS))
                 todo_object(&todo, e->res, e->obj);
             todo.namespaces |= e->res == FK_NAMESPACES;
             if (e->res == FK_NODES && gone)
@@ -1034,6 +1067,30 @@ static json_t *pod_cond(const char *type, const char *status, const char *reason
     return c;
 }
 
+/*
+ * 1 when a container of pod p takes a variable from a Secret (valueFrom.secretKeyRef, not
+ * optional) that does not exist, or lacks the key: the kubelet does not start it.
+ */
+static int missing_secret(fk_store *st, const json_t *p)
+{
+    const char *ns = fk_str(p, "metadata.namespace");
+    size_t i, j;
+    json_t *c, *e;
+    json_array_foreach(fk_path((json_t *)p, "spec.containers", 0), i, c)
+    {
+        json_array_foreach(json_object_get(c, "env"), j, e)
+        {
+            json_t *ref = fk_path(e, "valueFrom.secretKeyRef", 0);
+            if (!json_is_object(ref) || json_is_true(json_object_get(ref, "optional")))
+                continue;
+            const json_t *s = fk_get(st, FK_SECRETS, ns, fk_str(ref, "name"));
+            if (!s || !json_object_get(json_object_get(s, "data"), fk_str(ref, "key")))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 int fk_pod_set_phase(fk_store *st, const char *ns, const char *name, const char *phase,
                      int exit_code, const char *reason)
 {
@@ -1042,6 +1099,8 @@ int fk_pod_set_phase(fk_store *st, const char *ns, const char *name, const char 
         return 404;
     if (!*fk_str(cur, "spec.nodeName"))
         return 409;
+    if (!strcmp(phase ? phase : "", "Running") && missing_secret(st, cur))
+        return 409; /* the kubelet's CreateContainerConfigError: secret "x" not found */
     char now[64];
     fk_now(now, sizeof now, 0);
     json_t *p = json_deep_copy(cur);

@@ -23,6 +23,7 @@ const fk_res fk_resources[FK_NRES] = {
     [FK_JOBS] = {"jobs", "Job", "batch", "v1", "batch/v1", "io.k8s.api.batch.v1.Job", 1},
     [FK_VCJOBS] = {"jobs", "Job", "batch.volcano.sh", "v1alpha1", "batch.volcano.sh/v1alpha1", NULL,
                    1},
+    [FK_SECRETS] = {"secrets", "Secret", "", "v1", "v1", "io.k8s.api.core.v1.Secret", 1},
 };
 
 static void fk_event_clear(fk_event *e);
@@ -731,6 +732,7 @@ static const char *const fsel_services[] = {"metadata.namespace", "metadata.name
                                             "spec.clusterIP", "spec.type", NULL};
 static const char *const fsel_jobs[] = {"metadata.name", "metadata.namespace",
                                         "status.successful", NULL};
+static const char *const fsel_secrets[] = {"metadata.name", "metadata.namespace", "type", NULL};
 static const char *const fsel_other[] = {"metadata.name", "metadata.namespace", NULL};
 
 int fk_fsel_check(int res, const char *text, char *err, size_t errlen)
@@ -741,6 +743,7 @@ int fk_fsel_check(int res, const char *text, char *err, size_t errlen)
                                : res == FK_NAMESPACES ? fsel_namespaces
                                : res == FK_SERVICES   ? fsel_services
                                : res == FK_JOBS       ? fsel_jobs
+                               : res == FK_SECRETS    ? fsel_secrets
                                                       : fsel_other;
     const char *p = text ? text : "";
     while (*p) {

@@ -588,6 +588,37 @@ static void check_job(json_t *causes, const json_t *job)
     check_pod_spec(causes, "spec.template.spec", fk_path((json_t *)job, "spec.template.spec", 0));
 }
 
+/* A Secret's data (and stringData) keys are config keys; the whole is at most 1 MiB. */
+static void check_secret_data(json_t *causes, const json_t *obj)
+{
+    static const char *const members[] = {"data", "stringData"};
+    size_t total = 0;
+    for (int m = 0; m < 2; m++) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(obj, members[m]), k, v)
+        {
+            char field[512];
+            snprintf(field, sizeof field, "%s[%s]", members[m], k);
+            if (strlen(k) > 253)
+                cause(causes, "FieldValueInvalid", field,
+                      "Invalid value: \"%s\": must be no more than 253 characters", k);
+            else if (!matches("^[-._a-zA-Z0-9]+$", k))
+                cause(causes, "FieldValueInvalid", field,
+                      "Invalid value: \"%s\": a valid config key must consist of alphanumeric "
+                      "characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
+                      "'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+                      k);
+            /* data's values are base64 (decoded: 3/4 of it), stringData's plain. */
+            size_t n = json_string_length(v);
+            total += m == 0 ? n / 4 * 3 : n;
+        }
+    }
+    if (total > 1048576)
+        cause(causes, "FieldValueTooLong", "data",
+              "Too long: must have at most 1048576 bytes");
+}
+
 int fk_validate(int res, const json_t *obj, json_t **status)
 {
     const fk_res *r = &fk_resources[res];
@@ -607,6 +638,10 @@ int fk_validate(int res, const json_t *obj, json_t **status)
             cause(causes, "FieldValueInvalid", "metadata.name", "Invalid value: \"%s\": %s", name,
                   DNS1035);
         check_labels(causes, "metadata.labels", fk_path((json_t *)obj, "metadata.labels", 0));
+    } else if (res == FK_SECRETS) {
+        check_subdomain(causes, "metadata.name", name);
+        check_labels(causes, "metadata.labels", fk_path((json_t *)obj, "metadata.labels", 0));
+        check_secret_data(causes, obj);
     } else if (res == FK_PODS) {
         check_subdomain(causes, "metadata.name", name);
         check_labels(causes, "metadata.labels", fk_path((json_t *)obj, "metadata.labels", 0));
