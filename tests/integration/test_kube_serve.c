@@ -428,6 +428,98 @@ static void test_success(void **state)
     assert_int_equal(count_objects(JOBS, id, 0), 1); /* left to ttlSecondsAfterFinished */
 }
 
+#define SECRETS "/api/v1/namespaces/" NS "/secrets"
+
+/* The container's env entry named name in a pod (borrowed), or NULL. */
+static const json_t *pod_env(const json_t *pod, const char *name)
+{
+    const json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(c, "env"), i, e)
+    {
+        if (!strcmp(ty_json_str(e, "name"), name))
+            return e;
+    }
+    return NULL;
+}
+
+/*
+ * A secret env value through the real server: the pods take it, the job token and the
+ * rendezvous secret from the attempt's Secret (secretKeyRef), which the Job owns; no pod or
+ * Job holds a value, and the job's spec shows it null.
+ */
+static void test_secrets(void **state)
+{
+    (void)state;
+    static const char value[] = "hf_secret_for_the_kube_test_42";
+    char id[64], sel[256];
+    submit("secrets",
+           "\"workers\": {\"count\": 2}, \"env\": {\"REGION\": \"us-west-2\", \"HF_TOKEN\": "
+           "{\"value\": \"hf_secret_for_the_kube_test_42\", \"secret\": true}}",
+           id);
+    json_t *pods = wait_pods_bound(id, 1, 2);
+    selector(sel, sizeof sel, id, 1);
+    json_t *jobs = fake_list(JOBS, sel), *secrets = NULL;
+    for (int i = 0; i < WAIT_S * 10; i++) {
+        secrets = fake_list(SECRETS, sel);
+        if (json_array_size(secrets) == 1)
+            break;
+        json_decref(secrets);
+        secrets = NULL;
+        ty_sleep_ms(100);
+    }
+    if (!secrets)
+        fail_msg("job %s: no Secret", id);
+    const json_t *job = json_array_get(jobs, 0), *sec = json_array_get(secrets, 0);
+    const json_t *jmd = json_object_get(job, "metadata"), *smd = json_object_get(sec, "metadata");
+    assert_string_equal(ty_json_str(smd, "name"), ty_json_str(jmd, "name"));
+    const json_t *owner = json_array_get(json_object_get(smd, "ownerReferences"), 0);
+    assert_non_null(owner);
+    assert_string_equal(ty_json_str(owner, "uid"), ty_json_str(jmd, "uid"));
+    assert_string_equal(ty_json_str(owner, "kind"), "Job");
+    const json_t *data = json_object_get(sec, "data");
+    assert_int_equal(json_object_size(data), 3);
+    assert_string_equal(ty_json_str(data, "HF_TOKEN"), "aGZfc2VjcmV0X2Zvcl90aGVfa3ViZV90ZXN0XzQy");
+    assert_non_null(ty_json_str(data, "TRAINYARD_TOKEN"));
+    assert_non_null(ty_json_str(data, "TRAINYARD_RENDEZVOUS_SECRET"));
+
+    static const char *const names[] = {"HF_TOKEN", "TRAINYARD_TOKEN",
+                                        "TRAINYARD_RENDEZVOUS_SECRET"};
+    size_t k;
+    const json_t *pod;
+    json_array_foreach(pods, k, pod)
+    {
+        for (size_t i = 0; i < 3; i++) {
+            const json_t *ref = json_object_get(
+                json_object_get(pod_env(pod, names[i]), "valueFrom"), "secretKeyRef");
+            if (!ref)
+                fail_msg("%s is not a secretKeyRef in pod %zu", names[i], k);
+            assert_string_equal(ty_json_str(ref, "name"), ty_json_str(smd, "name"));
+            assert_string_equal(ty_json_str(ref, "key"), names[i]);
+        }
+        assert_string_equal(ty_json_str(pod_env(pod, "REGION"), "value"), "us-west-2");
+    }
+    char *text = json_dumps(pods, JSON_COMPACT), *jtext = json_dumps(jobs, JSON_COMPACT);
+    assert_null(strstr(text, value));
+    assert_null(strstr(jtext, value));
+    free(text);
+    free(jtext);
+    json_t *j = get_job(id);
+    const json_t *env = json_object_get(json_object_get(j, "spec"), "env");
+    assert_true(json_is_null(json_object_get(json_object_get(env, "HF_TOKEN"), "value")));
+    json_decref(j);
+
+    /* The kubelet finds the Secret: the gang runs and ends. */
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    json_decref(wait_state(id, "SUCCEEDED"));
+    json_decref(pods);
+    json_decref(jobs);
+    json_decref(secrets);
+}
+
 /* A reader of GET /v1/jobs/{id}/logs?follow=true on its own thread, as curl would read it. */
 typedef struct follower {
     char url[512];
@@ -799,6 +891,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_image_required),
         cmocka_unit_test(test_gpus_beyond_the_largest_node),
         cmocka_unit_test(test_success),
+        cmocka_unit_test(test_secrets),
         cmocka_unit_test(test_logs_follow),
         cmocka_unit_test(test_oom_then_success),
         cmocka_unit_test(test_restarts_exhausted),
