@@ -186,6 +186,91 @@ static void test_grid_creates_every_trial_with_the_sweep(void **state)
     ty_resp_destroy(r);
 }
 
+/* Whether the file at path holds needle anywhere (0 when it does not exist). */
+static int file_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = strlen(needle), len = 0, cap = 1 << 16, r;
+    char *buf = malloc(cap);
+    int found = 0;
+    assert_non_null(buf);
+    while (f && (r = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += r;
+        if (len == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+    }
+    if (f)
+        fclose(f);
+    for (size_t i = 0; !found && len >= n && i <= len - n; i++)
+        found = memcmp(buf + i, needle, n) == 0;
+    free(buf);
+    return found;
+}
+
+/*
+ * A template's secret env value: every trial's ranks get it, nobody reads it back (the trials'
+ * specs and the sweep show it null), and neither the database nor its WAL holds it in clear.
+ */
+static void test_secret_in_the_template(void **state)
+{
+    (void)state;
+    static const char value[] = "sweep-secret-3c1f9e7a";
+    char id[32], path[256];
+    json_t *sw = create(
+        "{\"name\": \"secret\", \"algorithm\": \"grid\", \"parameters\": {\"lr\": [0.1, 0.2]},"
+        " \"objective\": {\"metric\": \"loss\", \"goal\": \"minimize\"},"
+        " \"template\": {\"name\": \"trial\", \"command\": [\"sh\", \"-c\","
+        " \"echo key=$API_KEY lr=$1\", \"sh\"], \"args\": [\"${lr}\"],"
+        " \"env\": {\"API_KEY\": {\"value\": \"sweep-secret-3c1f9e7a\", \"secret\": true}},"
+        " \"workers\": {\"count\": 1}}}",
+        id);
+    char *text = json_dumps(sw, JSON_COMPACT);
+    assert_null(strstr(text, value));
+    free(text);
+    json_decref(sw);
+    json_decref(wait_sweep(id, "finished"));
+    snprintf(path, sizeof path, "/v1/sweeps/%s", id);
+    ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
+    assert_int_equal(r->status, 200);
+    assert_null(strstr(r->body, value));
+    ty_resp_destroy(r);
+
+    snprintf(path, sizeof path, "/v1/jobs?label=trainyard.io/sweep=%s&limit=100", id);
+    r = ty_req(g_admin, "GET", path, NULL);
+    assert_int_equal(r->status, 200);
+    assert_null(strstr(r->body, value));
+    json_t *jobs = json_incref(json_object_get(r->json, "jobs"));
+    ty_resp_destroy(r);
+    assert_int_equal(json_array_size(jobs), 2);
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *job = json_array_get(jobs, i);
+        const json_t *key = json_object_get(
+            json_object_get(json_object_get(job, "spec"), "env"), "API_KEY");
+        assert_true(json_is_null(json_object_get(key, "value")));
+        assert_true(json_is_true(json_object_get(key, "secret")));
+        snprintf(path, sizeof path, "/v1/jobs/%s/logs?rank=0",
+                 json_string_value(json_object_get(job, "id")));
+        r = ty_req(g_admin, "GET", path, NULL);
+        assert_int_equal(r->status, 200);
+        if (!strstr(r->body, "key=sweep-secret-3c1f9e7a lr=0."))
+            fail_msg("trial %zu's log: '%s'", i, r->body);
+        ty_resp_destroy(r);
+    }
+    json_decref(jobs);
+
+    char err[512];
+    int wstatus;
+    if (ty_server_stop(g_srv, 60000, &wstatus, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    snprintf(path, sizeof path, "%s-wal", ty_server_db(g_srv));
+    assert_false(file_has(ty_server_db(g_srv), value));
+    assert_false(file_has(path, value));
+    assert_true(file_has(ty_server_db(g_srv), "echo key=$API_KEY")); /* the template is there */
+}
+
 #define RANDOM(seed)                                                                           \
     "{\"name\": \"rnd\", \"algorithm\": \"random\", \"trials\": 5, \"seed\": " seed ","        \
     " \"parameters\": {\"lr\": {\"log_uniform\": [0.0001, 0.1]},"                              \
@@ -443,6 +528,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_median_stopping_stops_the_worse_trial, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secret_in_the_template, setup, teardown),
     };
     if (ty_harness_init(argc, argv, err, sizeof err)) {
         fprintf(stderr, "test_sweeps: %s\n", err);
