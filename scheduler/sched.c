@@ -1402,7 +1402,10 @@ static void launch(sched *s, sjob *j)
         backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED, .attempt = j->res, .rank = -1,
                             .exit_code = -1, .time_ms = ty_time_now_ms()};
         snprintf(ev.detail, sizeof ev.detail, "the job's secret env values could not be opened: %s",
-                 ty_strerror(e));
+                 e == TY_ESCHEMA ? "they do not open with the key file next to the database "
+                                   "(webhook-secrets.key replaced or lost)"
+                 : e == TY_EIO   ? "the key file next to the database cannot be read"
+                                 : ty_strerror(e));
         TY_LOG(TY_LOG_ERROR, "scheduler: cannot open a job's secrets", "{s:s, s:s}", "job_id",
                j->id, "error", ty_strerror(e));
         j->launched = 1;

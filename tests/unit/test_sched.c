@@ -983,6 +983,9 @@ typedef struct spy_backend {
     pthread_mutex_t mu;
     char tokens[8][TY_TOKEN_BUFLEN]; /* by attempt; "" when a launch had none */
     char secrets[8][80];             /* TRAINYARD_RENDEZVOUS_SECRET by attempt, the same way */
+    char api_key[8][80];             /* the job's secret API_KEY by attempt, the same way */
+    int named[8];                    /* how many of API_KEY, TRAINYARD_TOKEN and
+                                        TRAINYARD_RENDEZVOUS_SECRET secret_names held */
     int launches;
 } spy_backend;
 
@@ -1011,7 +1014,16 @@ static void spy_launch(backend *b, backend_attempt *a, const backend_job *job)
             if (strncmp(job->env[i], "TRAINYARD_RENDEZVOUS_SECRET=", 28) == 0)
                 snprintf(sp->secrets[job->attempt], sizeof sp->secrets[0], "%s",
                          job->env[i] + 28);
+            if (strncmp(job->env[i], "API_KEY=", 8) == 0)
+                snprintf(sp->api_key[job->attempt], sizeof sp->api_key[0], "%s",
+                         job->env[i] + 8);
         }
+        sp->named[job->attempt] = 0;
+        for (size_t i = 0; job->secret_names && job->secret_names[i]; i++)
+            sp->named[job->attempt] += !strcmp(job->secret_names[i], "API_KEY") ||
+                                       !strcmp(job->secret_names[i], "TRAINYARD_TOKEN") ||
+                                       !strcmp(job->secret_names[i],
+                                               "TRAINYARD_RENDEZVOUS_SECRET");
     }
     sp->launches++;
     pthread_mutex_unlock(&sp->mu);
@@ -1089,30 +1101,37 @@ static int token_valid(spy_backend *sp, const fixture *f, int attempt)
     return store_job_token_lookup(f->st, hash, id, &attempt_seen) == TY_OK;
 }
 
+/* Starts the loop on a spy around a fake backend of 4 slots (sp outlives a failed assertion:
+ * the loop may still run, so callers keep it static). */
+static void start_spy(fixture *f, spy_backend *sp)
+{
+    assert_non_null(f->be = fake_backend_new(4));
+    memset(sp, 0, sizeof *sp);
+    sp->inner = f->be;
+    sp->ops = *f->be->ops;
+    sp->ops.reserve = spy_reserve;
+    sp->ops.launch = spy_launch;
+    sp->ops.event_fd = spy_event_fd;
+    sp->ops.observe = spy_observe;
+    sp->ops.stop = spy_stop;
+    sp->ops.release = spy_release;
+    sp->ops.recover = spy_recover;
+    sp->ops.capacity = spy_capacity;
+    sp->ops.free = spy_free;
+    sp->base.ops = &sp->ops;
+    pthread_mutex_init(&sp->mu, NULL);
+    char err[256] = "";
+    sched_options so = {.store = f->st, .backend = &sp->base, .queue_limit = SCHED_UNLIMITED,
+                        .stop_grace_ms = 2000};
+    assert_int_equal(sched_start(&so, &f->sc, err, sizeof err), TY_OK);
+}
+
 /* Each attempt's ranks get a token of their own; a restart revokes the old; the end, the last. */
 static void test_fake_job_token_per_attempt(void **state)
 {
     fixture *f = *state;
-    assert_non_null(f->be = fake_backend_new(4));
     static spy_backend sp; /* outlives a failed assertion: the loop may still run */
-    memset(&sp, 0, sizeof sp);
-    sp.inner = f->be;
-    sp.ops = *f->be->ops;
-    sp.ops.reserve = spy_reserve;
-    sp.ops.launch = spy_launch;
-    sp.ops.event_fd = spy_event_fd;
-    sp.ops.observe = spy_observe;
-    sp.ops.stop = spy_stop;
-    sp.ops.release = spy_release;
-    sp.ops.recover = spy_recover;
-    sp.ops.capacity = spy_capacity;
-    sp.ops.free = spy_free;
-    sp.base.ops = &sp.ops;
-    pthread_mutex_init(&sp.mu, NULL);
-    char err[256] = "";
-    sched_options so = {.store = f->st, .backend = &sp.base, .queue_limit = SCHED_UNLIMITED,
-                        .stop_grace_ms = 2000};
-    assert_int_equal(sched_start(&so, &f->sc, err, sizeof err), TY_OK);
+    start_spy(f, &sp);
 
     char id[27];
     submit(f, "reporting", "default", 0, 2, 1, "true", id);
@@ -1141,6 +1160,75 @@ static void test_fake_job_token_per_attempt(void **state)
     expect_done(f, id, JOB_SUCCEEDED);
     assert_false(token_valid(&sp, f, 2));
 
+    sched_stop(f->sc);
+    f->sc = NULL;
+    pthread_mutex_destroy(&sp.mu);
+}
+
+/* A job whose env has API_KEY as a secret (value in the store only), as api/jobs.c submits it. */
+static void submit_secret(fixture *f, const char *name, char id[STORE_ID_LEN + 1])
+{
+    static const char spec[] =
+        "{\"name\":\"s\",\"labels\":{},\"queue\":\"default\",\"priority\":0,\"image\":null,"
+        "\"command\":[\"true\"],\"args\":[],\"env\":{\"API_KEY\":{\"value\":null,\"secret\":true},"
+        "\"PLAIN\":\"p\"},\"workers\":{\"count\":1,\"min\":1},\"resources\":{\"cpu\":\"1\","
+        "\"memory\":\"1Gi\",\"gpu\":null},\"placement\":{\"zone\":\"auto\",\"capacity\":"
+        "\"on-demand\"},\"volumes\":[],\"restart\":{\"max\":0,\"backoff_seconds\":0},"
+        "\"timeout_seconds\":null,\"ttl_seconds_after_finished\":60}";
+    const store_env_secret key = {"API_KEY", "k-7f3a-secret", 13};
+    store_job_new n = {.name = name, .queue = "default", .spec_json = spec, .secrets = &key,
+                       .nsecrets = 1};
+    store_job *out = NULL;
+    size_t nout = 0;
+    assert_int_equal(store_jobs_submit(f->st, &n, 1, NULL, NULL, &out, &nout, NULL), TY_OK);
+    memcpy(id, out[0].id, STORE_ID_LEN + 1);
+    store_jobs_free(out, nout);
+}
+
+/* launch() opens a job's secret values from the store: the backend gets them in the env, named
+ * in secret_names with the token and the rendezvous secret. */
+static void test_fake_secrets_reach_the_launch(void **state)
+{
+    fixture *f = *state;
+    static spy_backend sp;
+    char id[27];
+    start_spy(f, &sp);
+    submit_secret(f, "secret", id);
+    expect_call(f, "launch", id, "1", 1);
+    pthread_mutex_lock(&sp.mu);
+    assert_string_equal(sp.api_key[1], "k-7f3a-secret");
+    assert_int_equal(sp.named[1], 3);
+    pthread_mutex_unlock(&sp.mu);
+    assert_int_equal(fake_emit_running(f->be, id, -1, "node-a"), 0);
+    assert_int_equal(fake_emit_exit(f->be, id, -1, 0, 0, NULL), 0);
+    expect_done(f, id, JOB_SUCCEEDED);
+    sched_stop(f->sc);
+    f->sc = NULL;
+    pthread_mutex_destroy(&sp.mu);
+}
+
+/* Secrets that cannot be opened (the key file lost: a new one is made, which opens nothing):
+ * the attempt is not launched without them; it fails as a refused launch, saying why. */
+static void test_fake_secrets_unopened_fail_the_launch(void **state)
+{
+    fixture *f = *state;
+    static spy_backend sp;
+    char id[27], path[160];
+    submit_secret(f, "lost-key", id);
+    snprintf(path, sizeof path, "%s/webhook-secrets.key", f->dir);
+    assert_int_equal(unlink(path), 0);
+    start_spy(f, &sp);
+    expect_done(f, id, JOB_FAILED);
+    char reason[64];
+    char *msg = last_event(f, id, reason, sizeof reason);
+    assert_string_equal(reason, "LaunchFailed");
+    assert_non_null(strstr(msg, "secret env values could not be opened"));
+    free(msg);
+    pthread_mutex_lock(&sp.mu);
+    assert_int_equal(sp.launches, 0);
+    pthread_mutex_unlock(&sp.mu);
+    expect_call(f, "release", id, NULL, 1);
+    assert_int_equal(fake_slots_used(f->be), 0);
     sched_stop(f->sc);
     f->sc = NULL;
     pthread_mutex_destroy(&sp.mu);
@@ -1267,6 +1355,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fake_capacity_wakes_waiting_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_adopt_on_recover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_job_token_per_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_secrets_reach_the_launch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_secrets_unopened_fail_the_launch, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_sweep_parallelism, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_within_queue_limit, setup, teardown),
     };
