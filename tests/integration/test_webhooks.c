@@ -348,6 +348,17 @@ static void test_key_file_and_invalid_template(void **state)
     assert_non_null(strstr(r->body, "$.template.name"));
     assert_non_null(strstr(r->body, "unknown placeholder ${nope}"));
     ty_resp_destroy(r);
+
+    /* A template is stored as written: it cannot hold a secret env value. */
+    r = ty_req(g_admin, "POST", "/v1/webhooks",
+               "{\"name\": \"with-secret\", \"provider\": \"github\", \"secret\": \"" SECRET
+               "\", \"template\": {\"name\": \"x\", \"command\": [\"true\"], "
+               "\"workers\": {\"count\": 1}, \"env\": {\"KEY\": {\"value\": \"v-9d2e\", "
+               "\"secret\": true}}}}");
+    assert_int_equal(r->status, 422);
+    assert_non_null(strstr(r->body, "$.template.env.KEY.secret"));
+    assert_null(strstr(r->body, "v-9d2e"));
+    ty_resp_destroy(r);
 }
 
 /* "sha256=" signature headers of a GitHub push, with a delivery id when delivery is set. */
