@@ -725,6 +725,33 @@ static void test_secret_exists_already(void **state)
     json_decref(pods);
 }
 
+/* A Secret the API refuses (a Role without create on secrets: 403): the Job just created is
+ * taken back (no gang without its secrets) and the launch fails saying why. */
+static void test_secret_refused_fails_the_launch(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"TRAINYARD_TOKEN=ty_refused", NULL};
+    static const char *const names[] = {"TRAINYARD_TOKEN", NULL};
+    const char *id = "01kbe00000000000000000000u";
+    backend_job j = job_of(id, 1, 1, 0, NULL, "on-demand");
+    j.env = env;
+    j.secret_names = names;
+    backend_attempt *a = reserve_ok(&j);
+    fake("POST", "/fake/faults",
+         "{\"method\":\"POST\",\"path\":\"/api/v1/namespaces/" NS "/secrets\","
+         "\"count\":1,\"status\":403}");
+    g_b->ops->launch(g_b, a, &j);
+    backend_event *ev = expect(BACKEND_EV_LAUNCH_FAILED, -1, a);
+    assert_non_null(strstr(ev->detail, "403"));
+    assert_null(strstr(ev->detail, "ty_refused"));
+    json_t *jobs = objects_n("jobs", id, 0), *secs = objects("secrets", id);
+    assert_int_equal(json_array_size(jobs), 0);
+    assert_int_equal(json_array_size(secs), 0);
+    json_decref(jobs);
+    json_decref(secs);
+    g_b->ops->release(g_b, a);
+}
+
 static void test_node_lost(void **state)
 {
     (void)state;
@@ -1153,6 +1180,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_create_conflict_adopts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_exists_already, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secret_refused_fails_the_launch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_adopts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_faults_and_dropped_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejected_launch, setup, teardown),
