@@ -735,9 +735,9 @@ static json_t *owner_ref(const kube_profile *p, const char *name, const char *ui
                      name, "uid", uid, "controller", 1);
 }
 
-/* Renders the Secret of v (consumed: freed here). */
-static ty_err render_secret(const kube_profile *p, view *v, const char *job_uid, json_t **out,
-                            char *msg, size_t msglen)
+/* Renders the Secret of v (consumed: freed here), without its owner (kube_render_set_owner). */
+static ty_err render_secret(const kube_profile *p, view *v, json_t **out, char *msg,
+                            size_t msglen)
 {
     char name[KUBE_NAME_MAX];
     ty_err e = TY_ENOMEM;
@@ -752,8 +752,6 @@ static ty_err render_secret(const kube_profile *p, view *v, const char *job_uid,
     data = json_object();
     if (!meta || !data)
         goto out;
-    if (job_uid)
-        set(meta, "ownerReferences", owner_ref(p, name, job_uid), &bad);
     for (size_t i = 0; i < v->nenv && !bad; i++) {
         const kv *x = &v->env[i];
         if (!x->secret)
@@ -797,7 +795,7 @@ ty_err kube_render_secret_typed(const kube_profile *p, const backend_job *job, j
         return TY_EINVAL;
     if (view_of_job(job, NULL, &v) != TY_OK)
         return TY_ENOMEM;
-    return render_secret(p, &v, NULL, out, msg, msglen);
+    return render_secret(p, &v, out, msg, msglen);
 }
 
 ty_err kube_render_set_owner(const kube_profile *p, json_t *obj, const char *job_uid)
