@@ -777,7 +777,10 @@
       else if (i + 1 < args.length && !args[i + 1].startsWith('--')) out.set(a.slice(2), args[++i]);
       else out.set(a.slice(2), 'true');
     }
-    for (const [k, v] of Object.entries(job.spec.env || {})) out.set('$' + k, v);
+    /* A secret is {"value": null, "secret": true}: its value is never shown, not even here. */
+    for (const [k, v] of Object.entries(job.spec.env || {})) {
+      out.set('$' + k, typeof v === 'string' ? v : '(secret)');
+    }
     return out;
   }
 
