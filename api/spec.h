@@ -17,7 +17,8 @@
  * nothing is wrong, builds the normalized spec: every default filled in, keys
  * in one fixed order (the order of the contract), label and env keys sorted,
  * explicit nulls ("image": null, "gpu": null, "timeout_seconds": null) for
- * absent optional values. Normalizing a normalized spec gives the same spec.
+ * absent optional values. Normalizing a normalized spec gives the same spec (a stored one
+ * needs its secret env values again: spec_secrets_take() took them out).
  */
 #ifndef TY_API_SPEC_H
 #define TY_API_SPEC_H
