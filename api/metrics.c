@@ -47,6 +47,7 @@
 #include "common/ty_json.h"
 #include "common/ty_log.h"
 #include "common/ty_time.h"
+#include "scheduler/sweep_stop.h"
 
 #define METRICS_MAX_POINTS 5000           /* points in one report */
 #define METRICS_MAX_STEP 9007199254740991 /* 2^53 - 1: exact in every JSON reader */
@@ -401,7 +402,7 @@ void api_metrics_report(const api_req *req, api_resp *resp)
     if (e == TY_OK) {
         /* A sweep's median rule may stop the trial now. The points are stored whatever it
          * decides: its failure is logged, never the report's. */
-        ty_err se = store_sweep_check_stop(req->ctx->store, req->id, NULL);
+        ty_err se = sweep_stop_check(req->ctx->store, req->id, NULL);
         if (se != TY_OK)
             TY_LOG(TY_LOG_WARN, "metrics: early stopping check failed", "{s:s,s:s}", "job_id",
                    req->id, "error", ty_strerror(se));

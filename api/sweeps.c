@@ -18,7 +18,7 @@
  * "early_stopping": {"rule": "median", "min_trials": N (3), "min_step": S (0)}
  * is read here (sweep_parse() knows no such member) and kept with the sweep;
  * the rule runs after each metrics report a trial stores (metrics.c calls
- * store_sweep_check_stop()), so it never makes the report fail.
+ * sweep_stop_check(), scheduler/sweep_stop.h), so it never makes the report fail.
  *
  * Like jobs, sweeps are visible to every token with the read scope and
  * cancellable by every token with the submit scope.

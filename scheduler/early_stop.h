@@ -1,6 +1,7 @@
 /*
  * early_stop.h - median early stopping: whether a sweep's trial should stop now. A pure function
  * of the sweep's rule and of values its trials reported; it reads no store and writes nothing.
+ * The facts come from store_sweep_stop_facts(), the decision is acted on by sweep_stop.h.
  *
  * The rule. A trial whose latest report of the sweep's objective is value v at step s is stopped
  * when all of these hold:

@@ -778,14 +778,44 @@ const char *store_sweep_state(const store_sweep *sw);
 /* TY_OK when sweep `id` exists and team is NULL or its team; TY_ENOTFOUND otherwise. */
 ty_err store_sweep_visible(store *s, const char *id, const char *team);
 /*
- * Median early stopping, for job `id` after its metrics were stored: when the job is a trial
- * of a sweep with the rule, its latest step s of the objective's metric is >= min_step, at
- * least min_trials trials SUCCEEDED with a value at a step <= s, and its value at s is worse
- * (by the goal) than the median of their last values at or before s, the job moves as a
- * cancel moves it with reason "EarlyStopped" (*stopped, may be NULL, is then 1). A job that is
- * no such trial, or not worse, is left alone (TY_OK).
+ * What median early stopping judges a trial on (the rule is scheduler/early_stop.h's; the store
+ * only reads). Filled by store_sweep_stop_facts(); release with store_stop_facts_clear().
  */
-ty_err store_sweep_check_stop(store *s, const char *id, int *stopped);
+typedef struct store_stop_facts {
+    int rule;                               /* 1: the job is a trial of a sweep with the rule;
+                                               0: nothing below is set */
+    char metric[STORE_METRIC_NAME_MAX + 1]; /* the objective's metric */
+    int maximize;                           /* the goal: 1 maximize, 0 minimize */
+    int min_trials;                         /* the sweep's settings, as stored */
+    int64_t min_step;
+    int has_point;                          /* the trial reported the metric; 0: no more below */
+    int64_t step;                           /* its highest step */
+    double value;                           /* its value there */
+    double *done;                           /* each SUCCEEDED trial's last value at a step <= step,
+                                               in no order; trials with none are left out. Read
+                                               only when step >= min_step (below it, where the
+                                               sweep's rule does not look, NULL and 0) */
+    size_t ndone;
+} store_stop_facts;
+/*
+ * Reads, in one snapshot, the facts of job `id` for median early stopping: its sweep's rule,
+ * its latest point of the objective and the succeeded trials' values up to that step. A job
+ * outside sweeps with the rule costs one seek (f->rule is 0); a trial, three seeks, plus from
+ * min_step on a walk of its sweep's trials with one seek per succeeded one. TY_OK whatever the
+ * job is (an unknown job has no rule); TY_ENOMEM. *f is overwritten; f->done is new (also
+ * cleared on error).
+ */
+ty_err store_sweep_stop_facts(store *s, const char *id, store_stop_facts *f);
+/* Frees f->done and empties *f. Accepts NULL. */
+void store_stop_facts_clear(store_stop_facts *f);
+/*
+ * Stops job `id` as a client's cancel would move it (CANCELLING, or CANCELLED before it ran),
+ * through one job transition with reason and message (borrowed). A job a cancel would not move
+ * (it ended, or is already stopping) is left alone: TY_OK with *stopped (may be NULL) 0; 1 when
+ * it moved. TY_ENOTFOUND.
+ */
+ty_err store_sweep_stop_trial(store *s, const char *id, const char *reason, const char *message,
+                              int *stopped);
 
 /* ---- notifications --------------------------------------------------------- */
 

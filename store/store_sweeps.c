@@ -20,12 +20,12 @@
  * metric: the point of the highest step, one seek in metrics' primary key
  * (job_seq, name_id, step).
  *
- * Median early stopping (store_sweep_check_stop(), called after a trial's
- * metrics committed) reads, in one snapshot, the trial's latest point of the
- * objective and each succeeded trial's last value at or before that step,
- * and cancels the trial with reason "EarlyStopped" through a job transition
- * when it is worse than their median. A job outside sweeps with the rule
- * costs one seek.
+ * Median early stopping keeps only its facts here: store_sweep_stop_facts()
+ * reads, in one snapshot, the sweep's rule, the trial's latest point of the
+ * objective and each succeeded trial's last value at or before that step;
+ * store_sweep_stop_trial() moves a trial as a cancel would. The rule itself
+ * is scheduler/early_stop.h's, and scheduler/sweep_stop.c joins the three.
+ * A job outside sweeps with the rule costs one seek.
  */
 #include "store/store_int.h"
 
@@ -476,27 +476,28 @@ const char *store_sweep_state(const store_sweep *sw)
     return sw->cancelled_at_ms > 0 ? "cancelled" : "finished";
 }
 
-/* ---- median early stopping ------------------------------------------------ */
+/* ---- median early stopping's facts ---------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
+/* Appends v to f->done, doubling its room. */
+static ty_err facts_push(store_stop_facts *f, size_t *cap, double v)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    if (f->ndone == *cap) {
+        size_t c2 = *cap ? *cap * 2 : 16;
+        double *g = realloc(f->done, c2 * sizeof *g);
+        if (!g)
+            return TY_ENOMEM;
+        f->done = g;
+        *cap = c2;
+    }
+    f->done[f->ndone++] = v;
+    return TY_OK;
 }
 
-/* What the rule found: whether to stop, and why (message). */
-typedef struct stop_verdict {
-    int stop;
-    char message[192];
-} stop_verdict;
-
-/* Reads what the rule needs for job `id` on c (in one read transaction) and decides. */
-static ty_err stop_decide(store_conn *c, const char *id, stop_verdict *v)
+/* Reads the facts of job `id` on c (in one read transaction) into *f (zeroed by the caller). */
+static ty_err stop_facts_read(store_conn *c, const char *id, store_stop_facts *f)
 {
     sqlite3_stmt *st = NULL;
-    char metric[STORE_METRIC_NAME_MAX + 1];
-    double *vals = NULL;
-    size_t n = 0, cap = 0;
+    size_t cap = 0;
     ty_err e = store_conn_stmt(c, SQL_STOP_RULE, 0, &st);
     if (e != TY_OK)
         return e;
@@ -507,60 +508,71 @@ static ty_err stop_decide(store_conn *c, const char *id, stop_verdict *v)
         return rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc); /* no rule for this job */
     }
     int64_t job_seq = sqlite3_column_int64(st, 0), sweep_seq = sqlite3_column_int64(st, 1);
-    snprintf(metric, sizeof metric, "%s", (const char *)sqlite3_column_text(st, 2));
-    int maximize = sqlite3_column_int(st, 3), min_trials = sqlite3_column_int(st, 4);
-    int64_t min_step = sqlite3_column_int64(st, 5);
+    const unsigned char *metric = sqlite3_column_text(st, 2);
+    snprintf(f->metric, sizeof f->metric, "%s", metric ? (const char *)metric : "");
+    f->maximize = sqlite3_column_int(st, 3);
+    f->min_trials = sqlite3_column_int(st, 4);
+    f->min_step = sqlite3_column_int64(st, 5);
+    f->rule = 1;
     sqlite3_reset(st);
 
-    int64_t name_id, step;
-    double value;
-    if ((e = metric_id(c, metric, &name_id)) != TY_OK || name_id < 0)
-        return e;
+    int64_t name_id;
+    if ((e = metric_id(c, f->metric, &name_id)) != TY_OK || name_id < 0)
+        return e; /* nobody ever reported the metric */
     if ((e = store_conn_stmt(c, SQL_LAST_POINT, 0, &st)) != TY_OK)
         return e;
     sqlite3_bind_int64(st, 1, job_seq);
     sqlite3_bind_int64(st, 2, name_id);
     rc = sqlite3_step(st);
-    step = sqlite3_column_int64(st, 0);
-    value = sqlite3_column_double(st, 1);
+    f->has_point = rc == SQLITE_ROW;
+    f->step = f->has_point ? sqlite3_column_int64(st, 0) : 0;
+    f->value = f->has_point ? sqlite3_column_double(st, 1) : 0;
     sqlite3_reset(st);
     if (rc != SQLITE_ROW)
         return rc == SQLITE_DONE ? TY_OK : store_sqlite_err(rc);
-    if (step < min_step)
-        return TY_OK;
+    if (f->step < f->min_step)
+        return TY_OK; /* the sweep's rule does not look here: the walk is not paid for */
 
     if ((e = store_conn_stmt(c, SQL_DONE_VALUES_AT, 0, &st)) != TY_OK)
         return e;
     sqlite3_bind_int64(st, 1, sweep_seq);
     sqlite3_bind_int64(st, 2, name_id);
-    sqlite3_bind_int64(st, 3, step);
+    sqlite3_bind_int64(st, 3, f->step);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (sqlite3_column_type(st, 0) == SQLITE_NULL)
-            continue; /* it reported nothing up to this step: it has no say */
-        if (n == cap) {
-            size_t c2 = cap ? cap * 2 : 16;
-            double *g = realloc(vals, c2 * sizeof *g);
-            if (!g) {
-                e = TY_ENOMEM;
-                break;
-            }
-            vals = g;
-            cap = c2;
-        }
-        vals[n++] = sqlite3_column_double(st, 0);
+            continue; /* it reported nothing up to this step */
+        if ((e = facts_push(f, &cap, sqlite3_column_double(st, 0))) != TY_OK)
+            break;
     }
     if (e == TY_OK && rc != SQLITE_DONE)
         e = store_sqlite_err(rc);
     sqlite3_reset(st);
-    if (e == TY_OK && n > 0 && n >= (size_t)min_trials) {
-        qsort(vals, n, sizeof *vals, cmp_double);
-        double median = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
-        v->stop = maximize ? value < median : value > median;
-        snprintf(v->message, sizeof v->message,
-                 "%s %.6g at step %lld is worse than the median %.6g of %zu succeeded trials",
-                 metric, value, (long long)step, median, n);
+    return e;
+}
+
+void store_stop_facts_clear(store_stop_facts *f)
+{
+    if (!f)
+        return;
+    free(f->done);
+    *f = (store_stop_facts){0};
+}
+
+ty_err store_sweep_stop_facts(store *s, const char *id, store_stop_facts *f)
+{
+    if (f)
+        *f = (store_stop_facts){0};
+    if (!s || !id || !f)
+        return TY_EINVAL;
+    store_conn *c = store_reader_acquire(s);
+    ty_err e = store_read_begin(c);
+    if (e == TY_OK) {
+        e = stop_facts_read(c, id, f);
+        store_read_end(c);
     }
-    free(vals);
+    store_reader_release(s, c);
+    if (e != TY_OK)
+        store_stop_facts_clear(f);
     return e;
 }
 
@@ -574,24 +586,15 @@ static ty_err decide_stop(job_state cur, job_state *to, void *ud)
     return TY_OK;
 }
 
-ty_err store_sweep_check_stop(store *s, const char *id, int *stopped)
+ty_err store_sweep_stop_trial(store *s, const char *id, const char *reason, const char *message,
+                              int *stopped)
 {
     if (stopped)
         *stopped = 0;
-    if (!s || !id)
+    if (!s || !id || !reason || !message)
         return TY_EINVAL;
-    stop_verdict v = {0};
-    store_conn *c = store_reader_acquire(s);
-    ty_err e = store_read_begin(c);
-    if (e == TY_OK) {
-        e = stop_decide(c, id, &v);
-        store_read_end(c);
-    }
-    store_reader_release(s, c);
-    if (e != TY_OK || !v.stop)
-        return e;
     int moved = 0;
-    e = store_job_transition(s, id, decide_stop, &moved, "EarlyStopped", v.message, NULL);
+    ty_err e = store_job_transition(s, id, decide_stop, &moved, reason, message, NULL);
     if (e == TY_OK && stopped)
         *stopped = moved;
     return e;

@@ -1,5 +1,6 @@
 /* Unit tests for store/store_sweeps.c: a sweep and its trial jobs, their objective values,
- * the listing and the cancel. */
+ * the listing, the cancel, and the facts median early stopping judges on (the rule's own
+ * cases are in test_early_stop.c). */
 #include "tests/unit/test_store_util.h"
 
 #include <math.h>
@@ -274,10 +275,11 @@ static void run_to(store *s, const char *id, job_state last)
         assert_int_equal(move_job(s, id, last), TY_OK);
 }
 
-static void test_median_stopping(void **state)
+/* A sweep of NTRIALS running trials with median early stopping (min_trials 2, min_step 1);
+ * their ids go to trial. */
+static void create_with_rule(store *s, char trial[NTRIALS][STORE_ID_LEN + 1])
 {
-    store_fixture *f = *state;
-    char id[STORE_ID_LEN + 1], trial[NTRIALS][STORE_ID_LEN + 1];
+    char id[STORE_ID_LEN + 1];
     store_job_new jobs[NTRIALS];
     const char *params[NTRIALS] = {"{}", "{}", "{}"};
     store_label label = {"trainyard.io/sweep", NULL};
@@ -293,52 +295,133 @@ static void test_median_stopping(void **state)
                           .algorithm = "grid",
                           .parallelism = 3,
                           .metric = "loss",
+                          .maximize = 1,
                           .stop_min_trials = 2,
                           .stop_min_step = 1,
                           .body_json = "{}",
                           .trials = jobs,
                           .params_json = params,
                           .ntrials = NTRIALS};
-    assert_int_equal(store_sweep_create(f->s, &in), TY_OK);
-    store_sweep *sw = get(f->s, id);
+    assert_int_equal(store_sweep_create(s, &in), TY_OK);
+    store_sweep *sw = get(s, id);
     for (int i = 0; i < NTRIALS; i++) {
         memcpy(trial[i], sw->trials[i].job_id, STORE_ID_LEN + 1);
-        run_to(f->s, trial[i], JOB_RUNNING);
+        run_to(s, trial[i], JOB_RUNNING);
     }
     store_sweeps_free(sw, 1);
-    int stopped = -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The facts early stopping judges on: the rule as stored, the trial's latest point, and each
+ * succeeded trial's last value at or before that step. The store decides nothing. */
+static void test_stop_facts(void **state)
+{
+    store_fixture *f = *state;
+    char trial[NTRIALS][STORE_ID_LEN + 1];
+    store_stop_facts sf;
+    create_with_rule(f->s, trial);
+    /* A trial that reported nothing: the rule, no point. */
+    assert_int_equal(store_sweep_stop_facts(f->s, trial[2], &sf), TY_OK);
+    assert_true(sf.rule);
+    assert_string_equal(sf.metric, "loss");
+    assert_int_equal(sf.maximize, 1);
+    assert_int_equal(sf.min_trials, 2);
+    assert_int_equal(sf.min_step, 1);
+    assert_false(sf.has_point);
+    assert_null(sf.done);
+    store_stop_facts_clear(&sf);
+
     report(f->s, trial[0], 1, 1.0);
     report(f->s, trial[0], 2, 0.5);
-    report(f->s, trial[1], 1, 0.8);
-    report(f->s, trial[1], 2, 0.4);
-    report(f->s, trial[2], 1, 5.0);
-    /* Far worse, but no trial has succeeded yet: the rule does not apply. */
-    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
-    assert_int_equal(stopped, 0);
+    report(f->s, trial[0], 3, 0.25);
+    report(f->s, trial[1], 2, 0.75); /* reports every other step */
+    report(f->s, trial[2], 0, 5.0);
+    /* Below min_step the values are not read: the point alone. */
+    assert_int_equal(store_sweep_stop_facts(f->s, trial[2], &sf), TY_OK);
+    assert_true(sf.rule && sf.has_point);
+    assert_int_equal(sf.step, 0);
+    assert_true(sf.value == 5.0);
+    assert_null(sf.done);
+    assert_int_equal(sf.ndone, 0);
+    store_stop_facts_clear(&sf);
+    /* No trial succeeded yet: none to compare with. */
+    report(f->s, trial[2], 1, 4.0);
+    assert_int_equal(store_sweep_stop_facts(f->s, trial[2], &sf), TY_OK);
+    assert_int_equal(sf.step, 1);
+    assert_true(sf.value == 4.0);
+    assert_int_equal(sf.ndone, 0);
+    store_stop_facts_clear(&sf);
     assert_int_equal(move_job(f->s, trial[0], JOB_SUCCEEDED), TY_OK);
-    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
-    assert_int_equal(stopped, 0); /* one succeeded of the two needed */
     assert_int_equal(move_job(f->s, trial[1], JOB_SUCCEEDED), TY_OK);
-    report(f->s, trial[2], 1, 0.85); /* the median at step 1 is 0.9: better */
-    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
-    assert_int_equal(stopped, 0);
-    report(f->s, trial[2], 2, 0.6); /* the median at step 2 is 0.45: worse */
-    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
+    /* At step 1 trial 1 has nothing yet: it is left out. */
+    assert_int_equal(store_sweep_stop_facts(f->s, trial[2], &sf), TY_OK);
+    assert_int_equal(sf.ndone, 1);
+    assert_true(sf.done[0] == 1.0);
+    store_stop_facts_clear(&sf);
+    assert_null(sf.done);
+    /* Each succeeded trial's last value at or before step 3: trial 0's at 3, trial 1's at 2. */
+    report(f->s, trial[2], 3, 0.5);
+    uint64_t before = commits(f->s);
+    assert_int_equal(store_sweep_stop_facts(f->s, trial[2], &sf), TY_OK);
+    assert_int_equal(commits(f->s), before); /* a read */
+    assert_int_equal(sf.step, 3);
+    assert_true(sf.value == 0.5);
+    assert_int_equal(sf.ndone, 2);
+    qsort(sf.done, sf.ndone, sizeof *sf.done, cmp_double);
+    assert_true(sf.done[0] == 0.25 && sf.done[1] == 0.75);
+    store_stop_facts_clear(&sf);
+
+    /* A job outside sweeps, a sweep without the rule, an unknown job: no rule. */
+    store_job *other = submit_one(f->s, "other", "default");
+    assert_int_equal(store_sweep_stop_facts(f->s, other->id, &sf), TY_OK);
+    assert_false(sf.rule);
+    store_jobs_free(other, 1);
+    char plain[STORE_ID_LEN + 1];
+    create(f->s, "plain", 1, plain);
+    store_sweep *sw = get(f->s, plain);
+    assert_int_equal(store_sweep_stop_facts(f->s, sw->trials[0].job_id, &sf), TY_OK);
+    assert_false(sf.rule);
+    store_sweeps_free(sw, 1);
+    assert_int_equal(store_sweep_stop_facts(f->s, "no-such-job", &sf), TY_OK);
+    assert_false(sf.rule);
+    assert_int_equal(store_sweep_stop_facts(f->s, NULL, &sf), TY_EINVAL);
+    store_stop_facts_clear(NULL);
+}
+
+/* Stopping a trial moves it as a cancel would, with the reason and message given, once. */
+static void test_stop_trial(void **state)
+{
+    store_fixture *f = *state;
+    char trial[NTRIALS][STORE_ID_LEN + 1];
+    create_with_rule(f->s, trial);
+    int stopped = -1;
+    assert_int_equal(store_sweep_stop_trial(f->s, trial[2], "EarlyStopped", "worse", &stopped),
+                     TY_OK);
     assert_int_equal(stopped, 1);
     store_event *ev = NULL;
     size_t n = 0;
     assert_int_equal(store_job_events(f->s, trial[2], &ev, &n), TY_OK);
     assert_int_equal(ev[n - 1].to, JOB_CANCELLING);
     assert_string_equal(ev[n - 1].reason, "EarlyStopped");
-    assert_non_null(strstr(ev[n - 1].message, "median 0.45 of 2 succeeded trials"));
+    assert_string_equal(ev[n - 1].message, "worse");
     store_events_free(ev, n);
-    /* Once stopping, nothing more happens; a job outside sweeps is left alone. */
-    assert_int_equal(store_sweep_check_stop(f->s, trial[2], &stopped), TY_OK);
+    /* Once stopping, nothing more happens; nor to a job that ended. */
+    assert_int_equal(store_sweep_stop_trial(f->s, trial[2], "EarlyStopped", "worse", &stopped),
+                     TY_OK);
     assert_int_equal(stopped, 0);
-    store_job *other = submit_one(f->s, "other", "default");
-    assert_int_equal(store_sweep_check_stop(f->s, other->id, &stopped), TY_OK);
+    assert_int_equal(move_job(f->s, trial[0], JOB_SUCCEEDED), TY_OK);
+    assert_int_equal(store_sweep_stop_trial(f->s, trial[0], "EarlyStopped", "worse", &stopped),
+                     TY_OK);
     assert_int_equal(stopped, 0);
-    store_jobs_free(other, 1);
+    assert_int_equal(store_sweep_stop_trial(f->s, trial[1], "EarlyStopped", "m", NULL), TY_OK);
+    assert_int_equal(store_sweep_stop_trial(f->s, "no-such-job", "EarlyStopped", "m", &stopped),
+                     TY_ENOTFOUND);
+    assert_int_equal(store_sweep_stop_trial(f->s, trial[1], NULL, "m", &stopped), TY_EINVAL);
 }
 
 int main(void)
@@ -358,7 +441,9 @@ int main(void)
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_pending_lines, store_fixture_setup,
                                         store_fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_median_stopping, store_fixture_setup,
+        cmocka_unit_test_setup_teardown(test_stop_facts, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_stop_trial, store_fixture_setup,
                                         store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
