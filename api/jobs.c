@@ -110,6 +110,13 @@ static ty_err job_write_cached(ty_buf *b, const store_job *j, time_cache *tc)
     if (!e)
         e = put_int(b, j->restarts);
     if (!e)
+        e = ty_buf_puts(b, ",\"pending_reason\":");
+    if (!e) /* the scheduler's own JSON object, copied as the attempt's record is */
+        e = ty_buf_puts(b, j->state == JOB_PENDING && j->pending_reason &&
+                                   j->pending_reason[0] == '{'
+                               ? j->pending_reason
+                               : "null");
+    if (!e)
         e = ty_buf_puts(b, ",\"current_attempt\":");
     if (!e)
         e = ty_buf_puts(b, j->attempt_json ? j->attempt_json : "null");

@@ -189,6 +189,21 @@ typedef struct backend_rank_limit {
     int gpus;                   /* GPUs per rank */
 } backend_rank_limit;
 
+/* The free capacity of one resource (free_resources()). */
+typedef enum backend_res_kind {
+    BACKEND_RES_GPU = 0,        /* GPUs of one type */
+    BACKEND_RES_CPU,            /* millicores */
+    BACKEND_RES_MEMORY,         /* bytes */
+} backend_res_kind;
+
+typedef struct backend_free {
+    backend_res_kind kind;
+    const char *gpu_type;       /* BACKEND_RES_GPU: the type's name (borrowed from the backend,
+                                   valid for its life) */
+    int64_t free;               /* >= 0: not reserved now */
+    int64_t total;              /* >= free */
+} backend_free;
+
 typedef struct backend backend;
 
 typedef struct backend_ops {
@@ -268,6 +283,14 @@ typedef struct backend_ops {
      * thread.
      */
     size_t (*rank_limits)(const backend *b, backend_rank_limit *out, size_t max);
+    /*
+     * The free capacity per resource the backend counts, for admission across teams:
+     * returns their number n and fills out[0..n) when max >= n (max 0 sizes the array). A
+     * resource the backend does not count is left out: reserve() alone decides on it, and
+     * reserve() stays the final word on the rest. May be NULL: nothing is counted. Called
+     * from the scheduler thread only (like reserve() and release()).
+     */
+    size_t (*free_resources)(const backend *b, backend_free *out, size_t max);
     /* Frees the backend; every reservation must have been released. */
     void (*free)(backend *b);
 } backend_ops;

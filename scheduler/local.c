@@ -1735,6 +1735,23 @@ static size_t local_rank_limits(const backend *b, backend_rank_limit *out, size_
     return 1;
 }
 
+/* GPUs only, as one type named "local" (--local-gpus, else the NVIDIA devices found): slots,
+ * the machine's measure, are reserve()'s, and cpu and memory are not booked here. */
+static size_t local_free_resources(const backend *b, backend_free *out, size_t max)
+{
+    const local_backend *lb = (const local_backend *)b;
+    if (lb->gpus <= 0)
+        return 0;
+    if (max == 0)
+        return 1;
+    int64_t free_gpus = 0;
+    for (int g = 0; g < lb->gpus; g++)
+        free_gpus += !lb->gpu_busy[g];
+    out[0] = (backend_free){.kind = BACKEND_RES_GPU, .gpu_type = LOCAL_GPU_TYPE,
+                            .free = free_gpus, .total = lb->gpus};
+    return 1;
+}
+
 static const backend_ops local_ops = {
     .name = "local",
     .reserve = local_reserve,
@@ -1749,5 +1766,6 @@ static const backend_ops local_ops = {
     .log_close = local_log_close,
     .capacity = local_capacity,
     .rank_limits = local_rank_limits,
+    .free_resources = local_free_resources,
     .free = local_free,
 };

@@ -67,6 +67,10 @@
 #include "common/ty_error.h"
 #include "scheduler/backend.h"
 
+/* The one GPU type of the local backend, as free_resources() names it: a team's quota names
+ * it "gpu/local", and a job asking GPUs of no type is charged to it. */
+#define LOCAL_GPU_TYPE "local"
+
 typedef struct local_options {
     const char *data_dir;          /* required; created when missing */
     int slots;                     /* ranks that may run at once; 0 = twice the online CPUs */

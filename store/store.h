@@ -106,6 +106,11 @@ typedef struct store_job {
     char *team;                  /* the owning team */
     char *owner;                 /* the submitting token's name; NULL for a job submitted
                                     before jobs had owners (schema version 13) */
+    char *pending_reason;        /* PENDING: why it waits, as the scheduler last wrote it (a
+                                    JSON object: reason, message, position, team_position);
+                                    NULL when none was written or the job is not PENDING */
+    int preempted;               /* it went back to PENDING because it was preempted, and has
+                                    not started again since */
 } store_job;
 
 /* Frees the members of n jobs and the array itself. Accepts NULL. */
@@ -227,6 +232,11 @@ typedef struct store_update {
                                     bound to the job and that attempt while every earlier token
                                     of the job is revoked (see store_job_token_lookup); with any
                                     other transition TY_EINVAL */
+    const char *pending_reason;  /* NULL: unchanged; else the job's pending_reason (JSON object
+                                    text; "" clears it), written only while the job is PENDING
+                                    (a move out of PENDING clears it) */
+    int preempted;               /* with a transition into PENDING: 1 marks the job preempted
+                                    (a move into STARTING clears the mark) */
     /* Results, set by store_jobs_update() for each update: */
     ty_err result;               /* TY_OK; TY_ECONFLICT when the job was not in `from` (nothing
                                     written); TY_ENOTFOUND; TY_EINTERNAL for a transition that
@@ -285,6 +295,26 @@ typedef struct store_pending_sweep {
 } store_pending_sweep;
 ty_err store_pending_sweeps(store *s, const char *queue, int64_t after_sweep, int limit,
                             store_pending_sweep **out, size_t *nout);
+/*
+ * Admission by team. store_jobs_pending_line() is store_jobs_pending_sweep() over the jobs of
+ * `team` only (NULL: every team's, as store_jobs_pending_sweep()): a line is (team, queue,
+ * sweep). store_pending_lines(): the lines that hold PENDING jobs, by team, queue, then sweep
+ * (a queue's jobs outside sweeps first, sweep 0), after `after` (NULL: from the first), at
+ * most limit (1..1000); fewer means the list is done. One index seek per line, whatever the
+ * number of jobs waiting. *out is new (NULL when none): free with store_pending_lines_free().
+ */
+typedef struct store_pending_line {
+    char *team;
+    char *queue;
+    int64_t sweep;               /* the sweep's seq; 0: the queue's jobs outside sweeps */
+    int parallelism;             /* the sweep's trials active at once; 0 outside sweeps */
+} store_pending_line;
+ty_err store_jobs_pending_line(store *s, const char *team, const char *queue, int64_t sweep,
+                               int64_t after_priority, int64_t after_seq, int limit,
+                               store_job **out, size_t *nout);
+ty_err store_pending_lines(store *s, const store_pending_line *after, int limit,
+                           store_pending_line **out, size_t *nout);
+void store_pending_lines_free(store_pending_line *lines, size_t n);
 
 /* One job_events row as a change feed entry (like a watch event). */
 typedef struct store_change {

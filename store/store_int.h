@@ -100,7 +100,7 @@ job_state store_column_state(sqlite3_stmt *st, int col);
 /* The columns store_job_from_row() reads, in its order. */
 #define STORE_JOB_COLUMNS                                                                          \
     "seq, id, name, queue, priority, state, attempt, created_ms, updated_ms, spec, restarts, "     \
-    "attempt_json, sweep, sweep_parallelism, team, owner"
+    "attempt_json, sweep, sweep_parallelism, team, owner, pending_reason, preempted"
 
 /* Fills the store_job *job (new strings) from a row of STORE_JOB_COLUMNS; a
  * store_row_fn. */

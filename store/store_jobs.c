@@ -90,6 +90,7 @@ void store_job_clear(store_job *j)
     free(j->attempt_json);
     free(j->team);
     free(j->owner);
+    free(j->pending_reason);
     memset(j, 0, sizeof *j);
 }
 
@@ -132,11 +133,14 @@ ty_err store_job_from_row(sqlite3_stmt *st, void *job)
     j->sweep_parallelism = sqlite3_column_int(st, 13);
     int has_attempt = sqlite3_column_type(st, 11) != SQLITE_NULL;
     int has_owner = sqlite3_column_type(st, 15) != SQLITE_NULL;
+    int has_reason = sqlite3_column_type(st, 16) != SQLITE_NULL;
+    j->preempted = sqlite3_column_int(st, 17);
     if (!(j->name = store_column_dup(st, 2)) || !(j->queue = store_column_dup(st, 3)) ||
         !(j->spec_json = store_column_dup(st, 9)) ||
         (has_attempt && !(j->attempt_json = store_column_dup(st, 11))) ||
         !(j->team = store_column_dup(st, 14)) ||
-        (has_owner && !(j->owner = store_column_dup(st, 15)))) {
+        (has_owner && !(j->owner = store_column_dup(st, 15))) ||
+        (has_reason && !(j->pending_reason = store_column_dup(st, 16)))) {
         store_job_clear(j);
         return TY_ENOMEM;
     }

@@ -74,6 +74,30 @@ static const char SQL_PENDING_SWEEP_AFTER[] =
 static const char SQL_PENDING_QUEUE_AFTER[] =
     "SELECT queue FROM jobs INDEXED BY jobs_pending_queue "
     "WHERE state = 0 AND queue > ?1 ORDER BY queue LIMIT 1";
+/* The same walks over one team's line, through jobs_pending_team. */
+static const char SQL_TEAM_PENDING_AT[] =
+    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND team = ?6 AND queue = ?4 AND sweep IS ?5 AND priority = ?1 AND seq > ?2 "
+    "ORDER BY priority DESC, seq LIMIT ?3";
+static const char SQL_TEAM_PENDING_BELOW[] =
+    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND team = ?6 AND queue = ?4 AND sweep IS ?5 AND priority <= ?1 "
+    "ORDER BY priority DESC, seq LIMIT ?3";
+/* The loose index scan of the lines (team, queue, sweep), one seek per line: the next sweep
+ * of the same (team, queue), else the first line of the next queue of the team, else the
+ * first line of the next team. A queue's line outside sweeps (sweep NULL) comes first. */
+static const char SQL_LINE_NEXT_SWEEP[] =
+    "SELECT team, queue, sweep, sweep_parallelism FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND team = ?1 AND queue = ?2 AND sweep > ?3 ORDER BY sweep LIMIT 1";
+static const char SQL_LINE_NEXT_QUEUE[] =
+    "SELECT team, queue, sweep, sweep_parallelism FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND team = ?1 AND queue > ?2 ORDER BY queue, sweep LIMIT 1";
+static const char SQL_LINE_NEXT_TEAM[] =
+    "SELECT team, queue, sweep, sweep_parallelism FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND team > ?1 ORDER BY team, queue, sweep LIMIT 1";
+static const char SQL_SET_PENDING_REASON[] =
+    "UPDATE jobs SET pending_reason = nullif(?2, '') WHERE seq = ?1 AND state = 0";
+static const char SQL_SET_PREEMPTED[] = "UPDATE jobs SET preempted = 1 WHERE seq = ?1";
 static const char SQL_CHANGES[] =
     "SELECT e.seq, j.id, e.from_state, e.to_state FROM job_events AS e "
     "JOIN jobs AS j ON j.seq = e.job_seq WHERE e.seq > ?1 ORDER BY e.seq LIMIT ?2";
@@ -84,7 +108,10 @@ static const char SQL_ATTEMPTS[] =
 
 const char *const store_sched_sql[] = {SQL_PENDING_AT,    SQL_PENDING_BELOW, SQL_PENDING_QUEUE_AFTER,
                                        SQL_CHANGES,       SQL_CHANGES_HEAD,  SQL_ATTEMPTS,
-                                       SQL_PENDING_SWEEP_AFTER, NULL};
+                                       SQL_PENDING_SWEEP_AFTER, SQL_TEAM_PENDING_AT,
+                                       SQL_TEAM_PENDING_BELOW, SQL_LINE_NEXT_SWEEP,
+                                       SQL_LINE_NEXT_QUEUE, SQL_LINE_NEXT_TEAM,
+                                       SQL_SET_PENDING_REASON, SQL_SET_PREEMPTED, NULL};
 
 /* ---- batched updates (writer thread) ------------------------------------- */
 
@@ -126,6 +153,19 @@ static ty_err write_records(store_conn *w, const store_job *job, const store_upd
     return store_step_done(st);
 }
 
+/* Runs sql with ?1 = seq and, when text is not NULL, ?2 = text. */
+static ty_err set_seq(store_conn *w, const char *sql, int64_t seq, const char *text)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(w, sql, 0, &st);
+    if (e != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, seq);
+    if (text)
+        store_bind_text(st, 2, text);
+    return store_step_done(st);
+}
+
 /* One update, inside its savepoint; returns its result. */
 static ty_err update_one(store_conn *w, store_update *u)
 {
@@ -151,6 +191,10 @@ static ty_err update_one(store_conn *w, store_update *u)
         e = write_records(w, &job, u);
     if (e == TY_OK && u->job_token_hash)
         e = store_job_token_put(w, job.seq, job.attempt, u->job_token_hash);
+    if (e == TY_OK && u->preempted && u->to == JOB_PENDING && u->from != JOB_PENDING)
+        e = set_seq(w, SQL_SET_PREEMPTED, job.seq, NULL);
+    if (e == TY_OK && u->pending_reason)
+        e = set_seq(w, SQL_SET_PENDING_REASON, job.seq, u->pending_reason);
     /* A failed update is rolled back: the job stays as it was read. */
     u->now = e == TY_OK ? job.state : cur;
     u->now_attempt = e == TY_OK ? job.attempt : cur_attempt;
@@ -200,8 +244,8 @@ ty_err store_jobs_update(store *s, store_update *u, size_t n)
 /* ---- reads --------------------------------------------------------------- */
 
 /* Appends to v the jobs sql returns for (queue, sweep, priority, seq, limit). */
-static ty_err pending_read(store_conn *c, const char *sql, const char *queue, int64_t sweep,
-                           int64_t priority, int64_t seq, int limit, store_vec *v)
+static ty_err pending_read(store_conn *c, const char *sql, const char *team, const char *queue,
+                           int64_t sweep, int64_t priority, int64_t seq, int limit, store_vec *v)
 {
     sqlite3_stmt *st = NULL;
     ty_err e = store_conn_stmt(c, sql, 0, &st);
@@ -213,6 +257,8 @@ static ty_err pending_read(store_conn *c, const char *sql, const char *queue, in
     store_bind_text(st, 4, queue);
     if (sweep > 0)
         sqlite3_bind_int64(st, 5, sweep); /* else NULL: the jobs outside sweeps */
+    if (team)
+        store_bind_text(st, 6, team);
     return store_collect(st, sizeof(store_job), store_job_from_row, v);
 }
 
@@ -225,6 +271,16 @@ ty_err store_jobs_pending(store *s, const char *queue, int64_t after_priority, i
 ty_err store_jobs_pending_sweep(store *s, const char *queue, int64_t sweep, int64_t after_priority,
                                 int64_t after_seq, int limit, store_job **out, size_t *nout)
 {
+    return store_jobs_pending_line(s, NULL, queue, sweep, after_priority, after_seq, limit, out,
+                                   nout);
+}
+
+ty_err store_jobs_pending_line(store *s, const char *team, const char *queue, int64_t sweep,
+                               int64_t after_priority, int64_t after_seq, int limit,
+                               store_job **out, size_t *nout)
+{
+    const char *at = team ? SQL_TEAM_PENDING_AT : SQL_PENDING_AT;
+    const char *below = team ? SQL_TEAM_PENDING_BELOW : SQL_PENDING_BELOW;
     if (!s || !queue || !out || !nout || sweep < 0)
         return TY_EINVAL;
     *out = NULL;
@@ -237,12 +293,12 @@ ty_err store_jobs_pending_sweep(store *s, const char *queue, int64_t sweep, int6
     if (e != TY_OK)
         goto out;
     if (after_seq == 0) {
-        e = pending_read(c, SQL_PENDING_BELOW, queue, sweep, INT64_MAX, 0, limit, &v);
+        e = pending_read(c, below, team, queue, sweep, INT64_MAX, 0, limit, &v);
     } else {
         /* The rest of the cursor's priority, then the priorities below it. */
-        e = pending_read(c, SQL_PENDING_AT, queue, sweep, after_priority, after_seq, limit, &v);
+        e = pending_read(c, at, team, queue, sweep, after_priority, after_seq, limit, &v);
         if (e == TY_OK && v.n < (size_t)limit && after_priority > INT64_MIN)
-            e = pending_read(c, SQL_PENDING_BELOW, queue, sweep, after_priority - 1, 0,
+            e = pending_read(c, below, team, queue, sweep, after_priority - 1, 0,
                              limit - (int)v.n, &v);
     }
     store_read_end(c);
@@ -458,5 +514,96 @@ ty_err store_job_attempts(store *s, const char *id, store_attempt **out, size_t 
     }
     *out = v.items;
     *nout = v.n;
+    return TY_OK;
+}
+
+void store_pending_lines_free(store_pending_line *lines, size_t n)
+{
+    if (!lines)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(lines[i].team);
+        free(lines[i].queue);
+    }
+    free(lines);
+}
+
+/* One step of the lines' scan: the first row sql gives for (team, queue, sweep) into *out.
+ * 1 found, 0 none, -1 with *e set. */
+static int line_step(store_conn *c, const char *sql, const char *team, const char *queue,
+                     int64_t sweep, store_pending_line *out, ty_err *e)
+{
+    sqlite3_stmt *st = NULL;
+    if ((*e = store_conn_stmt(c, sql, 0, &st)) != TY_OK)
+        return -1;
+    store_bind_text(st, 1, team);
+    if (queue)
+        store_bind_text(st, 2, queue);
+    sqlite3_bind_int64(st, 3, sweep);
+    int rc = sqlite3_step(st), found = 0;
+    if (rc == SQLITE_ROW) {
+        out->sweep = sqlite3_column_int64(st, 2); /* NULL reads as 0: outside sweeps */
+        out->parallelism = sqlite3_column_int(st, 3);
+        if (!(out->team = store_column_dup(st, 0)) || !(out->queue = store_column_dup(st, 1))) {
+            free(out->team);
+            out->team = NULL;
+            *e = TY_ENOMEM;
+            found = -1;
+        } else {
+            found = 1;
+        }
+    } else if (rc != SQLITE_DONE) {
+        *e = store_sqlite_err(rc);
+        found = -1;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return found;
+}
+
+ty_err store_pending_lines(store *s, const store_pending_line *after, int limit,
+                           store_pending_line **out, size_t *nout)
+{
+    if (!s || !out || !nout)
+        return TY_EINVAL;
+    *out = NULL;
+    *nout = 0;
+    if (limit < 1 || limit > QUEUES_MAX_LIMIT || (after && (!after->team || !after->queue)))
+        return TY_EINVAL;
+    store_pending_line *list = calloc((size_t)limit, sizeof *list);
+    if (!list)
+        return TY_ENOMEM;
+    size_t n = 0;
+    store_conn *c = store_reader_acquire(s);
+    ty_err e = store_read_begin(c);
+    if (e != TY_OK)
+        goto out;
+    /* Team names are never empty, so '' is before them all. */
+    const char *team = after ? after->team : "", *queue = after ? after->queue : NULL;
+    int64_t sweep = after ? after->sweep : 0;
+    while (n < (size_t)limit) {
+        int got = 0;
+        if (queue)
+            got = line_step(c, SQL_LINE_NEXT_SWEEP, team, queue, sweep, &list[n], &e);
+        if (got == 0 && queue)
+            got = line_step(c, SQL_LINE_NEXT_QUEUE, team, queue, 0, &list[n], &e);
+        if (got == 0)
+            got = line_step(c, SQL_LINE_NEXT_TEAM, team, NULL, 0, &list[n], &e);
+        if (got <= 0)
+            break;
+        team = list[n].team;
+        queue = list[n].queue;
+        sweep = list[n].sweep;
+        n++;
+    }
+    store_read_end(c);
+out:
+    store_reader_release(s, c);
+    if (e != TY_OK || n == 0) {
+        store_pending_lines_free(list, n);
+        return e;
+    }
+    *out = list;
+    *nout = n;
     return TY_OK;
 }

@@ -57,6 +57,10 @@
  *      (team, seq) is the list's team stream, jobs_team_state (team, state, seq) a team's
  *      usage and counts
  *  14  job_secrets: a job's secret env values, sealed; dropped when the job ends
+ *  15  admission by team: jobs_pending_team (team, queue, sweep, priority DESC, seq) of
+ *      the PENDING jobs, a line per (team, queue, sweep) read like jobs_pending_queue's;
+ *      jobs.pending_reason (the scheduler's last word on why a PENDING job waits, cleared
+ *      by a trigger when it leaves PENDING) and jobs.preempted (cleared when it starts)
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -387,6 +391,16 @@ static const char *const migrations[] = {
     "CREATE TRIGGER job_secrets_end AFTER UPDATE OF state ON jobs"
     "  WHEN new.state BETWEEN 6 AND 8 AND old.state < 6 BEGIN"
     "  DELETE FROM job_secrets WHERE job_seq = new.seq;"
+    "  END;",
+    /* 15 */
+    "CREATE INDEX jobs_pending_team ON jobs (team, queue, sweep, priority DESC, seq)"
+    "  WHERE state = 0;"
+    "ALTER TABLE jobs ADD COLUMN pending_reason TEXT;"
+    "ALTER TABLE jobs ADD COLUMN preempted INTEGER NOT NULL DEFAULT 0 CHECK (preempted IN (0, 1));"
+    "CREATE TRIGGER jobs_pending_reason_end AFTER UPDATE OF state ON jobs"
+    "  WHEN new.state <> 0 AND (old.state = 0 OR new.state = 2) BEGIN"
+    "  UPDATE jobs SET pending_reason = NULL,"
+    "    preempted = CASE WHEN new.state = 2 THEN 0 ELSE preempted END WHERE seq = new.seq;"
     "  END;",
 };
 

@@ -22,6 +22,7 @@ struct backend_attempt {
     backend_attempt *next;
     char id[FAKE_ID_MAX];
     int world;
+    int gpus;           /* GPUs booked (world x per rank) */
     int attempt;        /* launched last, 0 before */
     unsigned char *ended; /* world flags: the rank's end was told */
 };
@@ -33,6 +34,8 @@ typedef struct fake_backend {
     int efd;
     int slots, used, stop_ends;
     int stops_to_fail;
+    char gpu_type[32];  /* "" until fake_set_gpus() */
+    int gpus, gpus_used;
     char adopt_id[FAKE_ID_MAX];
     int adopt_world;
     backend_attempt *attempts;
@@ -144,9 +147,19 @@ static ty_err fake_reserve(backend *b, const backend_job *job, backend_attempt *
         snprintf(why, whylen, "needs %d slots, %d of %d free", job->world_size,
                  f->slots - f->used, f->slots);
         e = TY_EAGAIN;
+    } else if (f->gpu_type[0] && (long long)job->world_size * job->gpus_per_rank > f->gpus) {
+        snprintf(why, whylen, "needs %d GPUs, the fake has %d",
+                 job->world_size * job->gpus_per_rank, f->gpus);
+        e = TY_EINVAL;
+    } else if (f->gpu_type[0] && f->gpus_used + job->world_size * job->gpus_per_rank > f->gpus) {
+        snprintf(why, whylen, "needs %d GPUs, %d of %d free", job->world_size * job->gpus_per_rank,
+                 f->gpus - f->gpus_used, f->gpus);
+        e = TY_EAGAIN;
     } else if (!(*out = attempt_new(f, job->id, job->world_size))) {
         e = TY_ENOMEM;
     } else {
+        (*out)->gpus = f->gpu_type[0] ? job->world_size * job->gpus_per_rank : 0;
+        f->gpus_used += (*out)->gpus;
         logf_locked(f, "reserve %s", job->id);
     }
     pthread_mutex_unlock(&f->mu);
@@ -231,6 +244,7 @@ static void fake_release(backend *b, backend_attempt *a)
             f->q[k++] = f->q[i];
     f->qn = k;
     f->used -= a->world;
+    f->gpus_used -= a->gpus;
     free(a->ended);
     free(a);
     pthread_mutex_unlock(&f->mu);
@@ -313,6 +327,30 @@ static void fake_free(backend *b)
     free(f);
 }
 
+static size_t fake_free_resources(const backend *b, backend_free *out, size_t max)
+{
+    fake_backend *f = (fake_backend *)b;
+    size_t n = 0;
+    pthread_mutex_lock(&f->mu);
+    if (f->gpu_type[0]) {
+        n = 1;
+        if (max >= 1)
+            out[0] = (backend_free){.kind = BACKEND_RES_GPU, .gpu_type = f->gpu_type,
+                                    .free = f->gpus - f->gpus_used, .total = f->gpus};
+    }
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+void fake_set_gpus(backend *b, const char *type, int gpus)
+{
+    fake_backend *f = (fake_backend *)b;
+    pthread_mutex_lock(&f->mu);
+    snprintf(f->gpu_type, sizeof f->gpu_type, "%s", type);
+    f->gpus = gpus;
+    pthread_mutex_unlock(&f->mu);
+}
+
 static const backend_ops fake_ops = {
     .name = "fake",
     .reserve = fake_reserve,
@@ -326,6 +364,7 @@ static const backend_ops fake_ops = {
     .log_read = fake_log_read,
     .log_close = fake_log_close,
     .capacity = fake_capacity,
+    .free_resources = fake_free_resources,
     .free = fake_free,
 };
 

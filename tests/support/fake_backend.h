@@ -27,6 +27,10 @@
 /* A fake with `slots` slots; free with b->ops->free(b). NULL when out of memory. */
 backend *fake_backend_new(int slots);
 
+/* Gives the fake `gpus` GPUs of one type (none before): reserve() books world x per-rank GPUs
+ * of it ("not now" when too few are free), and free_resources() reports the free ones. Call
+ * before the scheduler starts (the type's name is borrowed by the loop). */
+void fake_set_gpus(backend *b, const char *type, int gpus);
 /* Changes the capacity (no event: see fake_emit_capacity). */
 void fake_set_slots(backend *b, int slots);
 /* 1 (default): a stop ends every running rank at once; 0: ranks end only when told. */

@@ -1067,6 +1067,12 @@ static void spy_capacity(const backend *b, int *total, int *used)
     in->ops->capacity(in, total, used);
 }
 
+static size_t spy_free_resources(const backend *b, backend_free *out, size_t max)
+{
+    const backend *in = ((const spy_backend *)b)->inner;
+    return in->ops->free_resources ? in->ops->free_resources(in, out, max) : 0;
+}
+
 static void spy_free(backend *b)
 {
     (void)b; /* the fixture frees the fake */
@@ -1117,6 +1123,7 @@ static void start_spy(fixture *f, spy_backend *sp)
     sp->ops.release = spy_release;
     sp->ops.recover = spy_recover;
     sp->ops.capacity = spy_capacity;
+    sp->ops.free_resources = spy_free_resources;
     sp->ops.free = spy_free;
     sp->base.ops = &sp->ops;
     pthread_mutex_init(&sp->mu, NULL);
@@ -1333,6 +1340,161 @@ static void test_sweep_within_queue_limit(void **state)
     free(order);
 }
 
+
+/* ---- teams: quotas, borrowing, fair share ------------------------------------------------ */
+
+/* Creates team `name` with a quota of `quota` a100 GPUs and a borrowing limit of `borrow`. */
+static void make_team(fixture *f, const char *name, int64_t quota, int64_t borrow)
+{
+    store_team_res res = {.resource = "gpu/a100", .quota = quota, .borrowing_limit = borrow};
+    store_team t = {.name = (char *)name, .weight = 1, .has_quota = 1, .res = &res, .nres = 1};
+    assert_int_equal(store_team_create(f->st, &t), TY_OK);
+}
+
+/* Submits a job of team `team`: `world` ranks of `gpus` a100 GPUs each, running `true`
+ * (the fake runs nothing). */
+static void submit_team(fixture *f, const char *name, const char *team, int64_t priority,
+                        int world, int gpus, char id[STORE_ID_LEN + 1])
+{
+    json_t *spec = json_pack(
+        "{s:s, s:{}, s:s, s:I, s:s, s:[s], s:[], s:{}, s:{s:i}, s:{s:{s:s, s:i}}, "
+        "s:{s:i, s:i}, s:n}",
+        "name", name, "labels", "queue", "default", "priority", (json_int_t)priority, "image",
+        "local", "command", "true", "args", "env", "workers", "count", world, "resources", "gpu",
+        "type", "a100", "count", gpus, "restart", "max", 0, "backoff_seconds", 0,
+        "timeout_seconds");
+    assert_non_null(spec);
+    char *text = json_dumps(spec, JSON_COMPACT);
+    store_job_new n = {.name = name, .queue = "default", .priority = priority, .spec_json = text,
+                       .team = team};
+    store_job *out = NULL;
+    size_t nout = 0;
+    int replayed = 0;
+    assert_int_equal(store_jobs_submit(f->st, &n, 1, NULL, NULL, &out, &nout, &replayed), TY_OK);
+    memcpy(id, out[0].id, STORE_ID_LEN + 1);
+    store_jobs_free(out, nout);
+    free(text);
+    json_decref(spec);
+}
+
+/* The job's pending_reason (new), once its reason is `want`. */
+static json_t *wait_pending_reason(fixture *f, const char *id, const char *want)
+{
+    for (int waited = 0; waited < WAIT_MS; waited += 20) {
+        store_job *j = NULL;
+        assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+        json_t *pr = j->pending_reason ? json_loads(j->pending_reason, 0, NULL) : NULL;
+        store_jobs_free(j, 1);
+        const char *r = json_string_value(json_object_get(pr, "reason"));
+        if (r && strcmp(r, want) == 0)
+            return pr;
+        json_decref(pr);
+        sleep_ms(20);
+    }
+    fail_msg("job %s never waited with %s", id, want);
+    return NULL;
+}
+
+/*
+ * A team within its quota, then beyond it by borrowing what the other team leaves idle, up to
+ * its borrowing limit; past that the head waits with QuotaExceeded, saying by how much, while
+ * the other team's job that fits is admitted.
+ */
+static void test_quota_and_borrowing(void **state)
+{
+    fixture *f = *state;
+    make_team(f, "vision", 4, 2);
+    make_team(f, "nlp", 4, 0);
+    assert_non_null(f->be = fake_backend_new(100));
+    fake_set_gpus(f->be, "a100", 8);
+    char v[4][27], n1[27];
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "v%d", i);
+        submit_team(f, name, "vision", 0, 1, 2, v[i]);
+    }
+    start_fake(f, 100);
+    expect_call(f, "launch", v[0], "1", 1);
+    expect_call(f, "launch", v[1], "1", 1);
+    expect_call(f, "launch", v[2], "1", 1); /* borrows 2 of nlp's idle 4 */
+    json_t *pr = wait_pending_reason(f, v[3], "QuotaExceeded");
+    assert_int_equal(json_integer_value(json_object_get(pr, "position")), 1);
+    assert_int_equal(json_integer_value(json_object_get(pr, "team_position")), 1);
+    const char *msg = json_string_value(json_object_get(pr, "message"));
+    assert_non_null(strstr(msg, "team vision uses 6 of 4 a100 and borrows 2 of 2"));
+    json_decref(pr);
+    assert_int_equal(count_call(f, "launch", v[3], "1"), 0);
+    assert_int_equal(count_reason(f, v[3], "Waiting"), 1);
+    /* nlp's job fits its own quota and the 2 free GPUs. */
+    submit_team(f, "n1", "nlp", 0, 1, 2, n1);
+    expect_call(f, "launch", n1, "1", 1);
+    assert_int_equal(state_of(f, v[3]), JOB_PENDING);
+    /* A vision job ends: its place goes to the next vision job. */
+    assert_int_equal(fake_emit_exit(f->be, v[0], -1, 0, 0, NULL), 0);
+    expect_done(f, v[0], JOB_SUCCEEDED);
+    expect_call(f, "launch", v[3], "1", 1);
+    store_job *j = wait_state(f, v[3], 1u << JOB_STARTING | 1u << JOB_RUNNING);
+    assert_null(j->pending_reason); /* cleared when it left PENDING */
+    store_jobs_free(j, 1);
+}
+
+/* The next admission goes to the team with the lowest dominant share, not to the oldest job. */
+static void test_fair_share_across_teams(void **state)
+{
+    fixture *f = *state;
+    make_team(f, "a", 4, 0);
+    make_team(f, "b", 4, 0);
+    assert_non_null(f->be = fake_backend_new(100));
+    fake_set_gpus(f->be, "a100", 2);
+    char a[3][27], b1[27];
+    submit_team(f, "a0", "a", 0, 1, 1, a[0]);
+    submit_team(f, "a1", "a", 0, 1, 1, a[1]);
+    submit_team(f, "a2", "a", 0, 1, 1, a[2]);
+    submit_team(f, "b1", "b", 0, 1, 1, b1);
+    start_fake(f, 100);
+    expect_call(f, "launch", a[0], "1", 1);
+    expect_call(f, "launch", b1, "1", 1); /* b's share 0 < a's 1/8, though a1 is older */
+    json_t *pr = wait_pending_reason(f, a[1], "NoCapacity");
+    assert_non_null(strstr(json_string_value(json_object_get(pr, "message")),
+                           "the cluster has 0 free a100; this job needs 1"));
+    json_decref(pr);
+    assert_int_equal(count_call(f, "launch", a[1], "1"), 0);
+    /* a2 is deeper in a's line: it has no reason of its own. */
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, a[2], &j), TY_OK);
+    assert_null(j->pending_reason);
+    store_jobs_free(j, 1);
+}
+
+/*
+ * After a restart, usage is rebuilt from what runs before anything is admitted: a team at its
+ * quota with a job running admits nothing more, even though the backend's GPUs look free.
+ */
+static void test_restart_rebuilds_usage(void **state)
+{
+    fixture *f = *state;
+    make_team(f, "vision", 2, 0);
+    char kept[27], next[27];
+    submit_team(f, "kept", "vision", 0, 1, 2, kept);
+    store_running(f, kept, 1);
+    submit_team(f, "next", "vision", 5, 1, 2, next);
+    assert_non_null(f->be = fake_backend_new(100));
+    fake_set_gpus(f->be, "a100", 8);
+    fake_adopt_next(f->be, kept, 1);
+    start_fake(f, 100);
+    expect_call(f, "recover", kept, "adopted", 1);
+    json_t *pr = wait_pending_reason(f, next, "QuotaExceeded");
+    assert_non_null(strstr(json_string_value(json_object_get(pr, "message")),
+                           "team vision uses 2 of 2 a100"));
+    json_decref(pr);
+    assert_int_equal(count_call(f, "reserve", next, NULL), 0);
+    /* Its end gives the quota back. */
+    assert_int_equal(fake_emit_running(f->be, kept, -1, "n1"), 0);
+    assert_int_equal(fake_emit_exit(f->be, kept, -1, 0, 0, NULL), 0);
+    expect_done(f, kept, JOB_SUCCEEDED);
+    expect_call(f, "launch", next, "1", 1);
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_WARN);
@@ -1360,6 +1522,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_sweep_parallelism, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_within_queue_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quota_and_borrowing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_share_across_teams, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_rebuilds_usage, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
