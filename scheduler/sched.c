@@ -116,6 +116,8 @@ typedef enum end_cause {
     END_LAUNCH,   /* the attempt could not be started: FAILED (LaunchFailed) */
     END_DISK,     /* the job's directory went over the backend's disk limit: FAILED
                      (DiskLimitExceeded); a restart would find the same full disk */
+    END_PREEMPTED, /* admission took its place for another job: back to PENDING at its place,
+                      without spending restart.max (a disruption) */
 } end_cause;
 
 /* A backend call a job wants, made in the act phase. */
@@ -142,6 +144,7 @@ typedef struct sjob {
     char *team;      /* the owning team */
     int64_t priority;
     int64_t admitted_ms; /* when this loop admitted it (recovered: its last update) */
+    admit_preempt_kind preempt_kind; /* END_PREEMPTED: reclaim or priority */
     job_state state; /* as last committed */
     int attempt;     /* the store's attempt number */
     int restarts;
@@ -227,6 +230,7 @@ struct sched {
     pthread_mutex_t mu;
     sjob *jobs;
     uint64_t njobs, running_ranks, rounds, launches, restarts_total;
+    uint64_t preemptions[2]; /* attempts ended by a preemption: [0] reclaim, [1] priority */
     int stopped; /* the thread finished: every follower stops waiting */
 };
 
@@ -1057,6 +1061,23 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
         record_end(s, j, ATT_CANCELLED, "Cancelled", "every rank stopped", now);
         set_act(push(r, j, JOB_CANCELLED, "Cancelled", "every rank stopped"), ACT_FORGET);
         break;
+    case END_PREEMPTED: {
+        /* Like a disruption, it spends no restart; the job waits again in its line, at the
+         * place its seq gives it, and its reservation goes back. */
+        record_end(s, j, ATT_STOPPED, "Preempted", j->cause_msg, now);
+        change *c = push(r, j, JOB_PENDING, "Preempted",
+                         "%s; back in line at its place (does not count against restart.max)",
+                         j->cause_msg);
+        if (c) {
+            c->u.preempted = 1;
+            c->act = ACT_DISCARD;
+        }
+        pthread_mutex_lock(&s->mu);
+        s->preemptions[j->preempt_kind == ADMIT_PRIORITY]++;
+        pthread_mutex_unlock(&s->mu);
+        j->cause = END_NONE;
+        break;
+    }
     case END_SHUTDOWN:
         record_end(s, j, ATT_STOPPED, "ServerShutdown", j->cause_msg, now);
         j->restart_at_ms = now;
@@ -1668,12 +1689,30 @@ static void admit(sched *s, round *r, int64_t now)
     /* Usage: the jobs this loop holds, by team. */
     size_t nheld = 0;
     for (sjob *j = s->jobs; j; j = j->next)
-        nheld += job_holds(j);
+        nheld += job_holds(j) || j->res;
     if (nheld && !(run = calloc(nheld, sizeof *run)))
         goto failed;
     for (sjob *j = s->jobs; j; j = j->next) {
-        if (!job_holds(j) || !j->team)
+        if (!j->team)
             continue;
+        if (!job_holds(j)) {
+            /* Its end was decided this round: its reservation goes back after the commit.
+             * What it frees counts as coming back (a stopping job), never as a victim. */
+            if (!j->res)
+                continue;
+            size_t t;
+            for (t = 0; t < nteams && strcmp(teams[t].name, j->team) != 0; t++)
+                ;
+            int64_t req[ADMIT_MAX_RES];
+            if (t == nteams || request_of(&c, j->world, j->gpus_per_rank, j->gpu_type,
+                                          j->cpu_cores, j->memory_bytes, req) != 0)
+                continue;
+            run[nrun] = (admit_running){.id = j->id, .team = t, .priority = j->priority,
+                                        .started_ms = j->admitted_ms, .stopping = 1};
+            memcpy(run[nrun].req, req, sizeof req);
+            nrun++;
+            continue;
+        }
         size_t t;
         for (t = 0; t < nteams && strcmp(teams[t].name, j->team) != 0; t++)
             ;
@@ -1685,9 +1724,12 @@ static void admit(sched *s, round *r, int64_t now)
             continue;
         for (size_t k = 0; k < c.nres; k++)
             at[t].used[k] += req[k];
+        if (!j->launched || j->alive <= 0)
+            continue; /* only a gang that runs can be preempted */
         run[nrun] = (admit_running){.id = j->id, .team = t, .priority = j->priority,
                                     .started_ms = j->admitted_ms,
-                                    .stopping = j->stop_asked || j->state == JOB_CANCELLING ||
+                                    .stopping = j->stop_asked || j->cause != END_NONE ||
+                                                j->state == JOB_CANCELLING ||
                                                 job_state_is_terminal(j->state)};
         memcpy(run[nrun].req, req, sizeof req);
         nrun++;
@@ -1729,7 +1771,7 @@ static void admit(sched *s, round *r, int64_t now)
         .lines = al,
         .nlines = nl,
         .running = run,
-        .nrunning = 0, /* no preemption yet: the loop does not stop victims */
+        .nrunning = nrun,
         .max_admits = MAX_ADMITS_PER_ROUND,
         .next = next_cb,
         .reserve = reserve_cb,
@@ -1771,6 +1813,25 @@ static void admit(sched *s, round *r, int64_t now)
         nsaidnow++;
         if (res.pending[i].reason == ADMIT_ROUND_CAP)
             s->admit_wanted = 1; /* more may fit: the next round goes on */
+    }
+    /* The victims: stopped gracefully; their gangs' ends put them back in line. */
+    for (size_t i = 0; i < res.npreemptions; i++) {
+        const admit_preemption *p = &res.preemptions[i];
+        sjob *j = job_find(s, run[p->victim].id);
+        if (!j || j->cause != END_NONE || j->stop_asked)
+            continue;
+        const char *team = at[al[p->for_line].team].name;
+        char msg[256];
+        if (p->kind == ADMIT_RECLAIM)
+            snprintf(msg, sizeof msg, "preempted for job %s: team %s reclaims its quota",
+                     p->for_id, team);
+        else
+            snprintf(msg, sizeof msg, "preempted for job %s of higher priority in team %s",
+                     p->for_id, team);
+        j->preempt_kind = p->kind;
+        stop_gang(s, j, END_PREEMPTED, msg, now);
+        TY_LOG(TY_LOG_INFO, "scheduler: preempting a job", "{s:s, s:s, s:s}", "job_id", j->id,
+               "for", p->for_id, "kind", p->kind == ADMIT_RECLAIM ? "reclaim" : "priority");
     }
     /* What was said is kept for the heads of this round only. */
     for (size_t i = 0; i < s->nsaid; i++) {

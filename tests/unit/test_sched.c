@@ -1495,6 +1495,54 @@ static void test_restart_rebuilds_usage(void **state)
     expect_call(f, "launch", next, "1", 1);
 }
 
+/*
+ * Reclaim: a team within its nominal quota takes back what another team borrowed. The
+ * borrower's most recent job is stopped gracefully, its attempt ends Preempted naming the job
+ * it made room for, and it goes back to PENDING without spending a restart; it runs again
+ * (a new attempt, restarts unchanged) once GPUs come free.
+ */
+static void test_reclaim_preempts_borrower(void **state)
+{
+    fixture *f = *state;
+    make_team(f, "vision", 4, 4);
+    make_team(f, "nlp", 4, 0);
+    assert_non_null(f->be = fake_backend_new(100));
+    fake_set_gpus(f->be, "a100", 8);
+    char v[4][27], n1[27];
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "v%d", i);
+        submit_team(f, name, "vision", 0, 1, 2, v[i]);
+    }
+    start_fake(f, 100);
+    for (int i = 0; i < 4; i++)
+        expect_call(f, "launch", v[i], "1", 1); /* v2 and v3 borrow nlp's idle quota */
+    submit_team(f, "n1", "nlp", 0, 1, 2, n1);
+    expect_call(f, "stop", v[3], "soft", 1); /* the most recent borrower's job */
+    expect_call(f, "launch", n1, "1", 1);
+    store_job *j = wait_state(f, v[3], 1u << JOB_PENDING);
+    assert_int_equal(j->restarts, 0);
+    assert_int_equal(j->attempt, 1);
+    assert_int_equal(j->preempted, 1);
+    store_jobs_free(j, 1);
+    json_t *rec = wait_record(f, v[3], "reason", "Preempted");
+    assert_non_null(strstr(json_string_value(json_object_get(rec, "message")), n1));
+    assert_string_equal(json_string_value(json_object_get(rec, "state")), "stopped");
+    json_decref(rec);
+    json_t *pr = wait_pending_reason(f, v[3], "Preempted");
+    json_decref(pr);
+    assert_int_equal(count_call(f, "stop", v[2], "soft"), 0);
+    /* A vision job ends: the preempted one runs again, a new attempt, no restart spent. */
+    assert_int_equal(fake_emit_exit(f->be, v[0], -1, 0, 0, NULL), 0);
+    expect_done(f, v[0], JOB_SUCCEEDED);
+    expect_call(f, "launch", v[3], "2", 1);
+    j = wait_state(f, v[3], 1u << JOB_STARTING | 1u << JOB_RUNNING);
+    assert_int_equal(j->restarts, 0);
+    assert_int_equal(j->preempted, 0);
+    store_jobs_free(j, 1);
+    assert_int_equal(job_restarts(f, v[3]), 0);
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_WARN);
@@ -1525,6 +1573,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_quota_and_borrowing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_share_across_teams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_rebuilds_usage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_preempts_borrower, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
