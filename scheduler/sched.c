@@ -1176,6 +1176,7 @@ typedef struct wline {
 
 typedef struct said {
     char id[STORE_ID_LEN + 1];
+    char *queue;             /* its queue (owned) */
     char *json;              /* the pending_reason last written (owned) */
     char *note;              /* the reason and message last told in a Waiting event (owned) */
 } said;
@@ -1536,6 +1537,7 @@ static void tell_pending(actx *c, round *r, const admit_snapshot *snap, const ad
     char note[600];
     snprintf(note, sizeof note, "%s\n%s", name, msg);
     memcpy(now->id, p->job.id, sizeof now->id);
+    now->queue = strdup(c->lines[p->line].key.queue);
     now->json = text;
     now->note = strdup(note);
     const said *before = said_find(s, p->job.id);
@@ -1833,10 +1835,42 @@ static void admit(sched *s, round *r, int64_t now)
         TY_LOG(TY_LOG_INFO, "scheduler: preempting a job", "{s:s, s:s, s:s}", "job_id", j->id,
                "for", p->for_id, "kind", p->kind == ADMIT_RECLAIM ? "reclaim" : "priority");
     }
+    /* A head of the last round that is no head now (a job of its line went ahead of it, a
+     * preempted one came back) and was not admitted: its reason is taken back (a job deeper in
+     * a line has none of its own). */
+    for (size_t i = 0; i < s->nsaid; i++) {
+        const said *old = &s->said[i];
+        int still = 0;
+        for (size_t k = 0; k < nsaidnow && !still; k++)
+            still = strcmp(saidnow[k].id, old->id) == 0;
+        for (size_t k = 0; k < res.nadmitted && !still; k++)
+            still = strcmp(res.admitted[k].job.id, old->id) == 0;
+        for (size_t k = 0; k < res.nfailed && !still; k++)
+            still = strcmp(res.failed[k].job.id, old->id) == 0;
+        if (still || !old->json || !old->queue || job_find(s, old->id))
+            continue;
+        sjob *j = calloc(1, sizeof *j);
+        if (!j || !(j->queue = strdup(old->queue))) {
+            job_free(j);
+            continue;
+        }
+        memcpy(j->id, old->id, sizeof j->id);
+        j->state = JOB_PENDING;
+        job_link(s, j);
+        change *ch = push(r, j, JOB_PENDING, NULL, NULL);
+        if (!ch) {
+            job_forget(s, j);
+            continue;
+        }
+        ch->act = ACT_DISCARD;
+        if ((ch->preason = strdup("")))
+            ch->u.pending_reason = ch->preason;
+    }
     /* What was said is kept for the heads of this round only. */
     for (size_t i = 0; i < s->nsaid; i++) {
         free(s->said[i].json);
         free(s->said[i].note);
+        free(s->said[i].queue);
     }
     free(s->said);
     s->said = saidnow;
@@ -1865,6 +1899,7 @@ out:
     for (size_t i = 0; i < nsaidnow; i++) {
         free(saidnow[i].json);
         free(saidnow[i].note);
+        free(saidnow[i].queue);
     }
     free(saidnow);
     admit_result_free(&res);
@@ -2430,6 +2465,7 @@ void sched_stop(sched *s)
     for (size_t i = 0; i < s->nsaid; i++) {
         free(s->said[i].json);
         free(s->said[i].note);
+        free(s->said[i].queue);
     }
     free(s->said);
     if (s->wake_fd >= 0)
