@@ -54,6 +54,8 @@ void api_webhooks_deliver(const api_req *req, api_resp *resp);
 /* Teams (teams.c): admins manage them; a token reads its own. */
 void api_teams_create(const api_req *req, api_resp *resp);
 void api_teams_list(const api_req *req, api_resp *resp);
+/* GET /v1/queue (queue.c): the PENDING jobs in admission order, with where they stand. */
+void api_queue_list(const api_req *req, api_resp *resp);
 void api_teams_get(const api_req *req, api_resp *resp);
 void api_teams_update(const api_req *req, api_resp *resp);
 void api_teams_delete(const api_req *req, api_resp *resp);

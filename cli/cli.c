@@ -1413,6 +1413,69 @@ out:
     return rc;
 }
 
+/* trainyard queue [TEAM]: the PENDING jobs in admission order, with where they stand. */
+static int cmd_queue(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    json_t *t;
+    size_t i;
+    char path[160];
+    int rc = parse_opts(find_cmd("queue"), argc, argv, "output limit", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (argc - optind > 1)
+        return usage_error("queue", "unexpected argument");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+        return usage_error("queue", "-o takes json or yaml");
+    const char *team = optind < argc ? argv[optind] : NULL;
+    for (const char *p = team; p && *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
+            return usage_error("queue", "TEAM is a team's name");
+    if (team && strlen(team) > 63)
+        return usage_error("queue", "TEAM is a team's name");
+    snprintf(path, sizeof path, "/v1/queue?limit=%ld%s%s", o.limit > 0 ? o.limit : 100L,
+             team ? "&team=" : "", team ? team : "");
+    if ((rc = connect_cli("queue", &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    cli_http_do(c, "GET", path, NULL, &r);
+    if (!is_2xx(&r) || !r.json) {
+        rc = cli_report("queue", &r, stderr);
+        goto out;
+    }
+    if (o.output) {
+        rc = print_doc("queue", o.output, r.json);
+        goto out;
+    }
+    json_t *rows = json_pack("[[s,s,s,s,s,s,s,s,s]]", "POSITION", "TEAM_POS", "LINE_POS", "ID",
+                             "NAME", "TEAM", "QUEUE", "REASON", "MESSAGE");
+    json_array_foreach(json_object_get(r.json, "jobs"), i, t)
+    {
+        const json_t *pr = json_object_get(t, "pending_reason");
+        char pos[24] = "-", tpos[24] = "-", lpos[24];
+        if (json_is_object(pr)) {
+            snprintf(pos, sizeof pos, "%lld",
+                     (long long)json_integer_value(json_object_get(pr, "position")));
+            snprintf(tpos, sizeof tpos, "%lld",
+                     (long long)json_integer_value(json_object_get(pr, "team_position")));
+        }
+        snprintf(lpos, sizeof lpos, "%lld",
+                 (long long)json_integer_value(json_object_get(t, "line_position")));
+        json_array_append_new(
+            rows, json_pack("[s,s,s,s,s,s,s,s,s]", pos, tpos, lpos, str(t, "id"), str(t, "name"),
+                            str(t, "team"), str(t, "queue"),
+                            json_is_object(pr) ? str(pr, "reason") : "(behind its line's head)",
+                            json_is_object(pr) ? str(pr, "message") : ""));
+    }
+    print_table(rows);
+    json_decref(rows);
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
 #define TEAM_BODY_HELP                                                                             \
     "  -f, --file FILE       the team (YAML or JSON): quota, borrowing_limit, weight, e.g.\n"     \
     "                        quota: {gpu: {a100: 16}, cpu: \"512\", memory: 4Ti}\n"                \
@@ -1497,6 +1560,13 @@ static const cmd commands[] = {
      "COMMAND [OPTIONS]", cmd_sweep},
     {"team", "Creates, shows, lists and changes teams (team create|get|list|set).",
      "COMMAND [OPTIONS]", cmd_team},
+    {"queue",
+     "Lists the PENDING jobs in the order admission would take them: the lines' heads by "
+     "position with why each waits, then the jobs behind them.",
+     "[TEAM] [--limit N] [-o json|yaml]\n"
+     "  TEAM                  one team's queue (admin; a team's token sees its own)\n"
+     "  --limit N             at most N jobs (default 100, at most 1000)",
+     cmd_queue},
 };
 
 static const cmd *find_cmd(const char *name)

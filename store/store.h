@@ -315,6 +315,13 @@ ty_err store_jobs_pending_line(store *s, const char *team, const char *queue, in
 ty_err store_pending_lines(store *s, const store_pending_line *after, int limit,
                            store_pending_line **out, size_t *nout);
 void store_pending_lines_free(store_pending_line *lines, size_t n);
+/*
+ * The PENDING jobs that have a pending_reason (the heads of their lines as the scheduler last
+ * described them), by their position, of team `team` (NULL: every team's), at most limit
+ * (1..1000). A walk of the PENDING jobs (of the team), for a person who asks, never for a
+ * round. *out is new (NULL when none).
+ */
+ty_err store_queue_heads(store *s, const char *team, int limit, store_job **out, size_t *nout);
 
 /* One job_events row as a change feed entry (like a watch event). */
 typedef struct store_change {

@@ -97,6 +97,12 @@ static const char SQL_LINE_NEXT_TEAM[] =
     "WHERE state = 0 AND team > ?1 ORDER BY team, queue, sweep LIMIT 1";
 static const char SQL_SET_PENDING_REASON[] =
     "UPDATE jobs SET pending_reason = nullif(?2, '') WHERE seq = ?1 AND state = 0";
+/* The heads the scheduler last described, by position: a walk of the PENDING jobs (of one
+ * team), only when a person asks. */
+static const char SQL_QUEUE_HEADS[] =
+    "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND pending_reason IS NOT NULL AND (?1 IS NULL OR team = ?1) "
+    "ORDER BY json_extract(pending_reason, '$.position'), seq LIMIT ?2";
 static const char SQL_SET_PREEMPTED[] = "UPDATE jobs SET preempted = 1 WHERE seq = ?1";
 static const char SQL_CHANGES[] =
     "SELECT e.seq, j.id, e.from_state, e.to_state FROM job_events AS e "
@@ -111,7 +117,8 @@ const char *const store_sched_sql[] = {SQL_PENDING_AT,    SQL_PENDING_BELOW, SQL
                                        SQL_PENDING_SWEEP_AFTER, SQL_TEAM_PENDING_AT,
                                        SQL_TEAM_PENDING_BELOW, SQL_LINE_NEXT_SWEEP,
                                        SQL_LINE_NEXT_QUEUE, SQL_LINE_NEXT_TEAM,
-                                       SQL_SET_PENDING_REASON, SQL_SET_PREEMPTED, NULL};
+                                       SQL_SET_PENDING_REASON, SQL_SET_PREEMPTED,
+                                       SQL_QUEUE_HEADS, NULL};
 
 /* ---- batched updates (writer thread) ------------------------------------- */
 
@@ -605,5 +612,37 @@ out:
     }
     *out = list;
     *nout = n;
+    return TY_OK;
+}
+
+ty_err store_queue_heads(store *s, const char *team, int limit, store_job **out, size_t *nout)
+{
+    if (!s || !out || !nout)
+        return TY_EINVAL;
+    *out = NULL;
+    *nout = 0;
+    if (limit < 1 || limit > PENDING_MAX_LIMIT)
+        return TY_EINVAL;
+    store_conn *c = store_reader_acquire(s);
+    store_vec v = {0};
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_read_begin(c);
+    if (e != TY_OK)
+        goto out;
+    if ((e = store_conn_stmt(c, SQL_QUEUE_HEADS, 0, &st)) == TY_OK) {
+        if (team)
+            store_bind_text(st, 1, team);
+        sqlite3_bind_int(st, 2, limit);
+        e = store_collect(st, sizeof(store_job), store_job_from_row, &v);
+    }
+    store_read_end(c);
+out:
+    store_reader_release(s, c);
+    if (e != TY_OK) {
+        store_jobs_free(v.items, v.n);
+        return e;
+    }
+    *out = v.items;
+    *nout = v.n;
     return TY_OK;
 }

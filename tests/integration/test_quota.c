@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 
@@ -194,6 +195,43 @@ static void test_borrow_reclaim_restart(void **state)
     }
     assert_true(json_is_null(json_object_get(r->json, "pending_reason"))); /* behind v3 */
     ty_resp_destroy(r);
+
+    /* The queue, in admission order: v3 heads vision's line, v4 waits behind it. */
+    r = call(NULL, "GET", "/v1/queue", NULL, 200);
+    json_t *jobs = json_object_get(r->json, "jobs");
+    assert_int_equal(json_array_size(jobs), 2);
+    assert_string_equal(ty_json_str(json_array_get(jobs, 0), "id"), v[3]);
+    assert_int_equal(jint(json_array_get(jobs, 0), "line_position"), 1);
+    assert_int_equal(jint(json_object_get(json_array_get(jobs, 0), "pending_reason"), "position"),
+                     1);
+    assert_string_equal(ty_json_str(json_array_get(jobs, 1), "id"), v[4]);
+    assert_int_equal(jint(json_array_get(jobs, 1), "line_position"), 2);
+    assert_true(json_is_null(json_object_get(json_array_get(jobs, 1), "pending_reason")));
+    ty_resp_destroy(r);
+    r = call(nlp, "GET", "/v1/queue", NULL, 200); /* nlp's own queue: empty */
+    assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), 0);
+    ty_resp_destroy(r);
+    ty_resp_destroy(call(nlp, "GET", "/v1/queue?team=vision", NULL, 404));
+    r = call(vis, "GET", "/v1/queue?team=vision", NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), 2);
+    ty_resp_destroy(r);
+    /* The CLI shows the same. */
+    char server[96];
+    snprintf(server, sizeof server, "TRAINYARD_SERVER=%s", ty_server_url(g_srv));
+    const char *const env[] = {server, "TRAINYARD_TOKEN=" TY_TEST_ADMIN_TOKEN, NULL};
+    const char *const qargs[] = {"queue", "vision", NULL};
+    int ws = 0;
+    char *out = NULL, *errout = NULL;
+    if (ty_run(qargs, env, 20000, &ws, &out, &errout, err, sizeof err))
+        fail_msg("%s", err);
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+        fail_msg("trainyard queue: %s", errout);
+    assert_non_null(strstr(out, "POSITION"));
+    assert_non_null(strstr(out, v[3]));
+    assert_non_null(strstr(out, "Preempted"));
+    assert_non_null(strstr(out, v[4]));
+    free(out);
+    free(errout);
 
     /* The server dies and starts again: usage is rebuilt before anything is admitted (the
      * local backend cannot adopt: what ran restarts, spending no restart). */
