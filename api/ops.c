@@ -5,6 +5,7 @@
 #include "api/api_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/openapi_doc.h"
 #include "api/streams.h"
@@ -69,6 +70,90 @@ static ty_err render_sched(const api_ctx *ctx, ty_buf *out)
         e = render_single(out, "trainyard_attempt_restarts_total", "counter",
                           "Attempts restarted after a failure or a disruption.", on,
                           (unsigned long long)ss.restarts_total);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_preemptions_total", "counter",
+                                     "Attempts ended Preempted, by why: reclaim (a team took "
+                                     "its quota back from a borrower) or priority (within a team).");
+    if (!e && on)
+        e = ty_buf_printf(out,
+                          "trainyard_preemptions_total{reason=\"reclaim\"} %llu\n"
+                          "trainyard_preemptions_total{reason=\"priority\"} %llu\n",
+                          (unsigned long long)ss.preemptions_reclaim,
+                          (unsigned long long)ss.preemptions_priority);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_admission_wait_seconds", "summary",
+                                     "How long admitted jobs waited, from submission to "
+                                     "admission.");
+    if (!e && on)
+        e = ty_buf_printf(out,
+                          "trainyard_admission_wait_seconds_sum %.3f\n"
+                          "trainyard_admission_wait_seconds_count %llu\n",
+                          ss.admission_wait_seconds, (unsigned long long)ss.admissions_total);
+    return e;
+}
+
+/* The quota of resource `res` in team t; 0 for one its quota does not name. */
+static int64_t team_quota(const store_team *t, const char *res)
+{
+    for (size_t k = 0; k < t->nres; k++)
+        if (strcmp(t->res[k].resource, res) == 0 && t->res[k].quota >= 0)
+            return t->res[k].quota;
+    return 0;
+}
+
+/* Per team and resource: the quota (teams with one), what its admitted jobs use, what it
+ * borrows (use beyond its quota; a quota names 0 of what it does not name); pending jobs per
+ * team. From the store, like GET /v1/teams; each family's samples follow its header. */
+static ty_err render_teams(const api_ctx *ctx, ty_buf *out)
+{
+    store_team *teams = NULL;
+    store_team_usage *use = NULL;
+    size_t n = 0;
+    int known = ctx->store && store_teams_list(ctx->store, &teams, &n) == TY_OK &&
+                (n == 0 || (use = calloc(n, sizeof *use)) != NULL);
+    for (size_t t = 0; known && t < n; t++)
+        if (store_team_usage_get(ctx->store, teams[t].name, &use[t]) != TY_OK)
+            known = 0;
+    ty_err e = ty_metrics_render_header(out, "trainyard_team_quota", "gauge",
+                                        "A team's nominal quota per resource (GPUs by type, "
+                                        "cpu in millicores, memory in bytes).");
+    for (size_t t = 0; known && t < n && !e; t++)
+        for (size_t i = 0; i < teams[t].nres && !e && teams[t].has_quota; i++)
+            if (teams[t].res[i].quota >= 0)
+                e = ty_buf_printf(out,
+                                  "trainyard_team_quota{team=\"%s\",resource=\"%s\"} %lld\n",
+                                  teams[t].name, teams[t].res[i].resource,
+                                  (long long)teams[t].res[i].quota);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_team_usage", "gauge",
+                                     "What a team's admitted jobs request, per resource.");
+    for (size_t t = 0; known && t < n && !e; t++)
+        for (size_t i = 0; i < use[t].nuse && !e; i++)
+            e = ty_buf_printf(out, "trainyard_team_usage{team=\"%s\",resource=\"%s\"} %lld\n",
+                              teams[t].name, use[t].use[i].resource,
+                              (long long)use[t].use[i].amount);
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_team_borrowed", "gauge",
+                                     "What a team uses beyond its nominal quota, per resource.");
+    for (size_t t = 0; known && t < n && !e; t++)
+        for (size_t i = 0; i < use[t].nuse && !e && teams[t].has_quota; i++) {
+            int64_t used = use[t].use[i].amount,
+                    quota = team_quota(&teams[t], use[t].use[i].resource);
+            e = ty_buf_printf(out,
+                              "trainyard_team_borrowed{team=\"%s\",resource=\"%s\"} %lld\n",
+                              teams[t].name, use[t].use[i].resource,
+                              (long long)(used > quota ? used - quota : 0));
+        }
+    if (!e)
+        e = ty_metrics_render_header(out, "trainyard_team_pending_jobs", "gauge",
+                                     "A team's PENDING jobs.");
+    for (size_t t = 0; known && t < n && !e; t++)
+        e = ty_buf_printf(out, "trainyard_team_pending_jobs{team=\"%s\"} %lld\n",
+                          teams[t].name, (long long)use[t].pending);
+    for (size_t t = 0; use && t < n; t++)
+        store_team_usage_clear(&use[t]);
+    free(use);
+    store_teams_free(teams, n);
     return e;
 }
 
@@ -140,6 +225,8 @@ static ty_err render_metrics(const api_ctx *ctx, ty_buf *out)
                                         st.commit_batch_ops);
     if (!e)
         e = render_sched(ctx, out);
+    if (!e)
+        e = render_teams(ctx, out);
     if (!e)
         e = render_streams(ctx, out);
     if (!e)

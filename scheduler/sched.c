@@ -144,6 +144,7 @@ typedef struct sjob {
     char *team;      /* the owning team */
     int64_t priority;
     int64_t admitted_ms; /* when this loop admitted it (recovered: its last update) */
+    int64_t created_ms;  /* its submission */
     admit_preempt_kind preempt_kind; /* END_PREEMPTED: reclaim or priority */
     job_state state; /* as last committed */
     int attempt;     /* the store's attempt number */
@@ -231,6 +232,7 @@ struct sched {
     sjob *jobs;
     uint64_t njobs, running_ranks, rounds, launches, restarts_total;
     uint64_t preemptions[2]; /* attempts ended by a preemption: [0] reclaim, [1] priority */
+    uint64_t admissions, admission_wait_ms; /* jobs admitted, their waits since submission */
     int stopped; /* the thread finished: every follower stops waiting */
 };
 
@@ -380,6 +382,7 @@ static ty_err job_new(const store_job *row, sjob **out)
     j->sweep = row->sweep;
     j->priority = row->priority;
     j->admitted_ms = row->updated_at_ms;
+    j->created_ms = row->created_at_ms;
     if (!(j->queue = strdup(row->queue)) ||
         !(j->team = strdup(row->team ? row->team : STORE_TEAM_DEFAULT)))
         goto fail;
@@ -1800,6 +1803,10 @@ static void admit(sched *s, round *r, int64_t now)
             continue;
         j->admitted_ms = now;
         job_link(s, j);
+        pthread_mutex_lock(&s->mu);
+        s->admissions++;
+        s->admission_wait_ms += (uint64_t)(now > j->created_ms ? now - j->created_ms : 0);
+        pthread_mutex_unlock(&s->mu);
         const admit_team *t = &at[al[a->line].team];
         push(r, j, JOB_ADMITTED, "Admitted", "queue %s, priority %lld%s%s%s", j->queue,
              (long long)a->job.priority, strcmp(t->name, STORE_TEAM_DEFAULT) ? ", team " : "",
@@ -2535,6 +2542,10 @@ void sched_get_stats(sched *s, sched_stats *out)
     out->rounds_total = s->rounds;
     out->launches_total = s->launches;
     out->restarts_total = s->restarts_total;
+    out->preemptions_reclaim = s->preemptions[0];
+    out->preemptions_priority = s->preemptions[1];
+    out->admissions_total = s->admissions;
+    out->admission_wait_seconds = (double)s->admission_wait_ms / 1000.0;
     pthread_mutex_unlock(&s->mu);
 }
 

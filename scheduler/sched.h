@@ -111,6 +111,10 @@ typedef struct sched_stats {
     uint64_t rounds_total;         /* reconcile rounds run */
     uint64_t launches_total;       /* attempts launched */
     uint64_t restarts_total;       /* attempts restarted (failures and disruptions) */
+    uint64_t preemptions_reclaim;  /* attempts ended Preempted to reclaim a team's quota */
+    uint64_t preemptions_priority; /* ... for a higher-priority job of the same team */
+    uint64_t admissions_total;     /* jobs admitted (a preempted job again when it comes back) */
+    double admission_wait_seconds; /* their waits summed: admission time minus submission */
 } sched_stats;
 
 void sched_get_stats(sched *s, sched_stats *out);

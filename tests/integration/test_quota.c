@@ -215,6 +215,15 @@ static void test_borrow_reclaim_restart(void **state)
     r = call(vis, "GET", "/v1/queue?team=vision", NULL, 200);
     assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), 2);
     ty_resp_destroy(r);
+    /* /metrics: what vision uses and borrows, the reclaim. */
+    r = call(NULL, "GET", "/metrics", NULL, 200);
+    assert_non_null(strstr(r->body, "trainyard_team_quota{team=\"vision\",resource=\"gpu/local\"} 2\n"));
+    assert_non_null(strstr(r->body, "trainyard_team_usage{team=\"vision\",resource=\"gpu/local\"} 3\n"));
+    assert_non_null(strstr(r->body, "trainyard_team_borrowed{team=\"vision\",resource=\"gpu/local\"} 1\n"));
+    assert_non_null(strstr(r->body, "trainyard_team_pending_jobs{team=\"vision\"} 2\n"));
+    assert_non_null(strstr(r->body, "trainyard_preemptions_total{reason=\"reclaim\"} 1\n"));
+    assert_non_null(strstr(r->body, "trainyard_admission_wait_seconds_count "));
+    ty_resp_destroy(r);
     /* The CLI shows the same. */
     char server[96];
     snprintf(server, sizeof server, "TRAINYARD_SERVER=%s", ty_server_url(g_srv));
