@@ -97,12 +97,11 @@ static const char SQL_LINE_NEXT_TEAM[] =
     "WHERE state = 0 AND team > ?1 ORDER BY team, queue, sweep LIMIT 1";
 static const char SQL_SET_PENDING_REASON[] =
     "UPDATE jobs SET pending_reason = nullif(?2, '') WHERE seq = ?1 AND state = 0";
-/* The heads the scheduler last described, by position: a walk of the PENDING jobs (of one
- * team), only when a person asks. */
+/* One team's heads as the scheduler last described them (one per line, so few), in index
+ * order: a walk of the team's PENDING jobs, only when a person asks; sorted by position in C. */
 static const char SQL_QUEUE_HEADS[] =
     "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_team "
-    "WHERE state = 0 AND pending_reason IS NOT NULL AND (?1 IS NULL OR team = ?1) "
-    "ORDER BY json_extract(pending_reason, '$.position'), seq LIMIT ?2";
+    "WHERE state = 0 AND team = ?1 AND pending_reason IS NOT NULL";
 static const char SQL_SET_PREEMPTED[] = "UPDATE jobs SET preempted = 1 WHERE seq = ?1";
 static const char SQL_CHANGES[] =
     "SELECT e.seq, j.id, e.from_state, e.to_state FROM job_events AS e "
@@ -615,6 +614,22 @@ out:
     return TY_OK;
 }
 
+/* The position in a stored pending_reason; INT64_MAX when it has none. */
+static int64_t head_position(const store_job *j)
+{
+    const char *p = j->pending_reason ? strstr(j->pending_reason, "\"position\":") : NULL;
+    return p ? strtoll(p + strlen("\"position\":"), NULL, 10) : INT64_MAX;
+}
+
+static int by_position(const void *a, const void *b)
+{
+    int64_t x = head_position(a), y = head_position(b);
+    if (x != y)
+        return x < y ? -1 : 1;
+    int64_t sx = ((const store_job *)a)->seq, sy = ((const store_job *)b)->seq;
+    return sx < sy ? -1 : sx > sy;
+}
+
 ty_err store_queue_heads(store *s, const char *team, int limit, store_job **out, size_t *nout)
 {
     if (!s || !out || !nout)
@@ -623,25 +638,35 @@ ty_err store_queue_heads(store *s, const char *team, int limit, store_job **out,
     *nout = 0;
     if (limit < 1 || limit > PENDING_MAX_LIMIT)
         return TY_EINVAL;
+    store_team *teams = NULL;
+    size_t nteams = 0;
+    ty_err e = TY_OK;
+    if (!team && (e = store_teams_list(s, &teams, &nteams)) != TY_OK)
+        return e;
     store_conn *c = store_reader_acquire(s);
     store_vec v = {0};
     sqlite3_stmt *st = NULL;
-    ty_err e = store_read_begin(c);
-    if (e != TY_OK)
+    if ((e = store_read_begin(c)) != TY_OK)
         goto out;
-    if ((e = store_conn_stmt(c, SQL_QUEUE_HEADS, 0, &st)) == TY_OK) {
-        if (team)
-            store_bind_text(st, 1, team);
-        sqlite3_bind_int(st, 2, limit);
+    /* Every team's heads (a team's own walk each), merged by position. */
+    for (size_t t = 0; e == TY_OK && t < (team ? 1 : nteams); t++) {
+        if ((e = store_conn_stmt(c, SQL_QUEUE_HEADS, 0, &st)) != TY_OK)
+            break;
+        store_bind_text(st, 1, team ? team : teams[t].name);
         e = store_collect(st, sizeof(store_job), store_job_from_row, &v);
     }
     store_read_end(c);
 out:
     store_reader_release(s, c);
+    store_teams_free(teams, nteams);
     if (e != TY_OK) {
         store_jobs_free(v.items, v.n);
         return e;
     }
+    if (v.n > 1)
+        qsort(v.items, v.n, sizeof(store_job), by_position);
+    while (v.n > (size_t)limit)
+        store_job_clear(&((store_job *)v.items)[--v.n]);
     *out = v.items;
     *nout = v.n;
     return TY_OK;
