@@ -278,7 +278,7 @@ static void parse_team(const api_ctx *ctx, const json_t *body, const char *name_
     json_object_foreach((json_t *)body, k, v)
     {
         if (strcmp(k, "name") && strcmp(k, "quota") && strcmp(k, "borrowing_limit") &&
-            strcmp(k, "weight")) {
+            strcmp(k, "weight") && strcmp(k, "priority_preemption")) {
             char p[96];
             snprintf(p, sizeof p, "$.%.64s", k);
             spec_errors_add(errs, p, "unknown field");
@@ -304,6 +304,11 @@ static void parse_team(const api_ctx *ctx, const json_t *body, const char *name_
         spec_errors_add(errs, "$.weight", "must be an integer between 1 and 1000");
     else if (w)
         b->t.weight = (int)json_integer_value(w);
+    const json_t *pp = json_object_get(body, "priority_preemption");
+    if (pp && !json_is_boolean(pp))
+        spec_errors_add(errs, "$.priority_preemption", "must be true or false");
+    else
+        b->t.priority_preemption = json_is_true(pp);
     const json_t *q = json_object_get(body, "quota");
     if (q && !json_is_null(q)) {
         b->t.has_quota = 1;
@@ -357,8 +362,9 @@ static json_t *team_json(const store_team *t, const store_team_usage *u)
     ty_time_format_rfc3339(t->created_at_ms, created, sizeof created);
     ty_time_format_rfc3339(t->updated_at_ms, updated, sizeof updated);
     json_t *j = bad ? NULL
-                    : json_pack("{s:s, s:i, s:O, s:O, s:s, s:s}", "name", t->name, "weight",
-                                t->weight, "quota", quota, "borrowing_limit", limit, "created_at",
+                    : json_pack("{s:s, s:i, s:O, s:O, s:b, s:s, s:s}", "name", t->name,
+                                "weight", t->weight, "quota", quota, "borrowing_limit", limit,
+                                "priority_preemption", t->priority_preemption, "created_at",
                                 created, "updated_at", updated);
     json_decref(quota);
     json_decref(limit);

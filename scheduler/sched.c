@@ -1491,6 +1491,7 @@ static void team_fill(actx *c, const store_team *row, admit_team *t)
     memset(t, 0, sizeof *t);
     t->name = row->name;
     t->weight = row->weight > 0 ? row->weight : 1;
+    t->preempt_within = row->priority_preemption;
     for (size_t i = 0; i < ADMIT_MAX_RES; i++) {
         t->nominal[i] = row->has_quota ? 0 : ADMIT_UNLIMITED;
         t->borrow[i] = row->has_quota ? 0 : ADMIT_UNLIMITED;

@@ -318,8 +318,8 @@ void store_pending_lines_free(store_pending_line *lines, size_t n);
 /*
  * The PENDING jobs that have a pending_reason (the heads of their lines as the scheduler last
  * described them), by their position, of team `team` (NULL: every team's), at most limit
- * (1..1000). A walk of the PENDING jobs (of the team), for a person who asks, never for a
- * round. *out is new (NULL when none).
+ * (1..1000). A walk of each team's PENDING jobs (the index's team prefix), merged by position,
+ * for a person who asks, never for a round. *out is new (NULL when none).
  */
 ty_err store_queue_heads(store *s, const char *team, int limit, store_job **out, size_t *nout);
 
@@ -604,6 +604,7 @@ typedef struct store_team {
     char *name;                  /* a DNS label */
     int weight;                  /* 1..STORE_TEAM_WEIGHT_MAX */
     int has_quota;               /* 0: unlimited */
+    int priority_preemption;     /* 1: a higher-priority job may preempt the team's lower ones */
     store_team_res *res;         /* by resource name; NULL when none */
     size_t nres;
     int64_t created_at_ms;

@@ -61,6 +61,7 @@
  *      the PENDING jobs, a line per (team, queue, sweep) read like jobs_pending_queue's;
  *      jobs.pending_reason (the scheduler's last word on why a PENDING job waits, cleared
  *      by a trigger when it leaves PENDING) and jobs.preempted (cleared when it starts)
+ *  16  teams.priority_preemption: the team's switch for preemption by priority within it
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -402,6 +403,9 @@ static const char *const migrations[] = {
     "  UPDATE jobs SET pending_reason = NULL,"
     "    preempted = CASE WHEN new.state = 2 THEN 0 ELSE preempted END WHERE seq = new.seq;"
     "  END;",
+    /* 16 */
+    "ALTER TABLE teams ADD COLUMN priority_preemption INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (priority_preemption IN (0, 1));",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

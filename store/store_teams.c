@@ -21,10 +21,11 @@
 #include "common/ty_time.h"
 
 static const char SQL_TEAM_INSERT[] =
-    "INSERT INTO teams (name, weight, has_quota, created_ms, updated_ms) "
-    "VALUES (?1, ?2, ?3, ?4, ?4)";
+    "INSERT INTO teams (name, weight, has_quota, created_ms, updated_ms, priority_preemption) "
+    "VALUES (?1, ?2, ?3, ?4, ?4, ?5)";
 static const char SQL_TEAM_UPDATE[] =
-    "UPDATE teams SET weight = ?2, has_quota = ?3, updated_ms = ?4 WHERE name = ?1";
+    "UPDATE teams SET weight = ?2, has_quota = ?3, updated_ms = ?4, priority_preemption = ?5 "
+    "WHERE name = ?1";
 static const char SQL_TEAM_DELETE[] = "DELETE FROM teams WHERE name = ?1";
 static const char SQL_RES_DELETE[] = "DELETE FROM team_resources WHERE team = ?1";
 static const char SQL_RES_INSERT[] =
@@ -35,9 +36,11 @@ static const char SQL_TEAM_TOKEN[] =
     "SELECT 1 FROM tokens WHERE team = ?1 AND revoked_ms IS NULL LIMIT 1";
 static const char SQL_TEAM_EXISTS[] = "SELECT 1 FROM teams WHERE name = ?1";
 static const char SQL_TEAMS[] =
-    "SELECT name, weight, has_quota, created_ms, updated_ms FROM teams ORDER BY name";
+    "SELECT name, weight, has_quota, created_ms, updated_ms, priority_preemption FROM teams "
+    "ORDER BY name";
 static const char SQL_TEAM_GET[] =
-    "SELECT name, weight, has_quota, created_ms, updated_ms FROM teams WHERE name = ?1";
+    "SELECT name, weight, has_quota, created_ms, updated_ms, priority_preemption FROM teams "
+    "WHERE name = ?1";
 static const char SQL_TEAM_RES[] =
     "SELECT resource, quota, borrowing_limit FROM team_resources WHERE team = ?1 "
     "ORDER BY resource";
@@ -145,6 +148,7 @@ ty_err store_team_apply(store *s, store_conn *w, store_op *op)
     sqlite3_bind_int(st, 2, t->weight);
     sqlite3_bind_int(st, 3, t->has_quota ? 1 : 0);
     sqlite3_bind_int64(st, 4, ty_time_now_ms());
+    sqlite3_bind_int(st, 5, t->priority_preemption ? 1 : 0);
     if ((e = store_step_done(st)) != TY_OK)
         return e;
     if (!create && sqlite3_changes(w->db) == 0)
@@ -216,6 +220,7 @@ static ty_err team_from_row(sqlite3_stmt *st, void *item)
     t->has_quota = sqlite3_column_int(st, 2);
     t->created_at_ms = sqlite3_column_int64(st, 3);
     t->updated_at_ms = sqlite3_column_int64(st, 4);
+    t->priority_preemption = sqlite3_column_int(st, 5);
     return (t->name = store_column_dup(st, 0)) ? TY_OK : TY_ENOMEM;
 }
 

@@ -1543,6 +1543,42 @@ static void test_reclaim_preempts_borrower(void **state)
     assert_int_equal(job_restarts(f, v[3]), 0);
 }
 
+/*
+ * Within a team whose switch is on, a job of higher priority that does not fit the team's quota
+ * preempts the team's running job of lower priority; with the switch off it waits.
+ */
+static void test_priority_preemption_within_team(void **state)
+{
+    fixture *f = *state;
+    store_team_res res = {.resource = "gpu/a100", .quota = 2, .borrowing_limit = -1};
+    store_team t = {.name = "vision", .weight = 1, .has_quota = 1, .priority_preemption = 1,
+                    .res = &res, .nres = 1};
+    assert_int_equal(store_team_create(f->st, &t), TY_OK);
+    make_team(f, "nlp", 2, 0); /* switch off */
+    assert_non_null(f->be = fake_backend_new(100));
+    fake_set_gpus(f->be, "a100", 8);
+    char low[27], high[27], nlow[27], nhigh[27];
+    submit_team(f, "low", "vision", 0, 1, 2, low);
+    submit_team(f, "nlow", "nlp", 0, 1, 2, nlow);
+    start_fake(f, 100);
+    expect_call(f, "launch", low, "1", 1);
+    expect_call(f, "launch", nlow, "1", 1);
+    submit_team(f, "high", "vision", 10, 1, 2, high);
+    submit_team(f, "nhigh", "nlp", 10, 1, 2, nhigh);
+    expect_call(f, "stop", low, "soft", 1);
+    expect_call(f, "launch", high, "1", 1);
+    json_t *rec = wait_record(f, low, "reason", "Preempted");
+    const char *msg = json_string_value(json_object_get(rec, "message"));
+    assert_non_null(strstr(msg, high));
+    assert_non_null(strstr(msg, "higher priority"));
+    json_decref(rec);
+    assert_int_equal(job_restarts(f, low), 0);
+    json_decref(wait_pending_reason(f, low, "Preempted"));
+    /* nlp's switch is off: its high-priority job waits on its quota. */
+    json_decref(wait_pending_reason(f, nhigh, "QuotaExceeded"));
+    assert_int_equal(count_call(f, "stop", nlow, "soft"), 0);
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_WARN);
@@ -1574,6 +1610,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fair_share_across_teams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_rebuilds_usage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_preempts_borrower, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_priority_preemption_within_team, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
