@@ -1901,7 +1901,7 @@ out:
     for (size_t i = 0; i < c.nold; i++)
         store_jobs_free(c.old[i].p, c.old[i].n);
     free(c.old);
-    for (size_t i = 0; i < c.nlines; i++)
+    for (size_t i = 0; c.lines && i < nkeys; i++) /* lines read before a failure too */
         store_jobs_free(c.lines[i].page, c.lines[i].n);
     free(c.lines);
     for (size_t i = 0; i < nsaidnow; i++) {
