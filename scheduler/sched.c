@@ -1504,8 +1504,8 @@ static void team_fill(actx *c, const store_team *row, admit_team *t)
             continue;
         if (row->res[i].quota >= 0)
             t->nominal[k] = row->res[i].quota;
-        t->borrow[k] = row->res[i].borrowing_limit >= 0 ? row->res[i].borrowing_limit
-                                                        : ADMIT_UNLIMITED;
+        if (row->res[i].borrowing_limit >= 0) /* a resource without one borrows nothing */
+            t->borrow[k] = row->res[i].borrowing_limit;
     }
 }
 

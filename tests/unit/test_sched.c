@@ -1404,10 +1404,10 @@ static void test_quota_and_borrowing(void **state)
 {
     fixture *f = *state;
     make_team(f, "vision", 4, 2);
-    make_team(f, "nlp", 4, 0);
+    make_team(f, "nlp", 4, -1); /* no borrowing limit named: it borrows nothing */
     assert_non_null(f->be = fake_backend_new(100));
     fake_set_gpus(f->be, "a100", 8);
-    char v[4][27], n1[27];
+    char v[4][27], n1[27], n2[27];
     for (int i = 0; i < 4; i++) {
         char name[8];
         snprintf(name, sizeof name, "v%d", i);
@@ -1429,6 +1429,14 @@ static void test_quota_and_borrowing(void **state)
     submit_team(f, "n1", "nlp", 0, 1, 2, n1);
     expect_call(f, "launch", n1, "1", 1);
     assert_int_equal(state_of(f, v[3]), JOB_PENDING);
+    /* nlp uses 2 of its 4; without a borrowing limit it may not go beyond 4. */
+    submit_team(f, "n2", "nlp", 0, 1, 4, n2);
+    json_t *np = wait_pending_reason(f, n2, "QuotaExceeded");
+    assert_non_null(strstr(json_string_value(json_object_get(np, "message")),
+                           "team nlp uses 2 of 4 a100 and borrows 0 of 0; this job needs 4"));
+    json_decref(np);
+    assert_int_equal(count_call(f, "launch", n2, "1"), 0);
+    assert_int_equal(count_call(f, "stop", v[2], "soft"), 0); /* no reclaim beyond a quota */
     /* A vision job ends: its place goes to the next vision job. */
     assert_int_equal(fake_emit_exit(f->be, v[0], -1, 0, 0, NULL), 0);
     expect_done(f, v[0], JOB_SUCCEEDED);
