@@ -88,8 +88,23 @@ static void pods_phase(const char *job, int attempt, const char *phase, int code
     char body[256];
     snprintf(body, sizeof(body), "{\"phase\":\"%s\",\"exitCode\":%d,\"reason\":\"%s\"}", phase,
              code, reason);
-    fakef("POST", body, "/fake/pods/" NS "/phase?" SEL "%s,trainyard.io%%2Fattempt%%3D%d", job,
-          attempt);
+    char path[512];
+    snprintf(path, sizeof(path), "/fake/pods/" NS "/phase?" SEL "%s,trainyard.io%%2Fattempt%%3D%d",
+             job, attempt);
+    /* 409 while a pod is not bound or its attempt's Secret (created just after the Job) is not
+     * there yet, as the kubelet waits for it: asked again until it is. */
+    for (int i = 0;; i++) {
+        ty_kresp r = {0};
+        char err[256] = "";
+        ty_kclient_request(g_c, "POST", path, body, &r, err, sizeof(err));
+        long got = r.code;
+        ty_kresp_clear(&r);
+        if (got == 200)
+            return;
+        if (got != 409 || i == 300)
+            fail_msg("POST %s: HTTP %ld: %s", path, got, err);
+        usleep(100 * 1000);
+    }
 }
 
 /* The list of a job's objects of one kind ("pods", "services", "jobs"), new. */

@@ -169,12 +169,23 @@ static json_t *wait_pods_bound(const char *job, int attempt, size_t n)
 }
 
 /* Every pod of the attempt moves to phase (a kubelet would). */
+/* Moves every pod of the attempt to the phase in body. The fake answers 409 while a pod is not
+ * bound or its attempt's Secret (created just after the Job) is not there yet, as the kubelet
+ * waits for it: asked again until it is. */
 static void set_phase(const char *job, int attempt, const char *body)
 {
     char sel[256], path[512];
     selector(sel, sizeof sel, job, attempt);
     snprintf(path, sizeof path, "/fake/pods/" NS "/phase?labelSelector=%s", sel);
-    fake_ctl(path, body);
+    for (int i = 0;; i++) {
+        fresp r = fake_call("POST", path, body);
+        json_decref(r.json);
+        if (r.status == 200)
+            return;
+        if (r.status != 409 || i == WAIT_S * 10)
+            fail_msg("POST %s: HTTP %ld", path, r.status);
+        ty_sleep_ms(100);
+    }
 }
 
 static const char *pod_node(const json_t *pod)

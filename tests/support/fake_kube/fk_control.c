@@ -146,7 +146,9 @@ int fk_control(fk_store *st, const char *method, const char *url, const char *la
                             : "bad phase";
     } else if (n == 4 && !strcmp(seg[1], "pods") && !strcmp(seg[3], "phase")) {
         /* Every pod of a namespace matching labelSelector at once, as a Job
-         * controller that batches its syncs sees them. */
+         * controller that batches its syncs sees them. The answer is the first
+         * refusal (409: a pod not bound yet, or whose Secret is not there yet, as
+         * the kubelet waits for it), after every pod that could move has moved. */
         fk_sel *sel = NULL;
         char serr[256];
         if (fk_sel_parse(label_selector, &sel, serr, sizeof serr) != 0) {
@@ -158,10 +160,18 @@ int fk_control(fk_store *st, const char *method, const char *url, const char *la
             json_t *p;
             json_array_foreach(pods, i, p)
             {
-                if (fk_sel_matches(sel, fk_path(p, "metadata.labels", 0)))
-                    fk_pod_set_phase(st, seg[2], fk_str(p, "metadata.name"), fk_str(body, "phase"),
-                                     (int)json_integer_value(json_object_get(body, "exitCode")),
-                                     fk_str(body, "reason"));
+                if (!fk_sel_matches(sel, fk_path(p, "metadata.labels", 0)))
+                    continue;
+                int c = fk_pod_set_phase(st, seg[2], fk_str(p, "metadata.name"),
+                                         fk_str(body, "phase"),
+                                         (int)json_integer_value(json_object_get(body, "exitCode")),
+                                         fk_str(body, "reason"));
+                if (c != 200 && code == 200) {
+                    code = c;
+                    err = c == 409 ? "a pod is not bound, or a Secret its containers need is "
+                                     "missing"
+                                   : "bad phase";
+                }
             }
             json_decref(pods);
         }
