@@ -1145,38 +1145,6 @@ out:
     return out;
 }
 
-/* CPUs from millicores, as a person writes them: "2", "2.5", "0.125". */
-static void format_cpus(int64_t millis, char *buf, size_t len)
-{
-    if (millis % 1000 == 0) {
-        snprintf(buf, len, "%lld", (long long)(millis / 1000));
-        return;
-    }
-    int n = snprintf(buf, len, "%lld.%03lld", (long long)(millis / 1000),
-                     (long long)(millis % 1000));
-    while (n > 0 && (size_t)n < len && buf[n - 1] == '0')
-        buf[--n] = '\0';
-}
-
-/* Bytes in the largest binary unit that holds one: "64Gi", "7.67Gi" (rounded down), "512". */
-static void format_bytes(int64_t bytes, char *buf, size_t len)
-{
-    static const char *const units[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-    int u = -1;
-    while (u + 1 < 6 && bytes >> (10 * (u + 2)) > 0)
-        u++;
-    if (u < 0) {
-        snprintf(buf, len, "%lld", (long long)bytes);
-        return;
-    }
-    int64_t unit = (int64_t)1 << (10 * (u + 1)), whole = bytes / unit;
-    int64_t hundredths = (int64_t)((double)(bytes % unit) * 100 / (double)unit);
-    if (bytes % unit == 0)
-        snprintf(buf, len, "%lld%s", (long long)whole, units[u]);
-    else
-        snprintf(buf, len, "%lld.%02lld%s", (long long)whole, (long long)hundredths, units[u]);
-}
-
 /*
  * The normalized resources `res` against what the backend could ever give one rank: for each
  * resource, the limit of the rank's GPU type where it is known, else that of any rank. Errors
@@ -1200,8 +1168,8 @@ static void check_limits(vctx *v, const spec_limits *lim, const json_t *res)
     int64_t cpu_max = t->cpu_millis ? t->cpu_millis : lim->any.cpu_millis;
     if (cpu && cpu_max > 0 && ty_quantity_scaled(cpu, strlen(cpu), 3, &n) == TY_OK &&
         n > cpu_max) {
-        format_cpus(n, want, sizeof want);
-        format_cpus(cpu_max, have, sizeof have);
+        ty_quantity_format_millis(n, want, sizeof want);
+        ty_quantity_format_millis(cpu_max, have, sizeof have);
         size_t m = push_key(v, "cpu");
         failf(v, "%s CPUs requested per rank, %s has %s", want, t->cpu_millis ? node : any, have);
         pop(v, m);
@@ -1209,7 +1177,7 @@ static void check_limits(vctx *v, const spec_limits *lim, const json_t *res)
     int64_t mem_max = t->memory_bytes ? t->memory_bytes : lim->any.memory_bytes;
     if (mem && mem_max > 0 && ty_quantity_scaled(mem, strlen(mem), 0, &n) == TY_OK &&
         n > mem_max) {
-        format_bytes(mem_max, have, sizeof have);
+        ty_quantity_format_bytes(mem_max, have, sizeof have);
         size_t m = push_key(v, "memory");
         failf(v, "%.*s of memory requested per rank, %s has %s", SPEC_MAX_QUANTITY, mem,
               t->memory_bytes ? node : any, have);

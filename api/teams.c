@@ -109,41 +109,6 @@ bool api_need_submit_team(const api_req *req, api_resp *resp, json_t *body, cons
 
 /* ---- quantities ------------------------------------------------------------------ */
 
-/* Cores from millicores, as a person writes them: "2", "2.5", "0.125". */
-static void format_cpu(int64_t millis, char *buf, size_t len)
-{
-    if (millis % 1000 == 0) {
-        snprintf(buf, len, "%lld", (long long)(millis / 1000));
-        return;
-    }
-    int n = snprintf(buf, len, "%lld.%03lld", (long long)(millis / 1000),
-                     (long long)(millis % 1000));
-    while (n > 0 && (size_t)n < len && buf[n - 1] == '0')
-        buf[--n] = '\0';
-}
-
-/* Bytes in the largest binary unit that holds one: "4Ti", "1.5Gi" (rounded down), "512". */
-static void format_memory(int64_t bytes, char *buf, size_t len)
-{
-    static const char *const units[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-    int u = -1;
-    while (u + 1 < 6 && bytes >> (10 * (u + 2)) > 0)
-        u++;
-    if (u < 0) {
-        snprintf(buf, len, "%lld", (long long)bytes);
-        return;
-    }
-    int64_t unit = (int64_t)1 << (10 * (u + 1)), whole = bytes / unit;
-    int64_t hundredths = (int64_t)((double)(bytes % unit) * 100 / (double)unit);
-    if (hundredths == 0)
-        snprintf(buf, len, "%lld%s", (long long)whole, units[u]);
-    else if (hundredths % 10 == 0)
-        snprintf(buf, len, "%lld.%lld%s", (long long)whole, (long long)(hundredths / 10),
-                 units[u]);
-    else
-        snprintf(buf, len, "%lld.%02lld%s", (long long)whole, (long long)hundredths, units[u]);
-}
-
 /* A cpu (scale 3: millicores) or memory (scale 0: bytes) amount: a quantity string or a
  * number >= 0. -1 when v is neither, or too large. */
 static int64_t parse_amount(const json_t *v, int scale)
@@ -332,9 +297,9 @@ static int map_put(json_t *map, const char *res, int64_t amount)
         return json_object_set_new(gpu, res + 4, json_integer(amount));
     }
     if (!strcmp(res, "cpu"))
-        format_cpu(amount, q, sizeof q);
+        ty_quantity_format_millis(amount, q, sizeof q);
     else
-        format_memory(amount, q, sizeof q);
+        ty_quantity_format_bytes(amount, q, sizeof q);
     return json_object_set_new(map, res, json_string(q));
 }
 

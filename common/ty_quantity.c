@@ -9,6 +9,7 @@
 #include "common/ty_quantity.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_DIGITS 19  /* significant digits kept: 10^19 - 1 < 2^64 */
@@ -163,4 +164,39 @@ ty_err ty_quantity_scaled(const char *s, size_t len, int scale, int64_t *out)
         return TY_ETOOLARGE;
     *out = q.neg ? -(int64_t)acc : (int64_t)acc;
     return TY_OK;
+}
+
+void ty_quantity_format_millis(int64_t millis, char *buf, size_t len)
+{
+    if (millis % 1000 == 0) {
+        snprintf(buf, len, "%lld", (long long)(millis / 1000));
+        return;
+    }
+    int n = snprintf(buf, len, "%lld.%03lld", (long long)(millis / 1000),
+                     (long long)(millis % 1000));
+    while (n > 0 && (size_t)n < len && buf[n - 1] == '0')
+        buf[--n] = '\0';
+}
+
+void ty_quantity_format_bytes(int64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    int u = -1;
+    while (u + 1 < 6 && bytes >> (10 * (u + 2)) > 0)
+        u++;
+    if (u < 0) {
+        snprintf(buf, len, "%lld", (long long)bytes);
+        return;
+    }
+    int64_t unit = (int64_t)1 << (10 * (u + 1)), whole = bytes / unit;
+    int64_t hundredths = (int64_t)((double)(bytes % unit) * 100 / (double)unit);
+    if (hundredths > 99) /* the double rounded up a remainder just below a whole unit */
+        hundredths = 99;
+    if (hundredths == 0)
+        snprintf(buf, len, "%lld%s", (long long)whole, units[u]);
+    else if (hundredths % 10 == 0)
+        snprintf(buf, len, "%lld.%lld%s", (long long)whole, (long long)(hundredths / 10),
+                 units[u]);
+    else
+        snprintf(buf, len, "%lld.%02lld%s", (long long)whole, (long long)hundredths, units[u]);
 }

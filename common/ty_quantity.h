@@ -46,4 +46,11 @@ ty_err ty_quantity_parse(const char *s, size_t len, double *value);
  */
 ty_err ty_quantity_scaled(const char *s, size_t len, int scale, int64_t *out);
 
+/* Cores from millicores (>= 0), as a person writes them: "2", "2.5", "0.125". */
+void ty_quantity_format_millis(int64_t millis, char *buf, size_t len);
+
+/* Bytes (>= 0) in the largest binary unit that holds one, to two decimals rounded down and
+ * without trailing zeros: "4Ti", "1.5Gi", "7.67Gi", "512". */
+void ty_quantity_format_bytes(int64_t bytes, char *buf, size_t len);
+
 #endif

@@ -180,12 +180,40 @@ static void test_scaled_too_large(void **state)
     assert_int_equal(ty_quantity_scaled("10", 2, 18, &n), TY_ETOOLARGE);
 }
 
+/* Amounts as a person reads them: whole units where they are whole, two decimals rounded down
+ * and without trailing zeros otherwise. */
+static void test_format(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t millis;
+        const char *cpus;
+    } cpus[] = {{0, "0"}, {2000, "2"}, {2500, "2.5"}, {125, "0.125"}, {1001, "1.001"}};
+    static const struct {
+        int64_t bytes;
+        const char *text;
+    } mem[] = {{512, "512"},
+               {(int64_t)4 << 40, "4Ti"},
+               {(int64_t)3 << 29, "1.5Gi"},
+               {(int64_t)8234567890, "7.66Gi"},
+               {INT64_MAX, "7.99Ei"}};
+    char buf[32];
+    for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++) {
+        ty_quantity_format_millis(cpus[i].millis, buf, sizeof buf);
+        assert_string_equal(buf, cpus[i].cpus);
+    }
+    for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
+        ty_quantity_format_bytes(mem[i].bytes, buf, sizeof buf);
+        assert_string_equal(buf, mem[i].text);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),        cmocka_unit_test(test_not_quantities),
         cmocka_unit_test(test_too_large),     cmocka_unit_test(test_scaled),
-        cmocka_unit_test(test_scaled_too_large),
+        cmocka_unit_test(test_scaled_too_large), cmocka_unit_test(test_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
