@@ -1162,12 +1162,18 @@ static const cmd sweep_commands[] = {
     {"sweep cancel", "Cancels sweeps: every trial that has not ended.", "ID...", cmd_sweep_cancel},
 };
 
-static int cmd_sweep(int argc, char **argv)
+/*
+ * A command group ("sweep", "team"): runs the subcommand argv[1] of group from its table
+ * subs[0..n), or prints the group's usage (about says what the group is) with a line per
+ * subcommand: on standard output and exit 0 for --help, else on standard error and exit 2.
+ */
+static int cmd_group(const char *group, const char *about, const cmd *subs, size_t n, int argc,
+                     char **argv)
 {
     char name[64];
     const cmd *sub = NULL;
     if (argc >= 2 && strlen(argv[1]) < 32) {
-        snprintf(name, sizeof name, "sweep %s", argv[1]);
+        snprintf(name, sizeof name, "%s %s", group, argv[1]);
         sub = find_cmd(name);
     }
     if (sub)
@@ -1175,13 +1181,17 @@ static int cmd_sweep(int argc, char **argv)
     FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
                   ? stdout
                   : stderr;
-    fputs("Usage: trainyard sweep COMMAND [OPTIONS]\n"
-          "Sweeps: a job template over a search space; each trial is a job.\n\n",
-          f);
-    for (size_t i = 0; i < sizeof sweep_commands / sizeof sweep_commands[0]; i++)
-        summary_line(f, sweep_commands[i].name + strlen("sweep "), sweep_commands[i].summary);
-    fputs("\nSee trainyard sweep COMMAND --help.\n", f);
+    fprintf(f, "Usage: trainyard %s COMMAND [OPTIONS]\n%s\n\n", group, about);
+    for (size_t i = 0; i < n; i++)
+        summary_line(f, subs[i].name + strlen(group) + 1, subs[i].summary);
+    fprintf(f, "\nSee trainyard %s COMMAND --help.\n", group);
     return f == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
+static int cmd_sweep(int argc, char **argv)
+{
+    return cmd_group("sweep", "Sweeps: a job template over a search space; each trial is a job.",
+                     sweep_commands, sizeof sweep_commands / sizeof sweep_commands[0], argc, argv);
 }
 
 /* ---- teams ----------------------------------------------------------------------- */
@@ -1499,24 +1509,8 @@ static const size_t nteam_commands = sizeof team_commands / sizeof team_commands
 
 static int cmd_team(int argc, char **argv)
 {
-    char name[64];
-    const cmd *sub = NULL;
-    if (argc >= 2 && strlen(argv[1]) < 32) {
-        snprintf(name, sizeof name, "team %s", argv[1]);
-        sub = find_cmd(name);
-    }
-    if (sub)
-        return sub->fn(argc - 1, argv + 1);
-    FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
-                  ? stdout
-                  : stderr;
-    fputs("Usage: trainyard team COMMAND [OPTIONS]\n"
-          "Teams own tokens, jobs and sweeps, and have a quota.\n\n",
-          f);
-    for (size_t i = 0; i < nteam_commands; i++)
-        summary_line(f, team_commands[i].name + strlen("team "), team_commands[i].summary);
-    fputs("\nSee trainyard team COMMAND --help.\n", f);
-    return f == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    return cmd_group("team", "Teams own tokens, jobs and sweeps, and have a quota.",
+                     team_commands, nteam_commands, argc, argv);
 }
 
 /* ---- the table ----------------------------------------------------------------- */
