@@ -212,7 +212,7 @@ bool api_need_stream_place(const api_req *req, api_resp *resp, api_stream_place 
     else
         snprintf(detail, sizeof detail,
                  "the server holds %u followed streams, its most at once; retry later", st.total);
-    api_reply_problem(resp, 429, "too-many-streams", "Too Many Requests", detail, NULL);
+    api_reply_problem(resp, 429, "too-many-streams", NULL, detail, NULL);
     api_resp_header(resp, "Retry-After", API_STREAMS_RETRY_AFTER);
     return false;
 }

@@ -616,7 +616,7 @@ static void reply_limited(const api_hook_guard *g, api_resp *resp, const char *w
     int64_t left = (wait_ms - delay + 999) / 1000;
     char ra[24];
     snprintf(ra, sizeof ra, "%lld", (long long)(left < 1 ? 1 : left));
-    api_reply_problem(resp, 429, "rate-limited", "Too Many Requests", why, NULL);
+    api_reply_problem(resp, 429, "rate-limited", NULL, why, NULL);
     api_resp_header(resp, "Retry-After", ra);
 }
 
