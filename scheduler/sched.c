@@ -1,6 +1,11 @@
 /*
  * sched.c - the reconcile loop (see sched.h for what it guarantees).
  *
+ * Its parts, one answer per file (what they share is in sched_int.h): this file holds the
+ * jobs, the round and its phases; sched_record.c the attempt record; sched_admit.c the
+ * admission snapshot and its decisions carried out (the policy is admit.c); sched_recover.c
+ * the takeover of what a previous server process left.
+ *
  * The scheduler thread owns every `sjob` (one per job it holds: ADMITTED
  * through CANCELLING) and runs rounds in four phases:
  *
@@ -45,7 +50,7 @@
  * sched_get_stats() and sched_log_*(), which read `mu`-protected fields:
  * the job list and each rank's state (for follow).
  */
-#include "scheduler/sched.h"
+#include "scheduler/sched_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -66,175 +71,6 @@
 #include "common/ty_log.h"
 #include "common/ty_quantity.h"
 #include "common/ty_time.h"
-#include "scheduler/admit.h"
-
-#define DEFAULT_GRACE_MS 10000
-#define MAX_ADMITS_PER_ROUND 256   /* keeps a round (and its commit) short under a flood */
-#define PENDING_FIRST_PAGE 8      /* a queue's first page in a round */
-#define PENDING_PAGE 64            /* its later pages */
-#define QUEUES_PAGE 256            /* queue names read at once */
-#define CHANGES_PAGE 4096
-#define EVENTS_PAGE 64             /* backend events read at once (on the stack) */
-#define FOLLOW_POLL_MS 100
-
-/* ---- jobs as the scheduler holds them ------------------------------------ */
-
-typedef enum rank_state {
-    RANK_PENDING,
-    RANK_RUNNING,
-    RANK_SUCCEEDED,
-    RANK_FAILED,    /* exited non-zero on its own */
-    RANK_KILLED,    /* killed by a signal nobody here sent */
-    RANK_STOPPED,   /* ended after the server asked the gang to stop */
-    RANK_DISRUPTED, /* taken away by its environment (evicted, preempted, node lost) */
-} rank_state;
-
-static const char *const rank_state_names[] = {"pending", "running", "succeeded", "failed",
-                                               "killed",  "stopped", "disrupted"};
-
-typedef enum attempt_state {
-    ATT_STARTING,
-    ATT_RUNNING,
-    ATT_STOPPING,
-    ATT_SUCCEEDED,
-    ATT_FAILED,
-    ATT_STOPPED,
-    ATT_CANCELLED,
-} attempt_state;
-
-static const char *const attempt_state_names[] = {"starting",  "running", "stopping", "succeeded",
-                                                  "failed",    "stopped", "cancelled"};
-
-/* Why the gang of the current attempt is being stopped: what its end means. */
-typedef enum end_cause {
-    END_NONE,
-    END_FAILED,   /* a rank failed: restart or fail */
-    END_TIMEOUT,  /* timeout_seconds: fail */
-    END_CANCEL,   /* a client cancelled: CANCELLED */
-    END_SHUTDOWN, /* the server stops: RESTARTING, resumed by the next start */
-    END_DISRUPTED, /* the backend took a rank away: RESTARTING without spending restart.max */
-    END_LAUNCH,   /* the attempt could not be started: FAILED (LaunchFailed) */
-    END_DISK,     /* the job's directory went over the backend's disk limit: FAILED
-                     (DiskLimitExceeded); a restart would find the same full disk */
-    END_PREEMPTED, /* admission took its place for another job: back to PENDING at its place,
-                      without spending restart.max (a disruption) */
-} end_cause;
-
-/* A backend call a job wants, made in the act phase. */
-typedef enum want_stop {
-    STOP_NONE,
-    STOP_SOFT, /* ask the gang to stop (SIGTERM, pods deleted with their grace period) */
-    STOP_HARD, /* end it now */
-} want_stop;
-
-typedef struct srank {
-    rank_state state;
-    int pid;         /* 0: none */
-    char *pod;       /* owned; NULL: none */
-    char *node;      /* owned; NULL: none */
-    int exit_code;   /* -1: none */
-    int signal;      /* 0: none */
-    int64_t started_ms, ended_ms;
-} srank;
-
-typedef struct sjob {
-    struct sjob *next;
-    char id[STORE_ID_LEN + 1];
-    char *queue;
-    char *team;      /* the owning team */
-    int64_t priority;
-    int64_t admitted_ms; /* when this loop admitted it (recovered: its last update) */
-    int64_t created_ms;  /* its submission */
-    admit_preempt_kind preempt_kind; /* END_PREEMPTED: reclaim or priority */
-    job_state state; /* as last committed */
-    int attempt;     /* the store's attempt number */
-    int restarts;
-    int64_t sweep;   /* a sweep's trial: the sweep's seq, else 0 */
-    /* From the spec: what backend_job shows a backend, parsed once. */
-    json_t *spec;
-    char **argv;     /* borrowed strings of spec, NULL-terminated */
-    char **env;      /* owned "NAME=value" strings, NULL-terminated */
-    int world, gpus_per_rank, restart_max, backoff_s;
-    const char *gpu_type, *image, *cpu, *memory, *zone, *capacity; /* borrowed from spec */
-    double cpu_cores, memory_bytes;
-    backend_volume *volumes; /* owned array of borrowed strings */
-    size_t nvolumes;
-    int64_t timeout_s; /* 0: none */
-    const char *name;  /* borrowed from spec, or NULL */
-    int ncommand, has_ttl;
-    int64_t ttl_s;
-    /* The backend's reservation and the current attempt. */
-    backend_attempt *res;
-    srank *ranks;      /* world entries; protected by mu for readers */
-    int launched;      /* the current attempt was launched (or adopted) and has not ended */
-    int alive;         /* launched ranks whose end was not observed yet */
-    want_stop want_stop; /* a stop to ask for in the act phase */
-    attempt_state astate;
-    int64_t a_started_ms, a_ended_ms;
-    const char *a_reason;
-    char a_message[BACKEND_DETAIL_MAX + 96]; /* as long as cause_msg, which it may hold */
-    int have_record;   /* an attempt record exists for `attempt` */
-    int dirty;         /* the record changed since it was written */
-    /* Stopping and timers. */
-    end_cause cause;
-    char cause_msg[BACKEND_DETAIL_MAX + 96];
-    int stop_asked, kill_sent; /* decided (the act phase makes the call) */
-    int64_t kill_at_ms;    /* the hard stop, when the gang is still there; 0: none */
-    int64_t restart_at_ms; /* RESTARTING: launch the next attempt then */
-    int64_t first_start_ms;
-    int need_running;      /* every rank runs: write STARTING -> RUNNING */
-    char waiting[BACKEND_DETAIL_MAX]; /* the backend's last PENDING reason, "" when none */
-    int recheck;           /* the store refused an update: read the job again */
-    int retry;             /* the store failed: this round's changes are tried again */
-    char token[TY_TOKEN_BUFLEN]; /* the starting attempt's job token until launch(), else "" */
-} sjob;
-
-typedef struct queue_count {
-    char *name;
-    int active;
-} queue_count;
-
-/* The trials of a sweep held here (active); a sweep leaves the list when none is. */
-typedef struct sweep_count {
-    int64_t sweep;
-    int active;
-} sweep_count;
-
-struct sched {
-    store *st;
-    backend *be;
-    int default_limit;
-    sched_queue_limit *limits;
-    size_t nlimits;
-    int grace_ms;
-
-    pthread_t thread;
-    int thread_started;
-    int wake_fd;
-    atomic_int stopping;
-
-    /* Scheduler thread only. */
-    int64_t feed_seq;
-    int admit_wanted;
-    int commit_failed; /* the last commit failed: pause before trying again */
-    int read_failed;   /* admission could not read the store: pause before trying again */
-    queue_count *queues;
-    size_t nqueues, capqueues;
-    sweep_count *sweeps;
-    size_t nsweeps, capsweeps;
-    /* The head of the line that waits for capacity, and why, as last written (a Waiting
-     * event is written when either changes). */
-    struct said *said; /* the pending heads' reasons as last written (admit()) */
-    size_t nsaid;
-
-    /* Shared with sched_get_stats() and sched_log_*(). */
-    pthread_mutex_t mu;
-    sjob *jobs;
-    uint64_t njobs, running_ranks, rounds, launches, restarts_total;
-    uint64_t preemptions[2]; /* attempts ended by a preemption: [0] reclaim, [1] priority */
-    uint64_t admissions, admission_wait_ms; /* jobs admitted, their waits since submission */
-    int stopped; /* the thread finished: every follower stops waiting */
-};
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -250,7 +86,7 @@ static void on_store_change(void *ud)
     wake(ud);
 }
 
-static int queue_limit(const sched *s, const char *queue)
+int sched_limit_of(const sched *s, const char *queue)
 {
     for (size_t i = 0; i < s->nlimits; i++)
         if (strcmp(s->limits[i].queue, queue) == 0)
@@ -259,7 +95,7 @@ static int queue_limit(const sched *s, const char *queue)
 }
 
 /* The count of a queue the scheduler has held jobs of, or NULL. */
-static queue_count *queue_find(sched *s, const char *queue)
+queue_count *sched_queue_find(sched *s, const char *queue)
 {
     for (size_t i = 0; i < s->nqueues; i++)
         if (strcmp(s->queues[i].name, queue) == 0)
@@ -270,7 +106,7 @@ static queue_count *queue_find(sched *s, const char *queue)
 /* The count of a queue, added at 0 when new; NULL when out of memory. */
 static queue_count *queue_get(sched *s, const char *queue)
 {
-    queue_count *found = queue_find(s, queue);
+    queue_count *found = sched_queue_find(s, queue);
     if (found)
         return found;
     if (s->nqueues == s->capqueues) {
@@ -289,7 +125,7 @@ static queue_count *queue_get(sched *s, const char *queue)
 }
 
 /* The trials of sweep `sweep` held here. */
-static int sweep_active(const sched *s, int64_t sweep)
+int sched_sweep_active(const sched *s, int64_t sweep)
 {
     for (size_t i = 0; i < s->nsweeps; i++)
         if (s->sweeps[i].sweep == sweep)
@@ -322,7 +158,7 @@ static void sweep_add(sched *s, int64_t sweep, int delta)
     s->sweeps[s->nsweeps++] = (sweep_count){sweep, delta};
 }
 
-static sjob *job_find(sched *s, const char *id)
+sjob *sched_job_find(sched *s, const char *id)
 {
     for (sjob *j = s->jobs; j; j = j->next)
         if (strcmp(j->id, id) == 0)
@@ -339,7 +175,7 @@ static sjob *job_by_res(sched *s, const backend_attempt *a)
 }
 
 /* Frees what the ranks own and makes them all pending again. */
-static void ranks_reset(sjob *j)
+void sched_ranks_reset(sjob *j)
 {
     for (int r = 0; r < j->world; r++) {
         free(j->ranks[r].pod);
@@ -348,12 +184,12 @@ static void ranks_reset(sjob *j)
     }
 }
 
-static void job_free(sjob *j)
+void sched_job_free(sjob *j)
 {
     if (!j)
         return;
     if (j->ranks)
-        ranks_reset(j);
+        sched_ranks_reset(j);
     free(j->volumes);
     if (j->env)
         for (char **e = j->env; *e; e++)
@@ -369,7 +205,7 @@ static void job_free(sjob *j)
 }
 
 /* Builds a job from its stored row: the spec's fields a backend needs. */
-static ty_err job_new(const store_job *row, sjob **out)
+ty_err sched_job_new(const store_job *row, sjob **out)
 {
     sjob *j = calloc(1, sizeof *j);
     if (!j)
@@ -458,15 +294,15 @@ static ty_err job_new(const store_job *row, sjob **out)
             goto fail;
         snprintf(j->env[n++], len, "%s=%s", k, json_string_value(v));
     }
-    ranks_reset(j);
+    sched_ranks_reset(j);
     *out = j;
     return TY_OK;
 fail:
-    job_free(j);
+    sched_job_free(j);
     return e;
 }
 
-static void job_backend_view(const sjob *j, int attempt, backend_job *bj)
+void sched_job_view(const sjob *j, int attempt, backend_job *bj)
 {
     *bj = (backend_job){
         .id = j->id,
@@ -494,7 +330,7 @@ static void job_backend_view(const sjob *j, int attempt, backend_job *bj)
 }
 
 /* Adds j to the list (and its queue's count). */
-static void job_link(sched *s, sjob *j)
+void sched_job_link(sched *s, sjob *j)
 {
     pthread_mutex_lock(&s->mu);
     j->next = s->jobs;
@@ -509,7 +345,7 @@ static void job_link(sched *s, sjob *j)
 }
 
 /* Removes j from the list, releases its reservation and frees it. */
-static void job_forget(sched *s, sjob *j)
+void sched_job_forget(sched *s, sjob *j)
 {
     pthread_mutex_lock(&s->mu);
     for (sjob **p = &s->jobs; *p; p = &(*p)->next)
@@ -526,175 +362,12 @@ static void job_forget(sched *s, sjob *j)
         sweep_add(s, j->sweep, -1);
     if (j->res)
         s->be->ops->release(s->be, j->res);
-    job_free(j);
+    sched_job_free(j);
     s->admit_wanted = 1; /* capacity and a queue place came free */
 }
 
-/* ---- the attempt record --------------------------------------------------- */
-
-static json_t *time_or_null(int64_t ms)
-{
-    char buf[32];
-    return ms > 0 ? json_string(ty_time_format_rfc3339(ms, buf, sizeof buf)) : json_null();
-}
-
-static json_t *int_or_null(int v, int present)
-{
-    return present ? json_integer(v) : json_null();
-}
-
-/* The record of j's current attempt, number `attempt`, as JSON text (new). */
-static char *record_text(const sjob *j, int attempt)
-{
-    json_t *ranks = json_array();
-    for (int r = 0; ranks && r < j->world; r++) {
-        const srank *k = &j->ranks[r];
-        int ended = k->state >= RANK_SUCCEEDED;
-        json_t *o = json_pack("{s:i, s:s, s:o, s:o, s:o, s:o}", "rank", r, "state",
-                              rank_state_names[k->state], "exit_code",
-                              int_or_null(k->exit_code, ended && k->exit_code >= 0), "signal",
-                              int_or_null(k->signal, ended && k->signal > 0), "started_at",
-                              time_or_null(k->started_ms), "ended_at", time_or_null(k->ended_ms));
-        /* Where it runs, as far as the backend said: a pid here, a pod and a node there. */
-        if (o && k->pid > 0)
-            json_object_set_new(o, "pid", json_integer(k->pid));
-        if (o && k->pod)
-            json_object_set_new(o, "pod", json_string(k->pod));
-        if (o && k->node)
-            json_object_set_new(o, "node", json_string(k->node));
-        json_array_append_new(ranks, o);
-    }
-    json_t *rec = json_pack("{s:i, s:s, s:o, s:o, s:o, s:s, s:o}", "attempt", attempt, "state",
-                            attempt_state_names[j->astate], "started_at",
-                            time_or_null(j->a_started_ms), "ended_at",
-                            time_or_null(j->a_ended_ms), "reason",
-                            j->a_reason ? json_string(j->a_reason) : json_null(), "message",
-                            j->a_message, "ranks", ranks ? ranks : json_null());
-    char *text = NULL;
-    ty_buf b = {0};
-    if (rec && ty_json_write(&b, rec) == TY_OK)
-        ty_buf_steal(&b, &text, NULL);
-    ty_buf_free(&b);
-    json_decref(rec);
-    return text;
-}
-
-/* Loads the ranks and times of a stored attempt record into j (recovery). */
-static void record_load(sjob *j, const char *text)
-{
-    json_t *rec = text ? json_loads(text, 0, NULL) : NULL;
-    if (!json_is_object(rec)) {
-        json_decref(rec);
-        return;
-    }
-    j->have_record = 1;
-    const char *st = json_string_value(json_object_get(rec, "state"));
-    for (size_t n = 0; st && n < sizeof attempt_state_names / sizeof *attempt_state_names; n++)
-        if (strcmp(st, attempt_state_names[n]) == 0)
-            j->astate = (attempt_state)n;
-    st = json_string_value(json_object_get(rec, "started_at"));
-    int64_t ms;
-    if (st && ty_time_parse_rfc3339(st, &ms) == 0)
-        j->a_started_ms = ms;
-    size_t i;
-    json_t *rk;
-    json_array_foreach(json_object_get(rec, "ranks"), i, rk)
-    {
-        if ((int)i >= j->world)
-            break;
-        srank *k = &j->ranks[i];
-        const char *state = json_string_value(json_object_get(rk, "state"));
-        for (size_t n = 0; state && n < sizeof rank_state_names / sizeof *rank_state_names; n++)
-            if (strcmp(state, rank_state_names[n]) == 0)
-                k->state = (rank_state)n;
-        k->pid = (int)json_integer_value(json_object_get(rk, "pid"));
-        const char *pod = json_string_value(json_object_get(rk, "pod"));
-        const char *node = json_string_value(json_object_get(rk, "node"));
-        k->pod = pod ? strdup(pod) : NULL; /* out of memory: shown as unknown */
-        k->node = node ? strdup(node) : NULL;
-        const json_t *code = json_object_get(rk, "exit_code");
-        k->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
-        k->signal = (int)json_integer_value(json_object_get(rk, "signal"));
-        st = json_string_value(json_object_get(rk, "started_at"));
-        if (st && ty_time_parse_rfc3339(st, &ms) == 0)
-            k->started_ms = ms;
-        st = json_string_value(json_object_get(rk, "ended_at"));
-        if (st && ty_time_parse_rfc3339(st, &ms) == 0)
-            k->ended_ms = ms;
-    }
-    json_decref(rec);
-}
-
-/* Ends the current attempt's record: every rank not yet ended becomes `left`. */
-static void record_end(sched *s, sjob *j, attempt_state as, const char *reason, const char *msg,
-                       int64_t now)
-{
-    pthread_mutex_lock(&s->mu);
-    for (int r = 0; r < j->world; r++) {
-        srank *k = &j->ranks[r];
-        if (k->state == RANK_RUNNING || (k->state == RANK_PENDING && j->launched)) {
-            k->state = RANK_STOPPED;
-            k->ended_ms = now;
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
-    j->astate = as;
-    j->a_ended_ms = now;
-    j->a_reason = reason;
-    snprintf(j->a_message, sizeof j->a_message, "%s", msg ? msg : "");
-    j->dirty = 1;
-}
-
-/* A fresh record for attempt n (ranks pending). */
-static void record_begin(sched *s, sjob *j, int64_t now)
-{
-    pthread_mutex_lock(&s->mu);
-    ranks_reset(j);
-    pthread_mutex_unlock(&s->mu);
-    j->astate = ATT_STARTING;
-    j->a_started_ms = now;
-    j->a_ended_ms = 0;
-    j->a_reason = NULL;
-    j->a_message[0] = '\0';
-    j->launched = j->alive = 0;
-    j->cause = END_NONE;
-    j->cause_msg[0] = '\0';
-    j->stop_asked = j->kill_sent = 0;
-    j->want_stop = STOP_NONE;
-    j->kill_at_ms = 0;
-    j->waiting[0] = '\0';
-    j->have_record = 1;
-    j->dirty = 1;
-    if (!j->first_start_ms)
-        j->first_start_ms = now;
-}
-
-/* ---- a round's decisions ---------------------------------------------------- */
-
-typedef enum act {
-    ACT_NONE,
-    ACT_LAUNCH,  /* after STARTING committed: start the ranks */
-    ACT_FORGET,  /* after a terminal state committed: release and forget */
-    ACT_DISCARD, /* after the change committed: release and forget (it runs nothing) */
-} act;
-
-typedef struct change {
-    sjob *job;
-    store_update u;
-    act act;
-    char msg[320];
-    char *record; /* owned */
-    char *preason; /* owned: u.pending_reason's text */
-    unsigned char token_hash[TY_SHA256_LEN]; /* into STARTING: the new job token's hash */
-} change;
-
-typedef struct round {
-    change *c;
-    size_t n, cap;
-} round;
-
 /* Sets the action of a change (NULL when it could not be recorded: out of memory). */
-static void set_act(change *c, act a)
+void sched_set_act(change *c, act a)
 {
     if (c)
         c->act = a;
@@ -702,10 +375,7 @@ static void set_act(change *c, act a)
 
 /* Adds a transition (to == from: none) of j; the record, if dirty, goes with the job's last
  * change. */
-static change *push(round *r, sjob *j, job_state to, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static change *push(round *r, sjob *j, job_state to, const char *reason, const char *fmt, ...)
+change *sched_push(round *r, sjob *j, job_state to, const char *reason, const char *fmt, ...)
 {
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 64;
@@ -746,12 +416,12 @@ static void attach_record(round *r, sjob *j)
             c = &r->c[i];
             break;
         }
-    if (!c && !(c = push(r, j, j->state, NULL, NULL)))
+    if (!c && !(c = sched_push(r, j, j->state, NULL, NULL)))
         return;
     /* A transition into STARTING begins the next attempt (the store counts it). */
     int attempt = j->attempt + (c->u.to == JOB_STARTING && c->u.from != JOB_STARTING);
     free(c->record);
-    c->record = record_text(j, attempt);
+    c->record = sched_record_text(j, attempt);
     if (c->record) {
         c->u.attempt = attempt;
         c->u.attempt_json = c->record;
@@ -814,7 +484,7 @@ static const char *disruption_name(backend_disruption d)
 /* Decides that the gang stops for `cause`. The first cause decides what the end means,
  * except that a cancel overrides any other cause in progress. The stop itself is asked
  * for in the act phase. */
-static void stop_gang(sched *s, sjob *j, end_cause cause, const char *msg, int64_t now)
+void sched_stop_gang(sched *s, sjob *j, end_cause cause, const char *msg, int64_t now)
 {
     if (j->cause == END_NONE || (cause == END_CANCEL && j->cause != END_CANCEL)) {
         j->cause = cause;
@@ -855,8 +525,8 @@ static void rank_ended(sched *s, sjob *j, const backend_event *ev)
     srank *k = &j->ranks[ev->rank];
     if (k->state != RANK_RUNNING && k->state != RANK_PENDING)
         return; /* ended already */
-    int disrupted = ev->kind == BACKEND_EV_DISRUPTED &&
-                    ev->disruption != BACKEND_DISRUPT_STOP_REQUESTED;
+    int disrupted =
+        ev->kind == BACKEND_EV_DISRUPTED && ev->disruption != BACKEND_DISRUPT_STOP_REQUESTED;
     pthread_mutex_lock(&s->mu);
     if (k->state == RANK_RUNNING)
         s->running_ranks--;
@@ -878,7 +548,7 @@ static void rank_ended(sched *s, sjob *j, const backend_event *ev)
     if (k->state == RANK_DISRUPTED) {
         snprintf(msg, sizeof msg, "rank %d %s%s%s", ev->rank, disruption_name(ev->disruption),
                  ev->detail[0] ? ": " : "", ev->detail);
-        stop_gang(s, j, END_DISRUPTED, msg, ev->time_ms);
+        sched_stop_gang(s, j, END_DISRUPTED, msg, ev->time_ms);
     } else if (k->state == RANK_FAILED || k->state == RANK_KILLED) {
         describe_end(k, ev->rank, msg, sizeof msg);
         if (ev->detail[0]) { /* what the backend knows beyond the status */
@@ -887,7 +557,7 @@ static void rank_ended(sched *s, sjob *j, const backend_event *ev)
         }
         TY_LOG(TY_LOG_INFO, "rank ended", "{s:s, s:i, s:i, s:s}", "job_id", j->id, "attempt",
                j->attempt, "rank", ev->rank, "cause", msg);
-        stop_gang(s, j, END_FAILED, msg, ev->time_ms);
+        sched_stop_gang(s, j, END_FAILED, msg, ev->time_ms);
     }
 }
 
@@ -956,7 +626,7 @@ static void on_event(sched *s, const backend_event *ev)
             char msg[BACKEND_DETAIL_MAX + 96];
             snprintf(msg, sizeof msg, "rank %d %s%s%s", ev->rank < 0 ? 0 : ev->rank,
                      disruption_name(ev->disruption), ev->detail[0] ? ": " : "", ev->detail);
-            stop_gang(s, j, END_DISRUPTED, msg, ev->time_ms);
+            sched_stop_gang(s, j, END_DISRUPTED, msg, ev->time_ms);
             break;
         }
         for (int r = lo; r < hi; r++) {
@@ -983,8 +653,8 @@ static void on_event(sched *s, const backend_event *ev)
         j->want_stop = STOP_NONE;
         break;
     case BACKEND_EV_STOP_FAILED:
-        TY_LOG(TY_LOG_WARN, "scheduler: a stop could not be delivered", "{s:s, s:i, s:s}",
-               "job_id", j->id, "attempt", j->attempt, "error", ev->detail);
+        TY_LOG(TY_LOG_WARN, "scheduler: a stop could not be delivered", "{s:s, s:i, s:s}", "job_id",
+               j->id, "attempt", j->attempt, "error", ev->detail);
         if (j->alive > 0 && j->stop_asked) {
             /* Ask again, hard, after another grace period. */
             j->kill_sent = 0;
@@ -995,8 +665,8 @@ static void on_event(sched *s, const backend_event *ev)
         if (ev->limit == BACKEND_LIMIT_DISK && j->alive > 0) {
             TY_LOG(TY_LOG_INFO, "scheduler: over the disk limit", "{s:s, s:i, s:s}", "job_id",
                    j->id, "attempt", j->attempt, "detail", ev->detail);
-            stop_gang(s, j, END_DISK, ev->detail[0] ? ev->detail : "over the disk limit",
-                      ev->time_ms);
+            sched_stop_gang(s, j, END_DISK, ev->detail[0] ? ev->detail : "over the disk limit",
+                            ev->time_ms);
         }
         break;
     case BACKEND_EV_CAPACITY:
@@ -1014,34 +684,36 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
     int decided = 1;
     switch (j->cause) {
     case END_NONE:
-        record_end(s, j, ATT_SUCCEEDED, "Succeeded", "", now);
-        set_act(push(r, j, JOB_SUCCEEDED, "Succeeded", "all %d rank%s exited with code 0",
-                     j->world, j->world == 1 ? "" : "s"),
-                ACT_FORGET);
+        sched_record_end(s, j, ATT_SUCCEEDED, "Succeeded", "", now);
+        sched_set_act(sched_push(r, j, JOB_SUCCEEDED, "Succeeded",
+                                 "all %d rank%s exited with code 0", j->world,
+                                 j->world == 1 ? "" : "s"),
+                      ACT_FORGET);
         break;
     case END_FAILED:
-        record_end(s, j, ATT_FAILED, "RankFailed", j->cause_msg, now);
+        sched_record_end(s, j, ATT_FAILED, "RankFailed", j->cause_msg, now);
         if (j->restarts < j->restart_max) {
             j->restarts++;
             j->restart_at_ms = now + (int64_t)j->backoff_s * 1000;
-            push(r, j, JOB_RESTARTING, "RankFailed", "%s; restart %d of %d in %d s", j->cause_msg,
-                 j->restarts, j->restart_max, j->backoff_s);
+            sched_push(r, j, JOB_RESTARTING, "RankFailed", "%s; restart %d of %d in %d s",
+                       j->cause_msg, j->restarts, j->restart_max, j->backoff_s);
             pthread_mutex_lock(&s->mu);
             s->restarts_total++;
             pthread_mutex_unlock(&s->mu);
         } else {
-            set_act(push(r, j, JOB_FAILED, "RankFailed", "%s; no restart left (restart.max is %d)",
-                         j->cause_msg, j->restart_max),
-                    ACT_FORGET);
+            sched_set_act(sched_push(r, j, JOB_FAILED, "RankFailed",
+                                     "%s; no restart left (restart.max is %d)", j->cause_msg,
+                                     j->restart_max),
+                          ACT_FORGET);
         }
         j->cause = END_NONE; /* the next attempt starts clean; a timeout may still come */
         break;
     case END_DISRUPTED:
         /* Not the application's failure: bounded by the timeout only. */
-        record_end(s, j, ATT_STOPPED, "Disrupted", j->cause_msg, now);
+        sched_record_end(s, j, ATT_STOPPED, "Disrupted", j->cause_msg, now);
         j->restart_at_ms = now;
-        push(r, j, JOB_RESTARTING, "Disrupted",
-             "%s; restarting (does not count against restart.max)", j->cause_msg);
+        sched_push(r, j, JOB_RESTARTING, "Disrupted",
+                   "%s; restarting (does not count against restart.max)", j->cause_msg);
         pthread_mutex_lock(&s->mu);
         s->restarts_total++;
         pthread_mutex_unlock(&s->mu);
@@ -1049,28 +721,30 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
         break;
     case END_LAUNCH:
         j->launched = 0; /* its ranks never ran: they stay pending in the record */
-        record_end(s, j, ATT_FAILED, "LaunchFailed", j->cause_msg, now);
-        set_act(push(r, j, JOB_FAILED, "LaunchFailed", "%s", j->cause_msg), ACT_FORGET);
+        sched_record_end(s, j, ATT_FAILED, "LaunchFailed", j->cause_msg, now);
+        sched_set_act(sched_push(r, j, JOB_FAILED, "LaunchFailed", "%s", j->cause_msg), ACT_FORGET);
         break;
     case END_DISK:
-        record_end(s, j, ATT_FAILED, "DiskLimitExceeded", j->cause_msg, now);
-        set_act(push(r, j, JOB_FAILED, "DiskLimitExceeded", "%s", j->cause_msg), ACT_FORGET);
+        sched_record_end(s, j, ATT_FAILED, "DiskLimitExceeded", j->cause_msg, now);
+        sched_set_act(sched_push(r, j, JOB_FAILED, "DiskLimitExceeded", "%s", j->cause_msg),
+                      ACT_FORGET);
         break;
     case END_TIMEOUT:
-        record_end(s, j, ATT_FAILED, "Timeout", j->cause_msg, now);
-        set_act(push(r, j, JOB_FAILED, "Timeout", "%s", j->cause_msg), ACT_FORGET);
+        sched_record_end(s, j, ATT_FAILED, "Timeout", j->cause_msg, now);
+        sched_set_act(sched_push(r, j, JOB_FAILED, "Timeout", "%s", j->cause_msg), ACT_FORGET);
         break;
     case END_CANCEL:
-        record_end(s, j, ATT_CANCELLED, "Cancelled", "every rank stopped", now);
-        set_act(push(r, j, JOB_CANCELLED, "Cancelled", "every rank stopped"), ACT_FORGET);
+        sched_record_end(s, j, ATT_CANCELLED, "Cancelled", "every rank stopped", now);
+        sched_set_act(sched_push(r, j, JOB_CANCELLED, "Cancelled", "every rank stopped"),
+                      ACT_FORGET);
         break;
     case END_PREEMPTED: {
         /* Like a disruption, it spends no restart; the job waits again in its line, at the
          * place its seq gives it, and its reservation goes back. */
-        record_end(s, j, ATT_STOPPED, "Preempted", j->cause_msg, now);
-        change *c = push(r, j, JOB_PENDING, "Preempted",
-                         "%s; back in line at its place (does not count against restart.max)",
-                         j->cause_msg);
+        sched_record_end(s, j, ATT_STOPPED, "Preempted", j->cause_msg, now);
+        change *c = sched_push(r, j, JOB_PENDING, "Preempted",
+                               "%s; back in line at its place (does not count against restart.max)",
+                               j->cause_msg);
         if (c) {
             c->u.preempted = 1;
             c->act = ACT_DISCARD;
@@ -1082,12 +756,13 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
         break;
     }
     case END_SHUTDOWN:
-        record_end(s, j, ATT_STOPPED, "ServerShutdown", j->cause_msg, now);
+        sched_record_end(s, j, ATT_STOPPED, "ServerShutdown", j->cause_msg, now);
         j->restart_at_ms = now;
-        push(r, j, JOB_RESTARTING, "ServerShutdown",
-             "the server shut down; attempt %d was stopped and resumes as a new attempt at the "
-             "next start",
-             j->attempt);
+        sched_push(
+            r, j, JOB_RESTARTING, "ServerShutdown",
+            "the server shut down; attempt %d was stopped and resumes as a new attempt at the "
+            "next start",
+            j->attempt);
         j->cause = END_NONE;
         break;
     }
@@ -1100,15 +775,15 @@ static void decide_job(sched *s, round *r, sjob *j, int64_t now)
 {
     int stopping = atomic_load(&s->stopping);
     if (j->state == JOB_CANCELLING && j->cause != END_CANCEL)
-        stop_gang(s, j, END_CANCEL, "cancelled", now);
+        sched_stop_gang(s, j, END_CANCEL, "cancelled", now);
     if (j->timeout_s > 0 && j->first_start_ms > 0 && j->cause == END_NONE &&
         now >= j->first_start_ms + j->timeout_s * 1000) {
         char msg[96];
         snprintf(msg, sizeof msg, "timeout_seconds (%lld) exceeded", (long long)j->timeout_s);
-        stop_gang(s, j, END_TIMEOUT, msg, now);
+        sched_stop_gang(s, j, END_TIMEOUT, msg, now);
     }
     if (stopping && j->alive > 0)
-        stop_gang(s, j, END_SHUTDOWN, "the server shut down", now);
+        sched_stop_gang(s, j, END_SHUTDOWN, "the server shut down", now);
     if (j->alive > 0 && j->kill_at_ms && now >= j->kill_at_ms && !j->kill_sent) {
         j->kill_sent = 1;
         j->want_stop = STOP_HARD;
@@ -1117,8 +792,8 @@ static void decide_job(sched *s, round *r, sjob *j, int64_t now)
         j->need_running = 0;
         j->dirty = 1;
         if (j->state == JOB_STARTING)
-            push(r, j, JOB_RUNNING, "Running", "%s%d rank%s running", j->world > 1 ? "all " : "",
-                 j->world, j->world == 1 ? "" : "s");
+            sched_push(r, j, JOB_RUNNING, "Running", "%s%d rank%s running",
+                       j->world > 1 ? "all " : "", j->world, j->world == 1 ? "" : "s");
     }
     if (decide_gang_end(s, r, j, now))
         return;
@@ -1127,799 +802,30 @@ static void decide_job(sched *s, round *r, sjob *j, int64_t now)
     /* No gang runs: a cancel, a timeout or a restart can be decided at once. */
     if (j->state == JOB_CANCELLING) {
         if (j->have_record && j->astate < ATT_SUCCEEDED)
-            record_end(s, j, ATT_CANCELLED, "Cancelled", "cancelled", now);
-        set_act(push(r, j, JOB_CANCELLED, "Cancelled", "no rank was running"), ACT_FORGET);
+            sched_record_end(s, j, ATT_CANCELLED, "Cancelled", "cancelled", now);
+        sched_set_act(sched_push(r, j, JOB_CANCELLED, "Cancelled", "no rank was running"),
+                      ACT_FORGET);
     } else if (j->state == JOB_RESTARTING && j->cause == END_TIMEOUT) {
-        set_act(push(r, j, JOB_FAILED, "Timeout", "%s", j->cause_msg), ACT_FORGET);
+        sched_set_act(sched_push(r, j, JOB_FAILED, "Timeout", "%s", j->cause_msg), ACT_FORGET);
     } else if (j->state == JOB_RESTARTING && !stopping && now >= j->restart_at_ms) {
         if (!j->res) {
             char why[256] = "";
             backend_job bj;
-            job_backend_view(j, j->attempt + 1, &bj);
+            sched_job_view(j, j->attempt + 1, &bj);
             ty_err e = s->be->ops->reserve(s->be, &bj, &j->res, why, sizeof why);
             if (e == TY_EINVAL) {
-                set_act(push(r, j, JOB_FAILED, "Unschedulable", "%s", why), ACT_FORGET);
+                sched_set_act(sched_push(r, j, JOB_FAILED, "Unschedulable", "%s", why), ACT_FORGET);
                 return;
             }
             if (e != TY_OK)
                 return; /* no capacity now: a release or a CAPACITY event wakes us */
         }
-        record_begin(s, j, now);
-        change *c = push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s", j->attempt + 1,
-                         j->world, j->world == 1 ? "" : "s");
-        set_act(c, ACT_LAUNCH);
+        sched_record_begin(s, j, now);
+        change *c = sched_push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s",
+                               j->attempt + 1, j->world, j->world == 1 ? "" : "s");
+        sched_set_act(c, ACT_LAUNCH);
     }
 }
-
-/*
- * Admission across teams: the loop gathers a snapshot and scheduler/admit decides (see
- * admit.h). A line is a team's queue's jobs outside sweeps, or one sweep's trials in that
- * queue (store_pending_lines, one index seek each); the snapshot holds each line's head, read
- * from a small first page, and admit_round() asks for the next job of a line only after it
- * admitted or failed the head (next()), so a round reads a few pages per line whatever the
- * number of jobs waiting. The resources are the backend's GPU types (free_resources(), else
- * the types rank_limits() names, uncounted) plus cpu and memory; the teams come from the
- * store, their usage from the jobs this loop holds (ADMITTED to CANCELLING: after a restart,
- * the recovered ones, before any admission). reserve() stays the final word: its "not now"
- * is NoCapacity with its own words, its "never" fails the job. Every head not admitted gets
- * its pending_reason (reason, message, position, team_position), written with the round's
- * changes when it changed; a Waiting event tells a person when the reason or its words
- * change (not for a queue's limit, a sweep's parallelism or a head behind another, which are
- * the line's own business).
- */
-#define ADMIT_ANY_GPU "any" /* the resource of GPUs of no type where the type is not implied */
-
-typedef struct wline {
-    store_pending_line key;  /* borrowed from the round's list */
-    store_job *page;         /* owned; rows [0, pos) were handed to the policy */
-    size_t n, pos;
-    int reads, want;         /* pages read this round; the last one's size asked */
-    int team;                /* index in the snapshot's teams; -1: unknown team */
-} wline;
-
-typedef struct said {
-    char id[STORE_ID_LEN + 1];
-    char *queue;             /* its queue (owned) */
-    char *json;              /* the pending_reason last written (owned) */
-    char *note;              /* the reason and message last told in a Waiting event (owned) */
-} said;
-
-typedef struct old_page {
-    store_job *p;
-    size_t n;
-} old_page;
-
-typedef struct actx {
-    sched *s;
-    wline *lines;
-    size_t nlines;
-    old_page *old;           /* pages used up this round: the ids the policy holds stay valid */
-    size_t nold, capold;
-    sjob **made;             /* jobs booked or refused for good by reserve() this round */
-    size_t nmade, capmade;
-    admit_resource res[ADMIT_MAX_RES];
-    char resnames[ADMIT_MAX_RES][64];
-    size_t nres, cpu, mem;   /* cpu and memory: their indices */
-    int read_failed;
-} actx;
-
-static ty_err ptr_push(void ***a, size_t *n, size_t *cap, void *p)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 16;
-        void **g = realloc(*a, c * sizeof *g);
-        if (!g)
-            return TY_ENOMEM;
-        *a = g;
-        *cap = c;
-    }
-    (*a)[(*n)++] = p;
-    return TY_OK;
-}
-
-/* The index of GPU type `type` (NULL: none named) in the snapshot's resources; one is added,
- * uncounted, for a type the backend did not name. -1 when there is no room. */
-static int gpu_res(actx *c, const char *type)
-{
-    int only = -1, ngpu = 0;
-    for (size_t i = 0; i < c->nres; i++) {
-        if (c->res[i].kind != ADMIT_RES_GPU)
-            continue;
-        if (strcmp(c->resnames[i], ADMIT_ANY_GPU) != 0) {
-            ngpu++;
-            only = (int)i;
-        }
-        if (type && strcmp(c->resnames[i], type) == 0)
-            return (int)i;
-    }
-    if (!type && ngpu == 1)
-        return only; /* GPUs of no type on a backend of one type are of that type */
-    if (!type)
-        type = ADMIT_ANY_GPU;
-    for (size_t i = 0; i < c->nres; i++)
-        if (c->res[i].kind == ADMIT_RES_GPU && strcmp(c->resnames[i], type) == 0)
-            return (int)i;
-    if (c->nres >= ADMIT_MAX_RES)
-        return -1;
-    snprintf(c->resnames[c->nres], sizeof c->resnames[c->nres], "%s", type);
-    c->res[c->nres] = (admit_resource){c->resnames[c->nres], ADMIT_RES_GPU, ADMIT_MAX_QTY};
-    return (int)c->nres++;
-}
-
-static int64_t clamp_qty(double v)
-{
-    if (!(v > 0))
-        return 0;
-    return v >= (double)ADMIT_MAX_QTY ? ADMIT_MAX_QTY + 1 : (int64_t)(v + 0.5);
-}
-
-/* A gang's request: world x (GPUs of its type, millicores, bytes). 0 on success. */
-static int request_of(actx *c, int world, int gpus, const char *type, double cores,
-                      double bytes, int64_t req[ADMIT_MAX_RES])
-{
-    memset(req, 0, ADMIT_MAX_RES * sizeof *req);
-    if (gpus > 0) {
-        int g = gpu_res(c, type);
-        if (g < 0)
-            return -1;
-        req[g] = (int64_t)world * gpus;
-    }
-    req[c->cpu] = clamp_qty(cores * 1000.0 * world);
-    req[c->mem] = clamp_qty(bytes * world);
-    return 0;
-}
-
-/* The policy's view of a stored PENDING job; -1 for a spec it cannot read (never in a store
- * the API filled: the line then counts as empty this round). */
-static int row_to_admit(actx *c, const store_job *row, admit_job *out)
-{
-    memset(out, 0, sizeof *out);
-    out->id = row->id;
-    out->priority = row->priority;
-    out->seq = row->seq;
-    out->preempted = row->preempted;
-    json_t *spec = json_loads(row->spec_json, 0, NULL);
-    const json_t *res = json_object_get(spec, "resources");
-    const json_t *gpu = json_object_get(res, "gpu");
-    const char *cpu = json_string_value(json_object_get(res, "cpu"));
-    const char *mem = json_string_value(json_object_get(res, "memory"));
-    int world = (int)json_integer_value(json_object_get(json_object_get(spec, "workers"), "count"));
-    double cores = 0, bytes = 0;
-    int rc = -1;
-    if (!spec || world < 1 || (cpu && ty_quantity_parse(cpu, strlen(cpu), &cores) != TY_OK) ||
-        (mem && ty_quantity_parse(mem, strlen(mem), &bytes) != TY_OK))
-        goto out;
-    rc = request_of(c, world, (int)json_integer_value(json_object_get(gpu, "count")),
-                    json_string_value(json_object_get(gpu, "type")), cores, bytes, out->req);
-out:
-    json_decref(spec);
-    if (rc != 0)
-        out->req[0] = -1; /* the policy takes the line as empty */
-    return rc;
-}
-
-/* Makes line l's next row available (page[pos]); 1, 0 when the line has no more, -1 on a
- * store error. A used-up page is kept until the round ends: the policy holds its ids. */
-static int wline_fill(actx *c, wline *l)
-{
-    if (l->pos < l->n)
-        return 1;
-    if (l->reads > 0 && l->n < (size_t)l->want)
-        return 0; /* the last page was short: the line has no more */
-    int64_t ap = 0, as = 0;
-    if (l->n) {
-        ap = l->page[l->n - 1].priority;
-        as = l->page[l->n - 1].seq;
-    }
-    if (l->page) {
-        if (c->nold == c->capold) {
-            size_t cap = c->capold ? c->capold * 2 : 16;
-            old_page *g = realloc(c->old, cap * sizeof *g);
-            if (!g) {
-                c->read_failed = 1;
-                return -1;
-            }
-            c->old = g;
-            c->capold = cap;
-        }
-        c->old[c->nold++] = (old_page){l->page, l->n};
-        l->page = NULL;
-    }
-    l->n = l->pos = 0;
-    l->want = l->reads++ == 0 ? PENDING_FIRST_PAGE : PENDING_PAGE;
-    if (store_jobs_pending_line(c->s->st, l->key.team, l->key.queue, l->key.sweep, ap, as,
-                                l->want, &l->page, &l->n) != TY_OK) {
-        c->read_failed = 1;
-        return -1;
-    }
-    return l->n > 0;
-}
-
-/* Moves line l to its next job that this loop does not hold already (a held one has a change
- * waiting to be written, or is the head whose Waiting note is being written: it stays the
- * head). 1 with *row set, 0 when none, -1 on a store error. */
-static int wline_head(actx *c, wline *l, const store_job **row)
-{
-    for (;;) {
-        int got = wline_fill(c, l);
-        if (got <= 0)
-            return got;
-        const store_job *r = &l->page[l->pos];
-        const sjob *held = job_find(c->s, r->id);
-        if (!held || held->state == JOB_PENDING) {
-            *row = r;
-            return 1;
-        }
-        l->pos++;
-    }
-}
-
-static int next_cb(void *ctx, size_t line, admit_job *out)
-{
-    actx *c = ctx;
-    wline *l = &c->lines[line];
-    l->pos++; /* the head was admitted or failed */
-    const store_job *row = NULL;
-    int got = wline_head(c, l, &row);
-    if (got <= 0)
-        return got;
-    return row_to_admit(c, row, out) == 0 ? 1 : -1;
-}
-
-static admit_fit reserve_cb(void *ctx, size_t line, const admit_job *job, char *why,
-                            size_t whylen)
-{
-    actx *c = ctx;
-    sched *s = c->s;
-    const wline *l = &c->lines[line];
-    if (l->pos >= l->n || strcmp(l->page[l->pos].id, job->id) != 0) {
-        snprintf(why, whylen, "internal: the line's head moved");
-        return ADMIT_FIT_NOT_NOW;
-    }
-    if (job_find(s, job->id)) {
-        snprintf(why, whylen, "the job's last change is being written");
-        return ADMIT_FIT_NOT_NOW;
-    }
-    sjob *j = NULL;
-    if (job_new(&l->page[l->pos], &j) != TY_OK) {
-        TY_LOG(TY_LOG_ERROR, "scheduler: cannot load a job", "{s:s}", "job_id", job->id);
-        snprintf(why, whylen, "the job cannot be loaded");
-        return ADMIT_FIT_NOT_NOW;
-    }
-    backend_job bj;
-    job_backend_view(j, j->attempt + 1, &bj);
-    ty_err e = s->be->ops->reserve(s->be, &bj, &j->res, why, whylen);
-    if ((e == TY_OK || e == TY_EINVAL) &&
-        ptr_push((void ***)&c->made, &c->nmade, &c->capmade, j) != TY_OK) {
-        if (j->res)
-            s->be->ops->release(s->be, j->res);
-        j->res = NULL;
-        e = TY_ENOMEM;
-    }
-    if (e == TY_OK)
-        return ADMIT_FIT_OK;
-    if (e == TY_EINVAL)
-        return ADMIT_FIT_NEVER;
-    job_free(j);
-    if (!why[0])
-        snprintf(why, whylen, "the backend cannot book it now: %s", ty_strerror(e));
-    return ADMIT_FIT_NOT_NOW;
-}
-
-static sjob *made_take(actx *c, const char *id)
-{
-    for (size_t i = 0; i < c->nmade; i++)
-        if (c->made[i] && strcmp(c->made[i]->id, id) == 0) {
-            sjob *j = c->made[i];
-            c->made[i] = NULL;
-            return j;
-        }
-    return NULL;
-}
-
-/* The resources: the backend's counted ones, else the GPU types it names; then cpu, memory. */
-static void admit_resources(actx *c)
-{
-    const backend *be = c->s->be;
-    backend_free fr[ADMIT_MAX_RES];
-    size_t n = be->ops->free_resources ? be->ops->free_resources(be, NULL, 0) : 0;
-    int have_cpu = 0, have_mem = 0;
-    c->nres = 0;
-    if (n > 0 && n <= ADMIT_MAX_RES - 3 && be->ops->free_resources(be, fr, n) == n) {
-        for (size_t i = 0; i < n; i++) {
-            size_t k = c->nres++;
-            admit_res_kind kind = fr[i].kind == BACKEND_RES_GPU   ? ADMIT_RES_GPU
-                                  : fr[i].kind == BACKEND_RES_CPU ? ADMIT_RES_CPU
-                                                                  : ADMIT_RES_MEMORY;
-            snprintf(c->resnames[k], sizeof c->resnames[k], "%s",
-                     kind == ADMIT_RES_GPU ? (fr[i].gpu_type ? fr[i].gpu_type : ADMIT_ANY_GPU)
-                     : kind == ADMIT_RES_CPU ? "cpu"
-                                             : "memory");
-            int64_t f = fr[i].free < 0 ? 0 : fr[i].free > ADMIT_MAX_QTY ? ADMIT_MAX_QTY : fr[i].free;
-            c->res[k] = (admit_resource){c->resnames[k], kind, f};
-            if (kind == ADMIT_RES_CPU && !have_cpu) {
-                have_cpu = 1;
-                c->cpu = k;
-            } else if (kind == ADMIT_RES_MEMORY && !have_mem) {
-                have_mem = 1;
-                c->mem = k;
-            }
-        }
-    } else if (be->ops->rank_limits) {
-        backend_rank_limit lim[ADMIT_MAX_RES];
-        size_t m = be->ops->rank_limits(be, NULL, 0);
-        if (m > 0 && m <= ADMIT_MAX_RES - 2 && be->ops->rank_limits(be, lim, m) == m)
-            for (size_t i = 0; i < m; i++) {
-                if (!lim[i].gpu_type)
-                    continue;
-                size_t k = c->nres++;
-                snprintf(c->resnames[k], sizeof c->resnames[k], "%s", lim[i].gpu_type);
-                c->res[k] = (admit_resource){c->resnames[k], ADMIT_RES_GPU, ADMIT_MAX_QTY};
-            }
-    }
-    if (!have_cpu) {
-        c->cpu = c->nres++;
-        snprintf(c->resnames[c->cpu], sizeof c->resnames[c->cpu], "cpu");
-        c->res[c->cpu] = (admit_resource){c->resnames[c->cpu], ADMIT_RES_CPU, ADMIT_MAX_QTY};
-    }
-    if (!have_mem) {
-        c->mem = c->nres++;
-        snprintf(c->resnames[c->mem], sizeof c->resnames[c->mem], "memory");
-        c->res[c->mem] = (admit_resource){c->resnames[c->mem], ADMIT_RES_MEMORY, ADMIT_MAX_QTY};
-    }
-}
-
-/* The resource index a team's quota entry ("gpu/<type>", "cpu", "memory") names; -1: none
- * this snapshot has (nothing asks for it). */
-static int quota_res(actx *c, const char *name)
-{
-    for (size_t i = 0; i < c->nres; i++) {
-        if (c->res[i].kind == ADMIT_RES_GPU) {
-            if (strncmp(name, "gpu/", 4) == 0 && strcmp(name + 4, c->resnames[i]) == 0)
-                return (int)i;
-        } else if (strcmp(name, c->resnames[i]) == 0) {
-            return (int)i;
-        }
-    }
-    return -1;
-}
-
-/* Fills team t from its stored row (resources known now; GPU types added later get the
- * quota's default: see team_res_default). */
-static void team_fill(actx *c, const store_team *row, admit_team *t)
-{
-    memset(t, 0, sizeof *t);
-    t->name = row->name;
-    t->weight = row->weight > 0 ? row->weight : 1;
-    t->preempt_within = row->priority_preemption;
-    for (size_t i = 0; i < ADMIT_MAX_RES; i++) {
-        t->nominal[i] = row->has_quota ? 0 : ADMIT_UNLIMITED;
-        t->borrow[i] = row->has_quota ? 0 : ADMIT_UNLIMITED;
-    }
-    if (!row->has_quota)
-        return;
-    for (size_t i = 0; i < row->nres; i++) {
-        int k = quota_res(c, row->res[i].resource);
-        if (k < 0)
-            continue;
-        if (row->res[i].quota >= 0)
-            t->nominal[k] = row->res[i].quota;
-        if (row->res[i].borrowing_limit >= 0) /* a resource without one borrows nothing */
-            t->borrow[k] = row->res[i].borrowing_limit;
-    }
-}
-
-/* Whether j holds capacity: admitted and not ended, or ended with gang still there. */
-static int job_holds(const sjob *j)
-{
-    return j->state != JOB_PENDING && (!job_state_is_terminal(j->state) || j->alive > 0);
-}
-
-static said *said_find(sched *s, const char *id)
-{
-    for (size_t i = 0; i < s->nsaid; i++)
-        if (strcmp(s->said[i].id, id) == 0)
-            return &s->said[i];
-    return NULL;
-}
-
-/* Writes head p's pending_reason (and a Waiting event when its words changed) with the
- * round's changes. */
-static void tell_pending(actx *c, round *r, const admit_snapshot *snap, const admit_pending *p,
-                         said *now)
-{
-    sched *s = c->s;
-    char msg[512];
-    admit_message(snap, p, msg, sizeof msg);
-    const char *name = admit_reason_name(p->reason);
-    if (p->reason == ADMIT_PREEMPTED)
-        name = "Preempted";
-    json_t *o = json_pack("{s:s, s:s, s:I, s:I}", "reason", name, "message", msg, "position",
-                          (json_int_t)p->position, "team_position", (json_int_t)p->team_position);
-    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(o);
-    char note[600];
-    snprintf(note, sizeof note, "%s\n%s", name, msg);
-    memcpy(now->id, p->job.id, sizeof now->id);
-    now->queue = strdup(c->lines[p->line].key.queue);
-    now->json = text;
-    now->note = strdup(note);
-    const said *before = said_find(s, p->job.id);
-    int json_changed = !text || !before || !before->json || strcmp(before->json, text) != 0;
-    int note_changed = !before || !before->note || strcmp(before->note, note) != 0;
-    int tells = p->reason != ADMIT_QUEUE_LIMIT && p->reason != ADMIT_SWEEP_PARALLELISM &&
-                p->reason != ADMIT_BEHIND && p->reason != ADMIT_ROUND_CAP;
-    if (!text || (!json_changed && !(tells && note_changed)))
-        return;
-    const wline *l = &c->lines[p->line];
-    if (l->pos >= l->n || strcmp(l->page[l->pos].id, p->job.id) != 0 || job_find(s, p->job.id)) {
-        free(now->json); /* not written: said again next round */
-        free(now->note);
-        now->json = now->note = NULL;
-        return;
-    }
-    sjob *j = NULL;
-    if (job_new(&l->page[l->pos], &j) != TY_OK) {
-        free(now->json);
-        free(now->note);
-        now->json = now->note = NULL;
-        return;
-    }
-    job_link(s, j);
-    change *ch = push(r, j, JOB_PENDING, "Waiting", "%s", msg);
-    if (!ch) {
-        job_forget(s, j);
-        return;
-    }
-    ch->act = ACT_DISCARD;
-    ch->u.note = tells && note_changed;
-    ch->preason = strdup(text);
-    ch->u.pending_reason = ch->preason;
-}
-
-/* Admits PENDING jobs as the policy decides; see admit.h and the comment above. */
-static void admit(sched *s, round *r, int64_t now)
-{
-    actx c = {.s = s};
-    store_pending_line *keys = NULL;
-    size_t nkeys = 0;
-    store_team *teams = NULL;
-    size_t nteams = 0;
-    admit_team *at = NULL;
-    admit_room *rooms = NULL;
-    char (*roomnames)[32] = NULL;
-    size_t nrooms = 0;
-    admit_line *al = NULL;
-    admit_running *run = NULL;
-    size_t nrun = 0;
-    said *saidnow = NULL;
-    size_t nsaidnow = 0;
-    admit_result res;
-    admit_result_init(&res);
-    s->admit_wanted = 0;
-    s->read_failed = 0;
-    admit_resources(&c);
-    /* The lines. */
-    for (;;) {
-        store_pending_line *page = NULL;
-        size_t got = 0;
-        ty_err e = store_pending_lines(s->st, nkeys ? &keys[nkeys - 1] : NULL, QUEUES_PAGE, &page,
-                                       &got);
-        if (e == TY_OK && got > 0) {
-            store_pending_line *grown = realloc(keys, (nkeys + got) * sizeof *keys);
-            if (!grown) {
-                store_pending_lines_free(page, got);
-                e = TY_ENOMEM;
-            } else {
-                keys = grown;
-                memcpy(keys + nkeys, page, got * sizeof *page);
-                nkeys += got;
-                free(page);
-            }
-        }
-        if (e != TY_OK)
-            goto failed;
-        if (got < QUEUES_PAGE)
-            break;
-    }
-    if (nkeys == 0)
-        goto out;
-    if (store_teams_list(s->st, &teams, &nteams) != TY_OK)
-        goto failed;
-    if (!(c.lines = calloc(nkeys, sizeof *c.lines)) || !(al = calloc(nkeys, sizeof *al)) ||
-        !(at = calloc(nteams ? nteams : 1, sizeof *at)) ||
-        !(rooms = calloc(2 * nkeys, sizeof *rooms)) ||
-        !(roomnames = calloc(2 * nkeys, sizeof *roomnames)) ||
-        !(saidnow = calloc(nkeys, sizeof *saidnow)))
-        goto failed;
-    /* Heads first: a head may name a GPU type the backend did not (its resource is added). */
-    size_t nl = 0;
-    for (size_t i = 0; i < nkeys; i++) {
-        wline *l = &c.lines[nl];
-        l->key = keys[i];
-        l->team = -1;
-        for (size_t t = 0; t < nteams; t++)
-            if (strcmp(teams[t].name, keys[i].team) == 0)
-                l->team = (int)t;
-        if (l->team < 0) {
-            TY_LOG(TY_LOG_WARN, "scheduler: pending jobs of a team that does not exist wait",
-                   "{s:s}", "team", keys[i].team);
-            continue;
-        }
-        const store_job *row = NULL;
-        int got = wline_head(&c, l, &row);
-        if (got < 0)
-            goto failed;
-        admit_line *a = &al[nl];
-        a->team = (size_t)l->team;
-        a->room[0] = a->room[1] = -1;
-        if (got == 1) {
-            a->has_head = 1;
-            row_to_admit(&c, row, &a->head);
-        }
-        /* Its rooms: the queue's, and the sweep's. */
-        for (int k = 0; k < 2; k++) {
-            char name[32];
-            admit_room_kind kind = k == 0 ? ADMIT_ROOM_QUEUE : ADMIT_ROOM_SWEEP;
-            if (k == 1 && !l->key.sweep)
-                break;
-            size_t x;
-            for (x = 0; x < nrooms; x++) {
-                if (rooms[x].kind != kind)
-                    continue;
-                if (k == 0 ? strcmp(rooms[x].name, l->key.queue) == 0
-                           : (snprintf(name, sizeof name, "%lld", (long long)l->key.sweep),
-                              strcmp(rooms[x].name, name) == 0))
-                    break;
-            }
-            if (x == nrooms) {
-                if (k == 0) {
-                    int limit = queue_limit(s, l->key.queue);
-                    const queue_count *q = queue_find(s, l->key.queue);
-                    rooms[x] = (admit_room){kind, l->key.queue, limit < 0 ? -1 : limit,
-                                            q ? q->active : 0};
-                } else {
-                    snprintf(roomnames[x], sizeof roomnames[x], "%lld", (long long)l->key.sweep);
-                    rooms[x] = (admit_room){kind, roomnames[x], l->key.parallelism,
-                                            sweep_active(s, l->key.sweep)};
-                }
-                nrooms++;
-            }
-            a->room[k] = (int)x;
-        }
-        nl++;
-    }
-    c.nlines = nl;
-    for (size_t t = 0; t < nteams; t++)
-        team_fill(&c, &teams[t], &at[t]);
-    /* Usage: the jobs this loop holds, by team. */
-    size_t nheld = 0;
-    for (sjob *j = s->jobs; j; j = j->next)
-        nheld += job_holds(j) || j->res;
-    if (nheld && !(run = calloc(nheld, sizeof *run)))
-        goto failed;
-    for (sjob *j = s->jobs; j; j = j->next) {
-        if (!j->team)
-            continue;
-        if (!job_holds(j)) {
-            /* Its end was decided this round: its reservation goes back after the commit.
-             * What it frees counts as coming back (a stopping job), never as a victim. */
-            if (!j->res)
-                continue;
-            size_t t;
-            for (t = 0; t < nteams && strcmp(teams[t].name, j->team) != 0; t++)
-                ;
-            int64_t req[ADMIT_MAX_RES];
-            if (t == nteams || request_of(&c, j->world, j->gpus_per_rank, j->gpu_type,
-                                          j->cpu_cores, j->memory_bytes, req) != 0)
-                continue;
-            run[nrun] = (admit_running){.id = j->id, .team = t, .priority = j->priority,
-                                        .started_ms = j->admitted_ms, .stopping = 1};
-            memcpy(run[nrun].req, req, sizeof req);
-            nrun++;
-            continue;
-        }
-        size_t t;
-        for (t = 0; t < nteams && strcmp(teams[t].name, j->team) != 0; t++)
-            ;
-        if (t == nteams)
-            continue;
-        int64_t req[ADMIT_MAX_RES];
-        if (request_of(&c, j->world, j->gpus_per_rank, j->gpu_type, j->cpu_cores,
-                       j->memory_bytes, req) != 0)
-            continue;
-        for (size_t k = 0; k < c.nres; k++)
-            at[t].used[k] += req[k];
-        if (!j->launched || j->alive <= 0)
-            continue; /* only a gang that runs can be preempted */
-        run[nrun] = (admit_running){.id = j->id, .team = t, .priority = j->priority,
-                                    .started_ms = j->admitted_ms,
-                                    .stopping = j->stop_asked || j->cause != END_NONE ||
-                                                j->state == JOB_CANCELLING ||
-                                                job_state_is_terminal(j->state)};
-        memcpy(run[nrun].req, req, sizeof req);
-        nrun++;
-    }
-    /* A GPU type seen first in a head or a held job takes each team's quota default. */
-    for (size_t t = 0; t < nteams; t++) {
-        admit_team keep = at[t];
-        team_fill(&c, &teams[t], &at[t]);
-        memcpy(at[t].used, keep.used, sizeof keep.used);
-    }
-    /* A team without a quota that neither waits nor holds anything takes no part: else its
-     * unlimited quota would make every cohort total unlimited (see DESIGN). */
-    size_t *map = calloc(nteams ? nteams : 1, sizeof *map);
-    if (!map)
-        goto failed;
-    for (size_t i = 0; i < nl; i++)
-        map[al[i].team] = 1;
-    for (size_t i = 0; i < nrun; i++)
-        map[run[i].team] = 1;
-    size_t kept = 0;
-    for (size_t t = 0; t < nteams; t++) {
-        int part = map[t] || teams[t].has_quota;
-        map[t] = kept;
-        if (part)
-            at[kept++] = at[t];
-    }
-    for (size_t i = 0; i < nl; i++)
-        al[i].team = map[al[i].team];
-    for (size_t i = 0; i < nrun; i++)
-        run[i].team = map[run[i].team];
-    free(map);
-    admit_snapshot snap = {
-        .res = c.res,
-        .nres = c.nres,
-        .teams = at,
-        .nteams = kept,
-        .rooms = rooms,
-        .nrooms = nrooms,
-        .lines = al,
-        .nlines = nl,
-        .running = run,
-        .nrunning = nrun,
-        .max_admits = MAX_ADMITS_PER_ROUND,
-        .next = next_cb,
-        .reserve = reserve_cb,
-        .ctx = &c,
-    };
-    char err[256] = "";
-    if (admit_round(&snap, &res, err, sizeof err) != TY_OK) {
-        TY_LOG(TY_LOG_ERROR, "scheduler: admission refused its snapshot", "{s:s}", "error", err);
-        goto failed;
-    }
-    if (c.read_failed)
-        goto failed;
-    for (size_t i = 0; i < res.nfailed; i++) {
-        sjob *j = made_take(&c, res.failed[i].job.id);
-        if (!j)
-            continue;
-        job_link(s, j);
-        set_act(push(r, j, JOB_FAILED, "Unschedulable", "%s", res.failed[i].why), ACT_DISCARD);
-    }
-    for (size_t i = 0; i < res.nadmitted; i++) {
-        const admit_admitted *a = &res.admitted[i];
-        sjob *j = made_take(&c, a->job.id);
-        if (!j)
-            continue;
-        j->admitted_ms = now;
-        job_link(s, j);
-        pthread_mutex_lock(&s->mu);
-        s->admissions++;
-        s->admission_wait_ms += (uint64_t)(now > j->created_ms ? now - j->created_ms : 0);
-        pthread_mutex_unlock(&s->mu);
-        const admit_team *t = &at[al[a->line].team];
-        push(r, j, JOB_ADMITTED, "Admitted", "queue %s, priority %lld%s%s%s", j->queue,
-             (long long)a->job.priority, strcmp(t->name, STORE_TEAM_DEFAULT) ? ", team " : "",
-             strcmp(t->name, STORE_TEAM_DEFAULT) ? t->name : "",
-             a->borrows ? " (borrowing idle quota of other teams)" : "");
-        record_begin(s, j, now);
-        change *ch = push(r, j, JOB_STARTING, "Starting", "attempt %d: %d rank%s",
-                          j->attempt + 1, j->world, j->world == 1 ? "" : "s");
-        set_act(ch, ACT_LAUNCH);
-    }
-    for (size_t i = 0; i < res.npending; i++) {
-        tell_pending(&c, r, &snap, &res.pending[i], &saidnow[nsaidnow]);
-        nsaidnow++;
-        if (res.pending[i].reason == ADMIT_ROUND_CAP)
-            s->admit_wanted = 1; /* more may fit: the next round goes on */
-    }
-    /* The victims: stopped gracefully; their gangs' ends put them back in line. */
-    for (size_t i = 0; i < res.npreemptions; i++) {
-        const admit_preemption *p = &res.preemptions[i];
-        sjob *j = job_find(s, run[p->victim].id);
-        if (!j || j->cause != END_NONE || j->stop_asked)
-            continue;
-        const char *team = at[al[p->for_line].team].name;
-        char msg[256];
-        if (p->kind == ADMIT_RECLAIM)
-            snprintf(msg, sizeof msg, "preempted for job %s: team %s reclaims its quota",
-                     p->for_id, team);
-        else
-            snprintf(msg, sizeof msg, "preempted for job %s of higher priority in team %s",
-                     p->for_id, team);
-        j->preempt_kind = p->kind;
-        stop_gang(s, j, END_PREEMPTED, msg, now);
-        TY_LOG(TY_LOG_INFO, "scheduler: preempting a job", "{s:s, s:s, s:s}", "job_id", j->id,
-               "for", p->for_id, "kind", p->kind == ADMIT_RECLAIM ? "reclaim" : "priority");
-    }
-    /* A head of the last round that is no head now (a job of its line went ahead of it, a
-     * preempted one came back) and was not admitted: its reason is taken back (a job deeper in
-     * a line has none of its own). */
-    for (size_t i = 0; i < s->nsaid; i++) {
-        const said *old = &s->said[i];
-        int still = 0;
-        for (size_t k = 0; k < nsaidnow && !still; k++)
-            still = strcmp(saidnow[k].id, old->id) == 0;
-        for (size_t k = 0; k < res.nadmitted && !still; k++)
-            still = strcmp(res.admitted[k].job.id, old->id) == 0;
-        for (size_t k = 0; k < res.nfailed && !still; k++)
-            still = strcmp(res.failed[k].job.id, old->id) == 0;
-        if (still || !old->json || !old->queue || job_find(s, old->id))
-            continue;
-        sjob *j = calloc(1, sizeof *j);
-        if (!j || !(j->queue = strdup(old->queue))) {
-            job_free(j);
-            continue;
-        }
-        memcpy(j->id, old->id, sizeof j->id);
-        j->state = JOB_PENDING;
-        job_link(s, j);
-        change *ch = push(r, j, JOB_PENDING, NULL, NULL);
-        if (!ch) {
-            job_forget(s, j);
-            continue;
-        }
-        ch->act = ACT_DISCARD;
-        if ((ch->preason = strdup("")))
-            ch->u.pending_reason = ch->preason;
-    }
-    /* What was said is kept for the heads of this round only. */
-    for (size_t i = 0; i < s->nsaid; i++) {
-        free(s->said[i].json);
-        free(s->said[i].note);
-        free(s->said[i].queue);
-    }
-    free(s->said);
-    s->said = saidnow;
-    s->nsaid = nsaidnow;
-    saidnow = NULL;
-    nsaidnow = 0;
-    goto out;
-failed:
-    /* The store could not be read: admission is tried again after a pause. */
-    s->admit_wanted = 1;
-    s->read_failed = 1;
-out:
-    for (size_t i = 0; i < c.nmade; i++)
-        if (c.made[i]) {
-            if (c.made[i]->res)
-                s->be->ops->release(s->be, c.made[i]->res);
-            job_free(c.made[i]);
-        }
-    free(c.made);
-    for (size_t i = 0; i < c.nold; i++)
-        store_jobs_free(c.old[i].p, c.old[i].n);
-    free(c.old);
-    for (size_t i = 0; c.lines && i < nkeys; i++) /* lines read before a failure too */
-        store_jobs_free(c.lines[i].page, c.lines[i].n);
-    free(c.lines);
-    for (size_t i = 0; i < nsaidnow; i++) {
-        free(saidnow[i].json);
-        free(saidnow[i].note);
-        free(saidnow[i].queue);
-    }
-    free(saidnow);
-    admit_result_free(&res);
-    free(run);
-    free(al);
-    free(rooms);
-    free(roomnames);
-    free(at);
-    store_teams_free(teams, nteams);
-    store_pending_lines_free(keys, nkeys);
-}
-
 /* ---- acting after the commit ---------------------------------------------- */
 
 /*
@@ -1929,8 +835,8 @@ out:
  * which the backend copies into every rank; bj.secret_names names those three kinds, which
  * a backend that writes objects keeps out of them (a Kubernetes Secret). A job whose secrets
  * cannot be opened (the key file unreadable, a blob that does not open) is not launched: its
- * attempt fails as a launch the backend refused would. The rendezvous secret (32 random bytes in hex,
- * which trainyard-worker's ranks prove to each other before they form the gang) is minted
+ * attempt fails as a launch the backend refused would. The rendezvous secret (32 random bytes in
+ * hex, which trainyard-worker's ranks prove to each other before they form the gang) is minted
  * here, once per launch of an attempt, and kept nowhere: an attempt adopted after a
  * restart goes on with the secret its ranks hold, and the next attempt gets a new one.
  */
@@ -1945,7 +851,7 @@ static void launch(sched *s, sjob *j)
     char **opened = NULL; /* "NAME=value" of the job's secret values */
     store_env_secret *sv = NULL;
     size_t n = 0, nsv = 0;
-    job_backend_view(j, j->attempt, &bj);
+    sched_job_view(j, j->attempt, &bj);
     while (j->env[n])
         n++;
     ty_err e = store_job_secrets_open(s->st, j->id, &sv, &nsv);
@@ -1961,8 +867,11 @@ static void launch(sched *s, sjob *j)
     if (e == TY_OK && !(names = calloc(nsv + 3, sizeof *names)))
         e = TY_ENOMEM;
     if (e != TY_OK) {
-        backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED, .attempt = j->res, .rank = -1,
-                            .exit_code = -1, .time_ms = ty_time_now_ms()};
+        backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED,
+                            .attempt = j->res,
+                            .rank = -1,
+                            .exit_code = -1,
+                            .time_ms = ty_time_now_ms()};
         snprintf(ev.detail, sizeof ev.detail, "the job's secret env values could not be opened: %s",
                  e == TY_ESCHEMA ? "they do not open with the key file next to the database "
                                    "(webhook-secrets.key replaced or lost)"
@@ -1992,8 +901,11 @@ static void launch(sched *s, sjob *j)
     }
     explicit_bzero(raw, sizeof raw);
     if (!(env = calloc(n + nsv + 3, sizeof *env))) {
-        backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED, .attempt = j->res, .rank = -1,
-                            .exit_code = -1, .time_ms = ty_time_now_ms()};
+        backend_event ev = {.kind = BACKEND_EV_LAUNCH_FAILED,
+                            .attempt = j->res,
+                            .rank = -1,
+                            .exit_code = -1,
+                            .time_ms = ty_time_now_ms()};
         snprintf(ev.detail, sizeof ev.detail, "out of memory");
         j->launched = 1;
         j->alive = j->world;
@@ -2044,8 +956,8 @@ static void mint_token(change *c)
     ty_err e = ty_token_generate(j->token);
     if (e != TY_OK) {
         explicit_bzero(j->token, sizeof j->token);
-        TY_LOG(TY_LOG_ERROR, "scheduler: cannot mint a job token", "{s:s, s:s}", "job_id",
-               j->id, "error", ty_strerror(e));
+        TY_LOG(TY_LOG_ERROR, "scheduler: cannot mint a job token", "{s:s, s:s}", "job_id", j->id,
+               "error", ty_strerror(e));
         return;
     }
     ty_sha256(j->token, strlen(j->token), c->token_hash);
@@ -2094,9 +1006,9 @@ static void act_phase(sched *s, round *r)
             j->dirty = 1;
             if (c->act == ACT_DISCARD || c->act == ACT_LAUNCH) {
                 if (!j->launched && j->state != JOB_CANCELLING && j->state != JOB_RESTARTING)
-                    job_forget(s, j); /* e.g. cancelled while PENDING: never ran */
+                    sched_job_forget(s, j); /* e.g. cancelled while PENDING: never ran */
             } else if (job_state_is_terminal(j->state) && j->alive == 0) {
-                job_forget(s, j);
+                sched_job_forget(s, j);
             }
             continue;
         }
@@ -2107,10 +1019,10 @@ static void act_phase(sched *s, round *r)
             break;
         case ACT_FORGET:
             if (job_state_is_terminal(j->state))
-                job_forget(s, j);
+                sched_job_forget(s, j);
             break;
         case ACT_DISCARD:
-            job_forget(s, j);
+            sched_job_forget(s, j);
             break;
         case ACT_NONE:
             break;
@@ -2127,7 +1039,7 @@ static void commit(sched *s, round *r, round *next)
         for (size_t i = 0; i < r->n; i++) {
             change *c = &r->c[i];
             c->job->state = c->u.from;
-            change *again = push(next, c->job, c->u.to, c->u.reason, "%s", c->msg);
+            change *again = sched_push(next, c->job, c->u.to, c->u.reason, "%s", c->msg);
             carry(again, c);
         }
         s->commit_failed = 1;
@@ -2156,7 +1068,7 @@ static void commit(sched *s, round *r, round *next)
             if (!j->retry)
                 j->state = c->u.from;
             j->retry = 1;
-            change *again = push(next, j, c->u.to, c->u.reason, "%s", c->msg);
+            change *again = sched_push(next, j, c->u.to, c->u.reason, "%s", c->msg);
             carry(again, c);
             j->dirty = 1; /* the record goes with the retry */
             s->commit_failed = 1;
@@ -2186,7 +1098,7 @@ static void read_feed(sched *s)
                 s->admit_wanted = 1;
             } else if (ch[i].to == JOB_CANCELLING) {
                 /* A client's cancel of a job that runs; the next decisions stop its gang. */
-                sjob *j = job_find(s, ch[i].id);
+                sjob *j = sched_job_find(s, ch[i].id);
                 if (j && !job_state_is_terminal(j->state))
                     j->state = JOB_CANCELLING;
             }
@@ -2231,8 +1143,8 @@ static void run_round(sched *s, round *r, round *next)
     }
     /* Changes the store failed to write last round go first, as they were decided. */
     for (size_t i = 0; i < next->n; i++) {
-        change *c = push(r, next->c[i].job, next->c[i].u.to, next->c[i].u.reason, "%s",
-                         next->c[i].msg);
+        change *c = sched_push(r, next->c[i].job, next->c[i].u.to, next->c[i].u.reason, "%s",
+                               next->c[i].msg);
         carry(c, &next->c[i]);
     }
     round_clear(next);
@@ -2241,7 +1153,7 @@ static void run_round(sched *s, round *r, round *next)
         decide_job(s, r, j, now);
     }
     if (s->admit_wanted && !atomic_load(&s->stopping))
-        admit(s, r, now);
+        sched_admit(s, r, now);
     for (sjob *j = s->jobs; j; j = j->next)
         attach_record(r, j);
     commit(s, r, next);
@@ -2251,144 +1163,12 @@ static void run_round(sched *s, round *r, round *next)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* ---- recovery ------------------------------------------------------------------ */
-
-/* The start of the job's first attempt, for its timeout. */
-static int64_t first_start(sched *s, const sjob *j)
-{
-    store_attempt *a = NULL;
-    size_t n = 0;
-    int64_t ms = 0;
-    if (store_job_attempts(s->st, j->id, &a, &n) == TY_OK && n > 0) {
-        json_t *rec = json_loads(a[0].json, 0, NULL);
-        const char *st = json_string_value(json_object_get(rec, "started_at"));
-        if (st)
-            ty_time_parse_rfc3339(st, &ms);
-        json_decref(rec);
-    }
-    store_attempts_free(a, n);
-    return ms;
-}
-
-/*
- * Takes over j, which a previous server process held in a state where its gang may run:
- * the backend adopts the attempt (it carries on; 1 returned) or stops what is left of it.
- */
-static int recover_job(sched *s, sjob *j, int *found)
-{
-    backend_job bj;
-    backend_recovery rec = {0};
-    char why[256] = "";
-    job_backend_view(j, j->attempt, &bj);
-    /* A restarting job's last attempt should have ended: what is left of it is stopped. */
-    int may_adopt = j->state != JOB_RESTARTING;
-    ty_err e = s->be->ops->recover(s->be, &bj, may_adopt, s->grace_ms, &rec, why, sizeof why);
-    *found = rec.found;
-    if (e != TY_OK) {
-        TY_LOG(TY_LOG_ERROR, "scheduler: what a job left could not be recovered", "{s:s, s:s}",
-               "job_id", j->id, "error", why[0] ? why : ty_strerror(e));
-        return 0;
-    }
-    if (!rec.adopted)
-        return 0;
-    /* The attempt goes on (a cancel is then carried out by the first round): its ranks'
-     * events follow, running or how they ended. */
-    j->res = rec.adopted;
-    if (!j->have_record)
-        record_begin(s, j, ty_time_now_ms());
-    j->launched = 1;
-    j->alive = 0;
-    pthread_mutex_lock(&s->mu);
-    for (int r = 0; r < j->world; r++) {
-        if (j->ranks[r].state <= RANK_RUNNING)
-            j->alive++;
-        if (j->ranks[r].state == RANK_RUNNING)
-            s->running_ranks++;
-    }
-    if (j->alive == 0) {
-        /* The record says every rank ended, the backend that the attempt exists: what it
-         * says of each rank decides. */
-        for (int r = 0; r < j->world; r++)
-            j->ranks[r].state = RANK_PENDING;
-        j->alive = j->world;
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (j->state == JOB_STARTING)
-        j->astate = ATT_STARTING;
-    return 1;
-}
-
-/*
- * Takes over the jobs a previous server process held: the attempt that still runs is
- * adopted when the backend can; otherwise what is left is stopped and the attempt
- * restarts (ServerRestarted) or the cancel ends.
- */
-static void recover(sched *s, round *r)
-{
-    const unsigned mask = 1u << JOB_ADMITTED | 1u << JOB_STARTING | 1u << JOB_RUNNING |
-                          1u << JOB_RESTARTING | 1u << JOB_CANCELLING;
-    int64_t before = 0;
-    int64_t now = ty_time_now_ms();
-    do {
-        store_job_filter f = {.state_mask = mask, .before_seq = before, .limit = 1000};
-        store_job *rows = NULL;
-        size_t n = 0;
-        int64_t next = 0;
-        if (store_jobs_list(s->st, &f, &rows, &n, &next) != TY_OK)
-            return;
-        for (size_t i = 0; i < n; i++) {
-            sjob *j = NULL;
-            if (job_new(&rows[i], &j) != TY_OK)
-                continue;
-            record_load(j, rows[i].attempt_json);
-            if (j->timeout_s > 0)
-                j->first_start_ms = first_start(s, j);
-            int found = 0, adopted = 0;
-            if (j->state != JOB_ADMITTED)
-                adopted = recover_job(s, j, &found);
-            job_link(s, j);
-            now = ty_time_now_ms();
-            switch (j->state) {
-            case JOB_ADMITTED: /* admitted, never started: back in line */
-                set_act(push(r, j, JOB_PENDING, "ServerRestarted",
-                             "the server restarted before the job started; it waits for "
-                             "admission again"),
-                        ACT_DISCARD);
-                break;
-            case JOB_STARTING:
-            case JOB_RUNNING:
-                if (adopted)
-                    break; /* it carries on */
-                if (j->have_record)
-                    record_end(s, j, ATT_STOPPED, "ServerRestarted",
-                               "the server restarted while this attempt ran", now);
-                j->restart_at_ms = now;
-                push(r, j, JOB_RESTARTING, "ServerRestarted",
-                     "the server restarted while attempt %d ran; %d leftover process%s stopped; "
-                     "restarting (does not count against restart.max)",
-                     j->attempt, found, found == 1 ? " was" : "es were");
-                break;
-            case JOB_RESTARTING:
-                j->restart_at_ms = now;
-                break;
-            default: /* CANCELLING: decided by the first round */
-                break;
-            }
-            TY_LOG(TY_LOG_INFO, "scheduler: recovered a job", "{s:s, s:s, s:i, s:i, s:b}",
-                   "job_id", j->id, "state", job_state_name(rows[i].state), "attempt",
-                   j->attempt, "found", found, "adopted", adopted);
-        }
-        store_jobs_free(rows, n);
-        before = next;
-    } while (before > 0);
-}
-
 static void *sched_main(void *arg)
 {
     sched *s = arg;
     round r = {0}, next = {0};
     s->admit_wanted = 1;
-    recover(s, &r);
+    sched_recover(s, &r);
     for (sjob *j = s->jobs; j; j = j->next)
         attach_record(&r, j);
     commit(s, &r, &next);
@@ -2432,7 +1212,7 @@ static void *sched_main(void *arg)
     /* Shutting down: jobs that did not run hold reservations only. */
     while (s->jobs) {
         sjob *j = s->jobs;
-        job_forget(s, j);
+        sched_job_forget(s, j);
     }
     round_clear(&r);
     round_clear(&next);
@@ -2470,12 +1250,7 @@ void sched_stop(sched *s)
         free(s->queues[i].name);
     free(s->queues);
     free(s->sweeps);
-    for (size_t i = 0; i < s->nsaid; i++) {
-        free(s->said[i].json);
-        free(s->said[i].note);
-        free(s->said[i].queue);
-    }
-    free(s->said);
+    sched_admit_free(s);
     if (s->wake_fd >= 0)
         close(s->wake_fd);
     pthread_mutex_destroy(&s->mu);
@@ -2589,9 +1364,9 @@ static int rank_running(sched *s, const char *id, int attempt, int rank)
     if (!s->stopped && !atomic_load(&s->stopping))
         for (sjob *j = s->jobs; j; j = j->next)
             if (strcmp(j->id, id) == 0) {
-                running = j->attempt == attempt && rank < j->world &&
-                          (j->ranks[rank].state == RANK_RUNNING ||
-                           j->ranks[rank].state == RANK_PENDING);
+                running =
+                    j->attempt == attempt && rank < j->world &&
+                    (j->ranks[rank].state == RANK_RUNNING || j->ranks[rank].state == RANK_PENDING);
                 break;
             }
     pthread_mutex_unlock(&s->mu);
