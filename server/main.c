@@ -25,7 +25,7 @@
 #include "scheduler/kube/kubeconfig.h"
 #include "scheduler/kube/profile.h"
 #include "scheduler/kube/render.h"
-#include "scheduler/local.h"
+#include "scheduler/local/local.h"
 #include "scheduler/sched.h"
 #include "server/auth.h"
 #include "server/config.h"

@@ -16,7 +16,7 @@
 
 #include "api/openapi_doc.h"
 #include "common/ty_buf.h"
-#include "scheduler/local.h"
+#include "scheduler/local/local.h"
 #include "tests/unit/test_api_fixture.h"
 
 int fx_setup(void **state)

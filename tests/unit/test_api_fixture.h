@@ -80,7 +80,7 @@ void fx_sched_write(fixture *f, const char *id, job_state from, job_state to, in
 
 /*
  * Starts the real scheduler (scheduler/sched.h) over the local backend
- * (scheduler/local.h: FX_SLOTS slots, no GPU, its data directory inside
+ * (scheduler/local/local.h: FX_SLOTS slots, no GPU, its data directory inside
  * f->dir), every queue unlimited, and sets f->ctx.sched; fx_teardown() stops
  * both (what still runs is stopped).
  */

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "common/ty_time.h"
-#include "scheduler/local.h"
-#include "scheduler/local_int.h"
+#include "scheduler/local/local.h"
+#include "scheduler/local/local_int.h"
 
 #define WAIT_MS 20000
 #define SERVER_URL "http://127.0.0.1:8080"

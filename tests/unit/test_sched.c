@@ -36,7 +36,7 @@
 
 #include "common/ty_crypto.h"
 #include "common/ty_log.h"
-#include "scheduler/local.h"
+#include "scheduler/local/local.h"
 #include "scheduler/sched.h"
 #include "store/store.h"
 #include "store/store_int.h"

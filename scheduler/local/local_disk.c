@@ -23,7 +23,7 @@
  * attempt is never reported against the next attempt of the same reservation.
  */
 #define _GNU_SOURCE
-#include "scheduler/local_int.h"
+#include "scheduler/local/local_int.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
  * directory, so two servers on one machine never touch each other's ranks.
  */
 #define _GNU_SOURCE
-#include "scheduler/sandbox.h"
+#include "scheduler/local/sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,7 +41,7 @@
 #include "common/ty_crypto.h"
 #include "common/ty_log.h"
 #include "common/ty_time.h"
-#include "scheduler/local_int.h"
+#include "scheduler/local/local_int.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
 #define STATUS_WAIT_MS 2000   /* sandbox_signal(): bound on waiting for bwrap's child pid */

@@ -40,7 +40,7 @@
  * data_dir, which never changes after local_backend_new(), so they need no lock.
  */
 #define _GNU_SOURCE /* posix_spawn_file_actions_addchdir_np, addclosefrom_np */
-#include "scheduler/local.h"
+#include "scheduler/local/local.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -69,8 +69,8 @@
 #include "common/ty_net.h"
 #include "common/ty_time.h"
 #include "scheduler/ranklog.h"
-#include "scheduler/local_int.h"
-#include "scheduler/sandbox.h"
+#include "scheduler/local/local_int.h"
+#include "scheduler/local/sandbox.h"
 
 #define LOCAL_ID_LEN 26
 #define LOCAL_TICK_MS 20              /* waitid() polling period without pidfds */
