@@ -322,6 +322,26 @@ void store_pending_lines_free(store_pending_line *lines, size_t n);
  * for a person who asks, never for a round. *out is new (NULL when none).
  */
 ty_err store_queue_heads(store *s, const char *team, int limit, store_job **out, size_t *nout);
+/*
+ * Where PENDING jobs stand in their lines, for a person who asks (never for a round): for each
+ * of the n jobs (as read by the caller: its team, queue, sweep, priority and seq), out[i] says
+ * how many PENDING jobs of its line (team, queue, sweep) come before it in admission order, and
+ * which job heads the line now, with that head's stored pending_reason. Jobs of one line share
+ * one head seek and one walk of the index jobs_pending_team up to the farthest of them, so the
+ * cost is the jobs ahead of the farthest job asked about per line (an index range counted),
+ * never a scan of other lines or of the jobs behind. out[i].ahead is -1 for a job that is not PENDING as
+ * read, or that its line's head now comes after (it has left the line meanwhile). All in one
+ * snapshot. out (n entries, caller's) is overwritten; clear it with store_line_places_clear().
+ */
+typedef struct store_line_place {
+    int64_t ahead;                  /* PENDING jobs of its line before it; 0: it is the head */
+    char head_id[STORE_ID_LEN + 1]; /* its line's head now ("" when ahead is -1) */
+    char *head_reason;              /* new: that head's stored pending_reason when ahead > 0
+                                       and it has one, else NULL */
+} store_line_place;
+ty_err store_jobs_line_places(store *s, const store_job *jobs, size_t n, store_line_place *out);
+/* Frees what n places hold (not the array). Accepts NULL. */
+void store_line_places_clear(store_line_place *p, size_t n);
 
 /* One job_events row as a change feed entry (like a watch event). */
 typedef struct store_change {

@@ -103,6 +103,20 @@ static const char SQL_QUEUE_HEADS[] =
     "SELECT " STORE_JOB_COLUMNS " FROM jobs INDEXED BY jobs_pending_team "
     "WHERE state = 0 AND team = ?1 AND pending_reason IS NOT NULL";
 static const char SQL_SET_PREEMPTED[] = "UPDATE jobs SET preempted = 1 WHERE seq = ?1";
+/* Where a job stands in its line (?1 team, ?2 queue, ?3 sweep or NULL), for a person who asks:
+ * the line's head (one seek), and counts of index ranges of the line (entries only). */
+static const char SQL_LINE_HEAD[] =
+    "SELECT id, priority, seq, pending_reason FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND team = ?1 AND queue = ?2 AND sweep IS ?3 "
+    "ORDER BY priority DESC, seq LIMIT 1";
+static const char SQL_LINE_COUNT_AT[] =
+    "SELECT count(*) FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND team = ?1 AND queue = ?2 AND sweep IS ?3 AND priority = ?4 "
+    "AND seq >= ?5 AND seq < ?6";
+static const char SQL_LINE_COUNT_BETWEEN[] =
+    "SELECT count(*) FROM jobs INDEXED BY jobs_pending_team "
+    "WHERE state = 0 AND team = ?1 AND queue = ?2 AND sweep IS ?3 AND priority < ?4 "
+    "AND priority > ?5";
 static const char SQL_CHANGES[] =
     "SELECT e.seq, j.id, e.from_state, e.to_state FROM job_events AS e "
     "JOIN jobs AS j ON j.seq = e.job_seq WHERE e.seq > ?1 ORDER BY e.seq LIMIT ?2";
@@ -117,7 +131,8 @@ const char *const store_sched_sql[] = {SQL_PENDING_AT,    SQL_PENDING_BELOW, SQL
                                        SQL_TEAM_PENDING_BELOW, SQL_LINE_NEXT_SWEEP,
                                        SQL_LINE_NEXT_QUEUE, SQL_LINE_NEXT_TEAM,
                                        SQL_SET_PENDING_REASON, SQL_SET_PREEMPTED,
-                                       SQL_QUEUE_HEADS, NULL};
+                                       SQL_QUEUE_HEADS, SQL_LINE_HEAD, SQL_LINE_COUNT_AT,
+                                       SQL_LINE_COUNT_BETWEEN, NULL};
 
 /* ---- batched updates (writer thread) ------------------------------------- */
 
@@ -670,4 +685,204 @@ out:
     *out = v.items;
     *nout = v.n;
     return TY_OK;
+}
+
+/* ---- where a job stands in its line --------------------------------------- */
+
+static const char *job_team(const store_job *j)
+{
+    return j->team ? j->team : STORE_TEAM_DEFAULT;
+}
+
+/* The line's order of two jobs: team, queue, sweep, then admission order (priority
+ * descending, then seq). */
+static int line_cmp(const store_job *x, const store_job *y)
+{
+    int c = strcmp(job_team(x), job_team(y));
+    if (!c)
+        c = strcmp(x->queue, y->queue);
+    if (c)
+        return c;
+    if (x->sweep != y->sweep)
+        return x->sweep < y->sweep ? -1 : 1;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int same_line(const store_job *x, const store_job *y)
+{
+    return strcmp(job_team(x), job_team(y)) == 0 && strcmp(x->queue, y->queue) == 0 &&
+           x->sweep == y->sweep;
+}
+
+static int by_line(const void *a, const void *b)
+{
+    return line_cmp(*(const store_job *const *)a, *(const store_job *const *)b);
+}
+
+/* Binds the line of j to ?1..?3 of st. */
+static void bind_line(sqlite3_stmt *st, const store_job *j)
+{
+    store_bind_text(st, 1, job_team(j));
+    store_bind_text(st, 2, j->queue);
+    if (j->sweep > 0)
+        sqlite3_bind_int64(st, 3, j->sweep); /* else NULL: the jobs outside sweeps */
+}
+
+/* Runs a count statement of the line of j whose ?4.. are a, b (and c when has_c). */
+static ty_err line_count(store_conn *c, const char *sql, const store_job *j, int64_t a, int64_t b,
+                         int64_t cc, int has_c, int64_t *n)
+{
+    sqlite3_stmt *st = NULL;
+    ty_err e = store_conn_stmt(c, sql, 0, &st);
+    if (e != TY_OK)
+        return e;
+    bind_line(st, j);
+    sqlite3_bind_int64(st, 4, a);
+    sqlite3_bind_int64(st, 5, b);
+    if (has_c)
+        sqlite3_bind_int64(st, 6, cc);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *n = sqlite3_column_int64(st, 0);
+    else
+        e = store_sqlite_err(rc);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return e;
+}
+
+/* The PENDING jobs of j's line from (p1, s1) included to (p2, s2) excluded, in admission order
+ * ((p1, s1) is not after (p2, s2)): the rest of p1 from s1, the priorities strictly between,
+ * and the start of p2 up to s2. */
+static ty_err line_span(store_conn *c, const store_job *j, int64_t p1, int64_t s1, int64_t p2,
+                        int64_t s2, int64_t *n)
+{
+    int64_t a = 0, b = 0, d = 0;
+    ty_err e;
+    if (p1 == p2)
+        return line_count(c, SQL_LINE_COUNT_AT, j, p1, s1, s2, 1, n);
+    if ((e = line_count(c, SQL_LINE_COUNT_AT, j, p1, s1, INT64_MAX, 1, &a)) != TY_OK ||
+        (e = line_count(c, SQL_LINE_COUNT_BETWEEN, j, p1, p2, 0, 0, &b)) != TY_OK ||
+        (e = line_count(c, SQL_LINE_COUNT_AT, j, p2, INT64_MIN, s2, 1, &d)) != TY_OK)
+        return e;
+    *n = a + b + d;
+    return TY_OK;
+}
+
+/* The head of j's line into *head (id, priority, seq; pending_reason new or NULL): 1 found, 0
+ * the line is empty. */
+static int line_head(store_conn *c, const store_job *j, store_job *head, ty_err *e)
+{
+    sqlite3_stmt *st = NULL;
+    if ((*e = store_conn_stmt(c, SQL_LINE_HEAD, 0, &st)) != TY_OK)
+        return -1;
+    bind_line(st, j);
+    int rc = sqlite3_step(st), found = 0;
+    if (rc == SQLITE_ROW) {
+        const unsigned char *id = sqlite3_column_text(st, 0);
+        if (!id || sqlite3_column_bytes(st, 0) != STORE_ID_LEN) {
+            *e = TY_ESCHEMA;
+            found = -1;
+        } else {
+            memcpy(head->id, id, STORE_ID_LEN + 1);
+            head->priority = sqlite3_column_int64(st, 1);
+            head->seq = sqlite3_column_int64(st, 2);
+            head->pending_reason = NULL;
+            found = 1;
+            if (sqlite3_column_type(st, 3) != SQLITE_NULL &&
+                !(head->pending_reason = store_column_dup(st, 3))) {
+                *e = TY_ENOMEM;
+                found = -1;
+            }
+        }
+    } else if (rc != SQLITE_DONE) {
+        *e = store_sqlite_err(rc);
+        found = -1;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return found;
+}
+
+void store_line_places_clear(store_line_place *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++) {
+        free(p[i].head_reason);
+        p[i].head_reason = NULL;
+    }
+}
+
+ty_err store_jobs_line_places(store *s, const store_job *jobs, size_t n, store_line_place *out)
+{
+    if (!s || (n && (!jobs || !out)))
+        return TY_EINVAL;
+    const store_job **order = NULL;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = (store_line_place){.ahead = -1};
+        if (jobs[i].state == JOB_PENDING && jobs[i].queue)
+            m++;
+    }
+    if (m == 0)
+        return TY_OK;
+    if (!(order = malloc(m * sizeof *order)))
+        return TY_ENOMEM;
+    m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].state == JOB_PENDING && jobs[i].queue)
+            order[m++] = &jobs[i];
+    qsort(order, m, sizeof *order, by_line);
+
+    store_conn *c = store_reader_acquire(s);
+    store_job head = {0};
+    ty_err e = store_read_begin(c);
+    if (e != TY_OK)
+        goto out;
+    for (size_t k = 0; k < m && e == TY_OK;) {
+        const store_job *first = order[k];
+        size_t end = k + 1;
+        while (end < m && same_line(first, order[end]))
+            end++;
+        free(head.pending_reason);
+        head.pending_reason = NULL;
+        int found = line_head(c, first, &head, &e);
+        if (found <= 0) {
+            k = end;
+            continue;
+        }
+        /* Walk the line in order: ahead(cur) = ahead(prev) + the PENDING jobs in [prev, cur). */
+        int64_t pp = head.priority, ps = head.seq, pahead = 0;
+        for (; k < end && e == TY_OK; k++) {
+            const store_job *j = order[k];
+            store_line_place *pl = &out[j - jobs];
+            if (j->priority > head.priority ||
+                (j->priority == head.priority && j->seq < head.seq))
+                continue; /* before the head: it left the line */
+            int64_t span = 0;
+            if ((e = line_span(c, j, pp, ps, j->priority, j->seq, &span)) != TY_OK)
+                break;
+            pl->ahead = pahead + span;
+            memcpy(pl->head_id, head.id, sizeof pl->head_id);
+            if (pl->ahead > 0 && head.pending_reason &&
+                !(pl->head_reason = strdup(head.pending_reason)))
+                e = TY_ENOMEM;
+            pp = j->priority;
+            ps = j->seq;
+            pahead = pl->ahead;
+        }
+        k = end;
+    }
+    store_read_end(c);
+out:
+    store_reader_release(s, c);
+    free(head.pending_reason);
+    free(order);
+    if (e != TY_OK) {
+        store_line_places_clear(out, n);
+        for (size_t i = 0; i < n; i++)
+            out[i] = (store_line_place){.ahead = -1};
+    }
+    return e;
 }

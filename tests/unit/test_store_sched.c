@@ -659,6 +659,86 @@ static void test_pending_empty(void **state)
     store_queues_free(q, n);
 }
 
+/* ---- where a job stands in its line --------------------------------------- */
+
+/* The places of jobs[0..n), checked against want_ahead (and each one's head). */
+static void expect_places(store *s, const store_job *jobs, size_t n, const int64_t *want_ahead,
+                          const char *const *want_head, const char *want_reason)
+{
+    store_line_place pl[8];
+    assert_true(n <= 8);
+    assert_int_equal(store_jobs_line_places(s, jobs, n, pl), TY_OK);
+    for (size_t i = 0; i < n; i++) {
+        if (pl[i].ahead != want_ahead[i])
+            fail_msg("job %zu: %lld ahead, want %lld", i, (long long)pl[i].ahead,
+                     (long long)want_ahead[i]);
+        assert_string_equal(pl[i].head_id, want_head[i] ? want_head[i] : "");
+        if (pl[i].ahead > 0 && want_reason)
+            assert_string_equal(pl[i].head_reason, want_reason);
+        else
+            assert_null(pl[i].head_reason);
+    }
+    store_line_places_clear(pl, n);
+}
+
+static void test_line_places(void **state)
+{
+    store_fixture *f = *state;
+    /* Line (default, default): seqs 1..5 with priorities 0 0 5 0 5, in admission order
+     * 3 5 1 2 4; job 6 heads a line of its own (queue other), job 7 is another team's. */
+    int64_t prio[5] = {0, 0, 5, 0, 5};
+    store_job *jobs = submit_n(f->s, 5, prio);
+    store_job_new in[2] = {job_template("o", "other"), job_template("v", "default")};
+    in[1].team = "vision";
+    store_job *more = NULL;
+    size_t nmore = 0;
+    assert_int_equal(store_jobs_submit(f->s, in, 2, NULL, NULL, &more, &nmore, NULL), TY_OK);
+    store_job all[7];
+    memcpy(all, jobs, 5 * sizeof *all);
+    memcpy(all + 5, more, 2 * sizeof *all);
+    const char *h = jobs[2].id;
+    {
+        int64_t want[7] = {2, 3, 0, 4, 1, 0, 0};
+        const char *heads[7] = {h, h, h, h, h, more[0].id, more[1].id};
+        expect_places(f->s, all, 7, want, heads, NULL);
+    }
+    /* The head's reason is given to the jobs behind it, not to the head. */
+    const char *reason = "{\"message\":\"m\",\"position\":4,\"reason\":\"QuotaExceeded\","
+                         "\"team_position\":2}";
+    store_update u = upd(h, JOB_PENDING, JOB_PENDING);
+    u.reason = NULL;
+    u.pending_reason = reason;
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_OK);
+    {
+        int64_t want[7] = {2, 3, 0, 4, 1, 0, 0};
+        const char *heads[7] = {h, h, h, h, h, more[0].id, more[1].id};
+        expect_places(f->s, all, 7, want, heads, reason);
+    }
+    /* Job 1 is admitted: the jobs behind it move up (its stale copy still counts what is
+     * before it); the head is cancelled: job 5 heads the line, the old head's copy is out. */
+    store_update a = upd(jobs[0].id, JOB_PENDING, JOB_ADMITTED);
+    assert_int_equal(store_jobs_update(f->s, &a, 1), TY_OK);
+    store_update c = upd(h, JOB_PENDING, JOB_CANCELLED);
+    assert_int_equal(store_jobs_update(f->s, &c, 1), TY_OK);
+    {
+        int64_t want[5] = {1, 1, -1, 2, 0};
+        const char *h5 = jobs[4].id;
+        const char *heads[5] = {h5, h5, NULL, h5, h5};
+        expect_places(f->s, all, 5, want, heads, NULL);
+    }
+    /* A job not PENDING as read has no place; n = 0 is nothing to do. */
+    store_job done = jobs[0];
+    done.state = JOB_ADMITTED;
+    int64_t none = -1;
+    const char *nohead = NULL;
+    expect_places(f->s, &done, 1, &none, &nohead, NULL);
+    assert_int_equal(store_jobs_line_places(f->s, NULL, 0, NULL), TY_OK);
+    assert_int_equal(store_jobs_line_places(NULL, all, 1, (store_line_place[1]){{0}}), TY_EINVAL);
+    store_jobs_free(jobs, 5);
+    store_jobs_free(more, nmore);
+}
+
 /* ---- change feed ---------------------------------------------------------- */
 
 static void test_change_feed(void **state)
@@ -852,6 +932,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_per_queue, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_pending_empty, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_line_places, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_change_feed, store_fixture_setup,
                                         store_fixture_teardown),
