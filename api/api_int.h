@@ -56,6 +56,14 @@ void api_teams_create(const api_req *req, api_resp *resp);
 void api_teams_list(const api_req *req, api_resp *resp);
 /* GET /v1/queue (queue.c): the PENDING jobs in admission order, with where they stand. */
 void api_queue_list(const api_req *req, api_resp *resp);
+/*
+ * Where each of n jobs (as read from the store) stands, for the Job resource (queue.c):
+ * out[i] is its pending_reason as JSON text (new), or NULL for null. A job that is not PENDING
+ * has none; the head of its line has the scheduler's stored one; a job behind its line's head
+ * gets reason Queued, derived from the head's (api_queued_reason()), read at this moment with
+ * store_jobs_line_places(). On error every out[i] is NULL.
+ */
+ty_err api_pending_reasons(store *st, const store_job *jobs, size_t n, char **out);
 void api_teams_get(const api_req *req, api_resp *resp);
 void api_teams_update(const api_req *req, api_resp *resp);
 void api_teams_delete(const api_req *req, api_resp *resp);

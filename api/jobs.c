@@ -68,7 +68,8 @@ static ty_err put_int(ty_buf *b, long long v)
  * the scheduler wrote it as one JSON object. tc keeps the last time formatted, for
  * the next job.
  */
-static ty_err job_write_cached(ty_buf *b, const store_job *j, time_cache *tc)
+static ty_err job_write_cached(ty_buf *b, const store_job *j, const char *reason,
+                               time_cache *tc)
 {
     if (!j->spec_json || j->spec_json[0] != '{')
         return TY_EINTERNAL;
@@ -111,11 +112,8 @@ static ty_err job_write_cached(ty_buf *b, const store_job *j, time_cache *tc)
         e = put_int(b, j->restarts);
     if (!e)
         e = ty_buf_puts(b, ",\"pending_reason\":");
-    if (!e) /* the scheduler's own JSON object, copied as the attempt's record is */
-        e = ty_buf_puts(b, j->state == JOB_PENDING && j->pending_reason &&
-                                   j->pending_reason[0] == '{'
-                               ? j->pending_reason
-                               : "null");
+    if (!e) /* a JSON object (the scheduler's, or made from its line's head's), copied */
+        e = ty_buf_puts(b, reason ? reason : "null");
     if (!e)
         e = ty_buf_puts(b, ",\"current_attempt\":");
     if (!e)
@@ -137,17 +135,25 @@ static ty_err job_write_cached(ty_buf *b, const store_job *j, time_cache *tc)
     return e;
 }
 
-static ty_err job_write(ty_buf *b, const store_job *j)
+static ty_err job_write(ty_buf *b, const store_job *j, const char *reason)
 {
     time_cache tc = {0};
-    return job_write_cached(b, j, &tc);
+    return job_write_cached(b, j, reason, &tc);
 }
 
-/* Replies 200 with one Job. */
+/* The stored pending_reason of a PENDING job (a head's, or none), or NULL. */
+static const char *own_reason(const store_job *j)
+{
+    return j->state == JOB_PENDING && j->pending_reason && j->pending_reason[0] == '{'
+               ? j->pending_reason
+               : NULL;
+}
+
+/* Replies 200 with one Job as stored (a job just created or cancelled). */
 static void reply_job(api_resp *resp, const store_job *j)
 {
     ty_buf b = {0};
-    ty_err e = job_write(&b, j);
+    ty_err e = job_write(&b, j, own_reason(j));
     if (e)
         api_reply_error(resp, e, NULL);
     else
@@ -347,7 +353,7 @@ static void submit(const api_req *req, api_resp *resp, json_t *const *specs, siz
         if (i)
             e = ty_buf_append(&text, ",", 1);
         if (!e)
-            e = job_write_cached(&text, &out[i], &tc);
+            e = job_write_cached(&text, &out[i], own_reason(&out[i]), &tc);
     }
     if (!e && batch)
         e = ty_buf_puts(&text, "]}");
@@ -738,6 +744,7 @@ void api_jobs_list(const api_req *req, api_resp *resp)
     size_t njobs = 0;
     int64_t next = 0;
     ty_buf text = {0};
+    char **reasons = NULL; /* per job: its pending_reason text, or NULL */
 
     memset(&q, 0, sizeof q);
     ty_err e = spec_errors_init(&errs);
@@ -751,12 +758,18 @@ void api_jobs_list(const api_req *req, api_resp *resp)
     q.jf.f.team = api_team_filter(req);
     if ((e = store_jobs_list(req->ctx->store, &q.jf.f, &jobs, &njobs, &next)))
         goto fail;
+    if (njobs && !(reasons = calloc(njobs, sizeof *reasons))) {
+        e = TY_ENOMEM;
+        goto fail;
+    }
+    if ((e = api_pending_reasons(req->ctx->store, jobs, njobs, reasons)))
+        goto fail;
     e = ty_buf_puts(&text, "{\"jobs\":[");
     for (size_t i = 0; i < njobs && !e; i++) {
         if (i)
             e = ty_buf_append(&text, ",", 1);
         if (!e)
-            e = job_write(&text, &jobs[i]);
+            e = job_write(&text, &jobs[i], reasons[i]);
     }
     if (!e)
         e = ty_buf_append(&text, "]", 1);
@@ -780,6 +793,9 @@ void api_jobs_list(const api_req *req, api_resp *resp)
 fail:
     api_reply_error(resp, e, NULL);
 out:
+    for (size_t i = 0; reasons && i < njobs; i++)
+        free(reasons[i]);
+    free(reasons);
     ty_buf_free(&text);
     store_jobs_free(jobs, njobs);
     spec_errors_free(&errs);
@@ -793,13 +809,23 @@ void api_jobs_get(const api_req *req, api_resp *resp)
     store_job *job = NULL;
     if (!api_need_job_visible(req, resp, req->id))
         return;
+    char *reason = NULL;
     ty_err e = store_job_get(req->ctx->store, req->id, &job);
-    if (e == TY_ENOTFOUND)
+    if (!e)
+        e = api_pending_reasons(req->ctx->store, job, 1, &reason);
+    if (e == TY_ENOTFOUND) {
         api_reply_job_not_found(resp);
-    else if (e)
+    } else if (e) {
         api_reply_error(resp, e, NULL);
-    else
-        reply_job(resp, job);
+    } else {
+        ty_buf b = {0};
+        if ((e = job_write(&b, job, reason)))
+            api_reply_error(resp, e, NULL);
+        else
+            api_reply_json_buf(resp, 200, &b);
+        ty_buf_free(&b);
+    }
+    free(reason);
     store_jobs_free(job, job ? 1 : 0);
 }
 

@@ -1475,7 +1475,7 @@ static int cmd_queue(int argc, char **argv)
         json_array_append_new(
             rows, json_pack("[s,s,s,s,s,s,s,s,s]", pos, tpos, lpos, str(t, "id"), str(t, "name"),
                             str(t, "team"), str(t, "queue"),
-                            json_is_object(pr) ? str(pr, "reason") : "(behind its line's head)",
+                            json_is_object(pr) ? str(pr, "reason") : "(not considered yet)",
                             json_is_object(pr) ? str(pr, "message") : ""));
     }
     print_table(rows);

@@ -1084,7 +1084,8 @@ static void commit(sched *s, round *r, round *next)
 
 /* ---- the loop --------------------------------------------------------------- */
 
-/* Reads the change feed: new submissions wake admission; cancels reach held jobs. */
+/* Reads the change feed: new submissions and cancelled waiting jobs wake admission; cancels
+ * reach held jobs. */
 static void read_feed(sched *s)
 {
     for (;;) {
@@ -1095,6 +1096,10 @@ static void read_feed(sched *s)
         for (size_t i = 0; i < n; i++) {
             s->feed_seq = ch[i].seq;
             if (ch[i].from == JOB_STATE_NONE) {
+                s->admit_wanted = 1;
+            } else if (ch[i].from == JOB_PENDING && ch[i].to == JOB_CANCELLED) {
+                /* A waiting job left its line: the one behind it may head it now, and the
+                 * heads behind it in the order move up. The next round says so. */
                 s->admit_wanted = 1;
             } else if (ch[i].to == JOB_CANCELLING) {
                 /* A client's cancel of a job that runs; the next decisions stop its gang. */

@@ -8,7 +8,9 @@
  * Preempted naming the job that took its place, and it waits again without spending a
  * restart. A server restart in the middle rebuilds usage from what runs before anything is
  * admitted: nothing more is admitted, nothing finished comes back. Once GPUs come free, the
- * preempted job runs again: a new attempt, restarts unchanged.
+ * preempted job runs again: a new attempt, restarts unchanged. Every PENDING job says where it
+ * stands: the heads of the lines as the scheduler wrote it, the jobs behind them Queued, with
+ * positions counted from their head's that follow the jobs as they come and go.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -185,15 +187,14 @@ static void test_borrow_reclaim_restart(void **state)
     assert_non_null(strstr(json_string_value(json_object_get(pr, "message")), "QuotaExceeded") ||
                     strstr(json_string_value(json_object_get(pr, "message")), "team vision"));
     ty_resp_destroy(r);
-    r = wait_job(v[4], "PENDING", NULL);
-    for (int waited = 0; !json_is_null(json_object_get(r->json, "pending_reason")) &&
-                         waited < WAIT_MS;
-         waited += 50) {
-        ty_resp_destroy(r);
-        ty_sleep_ms(50);
-        r = wait_job(v[4], "PENDING", NULL);
-    }
-    assert_true(json_is_null(json_object_get(r->json, "pending_reason"))); /* behind v3 */
+    /* v4 waits behind v3: Queued, one job ahead of it, positions counted from v3's. */
+    r = wait_job(v[4], "PENDING", "Queued");
+    pr = json_object_get(r->json, "pending_reason");
+    assert_int_equal(jint(pr, "position"), 2);
+    assert_int_equal(jint(pr, "team_position"), 2);
+    assert_non_null(strstr(json_string_value(json_object_get(pr, "message")),
+                           "1 job ahead of it in team vision's queue default"));
+    assert_non_null(strstr(json_string_value(json_object_get(pr, "message")), v[3]));
     ty_resp_destroy(r);
 
     /* The queue, in admission order: v3 heads vision's line, v4 waits behind it. */
@@ -206,7 +207,9 @@ static void test_borrow_reclaim_restart(void **state)
                      1);
     assert_string_equal(ty_json_str(json_array_get(jobs, 1), "id"), v[4]);
     assert_int_equal(jint(json_array_get(jobs, 1), "line_position"), 2);
-    assert_true(json_is_null(json_object_get(json_array_get(jobs, 1), "pending_reason")));
+    pr = json_object_get(json_array_get(jobs, 1), "pending_reason");
+    assert_string_equal(ty_json_str(pr, "reason"), "Queued");
+    assert_int_equal(jint(pr, "position"), 2);
     ty_resp_destroy(r);
     r = call(nlp, "GET", "/v1/queue", NULL, 200); /* nlp's own queue: empty */
     assert_int_equal(json_array_size(json_object_get(r->json, "jobs")), 0);
@@ -239,6 +242,7 @@ static void test_borrow_reclaim_restart(void **state)
     assert_non_null(strstr(out, v[3]));
     assert_non_null(strstr(out, "Preempted"));
     assert_non_null(strstr(out, v[4]));
+    assert_non_null(strstr(out, "Queued"));
     free(out);
     free(errout);
 
@@ -277,6 +281,138 @@ static void test_borrow_reclaim_restart(void **state)
         expect_job(v[i], "CANCELLED", NULL);
 }
 
+/* Polls job id until its pending_reason is `reason` at (position, team_position). */
+static void expect_place(const char *id, const char *reason, int64_t pos, int64_t tpos)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    for (int waited = 0;; waited += 50) {
+        ty_http_resp *r = call(NULL, "GET", path, NULL, 200);
+        json_t *pr = json_object_get(r->json, "pending_reason");
+        const char *re = ty_json_str(pr, "reason");
+        int ok = re && strcmp(re, reason) == 0 && jint(pr, "position") == pos &&
+                 jint(pr, "team_position") == tpos;
+        if (ok) {
+            ty_resp_destroy(r);
+            return;
+        }
+        if (waited >= WAIT_MS)
+            fail_msg("job %s never was %s at %lld/%lld: %.600s", id, reason, (long long)pos,
+                     (long long)tpos, r->body);
+        ty_resp_destroy(r);
+        ty_sleep_ms(50);
+    }
+}
+
+/* The pending_reason of job id in a list (new reference), failing when it is not listed. */
+static json_t *listed_reason(const json_t *jobs, const char *id)
+{
+    size_t i;
+    json_t *j;
+    json_array_foreach(jobs, i, j)
+    {
+        if (strcmp(ty_json_str(j, "id"), id) == 0)
+            return json_incref(json_object_get(j, "pending_reason"));
+    }
+    fail_msg("job %s is not listed", id);
+    return NULL;
+}
+
+/*
+ * Every PENDING job says where it stands, and the positions follow the jobs as they come and
+ * go: a team with a quota of one GPU runs one job; the four behind it wait, the first as the
+ * head of the team's line (QuotaExceeded), the others Queued behind it, at positions 2, 3, 4.
+ * Cancelling one ahead moves those behind it up; cancelling the head makes the next one the
+ * head; a job of higher priority goes ahead of the jobs already waiting.
+ */
+static void test_positions_as_jobs_come_and_go(void **state)
+{
+    (void)state;
+    char tok[128], s[6][32], path[256];
+    ty_resp_destroy(call(NULL, "POST", "/v1/teams",
+                         "{\"name\":\"small\",\"quota\":{\"gpu\":{\"local\":1},\"cpu\":\"64\","
+                         "\"memory\":\"64Gi\"}}",
+                         201));
+    make_token("small-ci", "small", tok);
+    for (int i = 0; i < 5; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "s%d", i);
+        submit(tok, name, s[i]);
+        if (i == 0)
+            expect_job(s[0], "RUNNING", NULL);
+    }
+    expect_place(s[1], "QuotaExceeded", 1, 1);
+    for (int i = 2; i < 5; i++)
+        expect_place(s[i], "Queued", i, i);
+    snprintf(path, sizeof path, "/v1/jobs/%s", s[4]);
+    ty_http_resp *r = call(tok, "GET", path, NULL, 200);
+    json_t *pr = json_object_get(r->json, "pending_reason");
+    const char *msg = ty_json_str(pr, "message");
+    assert_non_null(strstr(msg, "3 jobs ahead of it in team small's queue default; the first of "
+                                "them, job "));
+    assert_non_null(strstr(msg, s[1]));
+    assert_non_null(strstr(msg, "waits: QuotaExceeded: team small uses 1 of 1 local"));
+    ty_resp_destroy(r);
+
+    /* The same in a list of jobs and in the queue. */
+    r = call(tok, "GET", "/v1/jobs?state=PENDING", NULL, 200);
+    for (int i = 1; i < 5; i++) {
+        json_t *lr = listed_reason(json_object_get(r->json, "jobs"), s[i]);
+        assert_string_equal(ty_json_str(lr, "reason"), i == 1 ? "QuotaExceeded" : "Queued");
+        assert_int_equal(jint(lr, "position"), i);
+        assert_int_equal(jint(lr, "team_position"), i);
+        json_decref(lr);
+    }
+    ty_resp_destroy(r);
+    r = call(tok, "GET", "/v1/queue", NULL, 200);
+    json_t *jobs = json_object_get(r->json, "jobs");
+    assert_int_equal(json_array_size(jobs), 4);
+    for (size_t i = 0; i < 4; i++) {
+        json_t *q = json_array_get(jobs, i);
+        assert_string_equal(ty_json_str(q, "id"), s[i + 1]);
+        assert_int_equal(jint(q, "line_position"), (int64_t)i + 1);
+        assert_int_equal(jint(json_object_get(q, "pending_reason"), "position"), (int64_t)i + 1);
+        assert_string_equal(ty_json_str(json_object_get(q, "pending_reason"), "reason"),
+                            i == 0 ? "QuotaExceeded" : "Queued");
+    }
+    ty_resp_destroy(r);
+
+    /* One ahead goes: those behind it move up at once. */
+    snprintf(path, sizeof path, "/v1/jobs/%s:cancel", s[2]);
+    ty_resp_destroy(call(tok, "POST", path, NULL, 200));
+    expect_place(s[3], "Queued", 2, 2);
+    expect_place(s[4], "Queued", 3, 3);
+    snprintf(path, sizeof path, "/v1/jobs/%s", s[2]);
+    r = call(tok, "GET", path, NULL, 200);
+    assert_true(json_is_null(json_object_get(r->json, "pending_reason"))); /* not PENDING */
+    ty_resp_destroy(r);
+
+    /* The head goes: the next one heads the line, the scheduler says why it waits. */
+    snprintf(path, sizeof path, "/v1/jobs/%s:cancel", s[1]);
+    ty_resp_destroy(call(tok, "POST", path, NULL, 200));
+    expect_place(s[3], "QuotaExceeded", 1, 1);
+    expect_place(s[4], "Queued", 2, 2);
+
+    /* A job of higher priority goes ahead of those waiting. */
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"name\":\"s5\",\"priority\":10,\"command\":[\"true\"],\"workers\":{\"count\":1},"
+             "\"resources\":{\"gpu\":{\"type\":\"local\",\"count\":1}}}");
+    r = call(tok, "POST", "/v1/jobs", body, 201);
+    snprintf(s[5], sizeof s[5], "%s", ty_json_str(r->json, "id"));
+    ty_resp_destroy(r);
+    expect_place(s[5], "QuotaExceeded", 1, 1);
+    expect_place(s[3], "Queued", 2, 2);
+    expect_place(s[4], "Queued", 3, 3);
+
+    for (int i = 0; i < 6; i++) {
+        if (i == 1 || i == 2)
+            continue;
+        snprintf(path, sizeof path, "/v1/jobs/%s:cancel", s[i]);
+        ty_resp_destroy(call(tok, "POST", path, NULL, 200));
+    }
+}
+
 int main(int argc, char **argv)
 {
     char err[512];
@@ -286,6 +422,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_borrow_reclaim_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_positions_as_jobs_come_and_go, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ty_harness_cleanup();
