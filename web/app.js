@@ -1,5 +1,6 @@
 /*
- * app.js - the Trainyard web page: jobs, one job, and runs compared, over the REST API.
+ * app.js - the Trainyard web page: jobs, one job (with where it stands while it waits), runs
+ * compared, sweeps and teams (quota against usage), over the REST API.
  *
  * Rules this file keeps:
  * - Every string that comes from the server (names, labels, env, log lines, messages) reaches the
@@ -25,6 +26,10 @@
   const STALL_MS = 45000;        /* no byte (not even the 15 s ping) for this long: reconnect */
   const MAX_COMPARE = 50;        /* jobs overlaid in the compare view */
   const CHART_MAX = 4000;        /* points a growing chart holds before it is read again */
+  const PENDING_POLL_MS = 2000;  /* a waiting job's place is read again this often: it moves
+                                    when other jobs come and go, which its own stream does not
+                                    tell */
+  const TEAMS_POLL_MS = 5000;    /* the teams view is read again this often */
 
   /* What the browser tests read (window.trainyard). */
   const exported = { cspViolations: [], SseParser: null, charts: {} };
@@ -309,6 +314,7 @@
     else if ((m = /^\/jobs\/([0-9a-z]{1,64})$/.exec(path))) run = jobPage(page, view, m[1]);
     else if (path === '/compare') run = comparePage(page, view, params);
     else if (path === '/sweeps') run = sweepsPage(page, view);
+    else if (path === '/teams') run = teamsPage(page, view);
     else if ((m = /^\/sweeps\/([0-9a-z]{1,64})$/.exec(path))) run = sweepPage(page, view, m[1]);
     else run = Promise.resolve(add(view, [h('p', { class: 'error' }, 'No such page: ' + path)]));
     document.body.dataset.view = m ? path.split('/')[1].replace(/s$/, '') :
@@ -602,6 +608,25 @@
     return panel;
   }
 
+  /*
+   * Where a PENDING job stands (its pending_reason): the reason, its positions and the
+   * scheduler's sentence; null for a job that is not PENDING.
+   */
+  function pendingView(job) {
+    if (job.state !== 'PENDING') return null;
+    const pr = job.pending_reason;
+    if (!pr) {
+      return h('div', { class: 'pending', id: 'pending', dataset: { reason: '' } },
+        h('strong', {}, 'Waiting'), ' for the next admission round to consider it.');
+    }
+    return h('div', { class: 'pending', id: 'pending', dataset: { reason: pr.reason,
+      position: String(pr.position), teamPosition: String(pr.team_position) } },
+    h('strong', { class: 'reason' }, pr.reason), ' ',
+    h('span', { class: 'position' }, 'position ' + pr.position + ' in the cluster, ' +
+      pr.team_position + ' in team ' + job.team),
+    h('p', { class: 'msg' }, pr.message));
+  }
+
   async function jobPage(page, view, id) {
     const base = '/v1/jobs/' + encodeURIComponent(id);
     let job = await apiJson(base, { signal: page.signal });
@@ -631,8 +656,10 @@
 
     const drawJob = () => {
       head.replaceChildren(h('h1', {}, job.name, ' ', badge(job.state)),
-        h('p', { class: 'mono muted' }, job.id), h('p', {}, labelChips(job.spec.labels)));
+        h('p', { class: 'mono muted' }, job.id), h('p', {}, labelChips(job.spec.labels)),
+        pendingView(job));
       summary.replaceChildren(kv([
+        ['team', job.team], ['owner', job.owner || ''],
         ['queue', job.queue], ['priority', String(job.priority)],
         ['workers', String(job.spec.workers.count)], ['attempt', String(job.attempt)],
         ['restarts', String(job.restarts) + ' of ' + job.spec.restart.max],
@@ -730,6 +757,15 @@
       }, 200);
       page.timers.push(refreshing);
     };
+
+    /* While it waits, its place is read again: jobs ahead of it come and go in silence. */
+    let polling = false;
+    page.timers.push(setInterval(() => {
+      if (job.state !== 'PENDING' || polling) return;
+      polling = true;
+      apiJson(base, { signal: page.signal }).then((j) => { job = j; drawJob(); }, () => {})
+        .finally(() => { polling = false; });
+    }, PENDING_POLL_MS));
 
     /* The job stream sends every existing event first: the timeline is drawn from it. */
     let fromStream = false;
@@ -968,6 +1004,85 @@
     };
     const timer = setInterval(() => tick().catch(() => {}), 3000);
     page.timers.push(timer);
+  }
+
+  /* ---- teams ----------------------------------------------------------------------------- */
+
+  const QTY_UNITS = { '': 1, m: 1e-3, k: 1e3, K: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+    Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+
+  /* A Kubernetes quantity ("0.5", "500m", "4Ti") or a number as a number; NaN when neither. */
+  function quantity(v) {
+    if (typeof v === 'number') return v;
+    const m = /^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([a-zA-Z]{0,2})$/.exec(String(v));
+    return m && m[2] in QTY_UNITS ? Number(m[1]) * QTY_UNITS[m[2]] : NaN;
+  }
+
+  /*
+   * A team's resources as rows: every GPU type any of its maps names, then cpu and memory.
+   * A quota of null is unlimited; a quota that does not name a resource gives none of it, and
+   * a borrowing limit that does not name it lets the team borrow none.
+   */
+  function teamRows(t) {
+    const maps = [t.quota || {}, t.borrowing_limit || {}, t.usage || {}, t.borrowed || {}];
+    const types = [...new Set(maps.flatMap((mp) => Object.keys(mp.gpu || {})))].sort();
+    const pick = (mp, kind, type) => (mp ? (kind === 'gpu' ? (mp.gpu || {})[type] : mp[kind])
+      : undefined);
+    const rows = types.map((ty) => ['gpu', ty, 'gpu/' + ty]).concat([['cpu', null, 'cpu'],
+      ['memory', null, 'memory']]);
+    return rows.map(([kind, type, key]) => {
+      const val = (mp) => pick(mp, kind, type);
+      return {
+        key,
+        used: val(t.usage) === undefined ? '0' : String(val(t.usage)),
+        quota: t.quota === null ? null : (val(t.quota) === undefined ? '0' : String(val(t.quota))),
+        borrowed: val(t.borrowed) === undefined ? '0' : String(val(t.borrowed)),
+        limit: val(t.borrowing_limit) === undefined ? '0' : String(val(t.borrowing_limit)),
+      };
+    });
+  }
+
+  /* A bar of what a team uses against its quota and what it may borrow (yellow past the quota). */
+  function usageMeter(r) {
+    if (r.quota === null) return h('span', { class: 'muted' }, 'no quota');
+    const used = quantity(r.used), quota = quantity(r.quota), limit = quantity(r.limit);
+    if (![used, quota, limit].every(Number.isFinite) || quota + limit <= 0) return null;
+    return h('meter', { min: '0', max: String(quota + limit), low: String(quota),
+      high: String(quota), optimum: '0', value: String(Math.min(used, quota + limit)) });
+  }
+
+  function teamPanel(t) {
+    return h('section', { class: 'panel team', dataset: { team: t.name } },
+      h('h2', {}, 'Team ' + t.name),
+      h('p', { class: 'muted' }, 'weight ' + t.weight + ' · ',
+        h('span', { class: 'count-pending' }, String(t.pending)), ' pending · ',
+        h('span', { class: 'count-admitted' }, String(t.admitted)), ' admitted · ',
+        t.quota === null ? 'no quota (unlimited) · ' : '', 'priority preemption ' +
+        (t.priority_preemption ? 'on' : 'off')),
+      h('table', { class: 'resources' }, h('thead', {}, h('tr', {}, ['resource', 'used',
+        'quota', 'borrowed', 'may borrow', ''].map((c) => h('th', {}, c)))),
+      h('tbody', {}, teamRows(t).map((r) => h('tr', { dataset: { resource: r.key } },
+        h('td', {}, r.key), h('td', { class: 'num used' }, r.used),
+        h('td', { class: 'num quota' }, r.quota === null ? 'unlimited' : r.quota),
+        h('td', { class: 'num borrowed' }, r.borrowed),
+        h('td', { class: 'num limit' }, r.limit),
+        h('td', { class: 'bar' }, usageMeter(r)))))));
+  }
+
+  /* Every team the token may see (an admin's: all; a team's token: its own), read again while
+   * the view is open. */
+  async function teamsPage(page, view) {
+    const box = h('div', { id: 'teams' });
+    add(view, [h('h1', {}, 'Teams'), h('p', { class: 'muted' }, 'Each team\'s quota against ' +
+      'what its admitted jobs use, per resource; what it borrows beyond its quota from the ' +
+      'others\' idle share. A team\'s token sees its own team only.'), box]);
+    const load = async () => {
+      const list = await apiJson('/v1/teams', { signal: page.signal });
+      box.replaceChildren(...list.teams.map(teamPanel));
+      if (!list.teams.length) box.append(h('p', { class: 'muted' }, 'No team.'));
+    };
+    await load();
+    page.timers.push(setInterval(() => load().catch(() => {}), TEAMS_POLL_MS));
   }
 
   /* ---- start ----------------------------------------------------------------------------- */

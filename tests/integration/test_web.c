@@ -8,7 +8,9 @@
  * why, where chromium or chromedriver is not installed (scripts/install-deps installs both).
  *
  * The cases read the page the way a user does (rows, text, charts) plus a few data attributes
- * the page sets for this purpose: body[data-view] (login, jobs, job, compare, sweeps, sweep),
+ * the page sets for this purpose: body[data-view] (login, jobs, job, compare, sweeps, sweep,
+ * teams), #pending[data-reason, data-position, data-team-position] (a waiting job's place),
+ * section[data-team] and its tr[data-resource] (the Teams view),
  * body[data-ready] ("1" once a view has drawn what it fetched), #live[data-mode] ("live" while
  * its event stream is connected), and window.trainyard (the SSE parser, Chart.js instances, CSP
  * violations seen).
@@ -882,11 +884,190 @@ static void test_sweep_view(void **state)
     ty_resp_destroy(ty_req(g_admin, "POST", path, NULL));
 }
 
+/* ---- teams and where a job stands ---------------------------------------- */
+
+/* A request as the admin that must answer `status`; the answer (new). */
+static ty_http_resp *admin_call(const char *method, const char *path, const char *body,
+                                long status)
+{
+    ty_http_resp *r = ty_req(g_admin, method, path, body);
+    if (r->status != status)
+        fail_msg("%s %s: HTTP %ld, want %ld: %.400s", method, path, r->status, status, r->body);
+    return r;
+}
+
+/* Waits until job id's state is `state` and (reason not NULL) its pending_reason's reason is
+ * `reason`, as the API answers. */
+static void api_wait_job(const char *id, const char *state, const char *reason)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    for (int64_t deadline = ty_now_ms() + WAIT_MS;;) {
+        ty_http_resp *r = admin_call("GET", path, NULL, 200);
+        const char *st = ty_json_str(r->json, "state");
+        const char *re = ty_json_str(json_object_get(r->json, "pending_reason"), "reason");
+        int ok = st && strcmp(st, state) == 0 && (!reason || (re && strcmp(re, reason) == 0));
+        if (!ok && ty_now_ms() > deadline)
+            fail_msg("job %s never was %s/%s: %.400s", id, state, reason ? reason : "-", r->body);
+        ty_resp_destroy(r);
+        if (ok)
+            return;
+        ty_sleep_ms(100);
+    }
+}
+
+/* A job of team `team` (submitted by the admin for it) that runs until cancelled. */
+static void submit_for(const char *team, const char *name, const char *resources, char id[32])
+{
+    json_t *res = json_loads(resources, 0, NULL);
+    assert_non_null(res);
+    submit(json_pack("{s:s, s:s, s:[s,s,s], s:{s:i}, s:o}", "name", name, "team", team,
+                     "command", "sh", "-c", "sleep 120", "workers", "count", 1, "resources", res),
+           id);
+}
+
+/*
+ * A waiting job's page says why it waits and where it stands, and follows it as the jobs ahead
+ * of it go: a team with a quota of one CPU runs one job; the next waits as its line's head
+ * (QuotaExceeded), the third Queued behind it. When the head is cancelled, the third's page
+ * shows it heading the line; when the running job ends, it runs and the box goes.
+ */
+static void test_job_pending_reason(void **state)
+{
+    char run[32], head[32], third[32], hash[64], expr[256];
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    ty_resp_destroy(admin_call("POST", "/v1/teams",
+                               "{\"name\":\"webq\",\"quota\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}",
+                               201));
+    static const char res[] = "{\"cpu\":\"1\",\"memory\":\"64Mi\"}";
+    submit_for("webq", "webq-run", res, run);
+    api_wait_job(run, "RUNNING", NULL);
+    submit_for("webq", "webq-head", res, head);
+    submit_for("webq", "webq-third", res, third);
+    api_wait_job(head, "PENDING", "QuotaExceeded");
+    api_wait_job(third, "PENDING", "Queued");
+
+    snprintf(hash, sizeof hash, "#/jobs/%s", third);
+    open_view(hash, "job");
+    js_true("document.getElementById('pending').dataset.reason === 'Queued'", NULL);
+    js_true("document.getElementById('pending').dataset.teamPosition === '2'", NULL);
+    js_true("Number(document.getElementById('pending').dataset.position) >= 2", NULL);
+    snprintf(expr, sizeof expr,
+             "document.querySelector('#pending .msg').textContent.includes("
+             "'1 job ahead of it in team webq\\'s queue default; the first of them, job %s, "
+             "waits: QuotaExceeded: team webq')",
+             head);
+    js_true(expr, NULL);
+    js_true("document.querySelector('#pending .position').textContent.includes('2 in team webq')",
+            NULL);
+    expect_no_violation();
+    screenshot("job-pending.png");
+
+    /* The head goes: the page shows this job heading the line, without a reload. */
+    json_decref(js("window.__sameDocument = 2;", NULL));
+    cancel(head);
+    wait_js("document.getElementById('pending').dataset.reason === 'QuotaExceeded' && "
+            "document.getElementById('pending').dataset.teamPosition === '1' && "
+            "document.querySelector('#pending .msg').textContent.includes('team webq')",
+            NULL, "the job to head its line");
+    /* The running job ends: this one runs, and says no more that it waits. */
+    cancel(run);
+    wait_js("!document.getElementById('pending') && "
+            "document.querySelector('.jobhead .badge').textContent === 'RUNNING'",
+            NULL, "the job to run");
+    js_true("window.__sameDocument === 2", NULL);
+    cancel(third);
+}
+
+/*
+ * The Teams view shows each team's quota against its usage per resource (GPUs by type, cpu,
+ * memory), what it borrows, its pending and admitted jobs, as GET /v1/teams answers the token:
+ * the admin sees every team, a team's token only its own.
+ */
+static void test_teams_view(void **state)
+{
+    char ids[3][32], tok[128];
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    /* One GPU of its own and one to borrow of the two the server has: two run, the third
+     * waits. */
+    ty_resp_destroy(admin_call("POST", "/v1/teams",
+                               "{\"name\":\"webt\",\"quota\":{\"gpu\":{\"local\":1},\"cpu\":\"4\","
+                               "\"memory\":\"1Gi\"},\"borrowing_limit\":{\"gpu\":{\"local\":1}}}",
+                               201));
+    static const char res[] =
+        "{\"gpu\":{\"type\":\"local\",\"count\":1},\"cpu\":\"1\",\"memory\":\"64Mi\"}";
+    for (int i = 0; i < 3; i++)
+        submit_for("webt", uniq("webt"), res, ids[i]);
+    api_wait_job(ids[0], "RUNNING", NULL);
+    api_wait_job(ids[1], "RUNNING", NULL);
+    api_wait_job(ids[2], "PENDING", "QuotaExceeded");
+
+    open_view("#/teams", "teams");
+    const char *t = "document.querySelector('section[data-team=\"webt\"] "
+                    "tr[data-resource=\"gpu/local\"]')";
+    char expr[1536];
+    snprintf(expr, sizeof expr,
+             "%s.querySelector('.used').textContent === '2' && "
+             "%s.querySelector('.quota').textContent === '1' && "
+             "%s.querySelector('.borrowed').textContent === '1' && "
+             "%s.querySelector('.limit').textContent === '1' && "
+             "%s.querySelector('meter').value === 2",
+             t, t, t, t, t);
+    wait_js(expr, NULL, "webt's GPUs: 2 used of 1, 1 borrowed");
+    js_true("document.querySelector('section[data-team=\"webt\"] tr[data-resource=\"cpu\"] "
+            ".used').textContent === '2' && document.querySelector('section[data-team=\"webt\"] "
+            "tr[data-resource=\"cpu\"] .quota').textContent === '4'",
+            NULL);
+    js_true("document.querySelector('section[data-team=\"webt\"] tr[data-resource=\"memory\"] "
+            ".quota').textContent === '1Gi'",
+            NULL);
+    js_true("document.querySelector('section[data-team=\"webt\"] .count-pending').textContent === '1' "
+            "&& document.querySelector('section[data-team=\"webt\"] .count-admitted').textContent === "
+            "'2'",
+            NULL);
+    js_true("document.querySelector('section[data-team=\"default\"] tr[data-resource=\"cpu\"] "
+            ".quota').textContent === 'unlimited'",
+            NULL);
+    expect_no_violation();
+    screenshot("teams.png");
+
+    /* The view follows: one job ends, the waiting one runs, nothing is borrowed beyond it. */
+    cancel(ids[0]);
+    api_wait_job(ids[2], "RUNNING", NULL);
+    snprintf(expr, sizeof expr,
+             "%s.querySelector('.used').textContent === '2' && "
+             "document.querySelector('section[data-team=\"webt\"] .count-pending').textContent === '0'",
+             t);
+    wait_js(expr, NULL, "webt's pending job admitted");
+
+    /* A team's token sees its own team only. */
+    ty_http_resp *r = admin_call("POST", "/v1/tokens",
+                                 "{\"name\":\"webt-reader\",\"scopes\":[\"read\"],"
+                                 "\"team\":\"webt\"}",
+                                 201);
+    snprintf(tok, sizeof tok, "%s", ty_json_str(r->json, "token"));
+    ty_resp_destroy(r);
+    json_decref(js("sessionStorage.setItem('trainyard.token', arguments[0]);", json_string(tok)));
+    json_decref(js("location.hash = '#/jobs';", NULL));
+    open_view("#/teams", "teams");
+    js_true("document.querySelectorAll('section[data-team]').length === 1 && "
+            "document.querySelector('section[data-team=\"webt\"]') !== null",
+            NULL);
+    json_decref(js("sessionStorage.setItem('trainyard.token', arguments[0]);",
+                   json_string(TY_TEST_ADMIN_TOKEN)));
+    json_decref(js("location.hash = '#/jobs';", NULL));
+    for (int i = 1; i < 3; i++)
+        cancel(ids[i]);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static int setup(void **state)
 {
-    static const char *const args[] = {"--local-slots", "8", "--stop-grace", "1", NULL};
+    static const char *const args[] = {"--local-slots", "8", "--stop-grace", "1", "--local-gpus",
+                                       "2", NULL};
     ty_server_opts opts = {.args = args};
     char err[1024];
     (void)state;
@@ -928,6 +1109,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hostile_strings_are_text),
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_sweep_view),
+        cmocka_unit_test(test_job_pending_reason),
+        cmocka_unit_test(test_teams_view),
         /* clang-format on */
     };
     if (argc < 4) {
