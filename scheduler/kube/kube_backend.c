@@ -616,6 +616,63 @@ static size_t kb_rank_limits(const backend *b, backend_rank_limit *out, size_t m
     return n;
 }
 
+typedef struct free_ctx {
+    kbe *kb;
+    backend_free *out; /* one per GPU type of the profile */
+} free_ctx;
+
+/* kube_inv_with()'s callback: each type's capacity, less what reservations booked of it
+ * whose pods are not bound (not yet, or no more: an attempt that ended keeps its booking until
+ * release()). */
+static ty_err free_on(void *ud, kube_inv_view *view)
+{
+    free_ctx *c = ud;
+    kbe *kb = c->kb;
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups};
+    for (size_t i = 0; i < kb->p->ngpu_types; i++) {
+        kube_type_capacity cap = {0, 0};
+        if (kube_type_capacity_of(kb->p, &ki, kb->p->gpu_types[i].name, &cap) != TY_OK)
+            cap = (kube_type_capacity){0, 0};
+        c->out[i] = (backend_free){.kind = BACKEND_RES_GPU,
+                                   .gpu_type = kb->p->gpu_types[i].name,
+                                   .free = cap.free,
+                                   .total = cap.total};
+    }
+    pthread_mutex_lock(&kb->mu);
+    for (const backend_attempt *a = kb->attempts; a; a = a->next) {
+        if (!a->gpus_per_rank)
+            continue;
+        int64_t booked = 0;
+        for (int r = 0; r < a->world; r++)
+            if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
+                booked += a->gpus_per_rank;
+        for (size_t i = 0; i < kb->p->ngpu_types; i++)
+            if (!strcmp(a->gpu_type, kb->p->gpu_types[i].name))
+                c->out[i].free = c->out[i].free > booked ? c->out[i].free - booked : 0;
+    }
+    pthread_mutex_unlock(&kb->mu);
+    return TY_OK;
+}
+
+/*
+ * Per GPU type of the profile, what admission may count (placement.h:
+ * kube_type_capacity_of(): the nodes, and what the node groups can still add) and what of it
+ * is free: minus the GPUs of every bound pod of the cluster (any tenant's, ours included) and
+ * of our reservations whose pods are not bound. CPU and memory are left to reserve() and the
+ * Kubernetes scheduler: the inventory does not count them.
+ */
+static size_t kb_free_resources(const backend *b, backend_free *out, size_t max)
+{
+    kbe *kb = (kbe *)b;
+    size_t n = kb->p->ngpu_types;
+    if (n == 0 || max < n)
+        return n;
+    free_ctx c = {kb, out};
+    if (kube_inv_with(kb->inv, free_on, &c) != TY_OK)
+        return 0; /* not known now: nothing is counted this time */
+    return n;
+}
+
 /* ---- the worker ---------------------------------------------------------------------------- */
 
 static void workload_path(kbe *kb, const char *name, char *buf, size_t len)
@@ -1419,6 +1476,7 @@ static const backend_ops kb_ops = {
     .log_close = kb_log_close,
     .capacity = kb_capacity,
     .rank_limits = kb_rank_limits,
+    .free_resources = kb_free_resources,
     .free = kb_free,
 };
 

@@ -329,6 +329,35 @@ done:
     return TY_OK;
 }
 
+ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
+                             const char *gpu_type, kube_type_capacity *out)
+{
+    kube_gang g = {.count = 1, .gpus_per_rank = 1, .gpu_type = gpu_type};
+    req r = {p, &g, NULL, NULL};
+    if (!p || !inv || !out || !(r.gpu = kube_profile_gpu_type(p, gpu_type)))
+        return TY_EINVAL;
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < inv->nnodes; i++) {
+        const kube_node *n = &inv->nodes[i];
+        if (!eligible(&r, n) ||
+            (p->nzones && !in_list((const char *const *)p->zones, p->nzones, n->zone)))
+            continue;
+        long alloc = n->gpus_allocatable > 0 ? n->gpus_allocatable : 0;
+        long used = n->gpus_requested > 0 ? n->gpus_requested : 0;
+        out->total += alloc;
+        out->free += used < alloc ? alloc - used : 0;
+    }
+    for (size_t i = 0; i < p->ngroups; i++) {
+        const kube_node_group *grp = &p->groups[i];
+        long room = grp->max_size - group_size(inv, grp->name);
+        if (strcmp(grp->gpu_type, gpu_type) || room <= 0)
+            continue;
+        out->total += room * grp->gpus_per_node;
+        out->free += room * grp->gpus_per_node;
+    }
+    return TY_OK;
+}
+
 ty_err kube_gang_from_spec(const json_t *spec, kube_gang *out)
 {
     const json_t *count = json_object_get(json_object_get(spec, "workers"), "count");

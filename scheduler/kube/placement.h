@@ -89,6 +89,24 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
                   kube_placement *out, char *msg, size_t msglen);
 
 /*
+ * The GPUs of one type of the profile that admission across teams may count (sched_admit):
+ * total is what the eligible nodes of the type have (allocatable nvidia.com/gpu) plus what
+ * its node groups can still add (max_size minus their size, times gpus_per_node); free is
+ * total minus what the pods bound to those nodes request (any tenant's, ours included), each
+ * node counted at most at its allocatable. Eligible as kube_place() counts nodes for a gang of
+ * that type on any capacity type: ready, schedulable, in a zone of the profile (any zone when
+ * it lists none), not tainted for reclaim, carrying the type's labels, tolerating the taints.
+ * A coarse view (one number per type, not per zone or node): reserve() stays the final word.
+ * TY_EINVAL when gpu_type is not the profile's.
+ */
+typedef struct kube_type_capacity {
+    long total;
+    long free; /* <= total */
+} kube_type_capacity;
+ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
+                             const char *gpu_type, kube_type_capacity *out);
+
+/*
  * The gang a normalized job spec (api/spec.c) asks for: workers.count, resources.gpu and
  * placement; out's strings are borrowed from spec, avoid is left empty. TY_EINVAL when spec has
  * no workers.count.

@@ -822,6 +822,26 @@ static void tenant_pod(const char *name, const char *node, const char *gpus, con
     json_decref(api("POST", "/api/v1/namespaces/other/pods", body, 201));
 }
 
+/* free_resources()'s free GPUs of `type` (and its total in *total). */
+static int64_t free_gpus(const char *type, int64_t *total)
+{
+    backend_free fr[8];
+    size_t n = g_b->ops->free_resources(g_b, NULL, 0);
+    assert_true(n > 0 && n <= 8);
+    assert_int_equal(g_b->ops->free_resources(g_b, fr, n), n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(fr[i].kind, BACKEND_RES_GPU);
+        assert_true(fr[i].free >= 0 && fr[i].free <= fr[i].total);
+        if (!strcmp(fr[i].gpu_type, type)) {
+            if (total)
+                *total = fr[i].total;
+            return fr[i].free;
+        }
+    }
+    fail_msg("free_resources() names no type %s", type);
+    return -1;
+}
+
 /*
  * Other tenants' pods hold GPUs the inventory must not count as free: with 6 of the 8 V100s
  * of the nodes in us-west-2a and us-west-2b taken by pods of another namespace (one by its
@@ -842,14 +862,25 @@ static void test_other_tenants_gpus(void **state)
     g_b->ops->free(g_b);
     g_b = new_backend();
 
+    /* What admission counts (free_resources()): the V100 nodes' 24 GPUs (the type has no
+     * node group to grow), less the tenants' 12; the A100s include what their groups can add. */
+    int64_t total = 0;
+    assert_int_equal(free_gpus("v100", &total), 12);
+    assert_int_equal(total, 24);
+    assert_int_equal(free_gpus("a100", &total), 5 * 8 + (4 + 2 + 3) * 8); /* 2b has 2, 2c 1 */
+    assert_int_equal(total, 5 * 8 + (4 + 2 + 3) * 8);
+
     backend_job ja = job_of("01kbe00000000000000000000t", 1, 1, 4, "v100", "on-demand");
     backend_attempt *a = reserve_ok(&ja);
+    assert_int_equal(free_gpus("v100", NULL), 8); /* booked before its pod exists */
     json_t *pods = launch_placed(a, &ja);
+    assert_int_equal(free_gpus("v100", NULL), 8); /* and once bound, counted once */
     assert_string_equal(node_of(pods, pod_of_rank(pods, 0)), "usw2c-v100-od-0");
     assert_true(pinned_to(ja.id, 1, "us-west-2c"));
     /* Its pod is bound: seen by both informers, counted once, so 4 GPUs there are free. */
     backend_job jb = job_of("01kbe00000000000000000000u", 1, 1, 4, "v100", "on-demand");
     backend_attempt *b = reserve_ok(&jb);
+    assert_int_equal(free_gpus("v100", NULL), 4);
 
     backend_job jc = job_of("01kbe00000000000000000000v", 1, 1, 4, "v100", "on-demand");
     backend_attempt *c = NULL;
@@ -860,6 +891,7 @@ static void test_other_tenants_gpus(void **state)
     /* The tenant's pod in us-west-2a ends: its GPUs are free, and the waiting gang is told. */
     fake("POST", "/fake/pods/other/tenant-a/phase", "{\"phase\":\"Succeeded\"}");
     expect(BACKEND_EV_CAPACITY, -2, NULL);
+    assert_int_equal(free_gpus("v100", NULL), 10);
     c = reserve_ok(&jc);
     json_t *cpods = launch_placed(c, &jc);
     assert_true(pinned_to(jc.id, 1, "us-west-2a"));
@@ -871,6 +903,10 @@ static void test_other_tenants_gpus(void **state)
         g_b->ops->release(g_b, all[i]);
     }
     g_b->ops->release(g_b, b);
+    /* Every reservation released, the stopped pods gone: only the tenant's 6 are taken. */
+    for (int i = 0; i < 100 && free_gpus("v100", NULL) != 18; i++)
+        pump(50);
+    assert_int_equal(free_gpus("v100", NULL), 18);
     json_decref(pods);
     json_decref(cpods);
 }

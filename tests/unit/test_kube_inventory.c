@@ -1,6 +1,8 @@
 /*
  * test_kube_inventory.c - scheduler/kube/inventory: what placement sees after each node and
- * pod change, in the orders informers deliver them.
+ * pod change, in the orders informers deliver them; and what admission across teams counts of
+ * it per GPU type (placement.h: kube_type_capacity_of(), the Kubernetes backend's
+ * free_resources()).
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -12,6 +14,8 @@
 #include <cmocka.h>
 
 #include "scheduler/kube/inventory.h"
+#include "scheduler/kube/placement.h"
+#include "scheduler/kube/profile.h"
 
 static const char *const groups[] = {"p4d-spot-2b", "p4d-od-2a"};
 
@@ -266,12 +270,138 @@ static void test_many(void **state)
     kube_inv_free(inv);
 }
 
+/* Two zones, A100 nodes in groups that grow to 4 (spot, us-west-2b) and 2 (us-west-2a);
+ * H100s only in a group that has no node yet. */
+static const char capacity_profile[] =
+    "zones: [us-west-2a, us-west-2b]\n"
+    "gpu_types:\n"
+    "  a100:\n"
+    "    node_labels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB}\n"
+    "    taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]\n"
+    "  h100:\n"
+    "    node_labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}\n"
+    "    taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]\n"
+    "capacity_types:\n"
+    "  spot: {node_labels: {karpenter.sh/capacity-type: spot}}\n"
+    "  on-demand: {node_labels: {karpenter.sh/capacity-type: on-demand}}\n"
+    "node_groups:\n"
+    "  - {name: p4d-spot-2b, zone: us-west-2b, gpu_type: a100, capacity: spot,\n"
+    "     gpus_per_node: 8, max_size: 4}\n"
+    "  - {name: p4d-od-2a, zone: us-west-2a, gpu_type: a100, capacity: on-demand,\n"
+    "     gpus_per_node: 8, max_size: 2}\n"
+    "  - {name: p5-od-2a, zone: us-west-2a, gpu_type: h100, capacity: on-demand,\n"
+    "     gpus_per_node: 8, max_size: 1}\n";
+
+typedef struct counted {
+    const kube_profile *p;
+    kube_type_capacity a100, h100;
+} counted;
+
+static ty_err count_types(void *ud, kube_inv_view *view)
+{
+    counted *c = ud;
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups};
+    assert_int_equal(kube_type_capacity_of(c->p, &ki, "a100", &c->a100), TY_OK);
+    assert_int_equal(kube_type_capacity_of(c->p, &ki, "h100", &c->h100), TY_OK);
+    kube_type_capacity none;
+    assert_int_equal(kube_type_capacity_of(c->p, &ki, "tpu", &none), TY_EINVAL);
+    return TY_OK;
+}
+
+static json_t *with_taint(json_t *n, const char *key)
+{
+    json_array_append_new(json_object_get(json_object_get(n, "spec"), "taints"),
+                          json_pack("{s:s, s:s, s:s}", "key", key, "value", "true", "effect",
+                                    "NoSchedule"));
+    return n;
+}
+
+/*
+ * What admission may count per GPU type: the GPUs of the nodes placement would use for the
+ * type, plus what its node groups can still add; free is that minus what every bound,
+ * unfinished pod asks for (other tenants' too), a node never below zero. Nodes that are not
+ * ready, cordoned, being reclaimed, tainted beyond what the pods tolerate or outside the
+ * profile's zones count for nothing.
+ */
+static void test_capacity_per_gpu_type(void **state)
+{
+    (void)state;
+    char msg[256] = "";
+    kube_profile *p = NULL;
+    if (kube_profile_parse(capacity_profile, sizeof capacity_profile - 1, "profile.yaml", &p, msg,
+                           sizeof msg) != TY_OK)
+        fail_msg("%s", msg);
+    static const char *const pgroups[] = {"p4d-spot-2b", "p4d-od-2a", "p5-od-2a"};
+    kube_inv *inv;
+    assert_int_equal(kube_inv_new(pgroups, 3, &inv), TY_OK);
+    counted c = {.p = p};
+
+    /* No node: what the groups can grow to (4 + 2 A100 nodes, 1 H100 node). */
+    assert_int_equal(kube_inv_with(inv, count_types, &c), TY_OK);
+    assert_int_equal(c.a100.total, 48);
+    assert_int_equal(c.a100.free, 48);
+    assert_int_equal(c.h100.total, 8);
+    assert_int_equal(c.h100.free, 8);
+
+    feed_node(inv, NULL, node("b0", "us-west-2b", "p4d-spot-2b", 8, 1));
+    feed_node(inv, NULL, node("b1", "us-west-2b", "p4d-spot-2b", 8, 1));
+    feed_node(inv, NULL, node("a0", "us-west-2a", "p4d-od-2a", 8, 1));
+    /* Another tenant's pod, ours, a pod not bound yet and one that ended. */
+    feed_pod(inv, NULL, pod("theirs", "b0", 4, "Running"));
+    feed_pod(inv, NULL, pod("ours", "b1", 8, "Running"));
+    feed_pod(inv, NULL, pod("waiting", NULL, 8, "Pending"));
+    feed_pod(inv, NULL, pod("done", "a0", 8, "Succeeded"));
+    assert_int_equal(kube_inv_with(inv, count_types, &c), TY_OK);
+    /* 3 nodes (24) + 2 more spot nodes and 1 more on-demand node (24). */
+    assert_int_equal(c.a100.total, 48);
+    assert_int_equal(c.a100.free, 48 - 4 - 8);
+    assert_int_equal(c.h100.total, 8);
+
+    /* Nodes that placement would not use: counted neither in total nor free; a group's node
+     * still counts in its size (the group cannot grow by it). */
+    feed_node(inv, NULL, node("a1", "us-west-2a", "p4d-od-2a", 8, 0)); /* not ready */
+    json_t *outside = node("c0", "us-west-2c", "other", 8, 1); /* outside the zones */
+    feed_node(inv, NULL, outside);
+    assert_int_equal(kube_inv_with(inv, count_types, &c), TY_OK);
+    assert_int_equal(c.a100.total, 40);
+    assert_int_equal(c.a100.free, 40 - 12);
+    feed_node(inv, node("b1", "us-west-2b", "p4d-spot-2b", 8, 1),
+              with_taint(node("b1", "us-west-2b", "p4d-spot-2b", 8, 1),
+                         "aws-node-termination-handler/spot-itn"));
+    json_t *off = node("a0", "us-west-2a", "p4d-od-2a", 8, 1);
+    json_object_set_new(json_object_get(off, "spec"), "unschedulable", json_true());
+    feed_node(inv, node("a0", "us-west-2a", "p4d-od-2a", 8, 1), off);
+    feed_node(inv, node("b0", "us-west-2b", "p4d-spot-2b", 8, 1),
+              with_taint(node("b0", "us-west-2b", "p4d-spot-2b", 8, 1), "dedicated"));
+    assert_int_equal(kube_inv_with(inv, count_types, &c), TY_OK);
+    assert_int_equal(c.a100.total, 16); /* what the groups can still add */
+    assert_int_equal(c.a100.free, 16);
+
+    /* A node asked for more than it has (its allocatable shrank): free stops at zero there. */
+    feed_node(inv, with_taint(node("b0", "us-west-2b", "p4d-spot-2b", 8, 1), "dedicated"),
+              node("b0", "us-west-2b", "p4d-spot-2b", 4, 1));
+    feed_pod(inv, NULL, pod("more", "b0", 4, "Running"));
+    assert_int_equal(kube_inv_with(inv, count_types, &c), TY_OK);
+    assert_int_equal(c.a100.total, 16 + 4);
+    assert_int_equal(c.a100.free, 16);
+    /* The other tenant's pod ends: its GPUs are free again. */
+    feed_pod(inv, pod("theirs", "b0", 4, "Running"), pod("theirs", "b0", 4, "Succeeded"));
+    assert_int_equal(kube_inv_with(inv, count_types, &c), TY_OK);
+    assert_int_equal(c.a100.free, 16);
+    feed_pod(inv, pod("more", "b0", 4, "Running"), NULL);
+    assert_int_equal(kube_inv_with(inv, count_types, &c), TY_OK);
+    assert_int_equal(c.a100.free, 20);
+    kube_inv_free(inv);
+    kube_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nodes_and_pods),
         cmocka_unit_test(test_many),
         cmocka_unit_test(test_other_tenants_and_slim_pods),
+        cmocka_unit_test(test_capacity_per_gpu_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
