@@ -23,6 +23,7 @@ typedef struct line_st {
     int cls;   /* the first GPU resource it asks for, or nres: no GPU */
     admit_reason reason;
     admit_facts facts;
+    int claims; /* its head fits its team's nominal quota: counted in round_st.claim */
 } line_st;
 
 typedef struct team_st {
@@ -64,7 +65,9 @@ typedef struct round_st {
     const char *gblocker[ADMIT_MAX_RES + 1];
     admit_reason gcause[ADMIT_MAX_RES + 1];
     int64_t rc[ADMIT_MAX_RES]; /* heads fitting their nominal quota that ask for a resource */
-    int64_t *rc_team;          /* the same per team (the second half of w->scratch) */
+    int64_t *rc_team;          /* the same per team (the second third of w->scratch) */
+    int64_t claim[ADMIT_MAX_RES]; /* what those heads ask for: not idle for a borrower */
+    int64_t *claim_team;          /* the same per team (the last third of w->scratch) */
     int sorted;                /* w->order is ready */
 } round_st;
 
@@ -158,12 +161,15 @@ static int fits_nominal(const round_st *st, const admit_team *t, const int64_t *
 static int fits_quota(const round_st *st, const admit_team *t, const int64_t *used,
                       const int64_t *cused, const admit_job *j, admit_facts *f)
 {
+    size_t ti = (size_t)(t - st->s->teams);
     for (size_t k = 0; k < st->R; k++) {
         int64_t q = j->req[k];
         if (q <= 0 || !limited(t->nominal[k]) || used[k] + q <= t->nominal[k])
             continue;
+        /* Other teams' heads within their nominal quota leave nothing idle of what they ask. */
+        int64_t claimed = st->claim[k] - st->claim_team[ti * st->R + k];
         int over_limit = limited(t->borrow[k]) && used[k] + q > t->nominal[k] + t->borrow[k];
-        int over_cohort = limited(st->total[k]) && cused[k] + q > st->total[k];
+        int over_cohort = limited(st->total[k]) && cused[k] + claimed + q > st->total[k];
         if (!over_limit && !over_cohort)
             continue;
         if (f) {
@@ -173,8 +179,9 @@ static int fits_quota(const round_st *st, const admit_team *t, const int64_t *us
             f->borrowed = used[k] > t->nominal[k] ? used[k] - t->nominal[k] : 0;
             f->borrow = t->borrow[k];
             f->need = q;
-            f->idle =
-                limited(st->total[k]) && st->total[k] > cused[k] ? st->total[k] - cused[k] : 0;
+            f->idle = limited(st->total[k]) && st->total[k] > cused[k] + claimed
+                          ? st->total[k] - cused[k] - claimed
+                          : 0;
             if (!limited(st->total[k]))
                 f->idle = ADMIT_UNLIMITED;
         }
@@ -294,6 +301,14 @@ static int push_failed(round_st *st, size_t line, const admit_job *j, const char
 static void advance(round_st *st, size_t line)
 {
     line_st *l = &st->w->ls[line];
+    if (l->claims) {
+        size_t t = st->s->lines[line].team;
+        for (size_t k = 0; k < st->R; k++) {
+            st->claim[k] -= l->head.req[k];
+            st->claim_team[t * st->R + k] -= l->head.req[k];
+        }
+        l->claims = 0;
+    }
     admit_job next;
     memset(&next, 0, sizeof next);
     int got = st->s->next(st->s->ctx, line, &next);
@@ -709,7 +724,7 @@ static int prepare(round_st *st)
         grow((void **)&w->byteam, &w->cap[1], n, sizeof *w->byteam) ||
         grow((void **)&w->ts, &w->cap[2], T, sizeof *w->ts) ||
         grow((void **)&w->taken, &w->cap[3], T, sizeof *w->taken) ||
-        grow((void **)&w->scratch, &w->cap[4], 2 * T * ADMIT_MAX_RES, sizeof *w->scratch) ||
+        grow((void **)&w->scratch, &w->cap[4], 3 * T * ADMIT_MAX_RES, sizeof *w->scratch) ||
         grow((void **)&w->team_blocker, &w->cap[5], T * (ADMIT_MAX_RES + 1),
              sizeof *w->team_blocker) ||
         grow((void **)&w->order, &w->cap[6], run, sizeof *w->order) ||
@@ -737,6 +752,8 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
     size_t R = st.R, T = snap->nteams;
     st.rc_team = w->scratch + T * ADMIT_MAX_RES;
     memset(st.rc_team, 0, T * R * sizeof *st.rc_team);
+    st.claim_team = w->scratch + 2 * T * ADMIT_MAX_RES;
+    memset(st.claim_team, 0, T * R * sizeof *st.claim_team);
     memset(w->victim, 0, snap->nrunning);
     memset(w->team_blocker, 0, T * (R + 1) * sizeof *w->team_blocker);
 
@@ -781,17 +798,27 @@ ty_err admit_round(const admit_snapshot *snap, admit_result *r, char *msg, size_
         w->byteam[ts->first + ts->n++] = i;
         line_st *l = &w->ls[i];
         l->state = L_EMPTY;
+        l->claims = 0;
         if (!al->has_head)
             continue;
         l->head = al->head;
         l->cls = job_class(snap, &al->head);
         l->state = L_OPEN;
-        if (fits_nominal(&st, &snap->teams[al->team], ts->used, &l->head))
+        if (fits_nominal(&st, &snap->teams[al->team], ts->used, &l->head)) {
             for (size_t k = 0; k < R; k++)
                 if (l->head.req[k] > 0) {
                     st.rc[k]++;
                     st.rc_team[al->team * R + k]++;
                 }
+            /* It claims what it asks for unless its queue or sweep holds it back. */
+            if (room_left(&st, i) < 0) {
+                l->claims = 1;
+                for (size_t k = 0; k < R; k++) {
+                    st.claim[k] += l->head.req[k];
+                    st.claim_team[al->team * R + k] += l->head.req[k];
+                }
+            }
+        }
     }
 
     /* Admission: the lowest share first, while a head may be tried. */

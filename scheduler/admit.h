@@ -14,9 +14,12 @@
  *
  *   Fits. A job fits its quota when, for every resource, the team's usage plus the request stays
  *   within the nominal quota; it fits by borrowing when it stays within nominal + borrowing limit
- *   and the cohort still has that much idle (cohort total minus every team's usage). Either way it
- *   is admitted only if the cluster's free capacity holds the request, and then, when the snapshot
- *   has a reserve callback, only if the backend books it.
+ *   and the cohort still has that much idle: cohort total minus every team's usage, minus what
+ *   the other teams' heads that fit their nominal quota ask for (those their queue or sweep does
+ *   not hold back): a team waiting within its quota leaves nothing idle, so the victim of a
+ *   reclaim does not borrow back the room it gave. Either way it is admitted only if the
+ *   cluster's free capacity holds the request, and then, when the snapshot has a reserve
+ *   callback, only if the backend books it.
  *
  *   Fair share. Among teams with a head that may be tried, the next job tried is the best head of
  *   the team with the lowest weighted dominant share: max over resources of usage / cohort total

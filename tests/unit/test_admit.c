@@ -650,6 +650,55 @@ static void test_no_cascade(void **state)
     fix_free(&f);
 }
 
+/*
+ * What a team's head within its nominal quota asks for is not idle for another team to borrow:
+ * the victim of a reclaim, back in line and older than the job it made room for, does not take
+ * that room again by borrowing (it would only be preempted again), even when the shares tie.
+ */
+static void test_a_borrower_leaves_what_a_head_within_quota_waits_for(void **state)
+{
+    (void)state;
+    fix f;
+    char buf[256];
+    fix_init(&f, 24, 0);
+    size_t v = team(&f, "vision", 1, 16, 0, 0, 0);
+    size_t n = team(&f, "nlp", 1, 8, 16, 0, 0);
+    running(&f, "v1", v, 0, 100, 8, 0);
+    running(&f, "n1", n, 0, 50, 8, 0); /* 8 free: n2's, which stopped for v2 */
+    size_t ln = line(&f, n, -1, -1), lv = line(&f, v, -1, -1);
+    admit_job n2 = job(&f, "n2", 0, 8, 0);
+    n2.preempted = 1;
+    push(&f, ln, n2);
+    push(&f, lv, job(&f, "v2", 0, 8, 0));
+    admit_result *r = decide(&f, 0);
+    assert_string_equal(admitted(r, buf, sizeof buf), "v2");
+    assert_int_equal(r->npreemptions, 0);
+    assert_int_equal(pending(r, "n2")->reason, ADMIT_PREEMPTED);
+    assert_int_equal(pending(r, "n2")->facts.cause, ADMIT_QUOTA_EXCEEDED);
+    assert_string_equal(message(&f, "n2", buf, sizeof buf),
+                        "preempted; now: team nlp uses 8 of 8 a100 and borrows 0 of 16; this job "
+                        "needs 8; the cohort has 0 idle a100");
+
+    /* vision's head held back by its queue's limit claims nothing: nlp borrows. */
+    fix g;
+    fix_init(&g, 24, 0);
+    v = team(&g, "vision", 1, 16, 0, 0, 0);
+    n = team(&g, "nlp", 1, 8, 16, 0, 0);
+    running(&g, "v1", v, 0, 100, 8, 0);
+    running(&g, "n1", n, 0, 50, 8, 0);
+    g.rooms[g.nrooms] = (admit_room){ADMIT_ROOM_QUEUE, "vq", 1, 1};
+    int full = (int)g.nrooms++;
+    ln = line(&g, n, -1, -1);
+    lv = line(&g, v, full, -1);
+    push(&g, ln, job(&g, "n2", 0, 8, 0));
+    push(&g, lv, job(&g, "v2", 0, 8, 0));
+    r = decide(&g, 0);
+    assert_string_equal(admitted(r, buf, sizeof buf), "n2");
+    assert_int_equal(pending(r, "v2")->reason, ADMIT_QUEUE_LIMIT);
+    fix_free(&f);
+    fix_free(&g);
+}
+
 /* ---- positions ---- */
 
 static void test_positions(void **state)
@@ -895,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_preempts_nobody_when_it_cannot_free_enough),
         cmocka_unit_test(test_priority_preemption_on_and_off),
         cmocka_unit_test(test_no_cascade),
+        cmocka_unit_test(test_a_borrower_leaves_what_a_head_within_quota_waits_for),
         cmocka_unit_test(test_positions),
         cmocka_unit_test(test_a_preempted_job_says_so),
         cmocka_unit_test(test_bad_snapshots_are_refused),
