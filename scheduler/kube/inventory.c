@@ -40,7 +40,14 @@ struct kube_inv {
     json_t *index;    /* node name -> index into nodes */
     json_t *used;     /* node name -> GPUs of the counted pods bound there */
     json_t *pods;     /* "namespace/name" -> [node name, GPUs] of each counted pod */
+    json_t *ended;    /* "namespace/name/uid" of pods seen ended or deleted -> true */
+    char **ring;      /* the same keys, oldest first from ring_at: INV_ENDED_MAX at most */
+    size_t ring_at, nring;
 };
+
+/* How many ended pods the inventory remembers: a late change from the second informer comes
+ * within moments of the first one's, long before this many other pods end. */
+#define INV_ENDED_MAX 4096
 
 static const char *str_at(const json_t *obj, const char *a, const char *b)
 {
@@ -204,9 +211,12 @@ ty_err kube_inv_new(const char *const *groups, size_t ngroups, kube_inv **out)
     inv->index = json_object();
     inv->used = json_object();
     inv->pods = json_object();
+    inv->ended = json_object();
+    inv->ring = calloc(INV_ENDED_MAX, sizeof *inv->ring);
     inv->groups = calloc(ngroups ? ngroups : 1, sizeof *inv->groups);
     inv->sizes = calloc(ngroups ? ngroups : 1, sizeof *inv->sizes);
-    int ok = inv->index && inv->used && inv->pods && inv->groups && inv->sizes;
+    int ok = inv->index && inv->used && inv->pods && inv->ended && inv->ring && inv->groups &&
+             inv->sizes;
     for (size_t g = 0; ok && g < ngroups; g++) {
         if (!(inv->groups[g] = strdup(groups[g])))
             ok = 0;
@@ -236,6 +246,10 @@ void kube_inv_free(kube_inv *inv)
     json_decref(inv->index);
     json_decref(inv->used);
     json_decref(inv->pods);
+    json_decref(inv->ended);
+    for (size_t i = 0; inv->ring && i < INV_ENDED_MAX; i++)
+        free(inv->ring[i]);
+    free(inv->ring);
     pthread_mutex_destroy(&inv->mu);
     free(inv);
 }
@@ -316,22 +330,61 @@ ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node)
     return e;
 }
 
+/* Remembers that the pod of key `uk` ended or was deleted (under inv->mu); the oldest memory
+ * goes when INV_ENDED_MAX are kept. */
+static void remember_ended(kube_inv *inv, const char *uk)
+{
+    if (json_object_get(inv->ended, uk))
+        return;
+    char *k = strdup(uk);
+    if (!k || json_object_set_new(inv->ended, uk, json_true())) {
+        free(k);
+        return; /* without memory: a late change may count the pod again for a moment */
+    }
+    size_t slot = (inv->ring_at + inv->nring) % INV_ENDED_MAX;
+    if (inv->nring == INV_ENDED_MAX) {
+        json_object_del(inv->ended, inv->ring[inv->ring_at]);
+        free(inv->ring[inv->ring_at]);
+        inv->ring_at = (inv->ring_at + 1) % INV_ENDED_MAX;
+        slot = (inv->ring_at + inv->nring - 1) % INV_ENDED_MAX;
+    } else {
+        inv->nring++;
+    }
+    inv->ring[slot] = k;
+}
+
+/*
+ * Two informers report the same pods (ours and the cluster's bound pods), each in order but
+ * not in step with the other: a change one of them delivers late must not undo what the other
+ * reported. A pod's life only goes forward (unbound, bound, ended or deleted; its node and its
+ * GPUs never change once bound), so a change for a pod seen ended or deleted (same uid) is
+ * late and ignored, as is an unbound state for a pod counted bound.
+ */
 ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *freed)
 {
     const json_t *any = pod ? pod : old;
     const char *ns = str_at(any, "metadata", "namespace"), *name = str_at(any, "metadata", "name");
-    char key[512];
+    const char *uid = str_at(any, "metadata", "uid");
+    char key[512], uk[640];
     snprintf(key, sizeof key, "%s/%s", ns ? ns : "", name ? name : "");
+    snprintf(uk, sizeof uk, "%s/%s", key, uid ? uid : "");
     const char *node = pod ? str_at(pod, "spec", "nodeName") : NULL;
     const char *phase = pod ? str_at(pod, "status", "phase") : NULL;
+    int ended = !pod || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")));
     int gpus = 0;
-    if (node && *node && !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+    if (node && *node && !ended)
         gpus = kube_inv_pod_gpus(pod);
     ty_err e = TY_OK;
     if (freed)
         *freed = 0;
     pthread_mutex_lock(&inv->mu);
+    if (json_object_get(inv->ended, uk))
+        goto out; /* late: it ended already */
     const json_t *prev = json_object_get(inv->pods, key);
+    if (ended)
+        remember_ended(inv, uk);
+    else if (prev && !(node && *node))
+        goto out; /* late: it was bound already */
     if (prev) {
         const char *pn = json_string_value(json_array_get(prev, 0));
         int pg = (int)json_integer_value(json_array_get(prev, 1));

@@ -16,6 +16,9 @@
  * while it is bound and has not ended (phase neither Succeeded nor Failed), whoever's pod it
  * is: the backend feeds it every bound pod of the cluster, so that GPUs other tenants use are
  * not seen as free. Pods are keyed by namespace and name, so a pod reported twice counts once.
+ * Two informers report the same pods out of step with each other, so a change that comes late
+ * is ignored: any change for a pod (same uid) seen ended or deleted (the last 4,096 of them are
+ * remembered), and an unbound state for a pod counted bound.
  * A pod may be seen before its node: its GPUs count from the moment the node appears.
  *
  * Threads: every function may be called from any thread; the view passed to kube_inv_with()'s

@@ -229,6 +229,85 @@ static void test_other_tenants_and_slim_pods(void **state)
     kube_inv_free(inv);
 }
 
+static json_t *pod_uid(const char *name, const char *uid, const char *node_name, int gpus,
+                       const char *phase)
+{
+    json_t *p = pod(name, node_name, gpus, phase);
+    json_object_set_new(json_object_get(p, "metadata"), "uid", json_string(uid));
+    return p;
+}
+
+/*
+ * Our pods' informer and the cluster's bound pods' informer report the same pod, each in
+ * order but not in step: what one delivers late does not undo what the other reported. A pod
+ * deleted (or ended) stays uncounted when the other informer's older changes come after; a
+ * bound pod stays counted when an older, unbound state comes after; a new pod of the same name
+ * (another uid) counts.
+ */
+static void test_late_changes_from_the_other_informer(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    seen s;
+    int freed = -1;
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    feed_node(inv, NULL, node("b0", "us-west-2b", "p4d-spot-2b", 8, 1));
+    json_t *unbound = pod_uid("w", "u-1", NULL, 8, "Pending");
+    json_t *bound = pod_uid("w", "u-1", "b0", 8, "Running");
+    json_t *deleting = pod_uid("w", "u-1", "b0", 8, "Running");
+    json_object_set_new(json_object_get(deleting, "metadata"), "deletionTimestamp",
+                        json_string("2026-01-01T00:00:00Z"));
+    /* Bound (the cluster's informer first), then ours' older unbound state: still counted. */
+    assert_int_equal(kube_inv_pod(inv, NULL, bound, NULL), TY_OK);
+    assert_int_equal(kube_inv_pod(inv, NULL, unbound, NULL), TY_OK);
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 8);
+    /* Ours sees it deleted; the cluster's informer then delivers its being deleted, and its
+     * deletion: nothing comes back, nothing more is freed. */
+    assert_int_equal(kube_inv_pod(inv, deleting, NULL, &freed), TY_OK);
+    assert_int_equal(freed, 8);
+    assert_int_equal(kube_inv_pod(inv, bound, deleting, &freed), TY_OK);
+    assert_int_equal(freed, 0);
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 0);
+    assert_int_equal(kube_inv_pod(inv, deleting, NULL, &freed), TY_OK);
+    assert_int_equal(freed, 0);
+    /* A pod that succeeded, then an older Running state from the other informer. */
+    json_t *x_run = pod_uid("x", "u-2", "b0", 2, "Running");
+    json_t *x_done = pod_uid("x", "u-2", "b0", 2, "Succeeded");
+    assert_int_equal(kube_inv_pod(inv, NULL, x_run, NULL), TY_OK);
+    assert_int_equal(kube_inv_pod(inv, x_run, x_done, &freed), TY_OK);
+    assert_int_equal(freed, 2);
+    assert_int_equal(kube_inv_pod(inv, NULL, x_run, NULL), TY_OK);
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 0);
+    /* The name again, a new pod: counted. */
+    json_t *again = pod_uid("w", "u-3", "b0", 4, "Running");
+    assert_int_equal(kube_inv_pod(inv, NULL, again, NULL), TY_OK);
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 4);
+    /* Thousands of pods end after it: the memory of ended pods stays bounded, the counts
+     * right. */
+    char name[32], uid[32];
+    for (int i = 0; i < 10000; i++) {
+        snprintf(name, sizeof name, "m%d", i);
+        snprintf(uid, sizeof uid, "um%d", i);
+        json_t *run = pod_uid(name, uid, "b0", 1, "Running");
+        assert_int_equal(kube_inv_pod(inv, NULL, run, NULL), TY_OK);
+        assert_int_equal(kube_inv_pod(inv, run, NULL, NULL), TY_OK);
+        json_decref(run);
+    }
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(used_of(&s, "b0"), 4);
+    json_decref(unbound);
+    json_decref(bound);
+    json_decref(deleting);
+    json_decref(x_run);
+    json_decref(x_done);
+    json_decref(again);
+    kube_inv_free(inv);
+}
+
 static ty_err sum_used(void *ud, kube_inv_view *view)
 {
     long *got = ud;
@@ -402,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_many),
         cmocka_unit_test(test_other_tenants_and_slim_pods),
         cmocka_unit_test(test_capacity_per_gpu_type),
+        cmocka_unit_test(test_late_changes_from_the_other_informer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
