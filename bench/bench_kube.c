@@ -15,6 +15,18 @@
  *      says SUCCEEDED; p50/p99/max of that time, which includes the fake's own reaction and
  *      the polling interval (1 ms);
  *   4. the server's resident memory now and at its peak (VmRSS, VmHWM).
+ *
+ *   bench_kube --free-to-admit [--nodes 100] [--samples 300] [--profile FILE]
+ *
+ * measures admission instead: the fake with --nodes nodes of 8 A100s, the server on a profile
+ * whose node groups cannot grow (tests/fixtures/kube-serve/profile-fixed.yaml), every GPU taken
+ * by a job of one rank of 8 A100s and --samples more jobs waiting. Then, --samples times: the
+ * pods of the oldest running job are set Succeeded (one control call), and a watch on the Jobs
+ * of the API server (opened before, read by a thread of its own) records when the next waiting
+ * job's batch/v1 Job is ADDED; that job's pod is then set Running and the server waited for to
+ * show it RUNNING before the next sample. Printed: p50/p99/max of the time from the control
+ * call to the ADDED event, and as a baseline from the same call and the same watch, the time
+ * until the fake's own Job controller's write of the finished Job's status (MODIFIED) arrives.
  * Everything runs on this machine: the fake's and the client's CPU compete with the
  * server's, so the figures are a lower bound of what the server alone can do.
  */
@@ -23,6 +35,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -261,33 +274,308 @@ static double cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* ---- --free-to-admit ---------------------------------------------------------------------- */
+
+/* What the Jobs' watch saw: ADDED per job id (the Job of its first attempt), and when each
+ * job's Job was first MODIFIED with a Complete condition. */
+typedef struct seen_job {
+    char id[32];
+    double added_ms, complete_ms; /* bench_mono_ms(); 0: not yet */
+} seen_job;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    seen_job *jobs;
+    size_t n, cap;
+    char rv[32];
+    bench_buf line;
+    int failed;
+} g_w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static seen_job *seen_of(const char *id)
+{
+    for (size_t i = 0; i < g_w.n; i++)
+        if (!strcmp(g_w.jobs[i].id, id))
+            return &g_w.jobs[i];
+    if (g_w.n == g_w.cap) {
+        size_t c = g_w.cap ? g_w.cap * 2 : 256;
+        seen_job *m = realloc(g_w.jobs, c * sizeof *m);
+        if (!m)
+            return NULL;
+        g_w.jobs = m;
+        g_w.cap = c;
+    }
+    seen_job *j = &g_w.jobs[g_w.n++];
+    memset(j, 0, sizeof *j);
+    snprintf(j->id, sizeof j->id, "%s", id);
+    return j;
+}
+
+static void watch_event(const char *text, size_t len, double at)
+{
+    json_t *ev = json_loadb(text, len, 0, NULL);
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    const json_t *obj = json_object_get(ev, "object");
+    const json_t *md = json_object_get(obj, "metadata");
+    const char *id =
+        json_string_value(json_object_get(json_object_get(md, "labels"), "trainyard.io/job-id"));
+    if (type && id) {
+        int complete = 0;
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(json_object_get(obj, "status"), "conditions"), i, c)
+        {
+            const char *ct = json_string_value(json_object_get(c, "type"));
+            const char *cs = json_string_value(json_object_get(c, "status"));
+            complete |= ct && cs && !strcmp(ct, "Complete") && !strcmp(cs, "True");
+        }
+        pthread_mutex_lock(&g_w.mu);
+        seen_job *j = seen_of(id);
+        if (j && !strcmp(type, "ADDED") && !j->added_ms)
+            j->added_ms = at;
+        if (j && complete && !j->complete_ms)
+            j->complete_ms = at;
+        pthread_cond_broadcast(&g_w.cv);
+        pthread_mutex_unlock(&g_w.mu);
+    }
+    json_decref(ev);
+}
+
+static size_t watch_write(char *p, size_t sz, size_t n, void *ud)
+{
+    (void)ud;
+    double at = bench_mono_ms();
+    if (bench_buf_add(&g_w.line, p, sz * n) != 0)
+        return 0;
+    char *start = g_w.line.data, *nl;
+    while ((nl = memchr(start, '\n', g_w.line.len - (size_t)(start - g_w.line.data)))) {
+        watch_event(start, (size_t)(nl - start), at);
+        start = nl + 1;
+    }
+    size_t rest = g_w.line.len - (size_t)(start - g_w.line.data);
+    memmove(g_w.line.data, start, rest);
+    g_w.line.len = rest;
+    g_w.line.data[rest] = '\0';
+    return sz * n;
+}
+
+static void *watch_main(void *ud)
+{
+    (void)ud;
+    char url[512], auth[128];
+    snprintf(url, sizeof url,
+             "%s/apis/batch/v1/namespaces/" NS "/jobs?watch=1&labelSelector=trainyard.io%%2Fjob-id"
+             "&resourceVersion=%s&timeoutSeconds=3600",
+             g_fake, g_w.rv);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", FAKE_TOKEN);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hd = curl_slist_append(NULL, auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, watch_write);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_perform(h); /* until the fake goes */
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    pthread_mutex_lock(&g_w.mu);
+    g_w.failed = 1;
+    pthread_cond_broadcast(&g_w.cv);
+    pthread_mutex_unlock(&g_w.mu);
+    return NULL;
+}
+
+/* Sets the pods of job id to phase (a control call), asking again while the fake answers 409
+ * (a pod not bound yet, or its Secret not there yet). */
+static void pods_to(const char *id, const char *body)
+{
+    char path[512];
+    snprintf(path, sizeof path,
+             "/fake/pods/" NS "/phase?labelSelector=trainyard.io%%2Fjob-id%%3D%s", id);
+    for (int i = 0;; i++) {
+        long st = fake("POST", path, body, NULL);
+        if (st == 200)
+            return;
+        if (st != 409 || i > 10000)
+            die("POST %s: %ld", path, st);
+        bench_sleep_us(1000);
+    }
+}
+
+static void wait_job_state(const char *id, const char *state)
+{
+    char jp[128];
+    snprintf(jp, sizeof jp, "/v1/jobs/%s", id);
+    double t0 = bench_mono_ms();
+    for (;;) {
+        json_t *got = NULL;
+        srv("GET", jp, NULL, &got);
+        const char *st = json_string_value(json_object_get(got, "state"));
+        int done = st && !strcmp(st, state);
+        json_decref(got);
+        if (done)
+            return;
+        if (bench_mono_ms() - t0 > 60000)
+            die("job %s not %s after 60 s", id, state);
+        bench_sleep_us(1000);
+    }
+}
+
+/* The index in g_w.jobs of the next job whose Job is ADDED after `after` (waits). */
+static size_t wait_added(size_t after)
+{
+    double t0 = bench_mono_ms();
+    pthread_mutex_lock(&g_w.mu);
+    while (g_w.n <= after || !g_w.jobs[after].added_ms) {
+        if (g_w.failed || bench_mono_ms() - t0 > 60000) {
+            pthread_mutex_unlock(&g_w.mu);
+            die("no new Job in the API server after 60 s");
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g_w.cv, &g_w.mu, &ts);
+    }
+    pthread_mutex_unlock(&g_w.mu);
+    return after;
+}
+
+static void print_lat(const char *what, double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    printf("%s (%d samples): p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", what, n,
+           bench_percentile(v, (size_t)n, 50), bench_percentile(v, (size_t)n, 99), v[n - 1]);
+}
+
+/* --free-to-admit: see the header. The fake and the server are started by the caller. */
+static void free_to_admit(int nodes, int samples)
+{
+    json_t *l = NULL;
+    if (fake("GET", "/apis/batch/v1/namespaces/" NS "/jobs?limit=1", NULL, &l) != 200)
+        die("listing Jobs failed");
+    snprintf(g_w.rv, sizeof g_w.rv, "%s",
+             json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")));
+    json_decref(l);
+    pthread_t th;
+    if (pthread_create(&th, NULL, watch_main, NULL) != 0)
+        die("pthread_create failed");
+    pthread_detach(th);
+    bench_sleep_us(200000); /* the watch is open */
+
+    /* Every GPU taken, one job per node, then the waiting ones. */
+    int total = nodes + samples;
+    for (int i = 0; i < total; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"name\": \"a%d\", \"image\": \"registry.example/w:1\", "
+                 "\"command\": [\"train\"], \"workers\": {\"count\": 1}, "
+                 "\"resources\": {\"gpu\": {\"type\": \"a100\", \"count\": 8}}}",
+                 i);
+        if (srv("POST", "/v1/jobs", body, NULL) != 201)
+            die("submitting job %d failed", i);
+        if (i < nodes) {
+            size_t k = wait_added((size_t)i);
+            char id[32];
+            pthread_mutex_lock(&g_w.mu);
+            snprintf(id, sizeof id, "%s", g_w.jobs[k].id);
+            pthread_mutex_unlock(&g_w.mu);
+            pods_to(id, "{\"phase\": \"Running\"}");
+        }
+    }
+    while (jobs_in_state("RUNNING") < nodes)
+        bench_sleep_us(20000);
+    bench_sleep_us(500000);
+    pthread_mutex_lock(&g_w.mu);
+    size_t have = g_w.n;
+    pthread_mutex_unlock(&g_w.mu);
+    if (have != (size_t)nodes || jobs_in_state("PENDING") != samples)
+        die("%zu Jobs for %d nodes, %ld jobs pending: the cluster is not full as expected", have,
+            nodes, jobs_in_state("PENDING"));
+    printf("fake API server: %d nodes (8 A100s each), every GPU taken by a job of 8; %d jobs "
+           "waiting; server on a profile whose node groups cannot grow\n",
+           nodes, samples);
+
+    double *lat = calloc((size_t)samples, sizeof *lat), *base = calloc((size_t)samples, sizeof *base);
+    double cpu0 = cpu_s(g_srv_pid);
+    long rounds0 = server_metric("\ntrainyard_scheduler_rounds_total ");
+    for (int i = 0; i < samples; i++) {
+        char done[32], next[32];
+        pthread_mutex_lock(&g_w.mu);
+        snprintf(done, sizeof done, "%s", g_w.jobs[i].id);
+        pthread_mutex_unlock(&g_w.mu);
+        double t0 = bench_mono_ms();
+        pods_to(done, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+        size_t k = wait_added((size_t)(nodes + i));
+        pthread_mutex_lock(&g_w.mu);
+        lat[i] = g_w.jobs[k].added_ms - t0;
+        base[i] = g_w.jobs[i].complete_ms ? g_w.jobs[i].complete_ms - t0 : -1;
+        snprintf(next, sizeof next, "%s", g_w.jobs[k].id);
+        pthread_mutex_unlock(&g_w.mu);
+        if (base[i] < 0)
+            die("the finished Job of %s was never seen Complete", done);
+        pods_to(next, "{\"phase\": \"Running\"}");
+        wait_job_state(next, "RUNNING");
+        wait_job_state(done, "SUCCEEDED");
+    }
+    double cpu = cpu_s(g_srv_pid) - cpu0;
+    long rounds = server_metric("\ntrainyard_scheduler_rounds_total ") - rounds0;
+    print_lat("GPU freed (pods Succeeded) -> the next waiting job's Job ADDED", lat, samples);
+    print_lat("baseline, the same call -> the finished Job's Complete status (the fake's own "
+              "controller)",
+              base, samples);
+    printf("  the server used %.2f CPU s over the samples (%.2f ms a sample: the finished job's "
+           "end, the admission, the new job's start; %.1f scheduler rounds a sample, each "
+           "visiting the %d jobs it holds)\n",
+           cpu, 1e3 * cpu / samples, (double)rounds / samples, nodes);
+    free(lat);
+    free(base);
+}
+
 int main(int argc, char **argv)
 {
-    int nodes = 3000, jobs = 1000, ranks = 2, samples = 200;
+    int nodes = 3000, jobs = 1000, ranks = 2, samples = 200, admit = 0, nodes_set = 0,
+        samples_set = 0, profile_set = 0;
     const char *trainyard = BENCH_TRAINYARD, *fakebin = BENCH_FAKE, *profile = BENCH_PROFILE;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--free-to-admit") == 0) {
+            admit = 1;
+            continue;
+        }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             die("%s needs a value", argv[i]);
         if (strcmp(argv[i], "--nodes") == 0)
-            nodes = atoi(v);
+            nodes = atoi(v), nodes_set = 1;
         else if (strcmp(argv[i], "--jobs") == 0)
             jobs = atoi(v);
         else if (strcmp(argv[i], "--ranks") == 0)
             ranks = atoi(v);
         else if (strcmp(argv[i], "--samples") == 0)
-            samples = atoi(v);
+            samples = atoi(v), samples_set = 1;
         else if (strcmp(argv[i], "--trainyard") == 0)
             trainyard = v;
         else if (strcmp(argv[i], "--fake") == 0)
             fakebin = v;
         else if (strcmp(argv[i], "--profile") == 0)
-            profile = v;
+            profile = v, profile_set = 1;
         else
             die("unknown argument %s", argv[i]);
         i++;
     }
-    if (nodes < 3 || jobs < 1 || ranks < 1 || samples < 0 || samples > jobs)
+    if (admit) {
+        if (!nodes_set)
+            nodes = 100;
+        if (!samples_set)
+            samples = 300;
+        if (!profile_set)
+            profile = BENCH_PROFILE_FIXED;
+        jobs = samples;
+    }
+    if (nodes < 3 || jobs < 1 || ranks < 1 || samples < (admit ? 1 : 0) || samples > jobs)
         die("bad sizes");
     if (!mkdtemp(g_dir))
         die("mkdtemp: %s", strerror(errno));
@@ -341,6 +629,10 @@ int main(int argc, char **argv)
         if (waitpid(g_srv_pid, &st, WNOHANG) == g_srv_pid)
             die("the server exited; its log is %s", log);
         bench_sleep_us(100000);
+    }
+    if (admit) {
+        free_to_admit(nodes, samples);
+        goto stop;
     }
     printf("fake API server: %d nodes in 3 zones (8 GPUs each); server: %s, --kube-qps 0\n",
            nodes, trainyard);
@@ -456,6 +748,7 @@ int main(int argc, char **argv)
     long now_kb, peak_kb;
     rss(g_srv_pid, &now_kb, &peak_kb);
     printf("server RSS: %.1f MiB now, %.1f MiB peak\n", now_kb / 1024.0, peak_kb / 1024.0);
+stop:
 
     kill(g_srv_pid, SIGTERM);
     waitpid(g_srv_pid, NULL, 0);
