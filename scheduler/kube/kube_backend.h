@@ -17,7 +17,9 @@
  * reclaimed or withdrawn attempt is avoided when another fits). An attempt that waits for a
  * node group to grow from zero is withdrawn after the profile's scale_up_timeout_seconds: its
  * objects are deleted and it ends as one DISRUPTED (RECLAIMED, rank -1) event, which costs no
- * restart.
+ * restart. free_resources() tells admission across teams, per GPU type of the profile, what
+ * placement could use (nodes, and what node groups can still add) and what of it is free (less
+ * every bound pod's GPUs and what reservations booked whose pods are not bound).
  *
  * Objects of attempts that ended on their own are left to the Job's ttlSecondsAfterFinished
  * (their pods keep their logs until then); stop() and withdrawal delete theirs.
