@@ -1201,6 +1201,70 @@ static void test_evict(void **state)
     json_decref(names);
 }
 
+/* The pod (new) or NULL when it is gone (404). */
+static json_t *pod_or_null(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s", name);
+    resp *r = call("GET", path, NULL);
+    json_t *j = r->status == 200 ? json_incref(r->json) : NULL;
+    if (r->status != 200 && r->status != 404)
+        fail_msg("GET %s: %ld", path, r->status);
+    resp_free(r);
+    return j;
+}
+
+/*
+ * /fake/kubelet {"terminating": true}: a bound pod deleted with a grace period terminates as on
+ * a kubelet: it stays, being deleted, until its containers end (a phase change) or the period
+ * runs out (the kubelet kills it); off again, such a pod goes at once.
+ */
+static void test_kubelet_terminating(void **state)
+{
+    (void)state;
+    fake("/fake/kubelet", "{\"terminating\": true}");
+    json_t *names = create_indexed_job("term-idx");
+    const char *p0 = json_string_value(json_array_get(names, 0));
+    const char *p1 = json_string_value(json_array_get(names, 1));
+    set_phase(p0, "{\"phase\":\"Running\"}");
+    set_phase(p1, "{\"phase\":\"Running\"}");
+    /* Deleted with 1 s: terminating, then killed when the second has passed. */
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s?gracePeriodSeconds=1", p1);
+    delete_ok(path);
+    json_t *p = pod_or_null(p1);
+    assert_non_null(p);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(p, "metadata"),
+                                                        "deletionGracePeriodSeconds")),
+                     1);
+    json_decref(p);
+    int gone = 0;
+    for (int i = 0; i < 100 && !gone; i++) {
+        json_t *q = pod_or_null(p1);
+        gone = q == NULL;
+        json_decref(q);
+        if (!gone)
+            usleep(100 * 1000);
+    }
+    assert_true(gone);
+    /* The Job goes: the collector deletes p0 with its own period (30 s); it terminates until
+     * its container ends. */
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/term-idx?propagationPolicy=Background");
+    p = pod_or_null(p0);
+    assert_non_null(p);
+    const json_t *md = json_object_get(p, "metadata");
+    assert_non_null(json_object_get(md, "deletionTimestamp"));
+    assert_int_equal(json_integer_value(json_object_get(md, "deletionGracePeriodSeconds")), 30);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")),
+                        "Running");
+    json_decref(p);
+    set_phase(p0, "{\"phase\":\"Failed\", \"exitCode\": 143}");
+    p = pod_or_null(p0);
+    assert_null(p);
+    fake("/fake/kubelet", "{\"terminating\": false}");
+    json_decref(names);
+}
+
 /* Injected faults: 429 with Retry-After, 500, for the next N matching requests. */
 static void test_faults(void **state)
 {
@@ -1834,6 +1898,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pod_log),
         cmocka_unit_test(test_garbage_collection),
         cmocka_unit_test(test_evict),
+        cmocka_unit_test(test_kubelet_terminating),
         cmocka_unit_test(test_node_lost),
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_drop_watches),

@@ -6,9 +6,10 @@
  * Team vision has a quota of 16 V100s, team nlp 8 and may borrow 16. nlp runs one job to its
  * end, then three of 8 V100s: the cluster's V100s are all nlp's, 16 of them borrowed from
  * vision's idle quota. vision's job, within its quota, takes its GPUs back: nlp's most recently
- * started job is preempted (its Job deleted, its pods with the profile's grace period), its
- * attempt ends Preempted naming vision's job and it waits again, PENDING; then vision's job's
- * Job is created. The server is killed and started again on the same database and API server:
+ * started job is preempted (its Job deleted, its pod with the profile's grace period; the fake
+ * keeps a deleted pod terminating until the test, as the worker, ends it), its attempt ends
+ * Preempted naming vision's job and it waits again, PENDING; only then is vision's job's Job
+ * created. The server is killed and started again on the same database and API server:
  * it adopts the Jobs that run and counts them before it admits anything: the preempted job is
  * not admitted over them, the finished one does not run again, and a second job of vision
  * reclaims from nlp as the counts say it must. When vision's first job ends, nlp's oldest
@@ -264,14 +265,50 @@ static size_t live_jobs(void)
     return n;
 }
 
+/* Waits until the pod of the job's attempt 1 is being deleted (Terminating). */
+static void wait_terminating(const char *job)
+{
+    for (int i = 0; i < WAIT_S * 10; i++) {
+        json_t *l = fake_list(PODS, job, 1);
+        const json_t *md = json_object_get(json_array_get(json_object_get(l, "items"), 0),
+                                           "metadata");
+        int terminating = json_object_get(md, "deletionTimestamp") != NULL;
+        json_decref(l);
+        if (terminating)
+            return;
+        ty_sleep_ms(100);
+    }
+    dump(job);
+    fail_msg("the pod of %s was never deleted", job);
+}
+
 /*
- * The preempted job: PENDING again with its attempt ended Preempted naming the job it made
- * room for, restarts unchanged; its Job gone, its pods deleted with the profile's grace period
- * (the changes since rv, replayed by a watch).
+ * The victim's pod is deleted with the profile's grace period and, while it terminates (its
+ * GPUs still taken), the job it makes room for gets no Job; then its worker checkpoints and
+ * exits 75, as trainyard-worker does on SIGTERM. The preempted job: PENDING again with its
+ * attempt ended Preempted naming the job it made room for, restarts unchanged; its Job and
+ * pod gone (the changes since rv, replayed by a watch).
  */
 static void expect_preempted(const char *victim, const char *for_id, const char *rv)
 {
-    ty_http_resp *r = wait_job(victim, "PENDING", NULL);
+    wait_terminating(victim);
+    /* A round has seen the victim stopping: the job it makes room for waits for its GPUs. */
+    ty_http_resp *r = NULL;
+    for (int waited = 0;; waited += 50) {
+        r = wait_job(for_id, "PENDING", NULL);
+        const char *m = json_string_value(
+            json_object_get(json_object_get(r->json, "pending_reason"), "message"));
+        if (m && strstr(m, "8 being given back"))
+            break;
+        if (waited >= WAIT_S * 1000)
+            fail_msg("job %s never waited for the victim's GPUs: %.600s", for_id, r->body);
+        ty_resp_destroy(r);
+        ty_sleep_ms(50);
+    }
+    ty_resp_destroy(r);
+    assert_int_equal(count_objects(JOBS, for_id, 0), 0);
+    set_phase(victim, 1, "{\"phase\": \"Failed\", \"exitCode\": 75}");
+    r = wait_job(victim, "PENDING", NULL);
     if (jint(r->json, "restarts") != 0 || jint(r->json, "attempt") != 1) {
         dump(victim);
         fail_msg("the preempted job: %.1000s", r->body);
@@ -404,12 +441,16 @@ static void test_reclaim_on_kubernetes(void **state)
     assert_int_equal(count_objects(JOBS, b[3], 0), 0);
 
     const char *all[] = {b[1], b[2], b[3], a2};
+    const int attempt[] = {1, 2, 0, 1};
     for (size_t i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "/v1/jobs/%s:cancel", all[i]);
         ty_resp_destroy(call(NULL, "POST", path, NULL, 200));
     }
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < 4; i++) {
+        if (attempt[i]) /* SIGTERM: the worker exits */
+            set_phase(all[i], attempt[i], "{\"phase\": \"Failed\", \"exitCode\": 143}");
         expect_job(all[i], "CANCELLED");
+    }
 }
 
 /* ---- setup --------------------------------------------------------------- */
@@ -432,6 +473,9 @@ static int setup(void **state)
         (g_fake_pid = fk_proc_start(g_fake_bin, FAKE_TOKEN, TY_KUBE_NODES, NULL, &port)) < 0)
         return -1;
     snprintf(g_fake, sizeof g_fake, "http://127.0.0.1:%d", port);
+    /* Deleted pods terminate as on a kubelet: the test ends them, as the worker would. */
+    if (fake_call("POST", "/fake/kubelet", "{\"terminating\": true}", NULL) != 200)
+        return -1;
     if (fake_call("POST", "/api/v1/namespaces",
                   "{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", "
                   "\"metadata\": {\"name\": \"" NS "\"}}",

@@ -93,6 +93,8 @@ typedef struct fk_store {
     json_t *gpu_used;      /* node -> GPUs requested by the active pods bound there */
     json_t *owners;        /* uid of a Job or Volcano job -> [res, "ns/name"] */
     json_t *nodes_sorted;  /* fk_list() of the nodes, NULL after a node changed */
+    int terminating;       /* /fake/kubelet: bound pods deleted with a grace period stay
+                              until they end or their grace period runs out */
 } fk_store;
 
 /* fk_store.c ------------------------------------------------------------ */

@@ -19,6 +19,11 @@
  *   DELETE /fake/faults
  *   POST   /fake/watches/drop               ends every open watch
  *   POST   /fake/compact                    forgets the event window (410 for older rvs)
+ *   POST   /fake/kubelet                    {"terminating": true|false}: whether a bound pod
+ *                                            deleted with a grace period stays (Terminating,
+ *                                            its GPUs held) until a phase change ends it or
+ *                                            the period runs out (Failed, exit code 137); off
+ *                                            by default: such a pod goes at once
  *
  * Answers 200 {"ok": true}, or an error code with {"error": "..."}.
  */
@@ -233,6 +238,8 @@ int fk_control(fk_store *st, const char *method, const char *url, const char *la
         pthread_cond_broadcast(&st->cv);
     } else if (n == 2 && !strcmp(seg[1], "compact")) {
         fk_compact(st);
+    } else if (n == 2 && !strcmp(seg[1], "kubelet") && !strcmp(method, "POST")) {
+        st->terminating = json_is_true(json_object_get(body, "terminating"));
     } else {
         code = 404;
         err = "no such control";

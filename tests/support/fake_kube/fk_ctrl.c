@@ -254,6 +254,23 @@ static int is_deleting(const json_t *obj)
     return *fk_str(obj, "metadata.deletionTimestamp") != '\0';
 }
 
+/*
+ * With the kubelet's terminating period on (/fake/kubelet): a bound pod still running that is
+ * being deleted with a grace period stays, its GPUs held, until its containers end (a test
+ * moves it to Succeeded or Failed) or the period runs out (the kubelet kills it).
+ */
+static int held_terminating(const fk_store *st, const json_t *pod)
+{
+    char now[64];
+    const char *ph = fk_str(pod, "status.phase");
+    if (!st->terminating || !*fk_str(pod, "spec.nodeName") || !strcmp(ph, "Succeeded") ||
+        !strcmp(ph, "Failed") || !json_integer_value(json_object_get(
+                                     json_object_get(pod, "metadata"), "deletionGracePeriodSeconds")))
+        return 0;
+    fk_now(now, sizeof now, 0);
+    return strcmp(fk_str(pod, "metadata.deletionTimestamp"), now) > 0;
+}
+
 static int pod_terminal(const json_t *pod)
 {
     const char *ph = fk_str(pod, "status.phase");
@@ -725,7 +742,8 @@ static int gc_object(fk_store *st, int res, const json_t *o)
         }
     }
     /* Nothing holds a deleted object any more: it goes. */
-    if (is_deleting(o) && json_array_size(fk_path((json_t *)o, "metadata.finalizers", 0)) == 0) {
+    if (is_deleting(o) && json_array_size(fk_path((json_t *)o, "metadata.finalizers", 0)) == 0 &&
+        !(res == FK_PODS && held_terminating(st, o))) {
         fk_remove(st, res, ns, name);
         return 1;
     }
@@ -990,6 +1008,26 @@ void fk_reconcile(fk_store *st)
 
 void fk_reconcile_deadlines(fk_store *st)
 {
+    if (st->terminating) {
+        /* The kubelet kills what its grace period did not see end (SIGKILL: 137). */
+        json_t *late = json_array();
+        const char *key;
+        json_t *p;
+        json_object_foreach(st->objs[FK_PODS], key, p)
+        {
+            if (is_deleting(p) && !pod_terminal(p) && *fk_str(p, "spec.nodeName") &&
+                !held_terminating(st, p))
+                json_array_append_new(late, json_pack("[ss]", fk_str(p, "metadata.namespace"),
+                                                      fk_str(p, "metadata.name")));
+        }
+        size_t i;
+        json_array_foreach(late, i, p)
+        {
+            fk_pod_set_phase(st, json_string_value(json_array_get(p, 0)),
+                             json_string_value(json_array_get(p, 1)), "Failed", 137, "Error");
+        }
+        json_decref(late);
+    }
     reconcile(st, 1);
 }
 
@@ -1046,7 +1084,8 @@ int fk_delete(fk_store *st, int res, const char *ns, const char *name, const cha
             mark_deleting(st, cur, grace);
         cur = fk_get(st, res, ns, name);
         *body = json_deep_copy(cur);
-        if (json_array_size(fk_path(cur, "metadata.finalizers", 0)) == 0)
+        if (json_array_size(fk_path(cur, "metadata.finalizers", 0)) == 0 &&
+            !held_terminating(st, cur))
             fk_remove(st, res, ns, name);
         return 200;
     }
