@@ -785,7 +785,8 @@ static void test_scheduler_retries_on_node_change(void **state)
     fake("/fake/nodes", "{\"metadata\":{\"name\":\"usw2a-h200-od-0\",\"labels\":{"
                         "\"nvidia.com/gpu.product\":\"NVIDIA-H200\","
                         "\"topology.kubernetes.io/zone\":\"us-west-2a\"}},"
-                        "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"}}}");
+                        "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"96\","
+                        "\"memory\":\"1152Gi\",\"pods\":\"110\"}}}");
     pod = get_json("/api/v1/namespaces/transcripts/pods/wants-h200");
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName")),
@@ -1398,7 +1399,8 @@ static void test_autoscaler(void **state)
          "\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3-TEST\","
          "\"topology.kubernetes.io/zone\":\"us-west-2c\"}},\"spec\":{\"taints\":[{\"key\":"
          "\"nvidia.com/gpu\",\"value\":\"present\",\"effect\":\"NoSchedule\"}]},"
-         "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"192\"}}}}");
+         "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"192\","
+         "\"memory\":\"2048Gi\",\"pods\":\"110\"}}}}");
     json_t *t = transcript("11b-indexed-job-create");
     json_t *job = json_deep_copy(json_object_get(json_object_get(t, "request"), "body"));
     json_decref(t);

@@ -13,7 +13,7 @@ ty_target(fake-kube-apiserver)
 target_compile_definitions(fake-kube-apiserver PRIVATE
   FK_SWAGGER="${PROJECT_SOURCE_DIR}/tests/fixtures/kubernetes-openapi/swagger.json"
   FK_VOLCANO_CRD="${PROJECT_SOURCE_DIR}/tests/fixtures/crds/volcano/batch.volcano.sh_jobs.yaml")
-target_link_libraries(fake-kube-apiserver PRIVATE ty_test_support PkgConfig::MHD
+target_link_libraries(fake-kube-apiserver PRIVATE ty_test_support ty_common PkgConfig::MHD
                       PkgConfig::JANSSON OpenSSL::Crypto Threads::Threads)
 set_target_properties(fake-kube-apiserver PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)

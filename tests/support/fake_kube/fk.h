@@ -91,6 +91,7 @@ typedef struct fk_store {
     json_t *pods_by_label; /* "key=value" -> {"ns/name": true}: pod affinity's candidates */
     json_t *pending;       /* "ns/name" -> true: pods the scheduler has to place */
     json_t *gpu_used;      /* node -> GPUs requested by the active pods bound there */
+    json_t *res_used;      /* node -> [CPU m, memory, ephemeral-storage, pods] of the same pods */
     json_t *owners;        /* uid of a Job or Volcano job -> [res, "ns/name"] */
     json_t *nodes_sorted;  /* fk_list() of the nodes, NULL after a node changed */
     int terminating;       /* /fake/kubelet: bound pods deleted with a grace period stay
@@ -206,6 +207,10 @@ int fk_schedule(fk_store *st);
 int fk_autoscale(fk_store *st);
 /* The GPUs (nvidia.com/gpu) a pod requests. */
 long fk_pod_gpus(const json_t *pod);
+/* What a pod requests as NodeResourcesFit counts it: out[0] CPU millicores, out[1] memory and
+ * out[2] ephemeral-storage bytes (containers summed, the largest init container when more,
+ * spec.overhead on top; a container's request, else its limit). */
+void fk_pod_requests(const json_t *pod, int64_t out[3]);
 /* Neither Succeeded nor Failed. */
 int fk_pod_active(const json_t *pod);
 /* Waiting for the default scheduler: unbound, active, not being deleted. */

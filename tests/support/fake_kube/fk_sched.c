@@ -4,19 +4,28 @@
  *
  * Filters run in the default profile's order and a node is counted once,
  * under the first filter it fails: NodeUnschedulable, TaintToleration,
- * NodeAffinity (nodeSelector and required nodeAffinity), NodeResourcesFit
- * (nvidia.com/gpu: allocatable minus the requests of the pods bound there),
+ * NodeAffinity (nodeSelector and required nodeAffinity), NodeResourcesFit,
  * InterPodAffinity (required podAffinity by topologyKey). The message's
  * "<count> <reason>" parts are sorted as plain strings, count included.
+ *
+ * NodeResourcesFit counts as v1.26's fitsRequest: a pod slot (allocatable.pods
+ * against the active pods bound there: "Too many pods"); then, unless the pod
+ * requests nothing, cpu, memory and ephemeral-storage (allocatable minus the
+ * requests of those pods: "Insufficient cpu", ...) and each extended resource
+ * the pod asks for ("Insufficient nvidia.com/gpu"). A node short of several
+ * counts under each of them, but once in the preemption part.
  */
 #include "tests/support/fake_kube/fk.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define GPU "nvidia.com/gpu"
+
+#include "common/ty_quantity.h"
 
 static long quantity_int(const json_t *v)
 {
@@ -46,6 +55,58 @@ long fk_pod_gpus(const json_t *pod)
         if (container_gpus(c) > init)
             init = container_gpus(c);
     return n > init ? n : init;
+}
+
+/* A quantity in units of 10^-scale (cores at 3: millicores); 0 when absent or bad. */
+static int64_t scaled(const json_t *v, int scale)
+{
+    int64_t n = 0;
+    if (json_is_integer(v)) {
+        n = json_integer_value(v);
+        for (int i = 0; i < scale; i++)
+            n *= 10;
+        return n;
+    }
+    const char *s = json_string_value(v);
+    if (!s || ty_quantity_scaled(s, strlen(s), scale, &n) != TY_OK)
+        return 0;
+    return n;
+}
+
+static void container_requests(const json_t *c, int64_t out[3])
+{
+    static const char *const names[3] = {"cpu", "memory", "ephemeral-storage"};
+    const json_t *req = fk_path((json_t *)c, "resources.requests", 0);
+    const json_t *lim = fk_path((json_t *)c, "resources.limits", 0);
+    for (int i = 0; i < 3; i++) {
+        const json_t *q = json_object_get(req, names[i]);
+        out[i] = scaled(q ? q : json_object_get(lim, names[i]), i == 0 ? 3 : 0);
+    }
+}
+
+void fk_pod_requests(const json_t *pod, int64_t out[3])
+{
+    static const char *const names[3] = {"cpu", "memory", "ephemeral-storage"};
+    int64_t one[3];
+    size_t i;
+    json_t *c;
+    out[0] = out[1] = out[2] = 0;
+    json_array_foreach(fk_path((json_t *)pod, "spec.containers", 0), i, c)
+    {
+        container_requests(c, one);
+        for (int k = 0; k < 3; k++)
+            out[k] += one[k];
+    }
+    json_array_foreach(fk_path((json_t *)pod, "spec.initContainers", 0), i, c)
+    {
+        container_requests(c, one);
+        for (int k = 0; k < 3; k++)
+            if (one[k] > out[k])
+                out[k] = one[k];
+    }
+    const json_t *ov = fk_path((json_t *)pod, "spec.overhead", 0);
+    for (int k = 0; k < 3; k++)
+        out[k] += scaled(json_object_get(ov, names[k]), k == 0 ? 3 : 0);
 }
 
 static int tolerates(const json_t *pod, const json_t *taint)
@@ -245,7 +306,7 @@ static void count(reason_count *rc, int *nrc, const char *text, int resolvable)
         }
     }
     if (*nrc < 32) {
-        snprintf(rc[*nrc].text, sizeof rc[0].text, "%s", text);
+        snprintf(rc[*nrc].text, sizeof rc[0].text, "%.299s", text);
         rc[*nrc].n = 1;
         rc[*nrc].resolvable = resolvable;
         (*nrc)++;
@@ -271,14 +332,18 @@ static void join_sorted(char parts[][320], int n, char *out, size_t len)
     }
 }
 
+#define FILTER_REASONS 5
+
 /* Runs the filters for pod on node with free_gpu GPUs left; 0 when the node
- * fits, else 1 with the reason as the message counts it. */
-static int filter(const json_t *pod, const json_t *node, long free_gpu, const affinity *aff,
-                  char *text, size_t len, int *resolvable)
+ * fits, else how many reasons it gave (at most FILTER_REASONS, in text[]), as
+ * the message counts them. used: [CPU m, memory, ephemeral, pods] of the pods
+ * bound there (NULL: none, as for a node group's template). */
+static int filter(const json_t *pod, const json_t *node, long free_gpu, const json_t *used,
+                  const affinity *aff, char text[][300], int *resolvable)
 {
     *resolvable = 0;
     if (json_is_true(fk_path((json_t *)node, "spec.unschedulable", 0))) {
-        snprintf(text, len, "node(s) were unschedulable");
+        snprintf(text[0], 300, "node(s) were unschedulable");
         return 1;
     }
     size_t j;
@@ -287,23 +352,39 @@ static int filter(const json_t *pod, const json_t *node, long free_gpu, const af
     {
         const char *eff = fk_str(t, "effect");
         if ((!strcmp(eff, "NoSchedule") || !strcmp(eff, "NoExecute")) && !tolerates(pod, t)) {
-            snprintf(text, len, "node(s) had untolerated taint {%s: %s}", fk_str(t, "key"),
+            snprintf(text[0], 300, "node(s) had untolerated taint {%s: %s}", fk_str(t, "key"),
                      fk_str(t, "value"));
             return 1;
         }
     }
     if (!node_affinity_ok(pod, node)) {
-        snprintf(text, len, "node(s) didn't match Pod's node affinity/selector");
+        snprintf(text[0], 300, "node(s) didn't match Pod's node affinity/selector");
         return 1;
     }
+    const json_t *alloc = fk_path((json_t *)node, "status.allocatable", 0);
+    int n = 0;
+    if (json_integer_value(json_array_get(used, 3)) + 1 > scaled(json_object_get(alloc, "pods"), 0))
+        snprintf(text[n++], 300, "Too many pods");
+    int64_t req[3];
+    fk_pod_requests(pod, req);
     long want = fk_pod_gpus(pod);
-    if (want > 0 && free_gpu < want) {
-        snprintf(text, len, "Insufficient " GPU);
+    if (req[0] || req[1] || req[2] || want > 0) {
+        static const char *const names[3] = {"cpu", "memory", "ephemeral-storage"};
+        for (int k = 0; k < 3; k++) {
+            int64_t left = scaled(json_object_get(alloc, names[k]), k == 0 ? 3 : 0) -
+                           json_integer_value(json_array_get(used, k));
+            if (req[k] > left)
+                snprintf(text[n++], 300, "Insufficient %s", names[k]);
+        }
+        if (want > 0 && free_gpu < want)
+            snprintf(text[n++], 300, "Insufficient " GPU);
+    }
+    if (n) {
         *resolvable = 1;
-        return 1;
+        return n;
     }
     if (!pod_affinity_ok(aff, node)) {
-        snprintf(text, len, "node(s) didn't match pod affinity rules");
+        snprintf(text[0], 300, "node(s) didn't match pod affinity rules");
         return 1;
     }
     return 0;
@@ -328,22 +409,37 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes)
         start = st->sched_next % n;
     }
     size_t found = 0;
+    int n_res = 0, n_unres = 0; /* nodes that preemption could help, or not */
+    long best_pods = -1;
     for (k = 0; k < n && found < enough; k++) {
         json_t *node = json_array_get(nodes, (start + k) % n);
-        char text[300];
+        char text[FILTER_REASONS][300];
         int resolvable = 0;
+        const char *nname = fk_str(node, "metadata.name");
+        const json_t *used = json_object_get(st->res_used, nname);
         long free_gpu =
             quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU)) -
-            (long)json_integer_value(json_object_get(st->gpu_used, fk_str(node, "metadata.name")));
-        if (filter(pod, node, free_gpu, &aff, text, sizeof text, &resolvable)) {
-            count(rc, &nrc, text, resolvable);
+            (long)json_integer_value(json_object_get(st->gpu_used, nname));
+        int nr = filter(pod, node, free_gpu, used, &aff, text, &resolvable);
+        if (nr) {
+            for (int i = 0; i < nr; i++)
+                count(rc, &nrc, text[i], resolvable);
+            if (resolvable)
+                n_res++;
+            else
+                n_unres++;
             continue;
         }
         found++;
-        /* Spread, as the default LeastAllocated score does; ties by name. */
-        if (free_gpu > best_free) {
+        /* Spread, as the default LeastAllocated score does (GPUs, then pod slots); ties by
+         * name. */
+        long free_pods =
+            (long)scaled(json_object_get(fk_path(node, "status.allocatable", 0), "pods"), 0) -
+            (long)json_integer_value(json_array_get(used, 3));
+        if (free_gpu > best_free || (free_gpu == best_free && free_pods > best_pods)) {
             best = node;
             best_free = free_gpu;
+            best_pods = free_pods;
         }
     }
     if (n >= 100)
@@ -382,14 +478,8 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes)
         snprintf(msg, sizeof msg, "no nodes available to schedule pods");
     } else {
         char parts[32][320], pparts[2][320], a[2048], b[1024];
-        int n_res = 0, n_unres = 0;
-        for (int r = 0; r < nrc; r++) {
+        for (int r = 0; r < nrc; r++)
             snprintf(parts[r], sizeof parts[0], "%d %.300s", rc[r].n, rc[r].text);
-            if (rc[r].resolvable)
-                n_res += rc[r].n;
-            else
-                n_unres += rc[r].n;
-        }
         join_sorted(parts, nrc, a, sizeof a);
         int np = 0;
         if (n_res)
@@ -515,9 +605,9 @@ int fk_autoscale(fk_store *st)
             const json_t *tmpl = json_object_get(g, "node");
             long alloc = quantity_int(
                 json_object_get(fk_path((json_t *)tmpl, "status.allocatable", 0), GPU));
-            char text[300];
+            char text[FILTER_REASONS][300];
             int resolvable;
-            if (filter(pod, tmpl, alloc, &aff, text, sizeof text, &resolvable))
+            if (filter(pod, tmpl, alloc, NULL, &aff, text, &resolvable))
                 continue;
             long spare = (long)json_integer_value(json_object_get(planned, gname));
             if (want <= spare) {

@@ -43,6 +43,7 @@ int fk_store_init(fk_store *st, size_t window)
     st->pods_by_label = json_object();
     st->pending = json_object();
     st->gpu_used = json_object();
+    st->res_used = json_object();
     st->owners = json_object();
     st->ring_cap = window ? window : 1;
     st->ring = calloc(st->ring_cap, sizeof *st->ring);
@@ -60,6 +61,7 @@ void fk_store_fini(fk_store *st)
     json_decref(st->pods_by_label);
     json_decref(st->pending);
     json_decref(st->gpu_used);
+    json_decref(st->res_used);
     json_decref(st->owners);
     json_decref(st->nodes_sorted);
     for (size_t i = 0; i < st->ring_len; i++)
@@ -256,6 +258,15 @@ static void index_pod(fk_store *st, const json_t *pod, int sign)
     if (*node && fk_pod_active(pod)) {
         json_int_t used = json_integer_value(json_object_get(st->gpu_used, node));
         json_object_set_new(st->gpu_used, node, json_integer(used + sign * fk_pod_gpus(pod)));
+        int64_t req[3];
+        fk_pod_requests(pod, req);
+        const json_t *u = json_object_get(st->res_used, node);
+        json_object_set_new(st->res_used, node,
+                            json_pack("[I, I, I, I]",
+                                      json_integer_value(json_array_get(u, 0)) + sign * req[0],
+                                      json_integer_value(json_array_get(u, 1)) + sign * req[1],
+                                      json_integer_value(json_array_get(u, 2)) + sign * req[2],
+                                      json_integer_value(json_array_get(u, 3)) + sign));
     }
 }
 
