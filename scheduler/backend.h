@@ -135,6 +135,11 @@ typedef enum backend_event_kind {
      * directory uses 1.2 GiB, over its limit of 1 GiB"). Its ranks still run: the loop
      * stops the gang and decides what it costs. Said once per attempt. */
     BACKEND_EV_OVER_LIMIT,
+    /* The attempt (rank -1) was placed: `placement` says where and what it waits for, detail
+     * says it in words a person reads ("placed in us-west-2a: 2 of 4 ranks fit on existing
+     * nodes, waiting for 2 nodes of group p4d-od-2a (up to 900 s)"). Once per launch, by a
+     * backend that chooses where a gang goes (Kubernetes); before any PLACED of the attempt. */
+    BACKEND_EV_PLACEMENT,
 } backend_event_kind;
 
 /* OVER_LIMIT: which limit. */
@@ -151,7 +156,28 @@ typedef enum backend_disruption {
     BACKEND_DISRUPT_RECLAIMED,          /* spot capacity reclaimed, or a notice of it */
     BACKEND_DISRUPT_RESUMABLE,          /* the rank exited 75 ("stopped, resumable") because
                                            its environment asked it to */
+    BACKEND_DISRUPT_WITHDRAWN,          /* the backend took back an attempt that could not
+                                           start where it was placed (its node group did not
+                                           grow in time, its pods stayed unschedulable) to
+                                           place it again; detail says so in full
+                                           ("withdrawn from us-west-2a: ...; placing again") */
 } backend_disruption;
+
+/* Where an attempt was placed (PLACEMENT); "" / 0 for what does not apply. */
+#define BACKEND_PLACEMENT_GROUPS 4
+typedef struct backend_placement {
+    char zone[64];
+    char capacity[32];          /* "spot", "on-demand"; "" for any */
+    char gpu_type[64];          /* "" for a gang without GPUs */
+    int fit_ranks;              /* ranks that fit on the nodes that exist */
+    struct {
+        char name[64];          /* a node group that must grow for the rest */
+        int nodes;              /* by this many nodes */
+    } groups[BACKEND_PLACEMENT_GROUPS];
+    int ngroups;
+    int64_t deadline_ms;        /* with groups: when the attempt is withdrawn if they have not
+                                   grown (wall clock); 0: none */
+} backend_placement;
 
 typedef struct backend_event {
     backend_event_kind kind;
@@ -163,6 +189,7 @@ typedef struct backend_event {
     backend_disruption disruption; /* DISRUPTED: why */
     int ended;                  /* DISRUPTED: 1 when the rank has ended, 0 for a notice */
     backend_limit limit;        /* OVER_LIMIT: which */
+    backend_placement placement; /* PLACEMENT: where */
     int64_t time_ms;            /* when it happened, wall clock */
     char detail[BACKEND_DETAIL_MAX]; /* words for a person, see each kind; "" when none */
 } backend_event;

@@ -200,6 +200,7 @@ void sched_job_free(sjob *j)
     free(j->queue);
     free(j->team);
     json_decref(j->spec);
+    json_decref(j->placement);
     explicit_bzero(j->token, sizeof j->token);
     free(j);
 }
@@ -477,6 +478,8 @@ static const char *disruption_name(backend_disruption d)
         return "capacity reclaimed";
     case BACKEND_DISRUPT_RESUMABLE:
         return "stopped, resumable";
+    case BACKEND_DISRUPT_WITHDRAWN:
+        return "withdrawn";
     }
     return "disrupted";
 }
@@ -545,7 +548,13 @@ static void rank_ended(sched *s, sjob *j, const backend_event *ev)
     j->alive--;
     j->dirty = 1;
     char msg[BACKEND_DETAIL_MAX + 96];
-    if (k->state == RANK_DISRUPTED) {
+    if (k->state == RANK_DISRUPTED && ev->disruption == BACKEND_DISRUPT_WITHDRAWN &&
+        ev->detail[0]) {
+        /* The whole attempt, in the backend's words. */
+        if (j->cause == END_NONE)
+            j->withdrawn = 1;
+        sched_stop_gang(s, j, END_DISRUPTED, ev->detail, ev->time_ms);
+    } else if (k->state == RANK_DISRUPTED) {
         snprintf(msg, sizeof msg, "rank %d %s%s%s", ev->rank, disruption_name(ev->disruption),
                  ev->detail[0] ? ": " : "", ev->detail);
         sched_stop_gang(s, j, END_DISRUPTED, msg, ev->time_ms);
@@ -573,6 +582,28 @@ static void on_event(sched *s, const backend_event *ev)
         return; /* an attempt that ended already, or a bug of the backend */
     int lo = ev->rank < 0 ? 0 : ev->rank, hi = ev->rank < 0 ? j->world : ev->rank + 1;
     switch (ev->kind) {
+    case BACKEND_EV_PLACEMENT: {
+        const backend_placement *p = &ev->placement;
+        json_t *groups = json_array(), *o;
+        for (int i = 0; groups && i < p->ngroups && i < BACKEND_PLACEMENT_GROUPS; i++)
+            json_array_append_new(groups, json_pack("{s:s, s:i}", "name", p->groups[i].name,
+                                                    "nodes", p->groups[i].nodes));
+        char at[32];
+        o = json_pack("{s:s, s:o, s:o, s:i, s:o, s:o}", "zone", p->zone, "capacity",
+                      p->capacity[0] ? json_string(p->capacity) : json_null(), "gpu_type",
+                      p->gpu_type[0] ? json_string(p->gpu_type) : json_null(), "fit_ranks",
+                      p->fit_ranks, "node_groups", groups ? groups : json_array(), "deadline",
+                      p->deadline_ms > 0
+                          ? json_string(ty_time_format_rfc3339(p->deadline_ms, at, sizeof at))
+                          : json_null());
+        if (o) {
+            json_decref(j->placement);
+            j->placement = o;
+        }
+        snprintf(j->placed, sizeof j->placed, "%s", ev->detail);
+        j->dirty = 1;
+        break;
+    }
     case BACKEND_EV_PLACED:
         pthread_mutex_lock(&s->mu);
         for (int r = lo; r < hi; r++) {
@@ -710,10 +741,19 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
         break;
     case END_DISRUPTED:
         /* Not the application's failure: bounded by the timeout only. */
-        sched_record_end(s, j, ATT_STOPPED, "Disrupted", j->cause_msg, now);
-        j->restart_at_ms = now;
-        sched_push(r, j, JOB_RESTARTING, "Disrupted",
-                   "%s; restarting (does not count against restart.max)", j->cause_msg);
+        if (j->withdrawn) {
+            /* The backend placed it where it could not start: placed again at once. */
+            sched_record_end(s, j, ATT_STOPPED, "Withdrawn", j->cause_msg, now);
+            j->restart_at_ms = now;
+            sched_push(r, j, JOB_RESTARTING, "Withdrawn",
+                       "%s (does not count against restart.max)", j->cause_msg);
+        } else {
+            sched_record_end(s, j, ATT_STOPPED, "Disrupted", j->cause_msg, now);
+            j->restart_at_ms = now;
+            sched_push(r, j, JOB_RESTARTING, "Disrupted",
+                       "%s; restarting (does not count against restart.max)", j->cause_msg);
+        }
+        j->withdrawn = 0;
         pthread_mutex_lock(&s->mu);
         s->restarts_total++;
         pthread_mutex_unlock(&s->mu);
@@ -774,6 +814,13 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
 static void decide_job(sched *s, round *r, sjob *j, int64_t now)
 {
     int stopping = atomic_load(&s->stopping);
+    if (j->placed[0]) {
+        /* Where the backend placed the attempt: an event that is no transition. */
+        change *c = sched_push(r, j, j->state, "Placed", "%s", j->placed);
+        if (c)
+            c->u.note = 1;
+        j->placed[0] = '\0';
+    }
     if (j->state == JOB_CANCELLING && j->cause != END_CANCEL)
         sched_stop_gang(s, j, END_CANCEL, "cancelled", now);
     if (j->timeout_s > 0 && j->first_start_ms > 0 && j->cause == END_NONE &&

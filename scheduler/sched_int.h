@@ -127,6 +127,12 @@ typedef struct sjob {
     int64_t first_start_ms;
     int need_running;                 /* every rank runs: write STARTING -> RUNNING */
     char waiting[BACKEND_DETAIL_MAX]; /* the backend's last PENDING reason, "" when none */
+    json_t *placement;                /* the current attempt's "placement" as the record shows
+                                         it (nodes aside: those come from the ranks), from the
+                                         backend's PLACEMENT; NULL: none */
+    char placed[BACKEND_DETAIL_MAX];  /* a PLACEMENT's words, to write as a Placed event ("" when
+                                         written) */
+    int withdrawn;                    /* END_DISRUPTED: the backend withdrew the attempt */
     int recheck;                      /* the store refused an update: read the job again */
     int retry;                        /* the store failed: this round's changes are tried again */
     char token[TY_TOKEN_BUFLEN];      /* the starting attempt's job token until launch(), else "" */

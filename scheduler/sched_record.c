@@ -68,6 +68,25 @@ char *sched_record_text(const sjob *j, int attempt)
                             time_or_null(j->a_started_ms), "ended_at", time_or_null(j->a_ended_ms),
                             "reason", j->a_reason ? json_string(j->a_reason) : json_null(),
                             "message", j->a_message, "ranks", ranks ? ranks : json_null());
+    /* Where the backend placed it, with the nodes its ranks were given. */
+    json_t *pl = j->placement ? json_deep_copy(j->placement) : NULL;
+    json_t *nodes = pl ? json_array() : NULL;
+    for (int r = 0; nodes && r < j->world; r++) {
+        const char *node = j->ranks[r].node;
+        int seen = !node;
+        for (size_t i = 0; !seen && i < json_array_size(nodes); i++)
+            seen = !strcmp(json_string_value(json_array_get(nodes, i)), node);
+        if (!seen)
+            json_array_append_new(nodes, json_string(node));
+    }
+    if (pl && nodes)
+        json_object_set_new(pl, "nodes", nodes);
+    else
+        json_decref(nodes);
+    if (rec && pl)
+        json_object_set_new(rec, "placement", pl);
+    else
+        json_decref(pl);
     char *text = NULL;
     ty_buf b = {0};
     if (rec && ty_json_write(&b, rec) == TY_OK)
@@ -86,6 +105,12 @@ void sched_record_load(sjob *j, const char *text)
         return;
     }
     j->have_record = 1;
+    json_t *pl = json_object_get(rec, "placement");
+    if (json_is_object(pl)) {
+        json_decref(j->placement);
+        j->placement = json_deep_copy(pl);
+        json_object_del(j->placement, "nodes"); /* the ranks' nodes say it again */
+    }
     const char *st = json_string_value(json_object_get(rec, "state"));
     for (size_t n = 0; st && n < sizeof attempt_state_names / sizeof *attempt_state_names; n++)
         if (strcmp(st, attempt_state_names[n]) == 0)
@@ -161,6 +186,10 @@ void sched_record_begin(sched *s, sjob *j, int64_t now)
     j->want_stop = STOP_NONE;
     j->kill_at_ms = 0;
     j->waiting[0] = '\0';
+    json_decref(j->placement);
+    j->placement = NULL;
+    j->placed[0] = '\0';
+    j->withdrawn = 0;
     j->have_record = 1;
     j->dirty = 1;
     if (!j->first_start_ms)

@@ -2,9 +2,9 @@
  * inventory.c - nodes and the GPUs in use, kept change by change (see inventory.h).
  *
  * Nodes live in an array (so that a view is one memcpy) with a name -> index map beside it;
- * the GPUs in use are kept per node name, whether or not the node is known yet, and each
- * counted pod remembers what it added so that its next change or its deletion takes exactly
- * that back. The maps are jansson objects: hash tables keyed by string, with deletion.
+ * what the pods request (GPUs, CPU, memory, ephemeral storage, one pod slot each) is kept per
+ * node name, whether or not the node is known yet, and each counted pod remembers what it added
+ * so that its next change or its deletion takes exactly that back. The maps are jansson objects: hash tables keyed by string, with deletion.
  */
 #include "scheduler/kube/inventory.h"
 
@@ -38,8 +38,10 @@ struct kube_inv {
     kube_node *scratch; /* the copy a view hands out */
     size_t scratch_cap;
     json_t *index;    /* node name -> index into nodes */
-    json_t *used;     /* node name -> GPUs of the counted pods bound there */
-    json_t *pods;     /* "namespace/name" -> [node name, GPUs] of each counted pod */
+    json_t *used;     /* node name -> [GPUs, CPU m, memory, ephemeral, pods] of the counted pods
+                         bound there */
+    json_t *pods;     /* "namespace/name" -> [node name, GPUs, CPU m, memory, ephemeral] of each
+                         counted pod */
     json_t *ended;    /* "namespace/name/uid" of pods seen ended or deleted -> true */
     char **ring;      /* the same keys, oldest first from ring_at: INV_ENDED_MAX at most */
     size_t ring_at, nring;
@@ -106,15 +108,104 @@ int kube_inv_pod_gpus(const json_t *pod)
     return sum > init ? sum : init;
 }
 
+/* No request is counted above this (an exabyte, a billion cores): sums cannot wrap. */
+#define RES_MAX ((int64_t)1 << 60)
+
+/* A quantity in units of 10^-scale, clamped to 0..RES_MAX. */
+static int64_t scaled(const json_t *q, int scale)
+{
+    int64_t v = 0;
+    if (json_is_integer(q)) {
+        v = json_integer_value(q);
+        for (int i = 0; i < scale && v > 0 && v < RES_MAX; i++)
+            v *= 10;
+    } else {
+        const char *s = json_string_value(q);
+        if (!s || ty_quantity_scaled(s, strlen(s), scale, &v) != TY_OK)
+            return 0;
+    }
+    return v <= 0 ? 0 : v > RES_MAX ? RES_MAX : v;
+}
+
+/* A container's requests of cpu, memory and ephemeral-storage: its request, else its limit (the
+ * apiserver defaults a request to the limit). */
+static void container_requests(const json_t *c, kube_res *out)
+{
+    const json_t *res = json_object_get(c, "resources");
+    const json_t *req = json_object_get(res, "requests"), *lim = json_object_get(res, "limits");
+    static const char *const names[3] = {"cpu", "memory", "ephemeral-storage"};
+    int64_t *dst[3] = {&out->cpu_millis, &out->memory_bytes, &out->ephemeral_bytes};
+    for (int i = 0; i < 3; i++) {
+        const json_t *q = json_object_get(req, names[i]);
+        *dst[i] = scaled(q ? q : json_object_get(lim, names[i]), i == 0 ? 3 : 0);
+    }
+}
+
+static int64_t add_clamped(int64_t a, int64_t b)
+{
+    return a > RES_MAX - b ? RES_MAX : a + b;
+}
+
+void kube_inv_pod_requests(const json_t *pod, kube_res *out)
+{
+    const json_t *slim = json_object_get(pod, KUBE_INV_SLIM_REQUESTS);
+    memset(out, 0, sizeof *out);
+    out->pods = 1;
+    if (json_is_array(slim)) {
+        out->cpu_millis = json_integer_value(json_array_get(slim, 0));
+        out->memory_bytes = json_integer_value(json_array_get(slim, 1));
+        out->ephemeral_bytes = json_integer_value(json_array_get(slim, 2));
+        return;
+    }
+    const json_t *spec = json_object_get(pod, "spec"), *c;
+    size_t i;
+    kube_res one;
+    json_array_foreach(json_object_get(spec, "containers"), i, c) {
+        container_requests(c, &one);
+        out->cpu_millis = add_clamped(out->cpu_millis, one.cpu_millis);
+        out->memory_bytes = add_clamped(out->memory_bytes, one.memory_bytes);
+        out->ephemeral_bytes = add_clamped(out->ephemeral_bytes, one.ephemeral_bytes);
+    }
+    /* Init containers run one at a time first: each counts against the containers' sum. */
+    json_array_foreach(json_object_get(spec, "initContainers"), i, c) {
+        container_requests(c, &one);
+        if (one.cpu_millis > out->cpu_millis)
+            out->cpu_millis = one.cpu_millis;
+        if (one.memory_bytes > out->memory_bytes)
+            out->memory_bytes = one.memory_bytes;
+        if (one.ephemeral_bytes > out->ephemeral_bytes)
+            out->ephemeral_bytes = one.ephemeral_bytes;
+    }
+    /* The RuntimeClass's overhead comes on top (spec.overhead, set at admission). */
+    const json_t *ov = json_object_get(spec, "overhead");
+    out->cpu_millis = add_clamped(out->cpu_millis, scaled(json_object_get(ov, "cpu"), 3));
+    out->memory_bytes = add_clamped(out->memory_bytes, scaled(json_object_get(ov, "memory"), 0));
+    out->ephemeral_bytes =
+        add_clamped(out->ephemeral_bytes, scaled(json_object_get(ov, "ephemeral-storage"), 0));
+}
+
 json_t *kube_inv_pod_slim(const json_t *pod)
 {
     const json_t *md = json_object_get(pod, "metadata");
-    return json_pack("{s:{s:s?, s:s?, s:s?, s:s?}, s:{s:s?}, s:{s:s?}, s:i}", "metadata",
-                     "namespace", str_at(md, "namespace", NULL), "name", str_at(md, "name", NULL),
-                     "uid", str_at(md, "uid", NULL), "resourceVersion",
+    kube_res r;
+    kube_inv_pod_requests(pod, &r);
+    return json_pack("{s:{s:s?, s:s?, s:s?, s:s?}, s:{s:s?}, s:{s:s?}, s:i, s:[I, I, I]}",
+                     "metadata", "namespace", str_at(md, "namespace", NULL), "name",
+                     str_at(md, "name", NULL), "uid", str_at(md, "uid", NULL), "resourceVersion",
                      str_at(md, "resourceVersion", NULL), "spec", "nodeName",
                      str_at(pod, "spec", "nodeName"), "status", "phase",
-                     str_at(pod, "status", "phase"), KUBE_INV_SLIM_GPUS, kube_inv_pod_gpus(pod));
+                     str_at(pod, "status", "phase"), KUBE_INV_SLIM_GPUS, kube_inv_pod_gpus(pod),
+                     KUBE_INV_SLIM_REQUESTS, (json_int_t)r.cpu_millis,
+                     (json_int_t)r.memory_bytes, (json_int_t)r.ephemeral_bytes);
+}
+
+void kube_inv_node_allocatable(const json_t *node, kube_res *out)
+{
+    const json_t *a = json_object_get(json_object_get(node, "status"), "allocatable");
+    out->cpu_millis = scaled(json_object_get(a, "cpu"), 3);
+    out->memory_bytes = scaled(json_object_get(a, "memory"), 0);
+    out->ephemeral_bytes = scaled(json_object_get(a, "ephemeral-storage"), 0);
+    out->pods = scaled(json_object_get(a, "pods"), 0);
 }
 
 int kube_inv_node_ready(const json_t *node)
@@ -192,6 +283,7 @@ static ty_err inode_make(const kube_inv *inv, const json_t *node, inode *in, kub
     out->name = str_at(in->obj, "name", NULL);
     out->zone = str_at(labels, LABEL_ZONE, NULL);
     out->gpus_allocatable = kube_inv_node_gpus(node);
+    kube_inv_node_allocatable(node, &out->allocatable);
     out->ready = kube_inv_node_ready(node);
     out->unschedulable = json_is_true(json_object_get(json_object_get(node, "spec"),
                                                       "unschedulable"));
@@ -254,22 +346,44 @@ void kube_inv_free(kube_inv *inv)
     free(inv);
 }
 
-static int used_on(const kube_inv *inv, const char *node)
+/* What the counted pods bound to node request, [GPUs, CPU m, memory, ephemeral, pods]. */
+static void used_on(const kube_inv *inv, const char *node, int *gpus, kube_res *r)
 {
-    return (int)json_integer_value(json_object_get(inv->used, node));
+    const json_t *u = json_object_get(inv->used, node);
+    *gpus = (int)json_integer_value(json_array_get(u, 0));
+    r->cpu_millis = json_integer_value(json_array_get(u, 1));
+    r->memory_bytes = json_integer_value(json_array_get(u, 2));
+    r->ephemeral_bytes = json_integer_value(json_array_get(u, 3));
+    r->pods = json_integer_value(json_array_get(u, 4));
 }
 
-/* Adds delta GPUs in use on node (known or not); under mu. */
-static ty_err add_used(kube_inv *inv, const char *node, int delta)
+/* Adds (sign 1) or takes back (-1) what a pod requests on node (known or not); under mu. */
+static ty_err add_used(kube_inv *inv, const char *node, int sign, int gpus, const kube_res *d)
 {
-    int now = used_on(inv, node) + delta;
-    if (now <= 0)
+    int g;
+    kube_res r;
+    used_on(inv, node, &g, &r);
+    g += sign * gpus;
+    r.cpu_millis += sign * d->cpu_millis;
+    r.memory_bytes += sign * d->memory_bytes;
+    r.ephemeral_bytes += sign * d->ephemeral_bytes;
+    r.pods += sign * d->pods;
+    if (r.pods <= 0) {
         json_object_del(inv->used, node);
-    else if (json_object_set_new(inv->used, node, json_integer(now)))
+        g = 0;
+        memset(&r, 0, sizeof r);
+    } else if (json_object_set_new(inv->used, node,
+                                   json_pack("[i, I, I, I, I]", g, (json_int_t)r.cpu_millis,
+                                             (json_int_t)r.memory_bytes,
+                                             (json_int_t)r.ephemeral_bytes, (json_int_t)r.pods))) {
         return TY_ENOMEM;
+    }
     const json_t *idx = json_object_get(inv->index, node);
-    if (idx)
-        inv->flat[json_integer_value(idx)].gpus_requested = now > 0 ? now : 0;
+    if (idx) {
+        kube_node *n = &inv->flat[json_integer_value(idx)];
+        n->gpus_requested = g > 0 ? g : 0;
+        n->requested = r;
+    }
     return TY_OK;
 }
 
@@ -301,7 +415,7 @@ ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node)
         size_t i = (size_t)json_integer_value(idx);
         inode_clear(&inv->nodes[i]);
         inv->nodes[i] = in;
-        flat.gpus_requested = used_on(inv, flat.name);
+        used_on(inv, flat.name, &flat.gpus_requested, &flat.requested);
         inv->flat[i] = flat;
     } else {
         if (inv->n == inv->cap) {
@@ -317,7 +431,7 @@ ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node)
         }
         if (inv->n < inv->cap &&
             !json_object_set_new(inv->index, flat.name, json_integer((json_int_t)inv->n))) {
-            flat.gpus_requested = used_on(inv, flat.name);
+            used_on(inv, flat.name, &flat.gpus_requested, &flat.requested);
             inv->nodes[inv->n] = in;
             inv->flat[inv->n] = flat;
             inv->n++;
@@ -371,9 +485,13 @@ ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *fr
     const char *node = pod ? str_at(pod, "spec", "nodeName") : NULL;
     const char *phase = pod ? str_at(pod, "status", "phase") : NULL;
     int ended = !pod || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")));
+    int counted = node && *node && !ended;
     int gpus = 0;
-    if (node && *node && !ended)
+    kube_res req = {0};
+    if (counted) {
         gpus = kube_inv_pod_gpus(pod);
+        kube_inv_pod_requests(pod, &req);
+    }
     ty_err e = TY_OK;
     if (freed)
         *freed = 0;
@@ -388,16 +506,26 @@ ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *fr
     if (prev) {
         const char *pn = json_string_value(json_array_get(prev, 0));
         int pg = (int)json_integer_value(json_array_get(prev, 1));
-        if (gpus > 0 && !strcmp(pn, node) && pg == gpus)
+        kube_res pr = {json_integer_value(json_array_get(prev, 2)),
+                       json_integer_value(json_array_get(prev, 3)),
+                       json_integer_value(json_array_get(prev, 4)), 1};
+        int same = counted && !strcmp(pn, node);
+        if (same && pg == gpus && pr.cpu_millis == req.cpu_millis &&
+            pr.memory_bytes == req.memory_bytes && pr.ephemeral_bytes == req.ephemeral_bytes)
             goto out; /* counted as it is */
+        /* What came free: its GPUs, or (a pod without) its pod slot and requests. */
         if (freed)
-            *freed = gpus > 0 && !strcmp(pn, node) ? (pg > gpus ? pg - gpus : 0) : pg;
-        add_used(inv, pn, -pg);
+            *freed = same ? (pg > gpus ? pg - gpus : 0) : pg > 0 ? pg : 1;
+        add_used(inv, pn, -1, pg, &pr);
         json_object_del(inv->pods, key);
     }
-    if (gpus > 0) {
-        if (json_object_set_new(inv->pods, key, json_pack("[si]", node, gpus)) ||
-            add_used(inv, node, gpus))
+    if (counted) {
+        if (json_object_set_new(inv->pods, key,
+                                json_pack("[s, i, I, I, I]", node, gpus,
+                                          (json_int_t)req.cpu_millis,
+                                          (json_int_t)req.memory_bytes,
+                                          (json_int_t)req.ephemeral_bytes)) ||
+            add_used(inv, node, 1, gpus, &req))
             e = TY_ENOMEM;
     }
 out:

@@ -10,12 +10,14 @@
  * second (bench/bench_kube).
  *
  * What a node contributes: its name, zone (topology.kubernetes.io/zone), labels, taints,
- * allocatable nvidia.com/gpu, Ready condition, spec.unschedulable, and the node group named by
- * its eks.amazonaws.com/nodegroup label when that group is one of the profile's. What a pod
- * contributes: the nvidia.com/gpu it asks for (kube_inv_pod_gpus()), counted on spec.nodeName
- * while it is bound and has not ended (phase neither Succeeded nor Failed), whoever's pod it
- * is: the backend feeds it every bound pod of the cluster, so that GPUs other tenants use are
- * not seen as free. Pods are keyed by namespace and name, so a pod reported twice counts once.
+ * allocatable nvidia.com/gpu, cpu, memory, ephemeral-storage and pods, Ready condition,
+ * spec.unschedulable, and the node group named by its eks.amazonaws.com/nodegroup label when
+ * that group is one of the profile's. What a pod contributes: one pod slot, the nvidia.com/gpu it
+ * asks for (kube_inv_pod_gpus()) and its CPU, memory and ephemeral-storage requests
+ * (kube_inv_pod_requests()), counted on spec.nodeName while it is bound and has not ended (phase
+ * neither Succeeded nor Failed), whoever's pod it is: the backend feeds it every bound pod of the
+ * cluster, so that what other tenants use is not seen as free. Pods are keyed by namespace and
+ * name, so a pod reported twice counts once.
  * Two informers report the same pods out of step with each other, so a change that comes late
  * is ignored: any change for a pod (same uid) seen ended or deleted (the last 4,096 of them are
  * remembered), and an unbound state for a pod counted bound.
@@ -45,8 +47,9 @@ void kube_inv_free(kube_inv *inv);
 ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node);
 /*
  * A pod added or changed (pod), or deleted (pod NULL, old the last state). freed (may be NULL)
- * gets the GPUs the change gave back to a node the pod was counted on (0 when none): what a
- * waiting gang may now use. TY_ENOMEM.
+ * gets what the change gave back on a node the pod was counted on: the GPUs, or 1 for a pod
+ * without GPUs that left it (its pod slot, CPU and memory); 0 when nothing: what a waiting gang
+ * may now use. TY_ENOMEM.
  */
 ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *freed);
 
@@ -72,15 +75,27 @@ ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud);
  */
 int kube_inv_pod_gpus(const json_t *pod);
 /*
+ * The CPU (millicores), memory and ephemeral-storage (bytes) a pod requests, as the scheduler
+ * counts them: the sum over its containers (each its request, else its limit), or the largest
+ * of its init containers for each resource when that is more, plus spec.overhead; out->pods is
+ * 1. A slim pod (below) answers what it recorded.
+ */
+void kube_inv_pod_requests(const json_t *pod, kube_res *out);
+/*
  * What the inventory needs of a pod, as a new object that kube_inv_pod() takes in place of the
- * pod: metadata (namespace, name, uid, resourceVersion), spec.nodeName, status.phase and
- * KUBE_INV_SLIM_GPUS, the pod's GPUs. About 250 bytes, where a pod is several KiB: an informer
- * of every pod of a cluster keeps this (its transform). NULL without memory.
+ * pod: metadata (namespace, name, uid, resourceVersion), spec.nodeName, status.phase,
+ * KUBE_INV_SLIM_GPUS, the pod's GPUs, and KUBE_INV_SLIM_REQUESTS, [CPU m, memory, ephemeral].
+ * About 300 bytes, where a pod is several KiB: an informer of every pod of a cluster keeps this
+ * (its transform). NULL without memory.
  */
 #define KUBE_INV_SLIM_GPUS "trainyard.io/gpus"
+#define KUBE_INV_SLIM_REQUESTS "trainyard.io/requests"
 json_t *kube_inv_pod_slim(const json_t *pod);
 /* A node's allocatable nvidia.com/gpu, and whether its Ready condition is True. */
 int kube_inv_node_gpus(const json_t *node);
+/* A node's allocatable cpu (millicores), memory, ephemeral-storage and pods (0 where absent, as
+ * the scheduler reads them). */
+void kube_inv_node_allocatable(const json_t *node, kube_res *out);
 int kube_inv_node_ready(const json_t *node);
 
 #endif

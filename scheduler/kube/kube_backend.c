@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/ty_quantity.h"
 #include "common/ty_time.h"
 #include "scheduler/kube/placement.h"
 #include "scheduler/kube/render.h"
@@ -159,6 +160,19 @@ static void attempt_set_job(backend_attempt *a, const backend_job *job)
     kb_fmt(a->gpu_type, sizeof a->gpu_type, "%s", job->gpu_type ? job->gpu_type : "");
     kb_fmt(a->capacity, sizeof a->capacity, "%s", job->capacity ? job->capacity : "");
     kb_fmt(a->want_zone, sizeof a->want_zone, "%s", job->zone ? job->zone : "");
+    /* What each rank's pod will request, exactly as rendered (render.c writes these). */
+    int64_t v = 0;
+    a->cpu_millis = job->cpu && ty_quantity_scaled(job->cpu, strlen(job->cpu), 3, &v) == TY_OK &&
+                            v > 0
+                        ? v
+                        : 0;
+    v = 0;
+    a->memory_bytes = job->memory &&
+                              ty_quantity_scaled(job->memory, strlen(job->memory), 0, &v) ==
+                                  TY_OK &&
+                              v > 0
+                          ? v
+                          : 0;
 }
 
 static backend_attempt *attempt_new(kbe *kb, const backend_job *job)
@@ -194,79 +208,65 @@ static int node_matches_type(const kbe *kb, const kube_node *n, const char *gpu_
     return 1;
 }
 
-/* A max-heap of node indices by free GPUs, for book_pending(). */
-typedef struct free_heap {
-    size_t *idx;
-    size_t n;
-    kube_node *nodes;
-} free_heap;
-
-static int free_of(const free_heap *h, size_t i)
+/* avoid points at the caller's zone name (placement keeps the pointer while it runs). */
+static void gang_of(const backend_attempt *a, const char *const *avoid, kube_gang *g)
 {
-    const kube_node *n = &h->nodes[h->idx[i]];
-    return n->gpus_allocatable - n->gpus_requested;
-}
-
-static void heap_down(free_heap *h, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && free_of(h, l) > free_of(h, m))
-            m = l;
-        if (r < h->n && free_of(h, r) > free_of(h, m))
-            m = r;
-        if (m == i)
-            return;
-        size_t t = h->idx[i];
-        h->idx[i] = h->idx[m];
-        h->idx[m] = t;
-        i = m;
+    memset(g, 0, sizeof *g);
+    g->count = a->world;
+    g->gpus_per_rank = a->gpus_per_rank;
+    g->gpu_type = a->gpus_per_rank ? a->gpu_type : NULL;
+    g->cpu_millis = a->cpu_millis;
+    g->memory_bytes = a->memory_bytes;
+    g->capacity = a->capacity[0] ? a->capacity : NULL;
+    g->zone = a->want_zone[0] ? a->want_zone : NULL;
+    if (avoid && *avoid && **avoid) {
+        g->avoid = avoid;
+        g->navoid = 1;
     }
 }
 
+/* Two attempts whose pods are eligible for the same nodes of the same zone. */
+static int same_class(const backend_attempt *x, const backend_attempt *y)
+{
+    return !strcmp(x->zone, y->zone) && (x->gpus_per_rank > 0) == (y->gpus_per_rank > 0) &&
+           (!x->gpus_per_rank || !strcmp(x->gpu_type, y->gpu_type)) &&
+           !strcmp(x->capacity, y->capacity);
+}
+
 /*
- * The GPUs a reservation booked but whose pods are not bound yet count on the nodes of its zone
- * that have room (most free first), so that two gangs reserved in one round do not both count
- * on the same free GPUs. Under kb->mu, on the inventory's scratch view. One heap per zone and
- * GPU type that has such gangs: a decision costs O(nodes + pending ranks x log nodes), however
- * many gangs wait for their pods.
+ * What a reservation booked but whose pods are not bound yet counts on the nodes of its zone
+ * (kube_book(): each rank where it has most room), so that two gangs reserved in one round do
+ * not both count on the same free GPUs, CPU or pod slots. Under kb->mu, on the inventory's
+ * scratch view. One booker per zone, GPU type and capacity that has such gangs: a decision
+ * costs O(nodes + pending ranks x log nodes), however many gangs wait for their pods.
  */
 static void book_pending(kbe *kb, kube_node *nodes, size_t nnodes, const backend_attempt *skip)
 {
-    free_heap h = {calloc(nnodes ? nnodes : 1, sizeof *h.idx), 0, nodes};
-    if (!h.idx)
-        return; /* the placement then counts fewer GPUs as taken: the scheduler still decides */
     for (const backend_attempt *lead = kb->attempts; lead; lead = lead->next) {
-        if (lead == skip || !lead->zone[0] || !lead->gpus_per_rank || lead->booked_pass)
+        if (lead == skip || !lead->zone[0] || lead->booked_pass)
             continue;
-        /* The first pending attempt of a (zone, GPU type) builds its heap; later attempts of
-         * the same pair use it, in the list's order. */
-        h.n = 0;
-        for (size_t i = 0; i < nnodes; i++)
-            if (nodes[i].zone && !strcmp(nodes[i].zone, lead->zone) &&
-                node_matches_type(kb, &nodes[i], lead->gpu_type))
-                h.idx[h.n++] = i;
-        for (size_t i = h.n / 2; i-- > 0;)
-            heap_down(&h, i);
+        /* The first pending attempt of a class makes its booker; later attempts of the same
+         * class use it, in the list's order. */
+        kube_gang g;
+        kube_booker *bk = NULL;
+        gang_of(lead, NULL, &g);
+        if (kube_booker_new(kb->p, nodes, nnodes, &g, lead->zone, &bk) != TY_OK)
+            bk = NULL; /* the placement then counts less as taken: the scheduler still decides */
         for (backend_attempt *a = (backend_attempt *)lead; a; a = a->next) {
-            if (a == skip || !a->gpus_per_rank || strcmp(a->zone, lead->zone) ||
-                strcmp(a->gpu_type, lead->gpu_type))
+            if (a == skip || !a->zone[0] || a->booked_pass || !same_class(a, lead))
                 continue;
             a->booked_pass = 1;
             int pending = 0;
             for (int r = 0; r < a->world; r++)
                 if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
                     pending++;
-            while (pending > 0 && h.n > 0 && free_of(&h, 0) >= a->gpus_per_rank) {
-                nodes[h.idx[0]].gpus_requested += a->gpus_per_rank;
-                heap_down(&h, 0);
-                pending--;
-            }
+            gang_of(a, NULL, &g);
+            kube_book(bk, &g, pending);
         }
+        kube_booker_free(bk);
     }
     for (backend_attempt *a = kb->attempts; a; a = a->next)
         a->booked_pass = 0;
-    free(h.idx);
 }
 
 /* The largest GPU count one node of the type has or a group's node would have. */
@@ -281,21 +281,6 @@ static int max_gpus_per_node(kbe *kb, const kube_node *nodes, size_t nnodes, con
         if (node_matches_type(kb, &nodes[i], gpu_type) && nodes[i].gpus_allocatable > best)
             best = nodes[i].gpus_allocatable;
     return best;
-}
-
-/* avoid points at the caller's zone name (placement keeps the pointer while it runs). */
-static void gang_of(const backend_attempt *a, const char *const *avoid, kube_gang *g)
-{
-    memset(g, 0, sizeof *g);
-    g->count = a->world;
-    g->gpus_per_rank = a->gpus_per_rank;
-    g->gpu_type = a->gpus_per_rank ? a->gpu_type : NULL;
-    g->capacity = a->capacity[0] ? a->capacity : NULL;
-    g->zone = a->want_zone[0] ? a->want_zone : NULL;
-    if (avoid && *avoid && **avoid) {
-        g->avoid = avoid;
-        g->navoid = 1;
-    }
 }
 
 static void count_placement(kbe *kb, const char *result)
@@ -365,6 +350,52 @@ static ty_err place(kbe *kb, backend_attempt *a, const char *avoid, kube_placeme
     return e;
 }
 
+/* Keeps what placement decided on the attempt; under kb->mu or before the attempt is shared. */
+static void keep_placement(backend_attempt *a, const kube_placement *pl)
+{
+    kb_fmt(a->zone, sizeof a->zone, "%s", pl->zone);
+    a->grow_nodes = pl->grow_nodes;
+    kb_fmt(a->group, sizeof a->group, "%s", pl->group);
+    kb_fmt(a->grow_reason, sizeof a->grow_reason, "%s", pl->reason);
+    a->fit_ranks = pl->fit_ranks;
+    a->nneeds = pl->nneeds;
+    memcpy(a->needs, pl->needs, sizeof a->needs);
+}
+
+/* The PLACEMENT event of a launched attempt: where, and in words; under kb->mu. `why` is
+ * placement's reason when a restart found no place and stays where it was, else NULL. */
+static void push_placement(kbe *kb, backend_attempt *a, const char *why)
+{
+    backend_event ev = {.kind = BACKEND_EV_PLACEMENT, .attempt = a, .rank = -1, .exit_code = -1};
+    backend_placement *p = &ev.placement;
+    kb_fmt(p->zone, sizeof p->zone, "%s", a->zone);
+    kb_fmt(p->capacity, sizeof p->capacity, "%s", strcmp(a->capacity, "any") ? a->capacity : "");
+    kb_fmt(p->gpu_type, sizeof p->gpu_type, "%s", a->gpus_per_rank ? a->gpu_type : "");
+    p->fit_ranks = a->fit_ranks;
+    for (int i = 0; i < a->nneeds && i < BACKEND_PLACEMENT_GROUPS && a->grow_nodes > 0; i++) {
+        kb_fmt(p->groups[i].name, sizeof p->groups[i].name, "%s", a->needs[i].group);
+        p->groups[i].nodes = a->needs[i].nodes;
+        p->ngroups = i + 1;
+    }
+    p->deadline_ms = a->grow_nodes > 0 ? a->grow_deadline_ms : 0;
+    if (why)
+        kb_fmt(ev.detail, sizeof ev.detail, "placed in %s again, where its pods wait: %s",
+               a->zone, why);
+    else if (a->grow_nodes > 0)
+        kb_fmt(ev.detail, sizeof ev.detail,
+               "placed in %s: %d of %d rank%s fit%s on existing nodes, %s (up to %lld s)",
+               a->zone, a->fit_ranks, a->world, a->world == 1 ? "" : "s",
+               a->fit_ranks == 1 ? "s" : "", a->grow_reason,
+               (long long)kb->p->scale_up_timeout_seconds);
+    else if (a->world == 1)
+        kb_fmt(ev.detail, sizeof ev.detail, "placed in %s: its rank fits on existing nodes",
+               a->zone);
+    else
+        kb_fmt(ev.detail, sizeof ev.detail, "placed in %s: all %d ranks fit on existing nodes",
+               a->zone, a->world);
+    kb_push(kb, &ev, 0);
+}
+
 /* ---- reserve, launch, stop, release -------------------------------------------------------- */
 
 static ty_err kb_reserve(backend *b, const backend_job *job, backend_attempt **out, char *why,
@@ -397,10 +428,7 @@ static ty_err kb_reserve(backend *b, const backend_job *job, backend_attempt **o
         free(a);
         return e;
     }
-    kb_fmt(a->zone, sizeof a->zone, "%s", pl.zone);
-    a->grow_nodes = pl.grow_nodes;
-    kb_fmt(a->group, sizeof a->group, "%s", pl.group);
-    kb_fmt(a->grow_reason, sizeof a->grow_reason, "%s", pl.reason);
+    keep_placement(a, &pl);
     pthread_mutex_lock(&kb->mu);
     a->next = kb->attempts;
     kb->attempts = a;
@@ -432,7 +460,7 @@ static void launch_failed_locked(kbe *kb, backend_attempt *a, const char *msg)
 static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
 {
     kbe *kb = (kbe *)b;
-    char msg[512] = "", avoid[64];
+    char msg[512] = "", avoid[64], stayed[256] = "";
     kube_placement pl = {0};
 
     /* The informers' threads read the attempt: it changes under the lock. */
@@ -458,12 +486,12 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
         ty_err e = place(kb, a, avoid, &pl, msg, sizeof msg);
         pthread_mutex_lock(&kb->mu);
         if (e == TY_OK && pl.verdict == KUBE_PLACE) {
-            kb_fmt(a->zone, sizeof a->zone, "%s", pl.zone);
-            a->grow_nodes = pl.grow_nodes;
-            kb_fmt(a->group, sizeof a->group, "%s", pl.group);
-            kb_fmt(a->grow_reason, sizeof a->grow_reason, "%s", pl.reason);
+            keep_placement(a, &pl);
         } else {
             a->grow_nodes = 0; /* pinned where it was: its pods wait for room there */
+            a->fit_ranks = 0;
+            a->nneeds = 0;
+            kb_fmt(stayed, sizeof stayed, "%s", e == TY_OK ? pl.reason : msg);
         }
         pthread_mutex_unlock(&kb->mu);
     }
@@ -482,6 +510,8 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     a->live = 1;
     a->stopping = 0;
     a->gang_failed = 0;
+    a->unsched_since_ms = 0;
+    a->unsched_msg[0] = '\0';
     memset(a->ranks, 0, (size_t)a->world * sizeof *a->ranks);
     if (!act) {
         launch_failed_locked(kb, a, e == TY_OK || e == TY_ENOMEM ? "out of memory" : msg);
@@ -498,14 +528,15 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     act->secret = secret;
     kb_fmt(act->job_name, sizeof act->job_name, "%s", job->name ? job->name : "");
     act_queue(kb, act);
+    a->grow_deadline_ms =
+        a->grow_nodes > 0 ? ty_time_now_ms() + kb->p->scale_up_timeout_seconds * 1000 : 0;
+    if (a->zone[0])
+        push_placement(kb, a, stayed[0] ? stayed : NULL);
     if (a->grow_nodes > 0) {
-        a->grow_deadline_ms = ty_time_now_ms() + kb->p->scale_up_timeout_seconds * 1000;
         backend_event ev = {.kind = BACKEND_EV_PENDING, .attempt = a, .rank = -1,
                             .exit_code = -1};
         kb_fmt(ev.detail, sizeof ev.detail, "%s", a->grow_reason);
         kb_push(kb, &ev, 0);
-    } else {
-        a->grow_deadline_ms = 0;
     }
     pthread_mutex_unlock(&kb->mu);
 }
@@ -658,8 +689,8 @@ static ty_err free_on(void *ud, kube_inv_view *view)
  * Per GPU type of the profile, what admission may count (placement.h:
  * kube_type_capacity_of(): the nodes, and what the node groups can still add) and what of it
  * is free: minus the GPUs of every bound pod of the cluster (any tenant's, ours included) and
- * of our reservations whose pods are not bound. CPU and memory are left to reserve() and the
- * Kubernetes scheduler: the inventory does not count them.
+ * of our reservations whose pods are not bound. CPU and memory are left to reserve(), whose
+ * placement counts them node by node.
  */
 static size_t kb_free_resources(const backend *b, backend_free *out, size_t max)
 {
@@ -956,33 +987,59 @@ static void do_delete(kbe *kb, kb_action *act)
     pthread_mutex_unlock(&kb->mu);
 }
 
-/* Attempts waiting for a node group past the profile's bound are withdrawn; under kb->mu. */
+/* Withdraws attempt a (its pods are deleted at once) so that the loop places it again; detail
+ * says why. Under kb->mu. */
+static void withdraw(kbe *kb, backend_attempt *a, const char *detail)
+{
+    queue_delete(kb, a, 1, 0);
+    kb_fmt(a->avoid, sizeof a->avoid, "%s", a->zone);
+    backend_event ev = {.kind = BACKEND_EV_DISRUPTED, .attempt = a, .rank = -1, .exit_code = -1,
+                        .disruption = BACKEND_DISRUPT_WITHDRAWN, .ended = 1};
+    kb_fmt(ev.detail, sizeof ev.detail, "%s", detail);
+    for (int r = 0; r < a->world; r++)
+        a->ranks[r].ended = 1;
+    a->live = 0;
+    a->grow_deadline_ms = 0;
+    a->unsched_since_ms = 0;
+    kb->withdrawn++;
+    kb_push(kb, &ev, 0);
+}
+
+/*
+ * Attempts waiting for a node group past the profile's scale_up_timeout_seconds, and attempts
+ * whose pods stayed unschedulable for its unschedulable_timeout_seconds (while no group grows
+ * for them), are withdrawn; under kb->mu. An attempt pinned to a zone its job names stays: there
+ * is nowhere else to place it.
+ */
 static void check_growth(kbe *kb)
 {
     int64_t now = ty_time_now_ms();
+    char d[BACKEND_DETAIL_MAX];
     for (backend_attempt *a = kb->attempts; a; a = a->next) {
-        if (!a->live || !a->grow_deadline_ms || now < a->grow_deadline_ms)
+        if (!a->live || a->stopping)
             continue;
-        a->grow_deadline_ms = 0;
-        int running = 0;
-        for (int r = 0; r < a->world; r++)
-            running += a->ranks[r].running || a->ranks[r].ended;
-        if (running == a->world)
+        if (a->grow_deadline_ms && now >= a->grow_deadline_ms) {
+            a->grow_deadline_ms = 0;
+            int running = 0;
+            for (int r = 0; r < a->world; r++)
+                running += a->ranks[r].running || a->ranks[r].ended;
+            if (running == a->world)
+                continue;
+            kb_fmt(d, sizeof d,
+                   "withdrawn from %s: the nodes of group %s did not come in %lld s; placing "
+                   "again",
+                   a->zone, a->group[0] ? a->group : "?",
+                   (long long)kb->p->scale_up_timeout_seconds);
+            withdraw(kb, a, d);
             continue;
-        queue_delete(kb, a, 1, 0);
-        kb_fmt(a->avoid, sizeof a->avoid, "%s", a->zone);
-        backend_event ev = {.kind = BACKEND_EV_DISRUPTED, .attempt = a, .rank = -1,
-                            .exit_code = -1, .disruption = BACKEND_DISRUPT_RECLAIMED,
-                            .ended = 1};
-        kb_fmt(ev.detail, sizeof ev.detail,
-                 "withdrawn from zone %s: the nodes of group %s did not come within %llds",
-                 a->zone, a->group[0] ? a->group : "?",
-                 (long long)kb->p->scale_up_timeout_seconds);
-        for (int r = 0; r < a->world; r++)
-            a->ranks[r].ended = 1;
-        a->live = 0;
-        kb->withdrawn++;
-        kb_push(kb, &ev, 0);
+        }
+        int named = a->want_zone[0] && strcmp(a->want_zone, "auto");
+        if (a->grow_deadline_ms || named || !a->unsched_since_ms ||
+            now < a->unsched_since_ms + kb->p->unschedulable_timeout_seconds * 1000)
+            continue;
+        kb_fmt(d, sizeof d, "unschedulable in %s for %lld s: %s; placing again", a->zone,
+               (long long)kb->p->unschedulable_timeout_seconds, a->unsched_msg);
+        withdraw(kb, a, d);
     }
 }
 

@@ -213,6 +213,14 @@ void kb_pod_changed(kbe *kb, const json_t *pod, int deleted, uint64_t t0)
     const char *node = str(pod, "spec", "nodeName");
     if (node && *node && !k->placed) {
         k->placed = 1;
+        if (k->unschedulable) {
+            k->unschedulable = 0;
+            int any = 0;
+            for (int i = 0; i < a->world; i++)
+                any |= a->ranks[i].unschedulable;
+            if (!any)
+                a->unsched_since_ms = 0; /* the clock starts again with the next refusal */
+        }
         kb_fmt(k->node, sizeof k->node, "%s", node);
         backend_event ev = {.kind = BACKEND_EV_PLACED, .attempt = a, .rank = r, .exit_code = -1};
         kb_fmt(ev.where.pod, sizeof ev.where.pod, "%s", name);
@@ -274,6 +282,14 @@ void kb_pod_changed(kbe *kb, const json_t *pod, int deleted, uint64_t t0)
     const char *ss = str(sched, "status", NULL);
     if (ss && !strcmp(ss, "False") && !k->placed) {
         const char *msg = str(sched, "message", NULL);
+        /* The withdrawal's clock (kube_backend.c's check_growth) runs from the first refusal
+         * while any rank is refused; the event quotes the scheduler's latest words. */
+        k->unschedulable = 1;
+        if (!a->unsched_since_ms)
+            a->unsched_since_ms = ty_time_now_ms();
+        kb_fmt(a->unsched_msg, sizeof a->unsched_msg, "%s",
+               msg ? msg : str(sched, "reason", NULL) ? str(sched, "reason", NULL)
+                                                      : "unschedulable");
         pending(kb, a, r, msg ? msg : str(sched, "reason", NULL) ? str(sched, "reason", NULL)
                                                                 : "unschedulable", t0);
         return;

@@ -14,6 +14,7 @@
 #include "scheduler/kube/inventory.h"
 #include "scheduler/kube/kclient.h"
 #include "scheduler/kube/kube_backend.h"
+#include "scheduler/kube/placement.h"
 #include "scheduler/kube/profile.h"
 #include "scheduler/kube/render.h"
 
@@ -32,6 +33,7 @@ typedef struct krank {
     char pod[BACKEND_NAME_MAX];
     char node[BACKEND_NAME_MAX];
     int placed, running, ended, noticed;
+    int unschedulable;             /* its pod's PodScheduled is False (Unschedulable) */
     char pending[BACKEND_DETAIL_MAX]; /* the last PENDING detail sent */
 } krank;
 
@@ -40,6 +42,7 @@ struct backend_attempt {
     struct backend_attempt *next;
     char job_id[32];
     int world, gpus_per_rank;
+    int64_t cpu_millis, memory_bytes; /* per rank */
     char gpu_type[64], capacity[32], want_zone[64];
     char zone[64];                 /* the zone booked and pinned; "" when none */
     int booked_pass;               /* book_pending() counted it in the current pass */
@@ -50,7 +53,12 @@ struct backend_attempt {
     int stopping, gang_failed;
     int grow_nodes;
     char group[64], grow_reason[256];
+    int fit_ranks;                 /* of the placement: ranks that fit on existing nodes */
+    kube_group_need needs[KUBE_NEEDS_MAX]; /* of the placement: the groups it waits for */
+    int nneeds;
     int64_t grow_deadline_ms;      /* 0: not waiting for a node group */
+    int64_t unsched_since_ms;      /* a rank's pod has been unschedulable since; 0: none is */
+    char unsched_msg[BACKEND_DETAIL_MAX]; /* the scheduler's last words for it */
     krank *ranks;
 };
 

@@ -1,27 +1,38 @@
 /*
  * placement.c - the zone decision (see placement.h for the rules).
  *
- * One pass over the nodes fills a per-zone tally (rank slots, free GPUs, eligible nodes); the
- * decision and the reason a person reads are both made from the tally, so what the message says
- * is exactly what the decision saw.
+ * One pass over the nodes fills a per-zone tally (rank slots, free GPUs, eligible nodes, and the
+ * slots each resource alone would leave); the decision and the reason a person reads are both
+ * made from the tally, so what the message says is exactly what the decision saw.
  */
 #include "scheduler/kube/placement.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ty_quantity.h"
+
 #define GPU_PRODUCT_LABEL "nvidia.com/gpu.product"
+
+/* The resources a rank is counted by, each alone (slots a node has for it). */
+enum { RES_GPU, RES_PODS, RES_CPU, RES_MEMORY, RES_EPHEMERAL, RES_N };
+
+static const char *const res_names[RES_N] = {"GPUs", "pod slots", "CPU", "memory",
+                                             "ephemeral storage"};
 
 typedef struct tally {
     const char *zone;
-    long slots;          /* ranks that fit on the zone's eligible nodes */
-    long free_gpus;      /* free GPUs on the zone's eligible nodes */
-    long nodes;          /* eligible nodes */
-    int grow;            /* new nodes needed (-1: the groups cannot grow enough) */
-    const char *used[4]; /* the groups that must grow, first ones */
-    int ngrown;          /* groups that must grow */
+    long slots;            /* ranks that fit on the zone's eligible nodes */
+    long free_gpus;        /* free GPUs on the zone's eligible nodes */
+    long nodes;            /* eligible nodes */
+    long by[RES_N];        /* ranks that would fit counting that resource alone */
+    int grow;              /* new nodes needed (-1: the groups cannot grow enough) */
+    const char *used[KUBE_NEEDS_MAX]; /* the groups that must grow, first ones */
+    int counts[KUBE_NEEDS_MAX];       /* and by how many nodes each */
+    int ngrown;            /* groups that must grow */
 } tally;
 
 typedef struct req {
@@ -41,6 +52,46 @@ static ty_err bad(char *msg, size_t msglen, const char *fmt, ...)
     vsnprintf(msg, msglen, fmt, ap);
     va_end(ap);
     return TY_EINVAL;
+}
+
+/* Ranks of `per` each that the rest of alloc holds; LONG_MAX when the rank asks none. */
+static long room_for(int64_t alloc, int64_t used, int64_t per)
+{
+    if (per <= 0)
+        return LONG_MAX;
+    int64_t left = alloc - used;
+    if (left <= 0)
+        return 0;
+    int64_t k = left / per;
+    return k > LONG_MAX ? LONG_MAX : (long)k;
+}
+
+/* The slots node n has for ranks of g, per resource alone. */
+static void node_room(const kube_node *n, const kube_gang *g, long by[RES_N])
+{
+    by[RES_GPU] = room_for(n->gpus_allocatable, n->gpus_requested, g->gpus_per_rank);
+    by[RES_PODS] = room_for(n->allocatable.pods, n->requested.pods, 1);
+    by[RES_CPU] = room_for(n->allocatable.cpu_millis, n->requested.cpu_millis, g->cpu_millis);
+    by[RES_MEMORY] =
+        room_for(n->allocatable.memory_bytes, n->requested.memory_bytes, g->memory_bytes);
+    by[RES_EPHEMERAL] = room_for(n->allocatable.ephemeral_bytes, n->requested.ephemeral_bytes,
+                                 g->ephemeral_bytes);
+}
+
+/* Ranks of g that node n holds: the least of what each resource leaves. */
+static long node_slots(const kube_node *n, const kube_gang *g)
+{
+    long by[RES_N], k = LONG_MAX;
+    node_room(n, g, by);
+    for (int i = 0; i < RES_N; i++)
+        if (by[i] < k)
+            k = by[i];
+    return k;
+}
+
+int kube_rank_fits(const kube_node *n, const kube_gang *g)
+{
+    return n && g && node_slots(n, g) >= 1;
 }
 
 static int has_label(const kube_node *n, const char *key, const char *value)
@@ -152,6 +203,10 @@ static void growth(const req *r, const kube_inventory *inv, tally *t)
     long missing = r->g->count - t->slots;
     t->grow = 0;
     t->ngrown = 0;
+    if (!r->gpu || r->g->gpus_per_rank <= 0) {
+        t->grow = missing > 0 ? -1 : 0; /* node groups are GPU groups */
+        return;
+    }
     for (size_t i = 0; i < r->p->ngroups && missing > 0; i++) {
         const kube_node_group *grp = &r->p->groups[i];
         if (strcmp(grp->zone, t->zone) || strcmp(grp->gpu_type, r->gpu->name) ||
@@ -166,8 +221,10 @@ static void growth(const req *r, const kube_inventory *inv, tally *t)
             k = room;
         missing -= k * per_node;
         t->grow += (int)k;
-        if (t->ngrown < 4)
+        if (t->ngrown < KUBE_NEEDS_MAX) {
             t->used[t->ngrown] = grp->name;
+            t->counts[t->ngrown] = (int)k;
+        }
         t->ngrown++;
     }
     if (missing > 0)
@@ -179,9 +236,9 @@ static void grow_reason(const tally *t, kube_placement *out)
     size_t cap = sizeof out->reason;
     int off = snprintf(out->reason, cap, "waiting for %d node%s of group%s ", t->grow,
                        t->grow == 1 ? "" : "s", t->ngrown == 1 ? "" : "s");
-    for (int i = 0; i < t->ngrown && i < 4 && off > 0 && (size_t)off < cap; i++)
+    for (int i = 0; i < t->ngrown && i < KUBE_NEEDS_MAX && off > 0 && (size_t)off < cap; i++)
         off += snprintf(out->reason + off, cap - (size_t)off, "%s%s", i ? ", " : "", t->used[i]);
-    if (t->ngrown > 4 && off > 0 && (size_t)off < cap)
+    if (t->ngrown > KUBE_NEEDS_MAX && off > 0 && (size_t)off < cap)
         snprintf(out->reason + off, cap - (size_t)off, ", ...");
 }
 
@@ -189,6 +246,37 @@ static const char *gpu_display(const kube_node_class *gpu)
 {
     const char *product = kube_node_class_label(gpu, GPU_PRODUCT_LABEL);
     return product ? product : gpu->name;
+}
+
+/* "4 CPUs, 16Gi memory" for what a rank asks besides GPUs; "" when nothing. */
+static void shape(const kube_gang *g, char *buf, size_t len)
+{
+    char q[32];
+    size_t off = 0;
+    buf[0] = '\0';
+    if (g->cpu_millis > 0) {
+        ty_quantity_format_millis(g->cpu_millis, q, sizeof q);
+        off += (size_t)snprintf(buf + off, len - off, "%s CPU", q);
+    }
+    if (g->memory_bytes > 0 && off < len) {
+        ty_quantity_format_bytes(g->memory_bytes, q, sizeof q);
+        off += (size_t)snprintf(buf + off, len - off, "%s%s memory", off ? ", " : "", q);
+    }
+    if (g->ephemeral_bytes > 0 && off < len) {
+        ty_quantity_format_bytes(g->ephemeral_bytes, q, sizeof q);
+        snprintf(buf + off, len - off, "%s%s ephemeral storage", off ? ", " : "", q);
+    }
+}
+
+/* The resources that alone leave zone t short of the gang: "pod slots and CPU". */
+static void short_of(const req *r, const tally *t, char *buf, size_t len)
+{
+    size_t off = 0;
+    int n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < RES_N && off < len; i++)
+        if (t->by[i] < r->g->count)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", n++ ? ", " : "", res_names[i]);
 }
 
 static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement *out)
@@ -202,7 +290,10 @@ static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement 
                  "no zone is left to try: every zone was avoided after a withdrawn attempt");
         return;
     }
-    if (r->g->gpus_per_rank == 0) {
+    long any_nodes = 0;
+    for (size_t i = 0; i < nt; i++)
+        any_nodes += t[i].nodes;
+    if (r->g->gpus_per_rank == 0 && any_nodes == 0) {
         if (named)
             snprintf(out->reason, sizeof out->reason,
                      "zone %s has no ready, schedulable node%s that a rank without GPUs may use",
@@ -213,41 +304,67 @@ static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement 
                      on);
         return;
     }
-    const tally *best = &t[0];
-    for (size_t i = 1; i < nt; i++)
-        if (t[i].free_gpus > best->free_gpus)
-            best = &t[i];
-    long need = (long)r->g->count * r->g->gpus_per_rank;
-    const char *gpu = gpu_display(r->gpu);
-    if (best->free_gpus < need) {
-        if (named)
-            snprintf(out->reason, sizeof out->reason,
-                     "zone %s does not have %ld free %s GPUs%s; it has %ld", best->zone, need, gpu,
-                     on, best->free_gpus);
-        else if (best->free_gpus == 0)
-            snprintf(out->reason, sizeof out->reason,
-                     "no zone has %ld free %s GPUs%s; none has any", need, gpu, on);
-        else
-            snprintf(out->reason, sizeof out->reason,
-                     "no zone has %ld free %s GPUs%s; the most is %ld in %s", need, gpu, on,
-                     best->free_gpus, best->zone);
-        return;
+    if (r->g->gpus_per_rank > 0) {
+        const tally *best = &t[0];
+        for (size_t i = 1; i < nt; i++)
+            if (t[i].free_gpus > best->free_gpus)
+                best = &t[i];
+        long need = (long)r->g->count * r->g->gpus_per_rank;
+        const char *gpu = gpu_display(r->gpu);
+        if (best->free_gpus < need) {
+            if (named)
+                snprintf(out->reason, sizeof out->reason,
+                         "zone %s does not have %ld free %s GPUs%s; it has %ld", best->zone, need,
+                         gpu, on, best->free_gpus);
+            else if (best->free_gpus == 0)
+                snprintf(out->reason, sizeof out->reason,
+                         "no zone has %ld free %s GPUs%s; none has any", need, gpu, on);
+            else
+                snprintf(out->reason, sizeof out->reason,
+                         "no zone has %ld free %s GPUs%s; the most is %ld in %s", need, gpu, on,
+                         best->free_gpus, best->zone);
+            return;
+        }
+        /* Enough GPUs, scattered: a rank's GPUs must share a node. */
+        const tally *most = &t[0];
+        for (size_t i = 1; i < nt; i++)
+            if (t[i].by[RES_GPU] > most->by[RES_GPU])
+                most = &t[i];
+        if (most->by[RES_GPU] < r->g->count) {
+            if (named)
+                snprintf(out->reason, sizeof out->reason,
+                         "zone %s has no room for %d ranks of %d %s GPUs on one node each%s; it "
+                         "has room for %ld",
+                         most->zone, r->g->count, r->g->gpus_per_rank, gpu, on,
+                         most->by[RES_GPU]);
+            else
+                snprintf(out->reason, sizeof out->reason,
+                         "no zone has room for %d ranks of %d %s GPUs on one node each%s; the "
+                         "most is %ld in %s",
+                         r->g->count, r->g->gpus_per_rank, gpu, on, most->by[RES_GPU],
+                         most->zone);
+            return;
+        }
     }
-    /* Enough GPUs, scattered: a rank's GPUs must share a node. */
+    /* The GPUs would do (or none are asked): pod slots, CPU, memory or storage fall short. */
     const tally *most = &t[0];
     for (size_t i = 1; i < nt; i++)
         if (t[i].slots > most->slots)
             most = &t[i];
+    char what[128], lack[96];
+    shape(r->g, what, sizeof what);
+    short_of(r, most, lack, sizeof lack);
     if (named)
         snprintf(out->reason, sizeof out->reason,
-                 "zone %s has no room for %d ranks of %d %s GPUs on one node each%s; it has room "
-                 "for %ld",
-                 most->zone, r->g->count, r->g->gpus_per_rank, gpu, on, most->slots);
+                 "zone %s has room for %ld of %d ranks%s%s%s%s (short of %s)", most->zone,
+                 most->slots, r->g->count, what[0] ? " of " : "", what, r->g->gpus_per_rank ?
+                 " and their GPUs" : "", on, lack[0] ? lack : "room on one node");
     else
         snprintf(out->reason, sizeof out->reason,
-                 "no zone has room for %d ranks of %d %s GPUs on one node each%s; the most is %ld "
-                 "in %s",
-                 r->g->count, r->g->gpus_per_rank, gpu, on, most->slots, most->zone);
+                 "no zone has room for %d ranks%s%s%s%s; the most is %ld in %s (short of %s)",
+                 r->g->count, what[0] ? " of " : "", what,
+                 r->g->gpus_per_rank ? " and their GPUs" : "", on, most->slots, most->zone,
+                 lack[0] ? lack : "room on one node");
 }
 
 ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_gang *gang,
@@ -282,43 +399,51 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
         for (size_t z = 0; z < nt; z++) {
             if (strcmp(t[z].zone, n->zone))
                 continue;
+            long by[RES_N], slots = LONG_MAX;
+            node_room(n, gang, by);
             long free_gpus = n->gpus_allocatable - n->gpus_requested;
-            if (free_gpus < 0)
-                free_gpus = 0;
             t[z].nodes++;
-            t[z].free_gpus += free_gpus;
-            t[z].slots += gang->gpus_per_rank ? free_gpus / gang->gpus_per_rank : 0;
+            t[z].free_gpus += free_gpus > 0 ? free_gpus : 0;
+            for (int k = 0; k < RES_N; k++) {
+                if (by[k] < slots)
+                    slots = by[k];
+                /* Each resource alone only matters up to the gang's size. */
+                long add = by[k] > gang->count ? gang->count : by[k];
+                t[z].by[k] = t[z].by[k] > LONG_MAX - add ? LONG_MAX : t[z].by[k] + add;
+            }
+            t[z].slots += slots;
         }
     }
 
     /* The zone with the most room among those that fit now. */
     const tally *pick = NULL;
-    for (size_t z = 0; z < nt; z++) {
-        int fits = gang->gpus_per_rank ? t[z].slots >= gang->count : t[z].nodes > 0;
-        long room = gang->gpus_per_rank ? t[z].slots : t[z].nodes;
-        long best = !pick ? -1 : gang->gpus_per_rank ? pick->slots : pick->nodes;
-        if (fits && room > best)
+    for (size_t z = 0; z < nt; z++)
+        if (t[z].slots >= gang->count && (!pick || t[z].slots > pick->slots))
             pick = &t[z];
-    }
     if (pick) {
         out->verdict = KUBE_PLACE;
+        out->fit_ranks = gang->count;
         snprintf(out->zone, sizeof out->zone, "%s", pick->zone);
         goto done;
     }
 
     /* Then the zone whose groups need the fewest new nodes. */
-    if (r.gpu) {
-        for (size_t z = 0; z < nt; z++) {
-            growth(&r, inv, &t[z]);
-            if (t[z].grow > 0 && (!pick || t[z].grow < pick->grow))
-                pick = &t[z];
-        }
+    for (size_t z = 0; z < nt; z++) {
+        growth(&r, inv, &t[z]);
+        if (t[z].grow > 0 && (!pick || t[z].grow < pick->grow))
+            pick = &t[z];
     }
     if (pick) {
         out->verdict = KUBE_PLACE;
         out->grow_nodes = pick->grow;
+        out->fit_ranks = (int)(pick->slots < gang->count ? pick->slots : gang->count);
         snprintf(out->zone, sizeof out->zone, "%s", pick->zone);
         snprintf(out->group, sizeof out->group, "%s", pick->used[0]);
+        for (int k = 0; k < pick->ngrown && k < KUBE_NEEDS_MAX; k++) {
+            snprintf(out->needs[k].group, sizeof out->needs[k].group, "%s", pick->used[k]);
+            out->needs[k].nodes = pick->counts[k];
+            out->nneeds = k + 1;
+        }
         grow_reason(pick, out);
         goto done;
     }
@@ -358,6 +483,101 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
     return TY_OK;
 }
 
+/* ---- booking the pods not bound yet ---- */
+
+struct kube_booker {
+    kube_node *nodes;
+    size_t *idx; /* a max-heap of eligible node indices by room for `key` ranks */
+    size_t n;
+    kube_gang key;
+};
+
+static long heap_key(const kube_booker *b, size_t i)
+{
+    return node_slots(&b->nodes[b->idx[i]], &b->key);
+}
+
+static void heap_down(kube_booker *b, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, rr = l + 1, m = i;
+        if (l < b->n && heap_key(b, l) > heap_key(b, m))
+            m = l;
+        if (rr < b->n && heap_key(b, rr) > heap_key(b, m))
+            m = rr;
+        if (m == i)
+            return;
+        size_t tmp = b->idx[i];
+        b->idx[i] = b->idx[m];
+        b->idx[m] = tmp;
+        i = m;
+    }
+}
+
+ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
+                       const kube_gang *g, const char *zone, kube_booker **out)
+{
+    req r = {p, g, NULL, NULL};
+    *out = NULL;
+    if (g->gpus_per_rank > 0 && !(r.gpu = kube_profile_gpu_type(p, g->gpu_type)))
+        return TY_EINVAL;
+    if (g->capacity && strcmp(g->capacity, "any") && p->ncapacity_types > 0 &&
+        !(r.cap = kube_profile_capacity(p, g->capacity)))
+        return TY_EINVAL;
+    kube_booker *b = calloc(1, sizeof *b);
+    if (!b || !(b->idx = calloc(nnodes ? nnodes : 1, sizeof *b->idx))) {
+        free(b);
+        return TY_ENOMEM;
+    }
+    b->nodes = nodes;
+    b->key = *g;
+    for (size_t i = 0; i < nnodes; i++)
+        if (zone && nodes[i].zone && !strcmp(nodes[i].zone, zone) && eligible(&r, &nodes[i]))
+            b->idx[b->n++] = i;
+    for (size_t i = b->n / 2; i-- > 0;)
+        heap_down(b, i);
+    *out = b;
+    return TY_OK;
+}
+
+int kube_book(kube_booker *b, const kube_gang *g, int ranks)
+{
+    int booked = 0;
+    while (b && booked < ranks && b->n > 0) {
+        kube_node *n = &b->nodes[b->idx[0]];
+        if (!kube_rank_fits(n, g))
+            break;
+        n->gpus_requested += g->gpus_per_rank;
+        n->requested.cpu_millis += g->cpu_millis;
+        n->requested.memory_bytes += g->memory_bytes;
+        n->requested.ephemeral_bytes += g->ephemeral_bytes;
+        n->requested.pods++;
+        heap_down(b, 0);
+        booked++;
+    }
+    return booked;
+}
+
+void kube_booker_free(kube_booker *b)
+{
+    if (!b)
+        return;
+    free(b->idx);
+    free(b);
+}
+
+/* A quantity of the spec in units of 10^-scale ("500m" at scale 3: 500); 0 when absent. */
+static int64_t spec_quantity(const json_t *v, int scale)
+{
+    const char *s = json_string_value(v);
+    int64_t n = 0;
+    if (json_is_integer(v))
+        return json_integer_value(v) > 0 ? json_integer_value(v) * (scale == 3 ? 1000 : 1) : 0;
+    if (!s || ty_quantity_scaled(s, strlen(s), scale, &n) != TY_OK || n < 0)
+        return 0;
+    return n;
+}
+
 ty_err kube_gang_from_spec(const json_t *spec, kube_gang *out)
 {
     const json_t *count = json_object_get(json_object_get(spec, "workers"), "count");
@@ -373,6 +593,9 @@ ty_err kube_gang_from_spec(const json_t *spec, kube_gang *out)
         out->gpus_per_rank = n > 1024 ? 1024 : (int)n;
         out->gpu_type = json_string_value(json_object_get(gpu, "type"));
     }
+    const json_t *res = json_object_get(spec, "resources");
+    out->cpu_millis = spec_quantity(json_object_get(res, "cpu"), 3);
+    out->memory_bytes = spec_quantity(json_object_get(res, "memory"), 0);
     out->capacity = json_string_value(json_object_get(pl, "capacity"));
     out->zone = json_string_value(json_object_get(pl, "zone"));
     return TY_OK;

@@ -2,34 +2,47 @@
  * placement.h - which zone an attempt's gang goes to: a pure function of a node inventory (what
  * the backend's watches on nodes and pods have seen), the profile's node groups and the gang.
  *
- * A gang fits a zone when all its ranks can be packed onto that zone's eligible nodes, each
- * rank's GPUs on one node. A node is eligible when it is ready, schedulable, not tainted for
+ * Resources are counted as kube-scheduler's NodeResourcesFit counts them: on each node, its
+ * allocatable nvidia.com/gpu, CPU, memory, ephemeral storage and pod slots (allocatable.pods)
+ * minus what the pods bound there request, whoever's they are. A rank fits a node when the pod
+ * slot and every resource it asks for (a resource it asks none of is not checked) fit what is
+ * left. A gang fits a zone when all its ranks can be packed onto that zone's eligible nodes,
+ * each rank on one node. A node is eligible when it is ready, schedulable, not tainted for
  * reclaim (aws-node-termination-handler/spot-itn), carries every node label of the GPU type and
  * the capacity type, and has no NoSchedule/NoExecute taint that the rendered pod does not
  * tolerate (render.h: the GPU type's and the capacity type's taints). Among the zones that fit,
- * the one with the most room wins (ties: the profile's zone order, then name order), so that the
- * next gang finds room too.
+ * the one with the most room (ranks of this gang that would still fit) wins (ties: the profile's
+ * zone order, then name order), so that the next gang finds room too. Gangs with and without
+ * GPUs follow the same rule.
  *
  * When no zone fits with the nodes that exist, a zone whose node groups (profile.h; same GPU
  * type and capacity, below their max_size) can grow to fit is chosen, the one needing the fewest
  * new nodes: the autoscaler only adds nodes for pods that exist and are pending, so the backend
  * must create the pods pinned there and wait (at most the profile's scale_up_timeout_seconds,
- * then it withdraws the attempt and places it again with that zone in avoid). Otherwise the
- * answer is "wait", with a reason a person can read.
- *
- * A gang without GPUs fits any zone with one eligible node (CPU and memory are left to the
- * Kubernetes scheduler: the inventory does not count them).
+ * then it withdraws the attempt and places it again with that zone in avoid). Node groups are
+ * GPU groups: a gang without GPUs never waits for one. Otherwise the answer is "wait", with a
+ * reason a person can read.
  */
 #ifndef TY_KUBE_PLACEMENT_H
 #define TY_KUBE_PLACEMENT_H
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/ty_error.h"
 #include "scheduler/kube/profile.h"
 
 #define KUBE_RECLAIM_TAINT "aws-node-termination-handler/spot-itn"
+
+/* What the scheduler counts besides GPUs: of a node (allocatable, or requested by its pods) or
+ * of one rank. */
+typedef struct kube_res {
+    int64_t cpu_millis;
+    int64_t memory_bytes;
+    int64_t ephemeral_bytes; /* ephemeral-storage */
+    int64_t pods;            /* pod slots: allocatable.pods, or the pods bound there */
+} kube_res;
 
 typedef struct kube_node {
     const char *name;
@@ -40,6 +53,8 @@ typedef struct kube_node {
     size_t ntaints;
     int gpus_allocatable; /* status.allocatable nvidia.com/gpu */
     int gpus_requested;   /* summed over the pods bound to the node that have not ended */
+    kube_res allocatable; /* status.allocatable cpu, memory, ephemeral-storage, pods */
+    kube_res requested;   /* summed over the same pods as gpus_requested (pods: their number) */
     int ready;            /* the Ready condition is True */
     int unschedulable;    /* spec.unschedulable (cordoned) */
 } kube_node;
@@ -61,6 +76,9 @@ typedef struct kube_gang {
     int count;                /* ranks, >= 1 */
     int gpus_per_rank;        /* 0: no GPUs */
     const char *gpu_type;     /* a profile GPU type; NULL when gpus_per_rank is 0 */
+    int64_t cpu_millis;       /* per rank: what its pod requests (0: not checked) */
+    int64_t memory_bytes;
+    int64_t ephemeral_bytes;
     const char *capacity;     /* "spot", "on-demand" or "any"/NULL */
     const char *zone;         /* NULL or "auto": any zone; else only that one */
     const char *const *avoid; /* zones not to pick under "auto" (an attempt withdrawn there) */
@@ -72,11 +90,23 @@ typedef enum kube_verdict {
     KUBE_WAIT,      /* nothing fits now: retry when the inventory changes */
 } kube_verdict;
 
+/* One node group a placement waits for, and by how many nodes. */
+typedef struct kube_group_need {
+    char group[64];
+    int nodes;
+} kube_group_need;
+
+#define KUBE_NEEDS_MAX 4
+
 typedef struct kube_placement {
     kube_verdict verdict;
     char zone[64];    /* with KUBE_PLACE */
+    int fit_ranks;    /* with KUBE_PLACE: ranks that fit on the zone's existing nodes (at most
+                         the gang's count; all of them when grow_nodes is 0) */
     int grow_nodes;   /* with KUBE_PLACE: new nodes the zone's groups must add; 0 = none */
     char group[64];   /* with grow_nodes: the group that must grow first */
+    kube_group_need needs[KUBE_NEEDS_MAX]; /* with grow_nodes: the groups, first ones */
+    int nneeds;
     char reason[256]; /* KUBE_WAIT: why; KUBE_PLACE with growth: "waiting for ..." */
 } kube_placement;
 
@@ -107,9 +137,26 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
                              const char *gpu_type, kube_type_capacity *out);
 
 /*
+ * Books what pods of gang g not bound yet will take, on the eligible nodes of zone (as the
+ * scheduler would bind them: each rank on the node with the most room for it), by adding their
+ * requests to the nodes' requested counts; so that a placement decided next does not count the
+ * same room twice. A booker is made once per (zone, GPU type, capacity) of the gangs to book and
+ * then books each of them in turn: O(nodes) to make, O(log nodes) per rank. Ranks that fit no
+ * node are not booked (the scheduler leaves them Pending). Returns the ranks booked.
+ */
+typedef struct kube_booker kube_booker;
+ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
+                       const kube_gang *g, const char *zone, kube_booker **out);
+int kube_book(kube_booker *b, const kube_gang *g, int ranks);
+void kube_booker_free(kube_booker *b);
+
+/* Whether a rank of g fits on node n's free resources (eligibility aside). */
+int kube_rank_fits(const kube_node *n, const kube_gang *g);
+
+/*
  * The gang a normalized job spec (api/spec.c) asks for: workers.count, resources.gpu and
- * placement; out's strings are borrowed from spec, avoid is left empty. TY_EINVAL when spec has
- * no workers.count.
+ * placement, resources.cpu and resources.memory; out's strings are borrowed from spec, avoid is
+ * left empty. TY_EINVAL when spec has no workers.count.
  */
 ty_err kube_gang_from_spec(const json_t *spec, kube_gang *out);
 

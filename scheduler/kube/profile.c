@@ -468,6 +468,7 @@ static const char *const top_keys[] = {"namespace",
                                        "scale_up_timeout_seconds",
                                        "volcano",
                                        "termination_grace_seconds",
+                                       "unschedulable_timeout_seconds",
                                        NULL};
 
 static ty_err optional_name(pctx *c, const yaml_node_t *v, const char *what, char **dst)
@@ -546,10 +547,13 @@ static ty_err top_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node_t
         return get_int(c, v, "scale_up_timeout_seconds", 1, 86400, &p->scale_up_timeout_seconds);
     case 14:
         return each_pair(c, v, "volcano", volcano_keys, volcano_pair, p);
-    default:
+    case 15:
         if (is_null(v))
             return TY_OK;
         return get_int(c, v, "termination_grace_seconds", 0, 3600, &p->termination_grace_seconds);
+    default:
+        return get_int(c, v, "unschedulable_timeout_seconds", 1, 86400,
+                       &p->unschedulable_timeout_seconds);
     }
 }
 
@@ -588,6 +592,7 @@ static ty_err defaults(kube_profile *p)
     p->termination_grace_seconds = -1;
     p->master_port = 29500;
     p->scale_up_timeout_seconds = 900;
+    p->unschedulable_timeout_seconds = 300;
     if (!(p->namespace = strdup("default")) || !(p->data_dir = strdup("/data")) ||
         !(p->output_dir = strdup("/output")) || !(p->checkpoint_dir = strdup("/checkpoints")) ||
         !(p->volcano_queue = strdup("default")))

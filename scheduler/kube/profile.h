@@ -26,6 +26,10 @@
  *   node_groups: [{name, zone, gpu_type, capacity, gpus_per_node, max_size}]   (all required)
  *   scale_up_timeout_seconds   how long an attempt placed on a growing group may wait for its
  *                              nodes before it is withdrawn and placed elsewhere; 900
+ *   unschedulable_timeout_seconds
+ *                              how long an attempt's pods may stay unschedulable in their zone
+ *                              (the scheduler's PodScheduled=False, no node group growing for
+ *                              them) before it is withdrawn and placed elsewhere; 300
  *   volcano: {enabled, queue}  false, "default"
  *   termination_grace_seconds  how long a rank has from SIGTERM (its checkpoint) to SIGKILL;
  *                              unset: Kubernetes' 30
@@ -89,6 +93,7 @@ typedef struct kube_profile {
     kube_node_group *groups;
     size_t ngroups;
     long long scale_up_timeout_seconds;
+    long long unschedulable_timeout_seconds;
     int volcano; /* 1: render Volcano Jobs */
     char *volcano_queue;
     long long termination_grace_seconds; /* -1: Kubernetes' default */

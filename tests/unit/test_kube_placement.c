@@ -39,7 +39,13 @@ static const kube_taint gpu_taint = {"nvidia.com/gpu", "present", "NoSchedule"};
 static const kube_taint reclaim_taint = {"aws-node-termination-handler/spot-itn", "true",
                                          "NoSchedule"};
 
-/* A p4d (A100) node as EKS labels it; spot or on-demand. Returns it for further changes. */
+#define GI ((int64_t)1 << 30)
+/* What a p4d.24xlarge and an m5.4xlarge leave for pods on EKS. */
+static const kube_res P4D = {95690, 1100 * GI, 500 * GI, 110};
+static const kube_res M5 = {15890, 58 * GI, 100 * GI, 110};
+
+/* A p4d (A100) node as EKS labels it (a CPU node when product is NULL); spot or on-demand.
+ * Returns it for further changes. */
 static kube_node *node(cluster *c, const char *zone, const char *product, int spot, int alloc,
                        int requested)
 {
@@ -66,6 +72,7 @@ static kube_node *node(cluster *c, const char *zone, const char *product, int sp
                      .ntaints = product ? 1 : 0,
                      .gpus_allocatable = alloc,
                      .gpus_requested = requested,
+                     .allocatable = product ? P4D : M5,
                      .ready = 1,
                      .unschedulable = 0};
     return n;
