@@ -816,6 +816,86 @@ static void test_scheduler_retries_on_node_change(void **state)
     resp_free(r);
 }
 
+/* The scheduler counts pod slots, CPU and memory as NodeResourcesFit does, in its words: a
+ * node short of several resources counts under each, and once in the preemption part. */
+static void test_scheduler_counts_pods_cpu_and_memory(void **state)
+{
+    (void)state;
+    /* The 3 CPU nodes have 16 CPUs and 64Gi each; the 11 GPU nodes are tainted. */
+    resp *r =
+        call("POST", "/api/v1/namespaces/transcripts/pods",
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"wants-17-cpus\"},"
+             "\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"m\","
+             "\"image\":\"busybox:1.36\",\"resources\":{\"requests\":{\"cpu\":\"17\","
+             "\"memory\":\"65Gi\"}}}]}}");
+    EXPECT_STATUS(r, 201);
+    resp_free(r);
+    json_t *pod = get_json("/api/v1/namespaces/transcripts/pods/wants-17-cpus");
+    json_t *cond = json_array_get(json_object_get(json_object_get(pod, "status"), "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(cond, "message")),
+                        "0/14 nodes are available: 11 node(s) had untolerated taint "
+                        "{nvidia.com/gpu: present}, 3 Insufficient cpu, 3 Insufficient memory. "
+                        "preemption: 0/14 nodes are available: 11 Preemption is not helpful for "
+                        "scheduling, 3 No preemption victims found for incoming pod..");
+    json_decref(pod);
+    delete_ok("/api/v1/namespaces/transcripts/pods/wants-17-cpus");
+
+    /* A node with room for one pod: the second is "Too many pods", whatever it asks. */
+    fake("/fake/nodes", "{\"metadata\":{\"name\":\"usw2a-tiny-0\",\"labels\":{"
+                        "\"node.kubernetes.io/instance-type\":\"t3.nano\","
+                        "\"topology.kubernetes.io/zone\":\"us-west-2a\"}},"
+                        "\"status\":{\"allocatable\":{\"cpu\":\"2\",\"memory\":\"512Mi\","
+                        "\"pods\":\"1\"}}}");
+    for (int i = 0; i < 2; i++) {
+        char body[600];
+        snprintf(body, sizeof body,
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"tiny-%d\"},"
+                 "\"spec\":{\"restartPolicy\":\"Never\",\"nodeSelector\":"
+                 "{\"node.kubernetes.io/instance-type\":\"t3.nano\"},\"containers\":[{\"name\":"
+                 "\"m\",\"image\":\"busybox:1.36\",\"resources\":{\"limits\":{\"cpu\":\"10m\"}}}]}}",
+                 i);
+        r = call("POST", "/api/v1/namespaces/transcripts/pods", body);
+        EXPECT_STATUS(r, 201);
+        resp_free(r);
+    }
+    pod = get_json("/api/v1/namespaces/transcripts/pods/tiny-0");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName")),
+        "usw2a-tiny-0");
+    json_decref(pod);
+    pod = get_json("/api/v1/namespaces/transcripts/pods/tiny-1");
+    cond = json_array_get(json_object_get(json_object_get(pod, "status"), "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(cond, "message")),
+                        "0/15 nodes are available: 1 Too many pods, 11 node(s) had untolerated "
+                        "taint {nvidia.com/gpu: present}, 3 node(s) didn't match Pod's node "
+                        "affinity/selector. preemption: 0/15 nodes are available: 1 "
+                        "No preemption victims found for incoming pod, 14 Preemption is not "
+                        "helpful for scheduling..");
+    /* The first one ends: its slot is free again and the second is bound. */
+    r = call("PATCH", "/api/v1/namespaces/transcripts/pods/tiny-0/status",
+             "{\"status\":{\"phase\":\"Succeeded\"}}");
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+    const char *node = NULL;
+    for (int i = 0; i < 100 && !node; i++) {
+        json_decref(pod);
+        pod = get_json("/api/v1/namespaces/transcripts/pods/tiny-1");
+        node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+        if (!node) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    assert_non_null(node);
+    assert_string_equal(node, "usw2a-tiny-0");
+    json_decref(pod);
+    delete_ok("/api/v1/namespaces/transcripts/pods/tiny-0");
+    delete_ok("/api/v1/namespaces/transcripts/pods/tiny-1");
+    r = call("DELETE", "/fake/nodes/usw2a-tiny-0", NULL);
+    EXPECT_STATUS(r, 200);
+    resp_free(r);
+}
+
 /* 08, 08b-08d: list envelopes, selectors, limit and continue. */
 static void test_lists(void **state)
 {
@@ -1893,6 +1973,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_indexed_job_mixed),
         cmocka_unit_test(test_scheduler_messages),
         cmocka_unit_test(test_scheduler_retries_on_node_change),
+        cmocka_unit_test(test_scheduler_counts_pods_cpu_and_memory),
         cmocka_unit_test(test_lists),
         cmocka_unit_test(test_watch_job),
         cmocka_unit_test(test_watch_pods_from_now),

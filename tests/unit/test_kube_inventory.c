@@ -308,6 +308,70 @@ static void test_late_changes_from_the_other_informer(void **state)
     kube_inv_free(inv);
 }
 
+static ty_err first_node(void *ud, kube_inv_view *view)
+{
+    kube_node *out = ud;
+    assert_true(view->nnodes >= 1);
+    *out = view->nodes[0];
+    return TY_OK;
+}
+
+/* Every bound pod takes a pod slot and what it requests of CPU, memory and storage, as the
+ * scheduler counts them: a CPU node full of small pods has no room left. */
+static void test_cpu_memory_storage_and_pod_slots(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    kube_node n;
+    int freed = -1;
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    feed_node(inv, NULL,
+              json_pack("{s:{s:s, s:{s:s}}, s:{s:{s:s, s:s, s:s, s:s}, s:[{s:s, s:s}]}}",
+                        "metadata", "name", "c0", "labels", "topology.kubernetes.io/zone",
+                        "us-west-2a", "status", "allocatable", "cpu", "15890m", "memory",
+                        "57Gi", "ephemeral-storage", "100Gi", "pods", "110", "conditions",
+                        "type", "Ready", "status", "True"));
+    /* Requests, else limits; the largest init container when it asks more; the overhead. */
+    json_t *p1 = json_pack("{s:{s:s, s:s}, s:{s:s, s:[{s:{s:{s:s, s:s}}}, {s:{s:{s:s}}}], "
+                           "s:[{s:{s:{s:s}}}], s:{s:s}}, s:{s:s}}",
+                           "metadata", "namespace", "other", "name", "p1", "spec", "nodeName",
+                           "c0", "containers", "resources", "requests", "cpu", "500m", "memory",
+                           "1Gi", "resources", "limits", "cpu", "1", "initContainers",
+                           "resources", "requests", "ephemeral-storage", "2Gi", "overhead",
+                           "cpu", "10m", "status", "phase", "Running");
+    kube_res r;
+    kube_inv_pod_requests(p1, &r);
+    assert_int_equal(r.cpu_millis, 1510);
+    assert_int_equal(r.memory_bytes, (int64_t)1 << 30);
+    assert_int_equal(r.ephemeral_bytes, (int64_t)2 << 30);
+    json_t *slim = kube_inv_pod_slim(p1);
+    kube_inv_pod_requests(slim, &r);
+    assert_int_equal(r.cpu_millis, 1510);
+    assert_int_equal(r.pods, 1);
+    feed_pod(inv, NULL, slim);
+    /* A pod that asks for nothing still takes its slot. */
+    feed_pod(inv, NULL,
+             json_pack("{s:{s:s, s:s}, s:{s:s, s:[{}]}, s:{s:s}}", "metadata", "namespace",
+                       "kube-system", "name", "p2", "spec", "nodeName", "c0", "containers",
+                       "status", "phase", "Running"));
+    assert_int_equal(kube_inv_with(inv, first_node, &n), TY_OK);
+    assert_int_equal(n.allocatable.cpu_millis, 15890);
+    assert_int_equal(n.allocatable.memory_bytes, (int64_t)57 << 30);
+    assert_int_equal(n.allocatable.pods, 110);
+    assert_int_equal(n.requested.pods, 2);
+    assert_int_equal(n.requested.cpu_millis, 1510);
+    assert_int_equal(n.requested.ephemeral_bytes, (int64_t)2 << 30);
+    /* It ends: its slot and requests come back, and the change says room came free. */
+    json_object_set_new(json_object_get(p1, "status"), "phase", json_string("Succeeded"));
+    assert_int_equal(kube_inv_pod(inv, NULL, p1, &freed), TY_OK);
+    assert_true(freed > 0);
+    assert_int_equal(kube_inv_with(inv, first_node, &n), TY_OK);
+    assert_int_equal(n.requested.pods, 1);
+    assert_int_equal(n.requested.cpu_millis, 0);
+    json_decref(p1);
+    kube_inv_free(inv);
+}
+
 static ty_err sum_used(void *ud, kube_inv_view *view)
 {
     long *got = ud;
@@ -482,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_other_tenants_and_slim_pods),
         cmocka_unit_test(test_capacity_per_gpu_type),
         cmocka_unit_test(test_late_changes_from_the_other_informer),
+        cmocka_unit_test(test_cpu_memory_storage_and_pod_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -272,6 +272,118 @@ static void test_ranks_without_gpus(void **state)
     assert_string_equal(p.zone, "us-west-2c");
 }
 
+/* ---- every resource the scheduler counts ---- */
+
+#define MI ((int64_t)1 << 20)
+
+/* One CPU node per zone, each with what the row says is already requested there. */
+typedef struct res_row {
+    const char *what;
+    kube_res used[3];     /* on us-west-2a, 2b, 2c */
+    kube_gang gang;
+    const char *zone;     /* NULL: wait */
+    const char *reason;   /* with a wait: a part of the sentence */
+} res_row;
+
+static void test_cpu_memory_storage_and_pod_slots_count(void **state)
+{
+    (void)state;
+    static const char *const zones[3] = {"us-west-2a", "us-west-2b", "us-west-2c"};
+    const kube_gang one = {.count = 1, .cpu_millis = 10, .memory_bytes = 64 * MI};
+    const kube_gang three_big = {.count = 3, .cpu_millis = 4000, .memory_bytes = 8 * GI};
+    const res_row rows[] = {
+        {"a full node's pod slots do not count (110 one-rank jobs in 2a)",
+         {{1100, 7 * GI, 0, 110}, {0}, {0}}, one, "us-west-2b", NULL},
+        {"the zone with the most pod slots left wins",
+         {{0, 0, 0, 100}, {0, 0, 0, 50}, {0, 0, 0, 60}}, one, "us-west-2b", NULL},
+        {"another tenant's CPU requests leave 2a room for 2 ranks, 2b for 1, 2c for 3",
+         {{7890, 0, 0, 3}, {11890, 0, 0, 3}, {0, 0, 0, 3}}, three_big, "us-west-2c", NULL},
+        {"memory alone can be what is short",
+         {{0, 50 * GI, 0, 1}, {0, 50 * GI, 0, 1}, {0, 30 * GI, 0, 1}}, three_big, "us-west-2c",
+         NULL},
+        {"no zone holds the gang: it waits, saying what is short",
+         {{0, 0, 0, 110}, {0, 0, 0, 109}, {0, 0, 0, 108}},
+         (kube_gang){.count = 3, .cpu_millis = 10}, NULL,
+         "no zone has room for 3 ranks of 0.01 CPU; the most is 2 in us-west-2c (short of pod "
+         "slots)"},
+        {"CPU and memory short together",
+         {{15890, 58 * GI, 0, 2}, {7000, 50 * GI, 0, 2}, {15890, 0, 0, 2}}, three_big, NULL,
+         "no zone has room for 3 ranks of 4 CPU, 8Gi memory; the most is 1 in us-west-2b (short "
+         "of CPU, memory)"},
+        {"ephemeral storage counts when a rank asks for it",
+         {{0, 0, 99 * GI, 1}, {0, 0, 0, 1}, {0, 0, 0, 1}},
+         (kube_gang){.count = 1, .ephemeral_bytes = 2 * GI}, "us-west-2b", NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        const res_row *row = &rows[i];
+        cluster c = {0};
+        all_groups_full(&c);
+        for (int z = 0; z < 3; z++)
+            node(&c, zones[z], NULL, 0, 0, 0)->requested = row->used[z];
+        kube_placement p = place(&c, row->gang);
+        if (row->zone) {
+            if (p.verdict != KUBE_PLACE || strcmp(p.zone, row->zone))
+                fail_msg("%s: placed in %s (%s), not %s", row->what, p.zone, p.reason,
+                         row->zone);
+            assert_int_equal(p.fit_ranks, row->gang.count);
+        } else {
+            if (p.verdict != KUBE_WAIT || !strstr(p.reason, row->reason))
+                fail_msg("%s: %s", row->what, p.reason);
+        }
+    }
+}
+
+static void test_gpu_ranks_need_cpu_and_pod_slots_too(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    /* 2a has the most free GPUs but another tenant's pods fill its pod slots. */
+    kube_node *a = node(&c, "us-west-2a", A100, 1, 8, 0);
+    a->requested.pods = 110;
+    node(&c, "us-west-2b", A100, 1, 8, 4);
+    kube_gang g = a100_spot(2, 2);
+    g.cpu_millis = 8000;
+    kube_placement p = place(&c, g);
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2b");
+    /* The GPUs are there, the CPU is not. */
+    c.nodes[1].requested.cpu_millis = 90000;
+    p = place(&c, g);
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    assert_string_equal(p.reason, "no zone has room for 2 ranks of 8 CPU and their GPUs on spot "
+                                  "nodes; the most is 0 in us-west-2a (short of pod slots)");
+}
+
+/* Pods not bound yet are booked where the scheduler would bind them, so that the next gang
+ * placed sees the room they take. */
+static void test_booking_pods_not_bound_yet(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    node(&c, "us-west-2a", NULL, 0, 0, 0)->requested.pods = 100;
+    node(&c, "us-west-2a", NULL, 0, 0, 0)->requested.pods = 105;
+    node(&c, "us-west-2b", NULL, 0, 0, 0)->requested.pods = 100;
+    kube_gang g = {.count = 12, .cpu_millis = 10};
+    kube_booker *b = NULL;
+    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, &g, "us-west-2a", &b), TY_OK);
+    /* 10 + 5 slots: each rank goes where most room is left, so both nodes end with 1 or 2. */
+    assert_int_equal(kube_book(b, &g, 12), 12);
+    assert_int_equal(c.nodes[0].requested.pods + c.nodes[1].requested.pods, 217);
+    assert_true(c.nodes[0].requested.pods >= 108 && c.nodes[1].requested.pods >= 108);
+    assert_int_equal(c.nodes[0].requested.cpu_millis, (c.nodes[0].requested.pods - 100) * 10);
+    /* Only 3 slots are left in 2a: a gang asking 4 ranks goes to 2b. */
+    kube_gang four = {.count = 4, .cpu_millis = 10};
+    assert_int_equal(kube_book(b, &four, 4), 3);
+    kube_booker_free(b);
+    c.nodes[2].requested.pods = 100;
+    kube_placement p = place(&c, four);
+    assert_string_equal(p.zone, "us-west-2b");
+    assert_false(kube_rank_fits(&c.nodes[0], &four));
+    assert_true(kube_rank_fits(&c.nodes[2], &four));
+}
+
 /* ---- clusters that scale from zero ---- */
 
 static void test_groups_that_can_grow(void **state)
@@ -412,6 +524,11 @@ static void test_the_gang_of_a_spec(void **state)
     assert_string_equal(g.capacity, "spot");
     assert_string_equal(g.zone, "us-west-2b");
     assert_int_equal(g.navoid, 0);
+    assert_int_equal(g.cpu_millis, 8000);
+    assert_int_equal(g.memory_bytes, 32 * GI);
+    json_object_set_new(json_object_get(spec, "resources"), "cpu", json_string("10m"));
+    assert_int_equal(kube_gang_from_spec(spec, &g), TY_OK);
+    assert_int_equal(g.cpu_millis, 10);
     json_object_set_new(json_object_get(spec, "resources"), "gpu", json_null());
     assert_int_equal(kube_gang_from_spec(spec, &g), TY_OK);
     assert_int_equal(g.gpus_per_rank, 0);
@@ -468,6 +585,9 @@ int main(void)
         cmocka_unit_test(test_nodes_that_do_not_count),
         cmocka_unit_test(test_avoided_and_named_zones),
         cmocka_unit_test(test_ranks_without_gpus),
+        cmocka_unit_test(test_cpu_memory_storage_and_pod_slots_count),
+        cmocka_unit_test(test_gpu_ranks_need_cpu_and_pod_slots_too),
+        cmocka_unit_test(test_booking_pods_not_bound_yet),
         cmocka_unit_test(test_groups_that_can_grow),
         cmocka_unit_test(test_any_capacity_may_grow_both_kinds_of_group),
         cmocka_unit_test(test_a_node_placement_counts_takes_the_rendered_pod),

@@ -174,6 +174,7 @@ static void test_empty_mapping_gets_defaults(void **state)
     assert_int_equal(p->master_port, 29500);
     assert_int_equal(p->termination_grace_seconds, -1);
     assert_int_equal(p->scale_up_timeout_seconds, 900);
+    assert_int_equal(p->unschedulable_timeout_seconds, 300);
     assert_string_equal(p->data_dir, "/data");
     assert_string_equal(p->volcano_queue, "default");
     kube_profile_free(p);
@@ -189,8 +190,10 @@ static void test_json_profile(void **state)
         "\"node_groups\": [{\"name\": \"g4-spot-z1\", \"zone\": \"z1\", \"gpu_type\": \"t4\","
         "\"capacity\": \"spot\", \"gpus_per_node\": 1, \"max_size\": 10}],"
         "\"service_account\": \"runner\", \"priority_class\": \"training\","
-        "\"image_pull_secrets\": [\"regcred\"], \"kubernetes_version\": \"1.29\"}");
+        "\"image_pull_secrets\": [\"regcred\"], \"kubernetes_version\": \"1.29\","
+        "\"unschedulable_timeout_seconds\": 120}");
     assert_string_equal(p->namespace, "ml");
+    assert_int_equal(p->unschedulable_timeout_seconds, 120);
     assert_int_equal(p->volcano, 1);
     assert_string_equal(p->volcano_queue, "gpu");
     assert_int_equal(p->ngroups, 1);
@@ -217,6 +220,8 @@ static const bad_case bad_cases[] = {
     {"zones: [a, a]\n", "p.yaml:1: zones: 'a' is listed twice"},
     {"master_port: 70000\n", "p.yaml:1: master_port must be between 1 and 65535"},
     {"master_port: \"80\"\n", "p.yaml:1: master_port must be an integer"},
+    {"unschedulable_timeout_seconds: 0\n",
+     "p.yaml:1: unschedulable_timeout_seconds must be between 1 and 86400"},
     {"kubernetes_version: \"1.20\"\n", "p.yaml:1: kubernetes_version must be"},
     {"server_url: trainyard:8080\n", "p.yaml:1: server_url must start with http://"},
     {"paths:\n  data: data\n", "p.yaml:2: paths.data must be an absolute path"},
