@@ -4,7 +4,8 @@
  * Nodes live in an array (so that a view is one memcpy) with a name -> index map beside it;
  * what the pods request (GPUs, CPU, memory, ephemeral storage, one pod slot each) is kept per
  * node name, whether or not the node is known yet, and each counted pod remembers what it added
- * so that its next change or its deletion takes exactly that back. The maps are jansson objects: hash tables keyed by string, with deletion.
+ * so that its next change or its deletion takes exactly that back. The maps are jansson objects:
+ * hash tables keyed by string, with deletion.
  */
 #include "scheduler/kube/inventory.h"
 

@@ -383,9 +383,8 @@ static void push_placement(kbe *kb, backend_attempt *a, const char *why)
                a->zone, why);
     else if (a->grow_nodes > 0)
         kb_fmt(ev.detail, sizeof ev.detail,
-               "placed in %s: %d of %d rank%s fit%s on existing nodes, %s (up to %lld s)",
-               a->zone, a->fit_ranks, a->world, a->world == 1 ? "" : "s",
-               a->fit_ranks == 1 ? "s" : "", a->grow_reason,
+               "placed in %s: %d of %d rank%s fit on existing nodes, %s (up to %lld s)",
+               a->zone, a->fit_ranks, a->world, a->world == 1 ? "" : "s", a->grow_reason,
                (long long)kb->p->scale_up_timeout_seconds);
     else if (a->world == 1)
         kb_fmt(ev.detail, sizeof ev.detail, "placed in %s: its rank fits on existing nodes",
@@ -1037,8 +1036,14 @@ static void check_growth(kbe *kb)
         if (a->grow_deadline_ms || named || !a->unsched_since_ms ||
             now < a->unsched_since_ms + kb->p->unschedulable_timeout_seconds * 1000)
             continue;
-        kb_fmt(d, sizeof d, "unschedulable in %s for %lld s: %s; placing again", a->zone,
-               (long long)kb->p->unschedulable_timeout_seconds, a->unsched_msg);
+        /* The scheduler's words up to its preemption part, cut to leave room for the rest. */
+        const char *pre = strstr(a->unsched_msg, ". preemption: ");
+        int keep = pre ? (int)(pre - a->unsched_msg) : (int)strlen(a->unsched_msg);
+        int room = (int)sizeof d - (int)strlen(a->zone) - 64;
+        if (keep > room)
+            keep = room > 0 ? room : 0;
+        kb_fmt(d, sizeof d, "unschedulable in %s for %lld s: %.*s; placing again", a->zone,
+               (long long)kb->p->unschedulable_timeout_seconds, keep, a->unsched_msg);
         withdraw(kb, a, d);
     }
 }

@@ -354,17 +354,19 @@ static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement 
     char what[128], lack[96];
     shape(r->g, what, sizeof what);
     short_of(r, most, lack, sizeof lack);
+    const char *ranks = r->g->count == 1 ? "rank" : "ranks";
+    const char *gpus = r->g->gpus_per_rank ? r->g->count == 1 ? " and its GPUs" : " and their GPUs"
+                                           : "";
     if (named)
         snprintf(out->reason, sizeof out->reason,
-                 "zone %s has room for %ld of %d ranks%s%s%s%s (short of %s)", most->zone,
-                 most->slots, r->g->count, what[0] ? " of " : "", what, r->g->gpus_per_rank ?
-                 " and their GPUs" : "", on, lack[0] ? lack : "room on one node");
+                 "zone %s has room for %ld of %d %s%s%s%s%s (short of %s)", most->zone,
+                 most->slots, r->g->count, ranks, what[0] ? " of " : "", what, gpus, on,
+                 lack[0] ? lack : "room on one node");
     else
         snprintf(out->reason, sizeof out->reason,
-                 "no zone has room for %d ranks%s%s%s%s; the most is %ld in %s (short of %s)",
-                 r->g->count, what[0] ? " of " : "", what,
-                 r->g->gpus_per_rank ? " and their GPUs" : "", on, most->slots, most->zone,
-                 lack[0] ? lack : "room on one node");
+                 "no zone has room for %d %s%s%s%s%s; the most is %ld in %s (short of %s)",
+                 r->g->count, ranks, what[0] ? " of " : "", what, gpus, on, most->slots,
+                 most->zone, lack[0] ? lack : "room on one node");
 }
 
 ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_gang *gang,

@@ -852,7 +852,8 @@ static void test_scheduler_counts_pods_cpu_and_memory(void **state)
                  "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"tiny-%d\"},"
                  "\"spec\":{\"restartPolicy\":\"Never\",\"nodeSelector\":"
                  "{\"node.kubernetes.io/instance-type\":\"t3.nano\"},\"containers\":[{\"name\":"
-                 "\"m\",\"image\":\"busybox:1.36\",\"resources\":{\"limits\":{\"cpu\":\"10m\"}}}]}}",
+                 "\"m\",\"image\":\"busybox:1.36\",\"resources\":{\"limits\":"
+                 "{\"cpu\":\"10m\"}}}]}}",
                  i);
         r = call("POST", "/api/v1/namespaces/transcripts/pods", body);
         EXPECT_STATUS(r, 201);

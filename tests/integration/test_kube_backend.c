@@ -533,6 +533,104 @@ static void test_scale_from_zero(void **state)
     g_b->ops->release(g_b, a);
 }
 
+/*
+ * Gangs without GPUs are placed by what the nodes have left, like GPU gangs: one-rank jobs of 6
+ * CPUs fill the three 16-CPU nodes of the three zones two by two (none stays Pending where
+ * another zone is empty), and the seventh waits, saying what is short.
+ */
+static void test_cpu_gangs_spread_by_capacity(void **state)
+{
+    (void)state;
+    char ids[7][32];
+    backend_job js[7];
+    backend_attempt *as[7];
+    int per_zone[3] = {0, 0, 0};
+    static const char *const zones[3] = {"us-west-2a", "us-west-2b", "us-west-2c"};
+    for (int i = 0; i < 7; i++) {
+        snprintf(ids[i], sizeof ids[i], "01kbe000000000000000000c%02d", i);
+        js[i] = job_of(ids[i], 1, 1, 0, NULL, "on-demand");
+        js[i].cpu = "6";
+        js[i].cpu_cores = 6;
+        js[i].memory = "1Gi";
+        js[i].memory_bytes = 1024.0 * 1024 * 1024;
+    }
+    for (int i = 0; i < 6; i++) {
+        as[i] = reserve_ok(&js[i]);
+        g_b->ops->launch(g_b, as[i], &js[i]);
+        backend_event *ev = expect(BACKEND_EV_PLACEMENT, -1, as[i]);
+        assert_string_equal(ev->placement.gpu_type, "");
+        assert_int_equal(ev->placement.ngroups, 0);
+        char words[BACKEND_DETAIL_MAX];
+        snprintf(words, sizeof words, "placed in %s: its rank fits on existing nodes",
+                 ev->placement.zone);
+        assert_string_equal(ev->detail, words);
+        for (int z = 0; z < 3; z++)
+            per_zone[z] += !strcmp(ev->placement.zone, zones[z]);
+        ev = expect(BACKEND_EV_PLACED, 0, as[i]);
+        assert_non_null(strstr(ev->where.node, "cpu-od"));
+    }
+    for (int z = 0; z < 3; z++)
+        assert_int_equal(per_zone[z], 2);
+    backend_attempt *a = NULL;
+    char why[512] = "";
+    assert_int_equal(g_b->ops->reserve(g_b, &js[6], &a, why, sizeof why), TY_EAGAIN);
+    assert_string_equal(why, "no zone has room for 1 rank of 6 CPU, 1Gi memory on on-demand "
+                             "nodes; the most is 0 in us-west-2a (short of CPU)");
+    for (int i = 0; i < 6; i++) {
+        g_b->ops->stop(g_b, as[i], 1);
+        expect(BACKEND_EV_DISRUPTED, 0, as[i]);
+        g_b->ops->release(g_b, as[i]);
+    }
+}
+
+/*
+ * An attempt whose pods the scheduler refuses in their zone (another tenant took the room
+ * between the placement and the pods) is withdrawn after unschedulable_timeout_seconds, with
+ * the scheduler's words, and placed again elsewhere.
+ */
+static void test_unschedulable_withdrawn(void **state)
+{
+    (void)state;
+    const char *id = "01kbe000000000000000000u01";
+    backend_job j = job_of(id, 1, 1, 0, NULL, "on-demand");
+    j.cpu = "10";
+    j.cpu_cores = 10;
+    j.memory = "1Gi";
+    j.memory_bytes = 1024.0 * 1024 * 1024;
+    backend_attempt *a = reserve_ok(&j);
+    /* The room it was given in us-west-2a goes to another tenant before its pod exists. */
+    json_decref(api("POST", "/api/v1/namespaces/default/pods",
+                    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"squatter\"},"
+                    "\"spec\":{\"nodeName\":\"usw2a-cpu-od-0\",\"containers\":[{\"name\":\"m\","
+                    "\"image\":\"busybox:1.36\",\"resources\":{\"requests\":{\"cpu\":\"10\"}}}]}}",
+                    201));
+    g_b->ops->launch(g_b, a, &j);
+    backend_event *ev = expect(BACKEND_EV_PLACEMENT, -1, a);
+    assert_string_equal(ev->placement.zone, "us-west-2a");
+    ev = expect(BACKEND_EV_PENDING, 0, a);
+    assert_non_null(strstr(ev->detail, "Insufficient cpu"));
+    ev = expect(BACKEND_EV_DISRUPTED, -1, a);
+    assert_int_equal(ev->disruption, BACKEND_DISRUPT_WITHDRAWN);
+    assert_int_equal(ev->ended, 1);
+    /* The scheduler's words, up to their preemption part. */
+    assert_string_equal(ev->detail,
+                        "unschedulable in us-west-2a for 2 s: 0/14 nodes are available: 1 "
+                        "Insufficient cpu, 11 node(s) had untolerated taint {nvidia.com/gpu: "
+                        "present}, 2 node(s) didn't match Pod's node affinity/selector; placing "
+                        "again");
+    /* The next attempt goes where there is room. */
+    j.attempt = 2;
+    g_b->ops->launch(g_b, a, &j);
+    ev = expect(BACKEND_EV_PLACEMENT, -1, a);
+    assert_string_equal(ev->placement.zone, "us-west-2b");
+    expect(BACKEND_EV_PLACED, 0, a);
+    assert_true(pinned_to(id, 2, "us-west-2b"));
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    g_b->ops->release(g_b, a);
+    json_decref(api("DELETE", "/api/v1/namespaces/default/pods/squatter", NULL, 200));
+}
+
 static void test_scale_up_withdrawn(void **state)
 {
     (void)state;
@@ -540,14 +638,34 @@ static void test_scale_up_withdrawn(void **state)
     backend_job j = job_of(id, 1, 2, 8, "h100", "spot");
     backend_attempt *a = reserve_ok(&j);
     g_b->ops->launch(g_b, a, &j);
+    /* Where it went and what it waits for, in fields and in words. */
+    backend_event *ev = expect(BACKEND_EV_PLACEMENT, -1, a);
+    const backend_placement *pl = &ev->placement;
+    char zone[64], group[64], words[BACKEND_DETAIL_MAX];
+    snprintf(zone, sizeof zone, "%s", pl->zone);
+    assert_string_equal(pl->gpu_type, "h100");
+    assert_string_equal(pl->capacity, "spot");
+    assert_int_equal(pl->ngroups, 1);
+    assert_int_equal(pl->groups[0].nodes, 1);
+    snprintf(group, sizeof group, "%s", pl->groups[0].name);
+    assert_true(pl->deadline_ms > 0);
+    snprintf(words, sizeof words,
+             "placed in %s: 1 of 2 ranks fit on existing nodes, waiting for 1 node of group %s "
+             "(up to 2 s)",
+             zone, group);
+    assert_string_equal(ev->detail, words);
     expect(BACKEND_EV_PENDING, -1, a);
     /* Rank 1 waits for a node that never comes (the scheduler says why); rank 0 is placed. */
-    backend_event *ev = expect(BACKEND_EV_PENDING, -2, a);
+    ev = expect(BACKEND_EV_PENDING, -2, a);
     assert_true(ev->rank >= 0);
     assert_non_null(strstr(ev->detail, "nodes are available"));
     ev = expect(BACKEND_EV_DISRUPTED, -1, a);
     assert_int_equal(ev->ended, 1);
-    assert_non_null(strstr(ev->detail, "withdrawn"));
+    assert_int_equal(ev->disruption, BACKEND_DISRUPT_WITHDRAWN);
+    snprintf(words, sizeof words,
+             "withdrawn from %s: the nodes of group %s did not come in 2 s; placing again", zone,
+             group);
+    assert_string_equal(ev->detail, words);
     assert_int_equal(metric("trainyard_kube_withdrawn_total "), 1);
 
     /* The next attempt avoids the zone that did not grow. */
@@ -1228,6 +1346,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_wait_then_capacity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scale_from_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scale_up_withdrawn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cpu_gangs_spread_by_capacity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unschedulable_withdrawn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_conflict_adopts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_exists_already, setup, teardown),
