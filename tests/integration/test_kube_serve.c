@@ -771,7 +771,22 @@ static void test_scale_from_zero(void **state)
     json_t *pods = wait_pods_bound(id, 1, 4);
     json_decref(pods);
     set_phase(id, 1, "{\"phase\": \"Running\"}");
-    json_decref(wait_state(id, "RUNNING"));
+    /* Where it was placed and what it waited for: the attempt's placement and an event. */
+    json_t *j = wait_state(id, "RUNNING");
+    const json_t *pl = json_object_get(json_object_get(j, "current_attempt"), "placement");
+    assert_string_equal(ty_json_str(pl, "zone"), "us-west-2b");
+    assert_string_equal(ty_json_str(pl, "capacity"), "on-demand");
+    assert_string_equal(ty_json_str(pl, "gpu_type"), "a100");
+    assert_int_equal(json_integer_value(json_object_get(pl, "fit_ranks")), 0);
+    const json_t *grp = json_array_get(json_object_get(pl, "node_groups"), 0);
+    assert_string_equal(ty_json_str(grp, "name"), "p4d-od-2b");
+    assert_int_equal(json_integer_value(json_object_get(grp, "nodes")), 4);
+    assert_true(json_is_string(json_object_get(pl, "deadline")));
+    assert_int_equal(json_array_size(json_object_get(pl, "nodes")), 4);
+    json_decref(j);
+    assert_true(has_event(id, "Placed",
+                          "placed in us-west-2b: 0 of 4 ranks fit on existing nodes, waiting for "
+                          "4 nodes of group p4d-od-2b (up to 900 s)"));
     set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
     json_decref(wait_state(id, "SUCCEEDED"));
     fresp r = fake_call("DELETE", "/fake/nodegroups/p4d-od-2b", NULL);
@@ -875,6 +890,91 @@ static void test_no_zone_waits_for_nodes(void **state)
     json_decref(wait_state(id, "RUNNING"));
 }
 
+/*
+ * An attempt whose pod the scheduler refuses in the zone it was placed in (another tenant took
+ * the room between the placement and the pod) is withdrawn after the profile's
+ * unschedulable_timeout_seconds with the scheduler's words, spending no restart, and placed in
+ * another zone; every decision is an event and the attempts show where they were placed. Runs
+ * after test_no_zone_waits_for_nodes: it replaces the group's server by one whose profile waits
+ * 2 s.
+ */
+static void test_unschedulable_placed_elsewhere(void **state)
+{
+    (void)state;
+    char id[64], profile[300], path[160];
+    FILE *in = fopen(TY_KUBE_PROFILE_FIXED, "r");
+    assert_non_null(in);
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 64, in);
+    fclose(in);
+    text[n] = '\0';
+    strcat(text, "\nunschedulable_timeout_seconds: 2\n");
+    snprintf(profile, sizeof profile, "%s/profile-unschedulable.yaml", g_dir);
+    assert_int_equal(write_file(profile, text), 0);
+    ty_client_free(g_cli);
+    ty_server_free(g_srv);
+    g_cli = NULL;
+    assert_int_equal(start_server_on(profile, &g_srv), 0);
+    g_cli = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+
+    /* The Job's creation is slowed down: the room is taken in between. */
+    fake_ctl("/fake/faults", "{\"method\": \"POST\", \"path\": \"/apis/batch/v1/namespaces/" NS
+                             "/jobs\", \"count\": 1, \"delayMs\": 3000}");
+    submit("squeezed", "\"workers\": {\"count\": 1}, \"resources\": {\"cpu\": \"10\", "
+                       "\"memory\": \"1Gi\"}",
+           id);
+    wait_event(id, "Placed", "placed in us-west-2a: its rank fits on existing nodes");
+    fresp r = fake_call("POST", "/api/v1/namespaces/default/pods",
+                        "{\"apiVersion\": \"v1\", \"kind\": \"Pod\", \"metadata\": {\"name\": "
+                        "\"squatter\"}, \"spec\": {\"nodeName\": \"usw2a-cpu-od-0\", "
+                        "\"containers\": [{\"name\": \"m\", \"image\": \"busybox:1.36\", "
+                        "\"resources\": {\"requests\": {\"cpu\": \"10\"}}}]}}");
+    assert_int_equal(r.status, 201);
+    json_decref(r.json);
+    wait_event(id, "Withdrawn", "unschedulable in us-west-2a for 2 s: 0/");
+    assert_true(has_event(id, "Withdrawn", "1 Insufficient cpu"));
+    assert_true(has_event(id, "Withdrawn", "; placing again (does not count against "
+                                           "restart.max)"));
+    wait_event(id, "Placed", "placed in us-west-2b: its rank fits on existing nodes");
+    json_t *pods = wait_pods_bound(id, 2, 1);
+    assert_string_equal(pod_zone_affinity(json_array_get(pods, 0)), "us-west-2b");
+    json_decref(pods);
+    set_phase(id, 2, "{\"phase\": \"Running\"}");
+    json_t *j = wait_state(id, "RUNNING");
+    assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+    const json_t *pl = json_object_get(json_object_get(j, "current_attempt"), "placement");
+    assert_string_equal(ty_json_str(pl, "zone"), "us-west-2b");
+    assert_string_equal(ty_json_str(pl, "capacity"), "on-demand");
+    assert_true(json_is_null(json_object_get(pl, "gpu_type")));
+    assert_int_equal(json_integer_value(json_object_get(pl, "fit_ranks")), 1);
+    assert_int_equal(json_array_size(json_object_get(pl, "node_groups")), 0);
+    assert_true(json_is_null(json_object_get(pl, "deadline")));
+    assert_string_equal(json_string_value(json_array_get(json_object_get(pl, "nodes"), 0)),
+                        "usw2b-cpu-od-0");
+    json_decref(j);
+    /* The first attempt: withdrawn from where it was placed. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/attempts", id);
+    ty_http_resp *hr = ty_req(g_cli, "GET", path, NULL);
+    assert_int_equal(hr->status, 200);
+    const json_t *first = NULL, *a;
+    size_t i;
+    json_array_foreach(json_object_get(hr->json, "attempts"), i, a)
+    {
+        if (json_integer_value(json_object_get(a, "attempt")) == 1)
+            first = a;
+    }
+    assert_non_null(first);
+    assert_string_equal(ty_json_str(first, "reason"), "Withdrawn");
+    assert_string_equal(ty_json_str(json_object_get(first, "placement"), "zone"), "us-west-2a");
+    ty_resp_destroy(hr);
+    set_phase(id, 2, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    json_decref(wait_state(id, "SUCCEEDED"));
+    r = fake_call("DELETE", "/api/v1/namespaces/default/pods/squatter", NULL);
+    json_decref(r.json);
+    r = fake_call("DELETE", "/fake/faults", NULL);
+    json_decref(r.json);
+}
+
 /* /metrics carries the backend's families. */
 static void test_metrics(void **state)
 {
@@ -913,6 +1013,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_api_faults),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_no_zone_waits_for_nodes),
+        cmocka_unit_test(test_unschedulable_placed_elsewhere),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     ty_harness_cleanup();
