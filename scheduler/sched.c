@@ -745,8 +745,8 @@ static int decide_gang_end(sched *s, round *r, sjob *j, int64_t now)
             /* The backend placed it where it could not start: placed again at once. */
             sched_record_end(s, j, ATT_STOPPED, "Withdrawn", j->cause_msg, now);
             j->restart_at_ms = now;
-            sched_push(r, j, JOB_RESTARTING, "Withdrawn",
-                       "%s (does not count against restart.max)", j->cause_msg);
+            sched_push(r, j, JOB_RESTARTING, "Withdrawn", "%s (does not count against restart.max)",
+                       j->cause_msg);
         } else {
             sched_record_end(s, j, ATT_STOPPED, "Disrupted", j->cause_msg, now);
             j->restart_at_ms = now;

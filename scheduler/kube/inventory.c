@@ -161,14 +161,16 @@ void kube_inv_pod_requests(const json_t *pod, kube_res *out)
     const json_t *spec = json_object_get(pod, "spec"), *c;
     size_t i;
     kube_res one;
-    json_array_foreach(json_object_get(spec, "containers"), i, c) {
+    json_array_foreach(json_object_get(spec, "containers"), i, c)
+    {
         container_requests(c, &one);
         out->cpu_millis = add_clamped(out->cpu_millis, one.cpu_millis);
         out->memory_bytes = add_clamped(out->memory_bytes, one.memory_bytes);
         out->ephemeral_bytes = add_clamped(out->ephemeral_bytes, one.ephemeral_bytes);
     }
     /* Init containers run one at a time first: each counts against the containers' sum. */
-    json_array_foreach(json_object_get(spec, "initContainers"), i, c) {
+    json_array_foreach(json_object_get(spec, "initContainers"), i, c)
+    {
         container_requests(c, &one);
         if (one.cpu_millis > out->cpu_millis)
             out->cpu_millis = one.cpu_millis;
@@ -196,8 +198,8 @@ json_t *kube_inv_pod_slim(const json_t *pod)
                      str_at(md, "resourceVersion", NULL), "spec", "nodeName",
                      str_at(pod, "spec", "nodeName"), "status", "phase",
                      str_at(pod, "status", "phase"), KUBE_INV_SLIM_GPUS, kube_inv_pod_gpus(pod),
-                     KUBE_INV_SLIM_REQUESTS, (json_int_t)r.cpu_millis,
-                     (json_int_t)r.memory_bytes, (json_int_t)r.ephemeral_bytes);
+                     KUBE_INV_SLIM_REQUESTS, (json_int_t)r.cpu_millis, (json_int_t)r.memory_bytes,
+                     (json_int_t)r.ephemeral_bytes);
 }
 
 void kube_inv_node_allocatable(const json_t *node, kube_res *out)
@@ -522,8 +524,7 @@ ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *fr
     }
     if (counted) {
         if (json_object_set_new(inv->pods, key,
-                                json_pack("[s, i, I, I, I]", node, gpus,
-                                          (json_int_t)req.cpu_millis,
+                                json_pack("[s, i, I, I, I]", node, gpus, (json_int_t)req.cpu_millis,
                                           (json_int_t)req.memory_bytes,
                                           (json_int_t)req.ephemeral_bytes)) ||
             add_used(inv, node, 1, gpus, &req))

@@ -162,17 +162,13 @@ static void attempt_set_job(backend_attempt *a, const backend_job *job)
     kb_fmt(a->want_zone, sizeof a->want_zone, "%s", job->zone ? job->zone : "");
     /* What each rank's pod will request, exactly as rendered (render.c writes these). */
     int64_t v = 0;
-    a->cpu_millis = job->cpu && ty_quantity_scaled(job->cpu, strlen(job->cpu), 3, &v) == TY_OK &&
-                            v > 0
-                        ? v
-                        : 0;
+    a->cpu_millis =
+        job->cpu && ty_quantity_scaled(job->cpu, strlen(job->cpu), 3, &v) == TY_OK && v > 0 ? v : 0;
     v = 0;
-    a->memory_bytes = job->memory &&
-                              ty_quantity_scaled(job->memory, strlen(job->memory), 0, &v) ==
-                                  TY_OK &&
-                              v > 0
-                          ? v
-                          : 0;
+    a->memory_bytes =
+        job->memory && ty_quantity_scaled(job->memory, strlen(job->memory), 0, &v) == TY_OK && v > 0
+            ? v
+            : 0;
 }
 
 static backend_attempt *attempt_new(kbe *kb, const backend_job *job)
@@ -379,12 +375,12 @@ static void push_placement(kbe *kb, backend_attempt *a, const char *why)
     }
     p->deadline_ms = a->grow_nodes > 0 ? a->grow_deadline_ms : 0;
     if (why)
-        kb_fmt(ev.detail, sizeof ev.detail, "placed in %s again, where its pods wait: %s",
-               a->zone, why);
+        kb_fmt(ev.detail, sizeof ev.detail, "placed in %s again, where its pods wait: %s", a->zone,
+               why);
     else if (a->grow_nodes > 0)
         kb_fmt(ev.detail, sizeof ev.detail,
-               "placed in %s: %d of %d rank%s fit on existing nodes, %s (up to %lld s)",
-               a->zone, a->fit_ranks, a->world, a->world == 1 ? "" : "s", a->grow_reason,
+               "placed in %s: %d of %d rank%s fit on existing nodes, %s (up to %lld s)", a->zone,
+               a->fit_ranks, a->world, a->world == 1 ? "" : "s", a->grow_reason,
                (long long)kb->p->scale_up_timeout_seconds);
     else if (a->world == 1)
         kb_fmt(ev.detail, sizeof ev.detail, "placed in %s: its rank fits on existing nodes",
@@ -992,8 +988,12 @@ static void withdraw(kbe *kb, backend_attempt *a, const char *detail)
 {
     queue_delete(kb, a, 1, 0);
     kb_fmt(a->avoid, sizeof a->avoid, "%s", a->zone);
-    backend_event ev = {.kind = BACKEND_EV_DISRUPTED, .attempt = a, .rank = -1, .exit_code = -1,
-                        .disruption = BACKEND_DISRUPT_WITHDRAWN, .ended = 1};
+    backend_event ev = {.kind = BACKEND_EV_DISRUPTED,
+                        .attempt = a,
+                        .rank = -1,
+                        .exit_code = -1,
+                        .disruption = BACKEND_DISRUPT_WITHDRAWN,
+                        .ended = 1};
     kb_fmt(ev.detail, sizeof ev.detail, "%s", detail);
     for (int r = 0; r < a->world; r++)
         a->ranks[r].ended = 1;

@@ -288,8 +288,9 @@ void kb_pod_changed(kbe *kb, const json_t *pod, int deleted, uint64_t t0)
         if (!a->unsched_since_ms)
             a->unsched_since_ms = ty_time_now_ms();
         kb_fmt(a->unsched_msg, sizeof a->unsched_msg, "%s",
-               msg ? msg : str(sched, "reason", NULL) ? str(sched, "reason", NULL)
-                                                      : "unschedulable");
+               msg                          ? msg
+               : str(sched, "reason", NULL) ? str(sched, "reason", NULL)
+                                            : "unschedulable");
         pending(kb, a, r, msg ? msg : str(sched, "reason", NULL) ? str(sched, "reason", NULL)
                                                                 : "unschedulable", t0);
         return;

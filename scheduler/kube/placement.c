@@ -25,14 +25,14 @@ static const char *const res_names[RES_N] = {"GPUs", "pod slots", "CPU", "memory
 
 typedef struct tally {
     const char *zone;
-    long slots;            /* ranks that fit on the zone's eligible nodes */
-    long free_gpus;        /* free GPUs on the zone's eligible nodes */
-    long nodes;            /* eligible nodes */
-    long by[RES_N];        /* ranks that would fit counting that resource alone */
-    int grow;              /* new nodes needed (-1: the groups cannot grow enough) */
+    long slots;                       /* ranks that fit on the zone's eligible nodes */
+    long free_gpus;                   /* free GPUs on the zone's eligible nodes */
+    long nodes;                       /* eligible nodes */
+    long by[RES_N];                   /* ranks that would fit counting that resource alone */
+    int grow;                         /* new nodes needed (-1: the groups cannot grow enough) */
     const char *used[KUBE_NEEDS_MAX]; /* the groups that must grow, first ones */
     int counts[KUBE_NEEDS_MAX];       /* and by how many nodes each */
-    int ngrown;            /* groups that must grow */
+    int ngrown;                       /* groups that must grow */
 } tally;
 
 typedef struct req {
@@ -74,8 +74,8 @@ static void node_room(const kube_node *n, const kube_gang *g, long by[RES_N])
     by[RES_CPU] = room_for(n->allocatable.cpu_millis, n->requested.cpu_millis, g->cpu_millis);
     by[RES_MEMORY] =
         room_for(n->allocatable.memory_bytes, n->requested.memory_bytes, g->memory_bytes);
-    by[RES_EPHEMERAL] = room_for(n->allocatable.ephemeral_bytes, n->requested.ephemeral_bytes,
-                                 g->ephemeral_bytes);
+    by[RES_EPHEMERAL] =
+        room_for(n->allocatable.ephemeral_bytes, n->requested.ephemeral_bytes, g->ephemeral_bytes);
 }
 
 /* Ranks of g that node n holds: the least of what each resource leaves. */
@@ -92,6 +92,17 @@ static long node_slots(const kube_node *n, const kube_gang *g)
 int kube_rank_fits(const kube_node *n, const kube_gang *g)
 {
     return n && g && node_slots(n, g) >= 1;
+}
+
+static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* snprintf where cutting the text short is intended. */
+static void say(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
 }
 
 static int has_label(const kube_node *n, const char *key, const char *value)
@@ -335,14 +346,12 @@ static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement 
                 snprintf(out->reason, sizeof out->reason,
                          "zone %s has no room for %d ranks of %d %s GPUs on one node each%s; it "
                          "has room for %ld",
-                         most->zone, r->g->count, r->g->gpus_per_rank, gpu, on,
-                         most->by[RES_GPU]);
+                         most->zone, r->g->count, r->g->gpus_per_rank, gpu, on, most->by[RES_GPU]);
             else
                 snprintf(out->reason, sizeof out->reason,
                          "no zone has room for %d ranks of %d %s GPUs on one node each%s; the "
                          "most is %ld in %s",
-                         r->g->count, r->g->gpus_per_rank, gpu, on, most->by[RES_GPU],
-                         most->zone);
+                         r->g->count, r->g->gpus_per_rank, gpu, on, most->by[RES_GPU], most->zone);
             return;
         }
     }
@@ -355,18 +364,19 @@ static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement 
     shape(r->g, what, sizeof what);
     short_of(r, most, lack, sizeof lack);
     const char *ranks = r->g->count == 1 ? "rank" : "ranks";
-    const char *gpus = r->g->gpus_per_rank ? r->g->count == 1 ? " and its GPUs" : " and their GPUs"
-                                           : "";
+    const char *gpus =
+        r->g->gpus_per_rank ? r->g->count == 1 ? " and its GPUs" : " and their GPUs" : "";
+    /* Cut short when the names are long: say(), not snprintf(), says that it may be. */
     if (named)
-        snprintf(out->reason, sizeof out->reason,
-                 "zone %s has room for %ld of %d %s%s%s%s%s (short of %s)", most->zone,
-                 most->slots, r->g->count, ranks, what[0] ? " of " : "", what, gpus, on,
-                 lack[0] ? lack : "room on one node");
+        say(out->reason, sizeof out->reason,
+            "zone %s has room for %ld of %d %s%s%s%s%s (short of %s)", most->zone, most->slots,
+            r->g->count, ranks, what[0] ? " of " : "", what, gpus, on,
+            lack[0] ? lack : "room on one node");
     else
-        snprintf(out->reason, sizeof out->reason,
-                 "no zone has room for %d %s%s%s%s%s; the most is %ld in %s (short of %s)",
-                 r->g->count, ranks, what[0] ? " of " : "", what, gpus, on, most->slots,
-                 most->zone, lack[0] ? lack : "room on one node");
+        say(out->reason, sizeof out->reason,
+            "no zone has room for %d %s%s%s%s%s; the most is %ld in %s (short of %s)", r->g->count,
+            ranks, what[0] ? " of " : "", what, gpus, on, most->slots, most->zone,
+            lack[0] ? lack : "room on one node");
 }
 
 ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_gang *gang,
@@ -516,8 +526,8 @@ static void heap_down(kube_booker *b, size_t i)
     }
 }
 
-ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
-                       const kube_gang *g, const char *zone, kube_booker **out)
+ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes, const kube_gang *g,
+                       const char *zone, kube_booker **out)
 {
     req r = {p, g, NULL, NULL};
     *out = NULL;

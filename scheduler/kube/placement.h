@@ -145,8 +145,8 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
  * node are not booked (the scheduler leaves them Pending). Returns the ranks booked.
  */
 typedef struct kube_booker kube_booker;
-ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
-                       const kube_gang *g, const char *zone, kube_booker **out);
+ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes, const kube_gang *g,
+                       const char *zone, kube_booker **out);
 int kube_book(kube_booker *b, const kube_gang *g, int ranks);
 void kube_booker_free(kube_booker *b);
 

@@ -920,8 +920,9 @@ static void test_unschedulable_placed_elsewhere(void **state)
     /* The Job's creation is slowed down: the room is taken in between. */
     fake_ctl("/fake/faults", "{\"method\": \"POST\", \"path\": \"/apis/batch/v1/namespaces/" NS
                              "/jobs\", \"count\": 1, \"delayMs\": 3000}");
-    submit("squeezed", "\"workers\": {\"count\": 1}, \"resources\": {\"cpu\": \"10\", "
-                       "\"memory\": \"1Gi\"}",
+    submit("squeezed",
+           "\"workers\": {\"count\": 1}, \"resources\": {\"cpu\": \"10\", "
+           "\"memory\": \"1Gi\"}",
            id);
     wait_event(id, "Placed", "placed in us-west-2a: its rank fits on existing nodes");
     fresp r = fake_call("POST", "/api/v1/namespaces/default/pods",
@@ -933,8 +934,9 @@ static void test_unschedulable_placed_elsewhere(void **state)
     json_decref(r.json);
     wait_event(id, "Withdrawn", "unschedulable in us-west-2a for 2 s: 0/");
     assert_true(has_event(id, "Withdrawn", "1 Insufficient cpu"));
-    assert_true(has_event(id, "Withdrawn", "; placing again (does not count against "
-                                           "restart.max)"));
+    assert_true(has_event(id, "Withdrawn",
+                          "; placing again (does not count against "
+                          "restart.max)"));
     wait_event(id, "Placed", "placed in us-west-2b: its rank fits on existing nodes");
     json_t *pods = wait_pods_bound(id, 2, 1);
     assert_string_equal(pod_zone_affinity(json_array_get(pods, 0)), "us-west-2b");

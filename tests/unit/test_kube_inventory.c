@@ -328,17 +328,17 @@ static void test_cpu_memory_storage_and_pod_slots(void **state)
     feed_node(inv, NULL,
               json_pack("{s:{s:s, s:{s:s}}, s:{s:{s:s, s:s, s:s, s:s}, s:[{s:s, s:s}]}}",
                         "metadata", "name", "c0", "labels", "topology.kubernetes.io/zone",
-                        "us-west-2a", "status", "allocatable", "cpu", "15890m", "memory",
-                        "57Gi", "ephemeral-storage", "100Gi", "pods", "110", "conditions",
-                        "type", "Ready", "status", "True"));
+                        "us-west-2a", "status", "allocatable", "cpu", "15890m", "memory", "57Gi",
+                        "ephemeral-storage", "100Gi", "pods", "110", "conditions", "type", "Ready",
+                        "status", "True"));
     /* Requests, else limits; the largest init container when it asks more; the overhead. */
     json_t *p1 = json_pack("{s:{s:s, s:s}, s:{s:s, s:[{s:{s:{s:s, s:s}}}, {s:{s:{s:s}}}], "
                            "s:[{s:{s:{s:s}}}], s:{s:s}}, s:{s:s}}",
-                           "metadata", "namespace", "other", "name", "p1", "spec", "nodeName",
-                           "c0", "containers", "resources", "requests", "cpu", "500m", "memory",
-                           "1Gi", "resources", "limits", "cpu", "1", "initContainers",
-                           "resources", "requests", "ephemeral-storage", "2Gi", "overhead",
-                           "cpu", "10m", "status", "phase", "Running");
+                           "metadata", "namespace", "other", "name", "p1", "spec", "nodeName", "c0",
+                           "containers", "resources", "requests", "cpu", "500m", "memory", "1Gi",
+                           "resources", "limits", "cpu", "1", "initContainers", "resources",
+                           "requests", "ephemeral-storage", "2Gi", "overhead", "cpu", "10m",
+                           "status", "phase", "Running");
     kube_res r;
     kube_inv_pod_requests(p1, &r);
     assert_int_equal(r.cpu_millis, 1510);

@@ -279,10 +279,10 @@ static void test_ranks_without_gpus(void **state)
 /* One CPU node per zone, each with what the row says is already requested there. */
 typedef struct res_row {
     const char *what;
-    kube_res used[3];     /* on us-west-2a, 2b, 2c */
+    kube_res used[3]; /* on us-west-2a, 2b, 2c */
     kube_gang gang;
-    const char *zone;     /* NULL: wait */
-    const char *reason;   /* with a wait: a part of the sentence */
+    const char *zone;   /* NULL: wait */
+    const char *reason; /* with a wait: a part of the sentence */
 } res_row;
 
 static void test_cpu_memory_storage_and_pod_slots_count(void **state)
@@ -293,26 +293,42 @@ static void test_cpu_memory_storage_and_pod_slots_count(void **state)
     const kube_gang three_big = {.count = 3, .cpu_millis = 4000, .memory_bytes = 8 * GI};
     const res_row rows[] = {
         {"a full node's pod slots do not count (110 one-rank jobs in 2a)",
-         {{1100, 7 * GI, 0, 110}, {0}, {0}}, one, "us-west-2b", NULL},
+         {{1100, 7 * GI, 0, 110}, {0}, {0}},
+         one,
+         "us-west-2b",
+         NULL},
         {"the zone with the most pod slots left wins",
-         {{0, 0, 0, 100}, {0, 0, 0, 50}, {0, 0, 0, 60}}, one, "us-west-2b", NULL},
+         {{0, 0, 0, 100}, {0, 0, 0, 50}, {0, 0, 0, 60}},
+         one,
+         "us-west-2b",
+         NULL},
         {"another tenant's CPU requests leave 2a room for 2 ranks, 2b for 1, 2c for 3",
-         {{7890, 0, 0, 3}, {11890, 0, 0, 3}, {0, 0, 0, 3}}, three_big, "us-west-2c", NULL},
+         {{7890, 0, 0, 3}, {11890, 0, 0, 3}, {0, 0, 0, 3}},
+         three_big,
+         "us-west-2c",
+         NULL},
         {"memory alone can be what is short",
-         {{0, 50 * GI, 0, 1}, {0, 50 * GI, 0, 1}, {0, 30 * GI, 0, 1}}, three_big, "us-west-2c",
+         {{0, 50 * GI, 0, 1}, {0, 50 * GI, 0, 1}, {0, 30 * GI, 0, 1}},
+         three_big,
+         "us-west-2c",
          NULL},
         {"no zone holds the gang: it waits, saying what is short",
          {{0, 0, 0, 110}, {0, 0, 0, 109}, {0, 0, 0, 108}},
-         (kube_gang){.count = 3, .cpu_millis = 10}, NULL,
+         (kube_gang){.count = 3, .cpu_millis = 10},
+         NULL,
          "no zone has room for 3 ranks of 0.01 CPU; the most is 2 in us-west-2c (short of pod "
          "slots)"},
         {"CPU and memory short together",
-         {{15890, 58 * GI, 0, 2}, {7000, 50 * GI, 0, 2}, {15890, 0, 0, 2}}, three_big, NULL,
+         {{15890, 58 * GI, 0, 2}, {7000, 50 * GI, 0, 2}, {15890, 0, 0, 2}},
+         three_big,
+         NULL,
          "no zone has room for 3 ranks of 4 CPU, 8Gi memory; the most is 1 in us-west-2b (short "
          "of CPU, memory)"},
         {"ephemeral storage counts when a rank asks for it",
          {{0, 0, 99 * GI, 1}, {0, 0, 0, 1}, {0, 0, 0, 1}},
-         (kube_gang){.count = 1, .ephemeral_bytes = 2 * GI}, "us-west-2b", NULL},
+         (kube_gang){.count = 1, .ephemeral_bytes = 2 * GI},
+         "us-west-2b",
+         NULL},
     };
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         const res_row *row = &rows[i];
@@ -323,8 +339,7 @@ static void test_cpu_memory_storage_and_pod_slots_count(void **state)
         kube_placement p = place(&c, row->gang);
         if (row->zone) {
             if (p.verdict != KUBE_PLACE || strcmp(p.zone, row->zone))
-                fail_msg("%s: placed in %s (%s), not %s", row->what, p.zone, p.reason,
-                         row->zone);
+                fail_msg("%s: placed in %s (%s), not %s", row->what, p.zone, p.reason, row->zone);
             assert_int_equal(p.fit_ranks, row->gang.count);
         } else {
             if (p.verdict != KUBE_WAIT || !strstr(p.reason, row->reason))

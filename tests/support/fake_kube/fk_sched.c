@@ -417,9 +417,8 @@ static int schedule_pod(fk_store *st, const json_t *pod, json_t *nodes)
         int resolvable = 0;
         const char *nname = fk_str(node, "metadata.name");
         const json_t *used = json_object_get(st->res_used, nname);
-        long free_gpu =
-            quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU)) -
-            (long)json_integer_value(json_object_get(st->gpu_used, nname));
+        long free_gpu = quantity_int(json_object_get(fk_path(node, "status.allocatable", 0), GPU)) -
+                        (long)json_integer_value(json_object_get(st->gpu_used, nname));
         int nr = filter(pod, node, free_gpu, used, &aff, text, &resolvable);
         if (nr) {
             for (int i = 0; i < nr; i++)
