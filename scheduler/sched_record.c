@@ -70,15 +70,13 @@ char *sched_record_text(const sjob *j, int attempt)
                             "message", j->a_message, "ranks", ranks ? ranks : json_null());
     /* Where the backend placed it, with the nodes its ranks were given. */
     json_t *pl = j->placement ? json_deep_copy(j->placement) : NULL;
-    json_t *nodes = pl ? json_array() : NULL;
-    for (int r = 0; nodes && r < j->world; r++) {
+    json_t *nodes = pl ? json_array() : NULL, *seen = pl ? json_object() : NULL;
+    for (int r = 0; nodes && seen && r < j->world; r++) {
         const char *node = j->ranks[r].node;
-        int seen = !node;
-        for (size_t i = 0; !seen && i < json_array_size(nodes); i++)
-            seen = !strcmp(json_string_value(json_array_get(nodes, i)), node);
-        if (!seen)
+        if (node && !json_object_get(seen, node) && !json_object_set_new(seen, node, json_true()))
             json_array_append_new(nodes, json_string(node));
     }
+    json_decref(seen);
     if (pl && nodes)
         json_object_set_new(pl, "nodes", nodes);
     else
