@@ -361,7 +361,7 @@ static ty_err parse_kube(const char *profile, const char *kubeconfig, const char
         out->kube_in_cluster = 1;
         cred = what;
     }
-    out->kube_qps = 5;
+    out->kube_qps = 100;
     if ((v = flag_or_env(qps, "--kube-qps", "TRAINYARD_KUBE_QPS", &what))) {
         char *end;
         errno = 0;
@@ -372,7 +372,7 @@ static ty_err parse_kube(const char *profile, const char *kubeconfig, const char
         out->kube_qps = q;
         cred = cred ? cred : what;
     }
-    out->kube_burst = 10;
+    out->kube_burst = 1000;
     if ((v = flag_or_env(burst, "--kube-burst", "TRAINYARD_KUBE_BURST", &what))) {
         if ((e = parse_count(v, what, 1, 100000, &out->kube_burst, err, errlen)))
             return e;
@@ -828,9 +828,9 @@ void config_usage_serve(FILE *f)
           "                        KUBERNETES_SERVICE_HOST/PORT variables)\n"
           "                        env TRAINYARD_KUBE\n"
           "  --kube-qps N          API requests a second (0: no client-side limit)\n"
-          "                        env TRAINYARD_KUBE_QPS, default 5\n"
+          "                        env TRAINYARD_KUBE_QPS, default 100\n"
           "  --kube-burst N        requests above the rate allowed in a burst\n"
-          "                        env TRAINYARD_KUBE_BURST, default 10\n"
+          "                        env TRAINYARD_KUBE_BURST, default 1000\n"
           "\n"
           "Notifications out:\n"
           "  --notify-allow-private  let notification URLs name hosts whose addresses are\n"

@@ -68,8 +68,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 void ty_kclient_opts_default(ty_kclient_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    o->qps = 5;
-    o->burst = 10;
+    o->qps = 100;
+    o->burst = 1000;
     o->max_retries = 5;
     o->retry_deadline_ms = 30000;
     o->backoff_base_ms = 200;

@@ -40,8 +40,8 @@
 typedef struct ty_kclient ty_kclient;
 
 typedef struct ty_kclient_opts {
-    double qps;                   /* requests per second; 0 = no client-side limit (default 5) */
-    int burst;                    /* tokens the bucket holds (default 10) */
+    double qps;                   /* requests per second; 0 = no client-side limit (default 100) */
+    int burst;                    /* tokens the bucket holds (default 1000) */
     int max_retries;              /* retries after the first attempt (default 5) */
     int64_t retry_deadline_ms;    /* no retry wait ends later than this after the call (30000) */
     int64_t backoff_base_ms;      /* first backoff; doubles each retry, jittered (200) */

@@ -513,8 +513,8 @@ static void test_serve_kube_options(void **state)
     assert_int_equal(serve_args(&c, err, sizeof err, NULL), TY_OK);
     assert_string_equal(c.cluster_profile, "");
     assert_int_equal(c.kube_in_cluster, 0);
-    assert_true(c.kube_qps == 5);
-    assert_int_equal(c.kube_burst, 10);
+    assert_true(c.kube_qps == 100);
+    assert_int_equal(c.kube_burst, 1000);
 
     assert_int_equal(serve_args(&c, err, sizeof err, "--cluster-profile", "p.yaml", "--kubeconfig",
                                 "/k/config", "--kube-context=eks", "--kube-qps", "0",
