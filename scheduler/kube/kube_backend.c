@@ -1,8 +1,8 @@
 /*
- * kube_backend.c - the Kubernetes backend's operations (backend.h), its worker thread and its
+ * kube_backend.c - the Kubernetes backend's operations (backend.h), its writer threads and its
  * inventory; kube_events.c turns the informers' changes into backend events.
  *
- * One mutex (kb->mu) guards the attempts, the event queue and the worker's queue. The
+ * One mutex (kb->mu) guards the attempts, the event queue and the writers' queue. The
  * informers' callbacks take it; nothing that blocks (a request) runs under it. Lock order:
  * kb->mu, then an informer's cache lock (ty_informer_get); ty_informer_foreach callbacks never
  * take kb->mu (the inventory copies what it needs first).
@@ -699,7 +699,7 @@ static size_t kb_free_resources(const backend *b, backend_free *out, size_t max)
     return n;
 }
 
-/* ---- the worker ---------------------------------------------------------------------------- */
+/* ---- the writers --------------------------------------------------------------------------- */
 
 static void workload_path(kbe *kb, const char *name, char *buf, size_t len)
 {
@@ -1048,13 +1048,47 @@ static void check_growth(kbe *kb)
     }
 }
 
+/*
+ * The first write in the queue whose job has no write in flight (so a job's writes keep the
+ * order they were asked: a delete never overtakes its create); NULL when none. Unlinks it and
+ * marks its job busy for writer w. Under kb->mu.
+ */
+static kb_action *act_take(kbe *kb, int w)
+{
+    for (kb_action **pp = &kb->ahead; *pp; pp = &(*pp)->next) {
+        kb_action *act = *pp;
+        int busy = 0;
+        for (int i = 0; i < KB_WRITERS && !busy; i++)
+            busy = !strcmp(kb->busy[i], act->job_id);
+        if (busy)
+            continue;
+        *pp = act->next;
+        if (!*pp)
+            kb->atail = pp;
+        kb_fmt(kb->busy[w], sizeof kb->busy[w], "%s", act->job_id);
+        return act;
+    }
+    return NULL;
+}
+
+typedef struct writer_arg {
+    kbe *kb;
+    int w;
+} writer_arg;
+
 static void *worker_main(void *arg)
 {
-    kbe *kb = arg;
+    kbe *kb = ((writer_arg *)arg)->kb;
+    int w = ((writer_arg *)arg)->w;
+    free(arg);
     pthread_mutex_lock(&kb->mu);
     while (!kb->quit) {
-        check_growth(kb);
-        kb_action *act = kb->ahead;
+        int64_t now = ty_time_now_ms();
+        if (now - kb->growth_checked_ms >= 100) {
+            kb->growth_checked_ms = now;
+            check_growth(kb);
+        }
+        kb_action *act = act_take(kb, w);
         if (!act) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -1066,9 +1100,6 @@ static void *worker_main(void *arg)
             pthread_cond_timedwait(&kb->cv, &kb->mu, &ts);
             continue;
         }
-        kb->ahead = act->next;
-        if (!kb->ahead)
-            kb->atail = &kb->ahead;
         pthread_mutex_unlock(&kb->mu);
         if (act->kind == KB_ACT_CREATE)
             do_create(kb, act);
@@ -1078,6 +1109,10 @@ static void *worker_main(void *arg)
         json_decref(act->secret);
         free(act);
         pthread_mutex_lock(&kb->mu);
+        kb->busy[w][0] = '\0';
+        /* A write of the same job may have waited for this one. */
+        if (kb->ahead)
+            pthread_cond_broadcast(&kb->cv);
     }
     pthread_mutex_unlock(&kb->mu);
     return NULL;
@@ -1428,16 +1463,24 @@ ty_err kube_backend_metrics(backend *b, ty_buf *out)
     ty_err e = ty_kclient_stats_render(kb->c, out);
     ty_informer *infs[4] = {kb->nodes, kb->pods, kb->jobs, kb->bound};
     const char *names[4] = {"nodes", "pods", "jobs", "bound_pods"};
-    if (e == TY_OK)
-        e = ty_buf_puts(out, "# TYPE trainyard_kube_informer_watch_restarts_total counter\n");
-    for (int i = 0; i < 4 && e == TY_OK; i++) {
-        ty_informer_stats st;
-        ty_informer_stats_get(infs[i], &st);
-        e = ty_buf_printf(out,
-                          "trainyard_kube_informer_watch_restarts_total{informer=\"%s\"} %llu\n"
-                          "trainyard_kube_informer_relists_total{informer=\"%s\"} %llu\n",
-                          names[i], (unsigned long long)st.watch_restarts, names[i],
-                          (unsigned long long)st.expired);
+    ty_informer_stats st[4];
+    for (int i = 0; i < 4; i++)
+        ty_informer_stats_get(infs[i], &st[i]);
+    /* One family after the other, as the text format wants them grouped. */
+    static const char *const fam[4][2] = {
+        {"trainyard_kube_informer_watch_restarts_total", "counter"},
+        {"trainyard_kube_informer_relists_total", "counter"},
+        {"trainyard_kube_informer_events_total", "counter"},
+        {"trainyard_kube_informer_objects", "gauge"},
+    };
+    for (int f = 0; f < 4 && e == TY_OK; f++) {
+        e = ty_buf_printf(out, "# TYPE %s %s\n", fam[f][0], fam[f][1]);
+        for (int i = 0; i < 4 && e == TY_OK; i++) {
+            uint64_t v = f == 0 ? st[i].watch_restarts : f == 1 ? st[i].expired
+                       : f == 2 ? st[i].events : st[i].objects;
+            e = ty_buf_printf(out, "%s{informer=\"%s\"} %llu\n", fam[f][0], names[i],
+                              (unsigned long long)v);
+        }
     }
     pthread_mutex_lock(&kb->mu);
     if (e == TY_OK)
@@ -1488,12 +1531,13 @@ static void kb_free(backend *b)
     kbe *kb = (kbe *)b;
     if (!kb)
         return;
-    if (kb->worker_started) {
+    if (kb->nworkers) {
         pthread_mutex_lock(&kb->mu);
         kb->quit = 1;
-        pthread_cond_signal(&kb->cv);
+        pthread_cond_broadcast(&kb->cv);
         pthread_mutex_unlock(&kb->mu);
-        pthread_join(kb->worker, NULL);
+        for (int i = 0; i < kb->nworkers; i++)
+            pthread_join(kb->workers[i], NULL);
     }
     ty_informer_free(kb->nodes);
     ty_informer_free(kb->pods);
@@ -1551,7 +1595,9 @@ static void nodes_synced(void *ud)
     pthread_mutex_unlock(&kb->mu);
 }
 
-static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb, ty_informer **out,
+/* Every informer keeps slim records (transform): what the backend reads of its objects. */
+static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb,
+                             ty_inf_transform_cb transform, ty_informer **out,
                              int64_t backoff_ms, char *err, size_t len)
 {
     ty_informer_opts o;
@@ -1560,8 +1606,7 @@ static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb, ty_i
     o.on_event = cb;
     if (cb == kb_node_event)
         o.on_synced = nodes_synced;
-    if (cb == kb_bound_pod_event)
-        o.transform = kb_bound_pod_slim;
+    o.transform = transform;
     o.ud = kb;
     if (backoff_ms > 0) {
         o.backoff_base_ms = backoff_ms;
@@ -1609,24 +1654,26 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
         e = ty_kclient_new(cfg->kubeconfig, cfg->client, &kb->c, err, len);
     char path[512];
     if (e == TY_OK)
-        e = start_informer(kb, "/api/v1/nodes", kb_node_event, &kb->nodes,
+        e = start_informer(kb, "/api/v1/nodes", kb_node_event, kb_node_slim, &kb->nodes,
                            cfg->informer_backoff_ms, err, len);
     kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", kb->ns,
              "trainyard.io%2Fjob-id");
     if (e == TY_OK)
-        e = start_informer(kb, path, kb_pod_event, &kb->pods, cfg->informer_backoff_ms, err,
-                           len);
+        e = start_informer(kb, path, kb_pod_event, kb_pod_slim, &kb->pods,
+                           cfg->informer_backoff_ms, err, len);
     workload_path(kb, NULL, path, sizeof path);
     kb_fmt(path + strlen(path), sizeof path - strlen(path), "?labelSelector=%s",
              "trainyard.io%2Fjob-id");
     if (e == TY_OK)
-        e = start_informer(kb, path, NULL, &kb->jobs, cfg->informer_backoff_ms, err, len);
+        e = start_informer(kb, path, NULL, kb_job_slim, &kb->jobs, cfg->informer_backoff_ms,
+                           err, len);
     /* Every pod bound to a node and not finished, whoever's, as the scheduler and the
      * cluster-autoscaler list them: the GPUs other tenants use are not free. The selector is
      * escaped whole ("!=" and "," included), as client-go sends it. */
     if (e == TY_OK)
         e = start_informer(kb, "/api/v1/pods?fieldSelector=" KB_BOUND_PODS_SELECTOR,
-                           kb_bound_pod_event, &kb->bound, cfg->informer_backoff_ms, err, len);
+                           kb_bound_pod_event, kb_bound_pod_slim, &kb->bound,
+                           cfg->informer_backoff_ms, err, len);
     if (e == TY_OK) {
         int64_t wait = cfg->sync_timeout_ms > 0 ? cfg->sync_timeout_ms : 30000;
         int64_t until = ty_time_now_ms() + wait;
@@ -1649,12 +1696,20 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
             }
         }
     }
-    if (e == TY_OK) {
-        if (pthread_create(&kb->worker, NULL, worker_main, kb) != 0) {
-            why_set(err, len, "kube backend: cannot start its worker thread");
+    for (int i = 0; e == TY_OK && i < KB_WRITERS; i++) {
+        writer_arg *wa = malloc(sizeof *wa);
+        if (!wa) {
+            why_set(err, len, "out of memory");
+            e = TY_ENOMEM;
+            break;
+        }
+        *wa = (writer_arg){kb, i};
+        if (pthread_create(&kb->workers[i], NULL, worker_main, wa) != 0) {
+            free(wa);
+            why_set(err, len, "kube backend: cannot start its writer threads");
             e = TY_EIO;
         } else {
-            kb->worker_started = 1;
+            kb->nworkers++;
         }
     }
     if (e != TY_OK) {

@@ -5,9 +5,11 @@
  * Parts joined here: the API client (kclient.h), four informers (informer.h) that keep the
  * cluster's nodes, the namespace's pods and Jobs labelled trainyard.io/job-id and, slimmed to
  * node and GPUs (inventory.h), every bound unfinished pod of the cluster, the cluster
- * profile (profile.h), rendering (render.h) and placement (placement.h). One worker thread
- * performs the API writes (creates, deletes) in the order they were asked, so launch() and
- * stop() return at once; what happens to the pods arrives through the informers' callbacks,
+ * profile (profile.h), rendering (render.h) and placement (placement.h). A few writer threads
+ * (KB_WRITERS), each over its own keep-alive connection, perform the API writes (creates,
+ * deletes): the writes of different jobs at once, those of one job in the order they were
+ * asked, so launch() and stop() return at once and a sweep's attempts are not created one
+ * round trip after another; what happens to the pods arrives through the informers' callbacks,
  * which turn each change into backend events (backend.h) queued for observe() behind an
  * eventfd.
  *

@@ -327,6 +327,148 @@ json_t *kb_bound_pod_slim(void *ud, const json_t *pod)
     return kube_inv_pod_slim(pod);
 }
 
+/* ---- slim records --------------------------------------------------------------------------- */
+
+/*
+ * What the namespace's and the nodes' informers keep of an object: only the fields this file,
+ * kube_backend.c and the inventory read, so that a cache of every pod, Job and node costs a
+ * few hundred bytes an object, not the several KiB of a parsed pod or node (whose managed
+ * fields, specs and image lists nothing here reads). A field read from a cached object must be
+ * kept here too.
+ */
+
+/* dst[k1][k2] = a copy of src[k1][k2] (src[k1] when k2 is NULL), when there is one; -1 when
+ * out of memory. */
+static int keep(json_t *dst, const json_t *src, const char *k1, const char *k2)
+{
+    const json_t *v = json_object_get(src, k1);
+    if (k2)
+        v = json_object_get(v, k2);
+    if (!v)
+        return 0;
+    json_t *c = json_deep_copy(v);
+    if (!c)
+        return -1;
+    if (!k2)
+        return json_object_set_new(dst, k1, c);
+    json_t *in = json_object_get(dst, k1);
+    if (!in) {
+        if (!(in = json_object()) || json_object_set_new(dst, k1, in)) {
+            json_decref(c);
+            return -1;
+        }
+    }
+    return json_object_set_new(in, k2, c);
+}
+
+/* dst[k1][k2] = src[k1][k2]'s items with only the given keys (each item an object). */
+static int keep_items(json_t *dst, const json_t *src, const char *k1, const char *k2,
+                      const char *const *keys)
+{
+    const json_t *arr = json_object_get(json_object_get(src, k1), k2);
+    if (!json_is_array(arr))
+        return 0;
+    json_t *out = json_array(), *in = json_object_get(dst, k1);
+    if (!out)
+        return -1;
+    if (!in && (!(in = json_object()) || json_object_set_new(dst, k1, in))) {
+        json_decref(out);
+        return -1;
+    }
+    size_t i;
+    const json_t *item;
+    json_array_foreach(arr, i, item) {
+        json_t *o = json_object();
+        int bad = !o || json_array_append_new(out, o);
+        for (size_t k = 0; !bad && keys[k]; k++)
+            bad = keep(o, item, keys[k], NULL) != 0;
+        if (bad) {
+            json_decref(out);
+            return -1;
+        }
+    }
+    return json_object_set_new(in, k2, out);
+}
+
+/* metadata: namespace, name, uid, resourceVersion (what the informer keys and compares by),
+ * labels and deletionTimestamp; the annotations named in ann. */
+static int keep_meta(json_t *dst, const json_t *src, const char *const *ann)
+{
+    static const char *const keys[] = {"namespace", "name", "uid", "resourceVersion", "labels",
+                                       "deletionTimestamp", NULL};
+    int bad = 0;
+    for (size_t k = 0; !bad && keys[k]; k++)
+        bad = keep(dst, src, "metadata", keys[k]) != 0;
+    const json_t *from = json_object_get(json_object_get(src, "metadata"), "annotations");
+    for (size_t k = 0; !bad && ann && ann[k]; k++) {
+        const json_t *v = json_object_get(from, ann[k]);
+        if (!v)
+            continue;
+        json_t *to = json_object_get(json_object_get(dst, "metadata"), "annotations");
+        if (!to) {
+            bad = !(to = json_object()) ||
+                  json_object_set_new(json_object_get(dst, "metadata"), "annotations", to);
+            if (bad)
+                break;
+        }
+        bad = json_object_set_new(to, ann[k], json_deep_copy(v)) != 0;
+    }
+    return bad ? -1 : 0;
+}
+
+static const char *const cond_keys[] = {"type", "status", "reason", "message", NULL};
+
+/*
+ * A pod of ours: what the inventory keeps (kube_inv_pod_slim(): node, phase, requests), the
+ * labels, the completion index annotations, the pod's reason and message, its conditions
+ * (type, status, reason, message) and its containers' names, states and restart counts.
+ */
+json_t *kb_pod_slim(void *ud, const json_t *pod)
+{
+    static const char *const ann[] = {KB_ANN_INDEX, KB_ANN_VC_INDEX, NULL};
+    static const char *const cs_keys[] = {"name", "state", "restartCount", NULL};
+    (void)ud;
+    json_t *o = kube_inv_pod_slim(pod);
+    int bad = !o || keep_meta(o, pod, ann) || keep(o, pod, "status", "reason") ||
+              keep(o, pod, "status", "message") || keep(o, pod, "status", "startTime") ||
+              keep_items(o, pod, "status", "conditions", cond_keys) ||
+              keep_items(o, pod, "status", "containerStatuses", cs_keys);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A node: metadata with its labels, spec.taints and unschedulable, status.allocatable and
+ * capacity, the conditions (type, status, reason, message). Not its images or addresses. */
+json_t *kb_node_slim(void *ud, const json_t *node)
+{
+    (void)ud;
+    json_t *o = json_object();
+    int bad = !o || keep_meta(o, node, NULL) || keep(o, node, "spec", "taints") ||
+              keep(o, node, "spec", "unschedulable") ||
+              keep(o, node, "status", "allocatable") || keep(o, node, "status", "capacity") ||
+              keep_items(o, node, "status", "conditions", cond_keys);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A Job (or Volcano Job) of ours: its metadata with the labels that name job and attempt. */
+json_t *kb_job_slim(void *ud, const json_t *job)
+{
+    (void)ud;
+    json_t *o = json_object();
+    if (!o || keep_meta(o, job, NULL)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 void kb_bound_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_t *new_obj)
 {
     kbe *kb = ud;

@@ -1,6 +1,6 @@
 /*
  * kube_int.h - what the Kubernetes backend's files share (kube_backend.c: the operations and the
- * worker; kube_events.c: informer changes as backend events). Not a public API.
+ * writers; kube_events.c: informer changes as backend events). Not a public API.
  */
 #ifndef TY_SCHEDULER_KUBE_KUBE_INT_H
 #define TY_SCHEDULER_KUBE_KUBE_INT_H
@@ -24,6 +24,10 @@
 #define KB_ANN_INDEX "batch.kubernetes.io/job-completion-index"
 #define KB_ANN_VC_INDEX "volcano.sh/task-index"
 #define KB_HIST 8
+/* Threads that perform the API writes, each over its own keep-alive connection (the client's
+ * pooled handles): creates and deletes of different jobs go out at once, those of one job in
+ * the order they were asked. */
+#define KB_WRITERS 8
 /* spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed, query-escaped. */
 #define KB_BOUND_PODS_SELECTOR \
     "spec.nodeName%21%3D%2Cstatus.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
@@ -64,7 +68,7 @@ struct backend_attempt {
 
 typedef enum kb_act_kind { KB_ACT_CREATE = 1, KB_ACT_DELETE } kb_act_kind;
 
-/* One API write for the worker; self-contained (the attempt may be released meanwhile). */
+/* One API write for a writer; self-contained (the attempt may be released meanwhile). */
 typedef struct kb_action {
     struct kb_action *next;
     kb_act_kind kind;
@@ -97,9 +101,11 @@ typedef struct kbe {
     size_t qlen, qcap;
     int efd;
     int nodes_synced;              /* the nodes' first list has been delivered */
-    kb_action *ahead, **atail;
-    int quit, worker_started;
-    pthread_t worker;
+    kb_action *ahead, **atail;     /* the writes not taken yet, in the order asked */
+    char busy[KB_WRITERS][32];     /* the job of each writer's write in flight ("" idle) */
+    int64_t growth_checked_ms;     /* when check_growth() last ran */
+    int quit, nworkers;
+    pthread_t workers[KB_WRITERS];
     uint64_t created, adopted, launch_failures, withdrawn;
     json_t *placements;            /* result -> count */
     uint64_t hist[KB_HIST + 1], hist_count;
@@ -122,6 +128,11 @@ void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json
 void kb_bound_pod_event(void *ud, ty_inf_type type, const json_t *old_obj,
                         const json_t *new_obj);
 json_t *kb_bound_pod_slim(void *ud, const json_t *pod);
+/* What the namespace's pod and Job informers and the node informer keep (their transforms):
+ * new slim objects, NULL without memory. */
+json_t *kb_pod_slim(void *ud, const json_t *pod);
+json_t *kb_node_slim(void *ud, const json_t *node);
+json_t *kb_job_slim(void *ud, const json_t *job);
 
 /* Pure helpers. */
 int kb_pod_rank(const json_t *pod);
