@@ -11,6 +11,7 @@
 #include "scheduler/kube/kube_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +222,15 @@ static void gang_of(const backend_attempt *a, const char *const *avoid, kube_gan
     }
 }
 
+static int pending_ranks(const backend_attempt *a)
+{
+    int pending = 0;
+    for (int r = 0; r < a->world; r++)
+        if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
+            pending++;
+    return pending;
+}
+
 /* Two attempts whose pods are eligible for the same nodes of the same zone. */
 static int same_class(const backend_attempt *x, const backend_attempt *y)
 {
@@ -234,12 +244,14 @@ static int same_class(const backend_attempt *x, const backend_attempt *y)
  * (kube_book(): each rank where it has most room), so that two gangs reserved in one round do
  * not both count on the same free GPUs, CPU or pod slots. Under kb->mu, on the inventory's
  * scratch view. One booker per zone, GPU type and capacity that has such gangs: a decision
- * costs O(nodes + pending ranks x log nodes), however many gangs wait for their pods.
+ * costs O(nodes + pending ranks x log nodes), however many gangs wait for their pods. An
+ * attempt whose ranks are all bound books nothing and makes no booker (most of them, once a
+ * sweep's pods are placed).
  */
 static void book_pending(kbe *kb, kube_node *nodes, size_t nnodes, const backend_attempt *skip)
 {
     for (const backend_attempt *lead = kb->attempts; lead; lead = lead->next) {
-        if (lead == skip || !lead->zone[0] || lead->booked_pass)
+        if (lead == skip || !lead->zone[0] || lead->booked_pass || !pending_ranks(lead))
             continue;
         /* The first pending attempt of a class makes its booker; later attempts of the same
          * class use it, in the list's order. */
@@ -252,12 +264,8 @@ static void book_pending(kbe *kb, kube_node *nodes, size_t nnodes, const backend
             if (a == skip || !a->zone[0] || a->booked_pass || !same_class(a, lead))
                 continue;
             a->booked_pass = 1;
-            int pending = 0;
-            for (int r = 0; r < a->world; r++)
-                if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
-                    pending++;
             gang_of(a, NULL, &g);
-            kube_book(bk, &g, pending);
+            kube_book(bk, &g, pending_ranks(a));
         }
         kube_booker_free(bk);
     }
@@ -265,16 +273,20 @@ static void book_pending(kbe *kb, kube_node *nodes, size_t nnodes, const backend
         a->booked_pass = 0;
 }
 
-/* The largest GPU count one node of the type has or a group's node would have. */
-static int max_gpus_per_node(kbe *kb, const kube_node *nodes, size_t nnodes, const char *gpu_type)
+/*
+ * The largest GPU count one node of the type has or a group's node would have, or `enough`
+ * as soon as it is known to be at least that (the nodes are then not looked at).
+ */
+static int max_gpus_per_node(kbe *kb, const kube_node *nodes, size_t nnodes, const char *gpu_type,
+                             int enough)
 {
     int best = 0;
     for (size_t g = 0; g < kb->p->ngroups; g++)
         if (!strcmp(kb->p->groups[g].gpu_type, gpu_type) &&
             kb->p->groups[g].gpus_per_node > best)
             best = kb->p->groups[g].gpus_per_node;
-    for (size_t i = 0; i < nnodes; i++)
-        if (node_matches_type(kb, &nodes[i], gpu_type) && nodes[i].gpus_allocatable > best)
+    for (size_t i = 0; i < nnodes && best < enough; i++)
+        if (nodes[i].gpus_allocatable > best && node_matches_type(kb, &nodes[i], gpu_type))
             best = nodes[i].gpus_allocatable;
     return best;
 }
@@ -308,7 +320,8 @@ static ty_err place_on(void *ud, kube_inv_view *view)
     book_pending(kb, view->nodes, view->nnodes, a);
     pthread_mutex_unlock(&kb->mu);
     if (a->gpus_per_rank > 0 && kube_profile_gpu_type(kb->p, a->gpu_type)) {
-        int most = max_gpus_per_node(kb, view->nodes, view->nnodes, a->gpu_type);
+        int most = max_gpus_per_node(kb, view->nodes, view->nnodes, a->gpu_type,
+                                     a->gpus_per_rank);
         if (a->gpus_per_rank > most) {
             why_set(c->why, c->whylen, "needs %d GPUs of type %s per rank; no node or node "
                     "group of this cluster has more than %d", a->gpus_per_rank, a->gpu_type,
@@ -617,7 +630,8 @@ static ty_err limits_on(void *ud, kube_inv_view *view)
     limits_ctx *c = ud;
     for (size_t i = 0; i < c->n; i++)
         c->out[1 + i].gpus =
-            max_gpus_per_node(c->kb, view->nodes, view->nnodes, c->kb->p->gpu_types[i].name);
+            max_gpus_per_node(c->kb, view->nodes, view->nnodes, c->kb->p->gpu_types[i].name,
+                              INT_MAX);
     return TY_OK;
 }
 
@@ -1656,8 +1670,10 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
     if (e == TY_OK)
         e = start_informer(kb, "/api/v1/nodes", kb_node_event, kb_node_slim, &kb->nodes,
                            cfg->informer_backoff_ms, err, len);
-    kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", kb->ns,
-             "trainyard.io%2Fjob-id");
+    /* Every pod of the namespace, ours (labelled trainyard.io/job-id) and any other: the
+     * inventory counts them all from here, since the bound pods' informer leaves this
+     * namespace out (each pod of ours is parsed once, not twice). */
+    kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods", kb->ns);
     if (e == TY_OK)
         e = start_informer(kb, path, kb_pod_event, kb_pod_slim, &kb->pods,
                            cfg->informer_backoff_ms, err, len);
@@ -1669,10 +1685,12 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
                            err, len);
     /* Every pod bound to a node and not finished, whoever's, as the scheduler and the
      * cluster-autoscaler list them: the GPUs other tenants use are not free. The selector is
-     * escaped whole ("!=" and "," included), as client-go sends it. */
+     * escaped whole ("!=" and "," included), as client-go sends it. The namespace's own pods
+     * come from the informer above. */
+    kb_fmt(path, sizeof path, "/api/v1/pods?fieldSelector=%s%%2Cmetadata.namespace%%21%%3D%s",
+           KB_BOUND_PODS_SELECTOR, kb->ns);
     if (e == TY_OK)
-        e = start_informer(kb, "/api/v1/pods?fieldSelector=" KB_BOUND_PODS_SELECTOR,
-                           kb_bound_pod_event, kb_bound_pod_slim, &kb->bound,
+        e = start_informer(kb, path, kb_bound_pod_event, kb_bound_pod_slim, &kb->bound,
                            cfg->informer_backoff_ms, err, len);
     if (e == TY_OK) {
         int64_t wait = cfg->sync_timeout_ms > 0 ? cfg->sync_timeout_ms : 30000;

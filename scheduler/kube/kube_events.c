@@ -310,10 +310,16 @@ void kb_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_
 {
     kbe *kb = ud;
     uint64_t t0 = ty_time_mono_ns();
-    /* The bound pods' informer counts these too (the same key: once); this one may see a
-     * binding first, and placement then reads it at once instead of booking it again. */
-    kube_inv_pod(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj, NULL);
+    int freed = 0;
+    /* The inventory hears of the namespace's pods from here only (the bound pods' informer
+     * leaves the namespace out). */
+    kube_inv_pod(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj, &freed);
+    const json_t *pod = new_obj ? new_obj : old_obj;
     pthread_mutex_lock(&kb->mu);
+    /* A pod not of ours that ends frees GPUs no release() announces (as a tenant's would). */
+    if (freed > 0 && kb->nodes_synced &&
+        !json_object_get(md(pod, "labels"), KUBE_LABEL_JOB_ID))
+        kb_push_capacity(kb);
     if (type == TY_INF_DELETED)
         kb_pod_changed(kb, old_obj, 1, t0);
     else
