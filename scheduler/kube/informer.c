@@ -330,6 +330,7 @@ static ty_err watch_once(ty_informer *inf, int *need_list, int *progressed, char
         .cb = on_watch,
         .ud = inf,
         .stop = &inf->kstop,
+        .pick = inf->o.pick,
     };
     err[0] = '\0';
     rc = ty_kclient_watch(inf->c, &wo, last, sizeof(last), &resp, err, errlen);

@@ -65,6 +65,9 @@ typedef struct ty_informer_opts {
     ty_inf_event_cb on_event;     /* may be NULL */
     ty_inf_synced_cb on_synced;   /* may be NULL */
     ty_inf_transform_cb transform; /* may be NULL: the whole object is kept */
+    const json_t *pick;           /* what a watch parses of each object (kclient.h, kpick.h),
+                                     borrowed, outliving the informer: everything transform
+                                     reads and the metadata above; NULL: all of it */
     void *ud;
 } ty_informer_opts;
 

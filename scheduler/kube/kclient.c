@@ -20,6 +20,7 @@
 
 #include "common/ty_crypto.h"
 #include "common/ty_time.h"
+#include "scheduler/kube/kpick.h"
 
 #define POOL_MAX 16
 
@@ -303,13 +304,30 @@ static ty_err watch_event(xfer *x, const char *line, size_t len)
 {
     static const char *const types[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
     json_error_t jerr;
-    json_t *ev = json_loadb(line, len, 0, &jerr), *obj;
+    char why[160] = "";
+    json_t *ev, *obj;
     const char *type;
     ty_err rc;
     int t = -1;
+    /* With a pick (here the event's: its type and the object's pick), only that is built. */
+    if (x->watch->pick) {
+        ev = ty_kpick_parse(line, len, x->watch->pick, why, sizeof why);
+        type = json_string_value(json_object_get(ev, "type"));
+        if (ev && type && !strcmp(type, "ERROR")) {
+            json_decref(ev); /* a Status: all of it */
+            ev = NULL;
+        }
+    } else {
+        ev = NULL;
+    }
+    if (!ev && !why[0]) {
+        ev = json_loadb(line, len, 0, &jerr);
+        if (!ev)
+            snprintf(why, sizeof why, "%s", jerr.text);
+    }
     if (!ev) {
         snprintf(x->stream_msg, sizeof(x->stream_msg), "watch %s: an event is not JSON: %s",
-                 x->watch->path, jerr.text);
+                 x->watch->path, why);
         return TY_EIO;
     }
     type = json_string_value(json_object_get(ev, "type"));
@@ -819,12 +837,19 @@ ty_err ty_kclient_watch(ty_kclient *c, const ty_kwatch_opts *o, char *last_rv, s
         rc = esc ? ty_buf_printf(&p, "&resourceVersion=%s", esc) : TY_ENOMEM;
         curl_free(esc);
     }
+    /* Inside, the pick is the event's: {"type": true, "object": <the object's pick>}. */
+    json_t *evpick = NULL;
+    if (rc == TY_OK && o->pick &&
+        !(evpick = json_pack("{s:b, s:O}", "type", 1, "object", (json_t *)o->pick)))
+        rc = TY_ENOMEM;
     if (rc == TY_OK) {
         ty_kwatch_opts wo = *o;
         wo.timeout_s = timeout;
+        wo.pick = evpick;
         rc = perform(c, TY_KVERB_WATCH, "GET", p.data, NULL, &wo, last_rv, rvlen, resp, err,
                      errlen);
     }
+    json_decref(evpick);
     ty_buf_free(&p);
     return rc;
 }

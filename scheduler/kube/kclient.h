@@ -125,6 +125,10 @@ typedef struct ty_kwatch_opts {
     ty_kwatch_cb cb;
     void *ud;
     ty_kstop *stop;               /* may be NULL */
+    const json_t *pick;           /* what of each event's object to parse (kpick.h), borrowed;
+                                     NULL: all of it. cb sees only that (metadata's
+                                     resourceVersion must be in it); an ERROR event's Status is
+                                     parsed whole */
 } ty_kwatch_opts;
 
 /*

@@ -14,3 +14,6 @@ if(GNUTLS_FOUND)
   target_link_libraries(test_kclient PRIVATE PkgConfig::GNUTLS)
   target_compile_definitions(test_kclient PRIVATE TY_HAVE_GNUTLS=1)
 endif()
+
+# Parsing only the named parts of a JSON text (kpick.c): tables of texts, picks and results.
+ty_unit_test(test_kpick ${CMAKE_CURRENT_LIST_DIR}/test_kpick.c ty_kube_client)

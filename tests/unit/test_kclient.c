@@ -802,7 +802,8 @@ static void test_watch_bookmarks(void **state)
     ty_kresp r = {0};
     ty_kclient_stats st;
     char err[512] = "", rv[32] = "";
-    ty_kwatch_opts o = {"/api/v1/namespaces/transcripts/pods", "39095", 40, on_event, &w, NULL};
+    ty_kwatch_opts o = {"/api/v1/namespaces/transcripts/pods", "39095", 40, on_event, &w, NULL,
+                        NULL};
     script(&e->srv, 200, NULL);
     assert_int_equal(script_transcript_events(&e->srv, "09-watch-pods-bookmarks.json"), 17);
     assert_int_equal(ty_kclient_watch(e->c, &o, rv, sizeof(rv), &r, err, sizeof(err)), TY_OK);
@@ -829,7 +830,8 @@ static void test_watch_expired(void **state)
     ty_kresp r = {0};
     ty_kclient_stats st;
     char err[512] = "", rv[32] = "keep";
-    ty_kwatch_opts o = {"/api/v1/namespaces/transcripts/pods", "1", 10, on_event, &w, NULL};
+    ty_kwatch_opts o = {"/api/v1/namespaces/transcripts/pods", "1", 10, on_event, &w, NULL,
+                        NULL};
     script(&e->srv, 200, NULL);
     script_transcript_events(&e->srv, "10-watch-too-old-resource-version.json");
     assert_int_equal(ty_kclient_watch(e->c, &o, rv, sizeof(rv), &r, err, sizeof(err)),
@@ -843,6 +845,51 @@ static void test_watch_expired(void **state)
     ty_kresp_clear(&r);
     ty_kclient_stats_get(e->c, &st);
     assert_int_equal(st.watch_expired, 1);
+}
+
+/* With a pick, the consumer gets only what it names; an ERROR event's Status stays whole. */
+static ty_err on_picked(void *ud, ty_kwatch_type t, json_t *obj)
+{
+    if (t != TY_KWATCH_ERROR) {
+        /* {"metadata": {"name"?, "resourceVersion"}} and nothing else */
+        const json_t *md = json_object_get(obj, "metadata");
+        assert_int_equal(json_object_size(obj), 1);
+        assert_non_null(json_object_get(md, "resourceVersion"));
+        assert_true(json_object_size(md) <= 2);
+        assert_null(json_object_get(md, "uid"));
+    }
+    return on_event(ud, t, obj);
+}
+
+static void test_watch_pick(void **state)
+{
+    env *e = *state;
+    watch_log w = {0};
+    ty_kresp r = {0};
+    char err[512] = "", rv[32] = "";
+    json_t *pick = json_pack("{s:{s:b, s:b}}", "metadata", "name", 1, "resourceVersion", 1);
+    ty_kwatch_opts o = {"/api/v1/namespaces/transcripts/pods", "39095", 40, on_picked, &w, NULL,
+                        pick};
+    script(&e->srv, 200, NULL);
+    assert_int_equal(script_transcript_events(&e->srv, "09-watch-pods-bookmarks.json"), 17);
+    assert_int_equal(ty_kclient_watch(e->c, &o, rv, sizeof(rv), &r, err, sizeof(err)), TY_OK);
+    ty_kresp_clear(&r);
+    assert_string_equal(w.types, "AMMMMMDMDMDMDMDBB");
+    assert_string_equal(rv, "39123");
+
+    watch_log w2 = {0};
+    o.ud = &w2;
+    o.resource_version = "1";
+    script(&e->srv, 200, NULL);
+    script_transcript_events(&e->srv, "10-watch-too-old-resource-version.json");
+    assert_int_equal(ty_kclient_watch(e->c, &o, rv, sizeof(rv), &r, err, sizeof(err)),
+                     TY_EAGAIN);
+    assert_string_equal(w2.types, "E");
+    assert_int_equal(w2.error_code, 410);
+    assert_string_equal(r.reason, "Expired");
+    assert_non_null(strstr(err, "too old resource version: 1 (38897)"));
+    ty_kresp_clear(&r);
+    json_decref(pick);
 }
 
 typedef struct watch_thread {
@@ -873,7 +920,7 @@ static void test_watch_stop(void **state)
     pthread_t th;
     assert_non_null(t);
     t->e = e;
-    t->o = (ty_kwatch_opts){"/api/v1/pods", NULL, 300, on_event, NULL, &stop};
+    t->o = (ty_kwatch_opts){"/api/v1/pods", NULL, 300, on_event, NULL, &stop, NULL};
     script(&e->srv, 200, NULL);
     script_event(&e->srv, "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"metadata\":"
                           "{\"name\":\"p\",\"resourceVersion\":\"5\"}}}");
@@ -898,7 +945,7 @@ static void test_watch_retry_and_garbage(void **state)
     watch_log w = {0};
     ty_kresp r = {0};
     char err[512] = "", rv[32] = "";
-    ty_kwatch_opts o = {"/api/v1/pods", "3", 5, on_event, &w, NULL};
+    ty_kwatch_opts o = {"/api/v1/pods", "3", 5, on_event, &w, NULL, NULL};
     script(&e->srv, 429, "{\"kind\":\"Status\",\"message\":\"slow down\","
            "\"reason\":\"TooManyRequests\",\"code\":429}\n");
     script(&e->srv, 200, NULL);
@@ -920,7 +967,7 @@ static void test_watch_chunking(void **state)
     watch_log w = {0};
     ty_kresp r = {0};
     char err[512] = "", rv[32] = "";
-    ty_kwatch_opts o = {"/api/v1/pods", "1", 5, on_event, &w, NULL};
+    ty_kwatch_opts o = {"/api/v1/pods", "1", 5, on_event, &w, NULL, NULL};
     script(&e->srv, 200, NULL);
     script_chunk(&e->srv, "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourc", 1);
     script_chunk(&e->srv, "eVersion\":\"10\"}}}\n{\"type\":\"DELETED\",\"object\":"
@@ -978,7 +1025,7 @@ static void test_size_limits(void **state)
     ty_kresp r = {0};
     watch_log w = {0};
     char err[512] = "", rv[32] = "", big[300];
-    ty_kwatch_opts wo = {"/api/v1/pods", "1", 5, on_event, &w, NULL};
+    ty_kwatch_opts wo = {"/api/v1/pods", "1", 5, on_event, &w, NULL, NULL};
     fast_opts(&o);
     o.max_body = 128;
     reopen(e, &o);
@@ -1144,6 +1191,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_paging, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_bookmarks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_expired, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watch_pick, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_retry_and_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_chunking, setup, teardown),

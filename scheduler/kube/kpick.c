@@ -1,0 +1,241 @@
+/*
+ * kpick.c - see kpick.h. A reader over the text: values the pick names whole are handed to
+ * jansson by their extent; objects it names members of are walked member by member; everything
+ * else is skipped by its structure.
+ */
+#include "scheduler/kube/kpick.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define KPICK_MAX_DEPTH 2048
+
+typedef struct rd {
+    const char *p, *end;
+    const char *why;              /* the first failure, or NULL */
+} rd;
+
+static void ws(rd *r)
+{
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r'))
+        r->p++;
+}
+
+static int fail(rd *r, const char *why)
+{
+    if (!r->why)
+        r->why = why;
+    return -1;
+}
+
+/* Past one string (r->p at its '"'); *esc set when it holds an escape. */
+static int skip_string(rd *r, int *esc)
+{
+    if (r->p >= r->end || *r->p != '"')
+        return fail(r, "a string was expected");
+    r->p++;
+    while (r->p < r->end) {
+        unsigned char c = (unsigned char)*r->p++;
+        if (c == '"')
+            return 0;
+        if (c == '\\') {
+            if (r->p >= r->end)
+                break;
+            r->p++;
+            if (esc)
+                *esc = 1;
+        } else if (c < 0x20) {
+            return fail(r, "a control character in a string");
+        }
+    }
+    return fail(r, "a string is not closed");
+}
+
+/* Past one value, by its structure. */
+static int skip_value(rd *r)
+{
+    ws(r);
+    if (r->p >= r->end)
+        return fail(r, "a value was expected");
+    char c = *r->p;
+    if (c == '"')
+        return skip_string(r, NULL);
+    if (c == '{' || c == '[') {
+        int depth = 0;
+        while (r->p < r->end) {
+            c = *r->p;
+            if (c == '"') {
+                if (skip_string(r, NULL))
+                    return -1;
+                continue;
+            }
+            if (c == '{' || c == '[') {
+                if (++depth > KPICK_MAX_DEPTH)
+                    return fail(r, "nested too deep");
+            } else if (c == '}' || c == ']') {
+                if (--depth == 0) {
+                    r->p++;
+                    return 0;
+                }
+            }
+            r->p++;
+        }
+        return fail(r, "an object or array is not closed");
+    }
+    const char *s = r->p;
+    while (r->p < r->end && ((*r->p >= '0' && *r->p <= '9') || (*r->p >= 'a' && *r->p <= 'z') ||
+                             *r->p == '-' || *r->p == '+' || *r->p == '.' || *r->p == 'E'))
+        r->p++;
+    return r->p > s ? 0 : fail(r, "a value was expected");
+}
+
+/* One value kept whole: jansson parses its extent. */
+static json_t *whole(rd *r)
+{
+    json_error_t jerr;
+    ws(r);
+    const char *s = r->p;
+    if (skip_value(r))
+        return NULL;
+    json_t *v = json_loadb(s, (size_t)(r->p - s), JSON_DECODE_ANY, &jerr);
+    if (!v)
+        fail(r, "a value kept is not valid JSON");
+    return v;
+}
+
+static json_t *pick_value(rd *r, const json_t *pick, int depth);
+
+static json_t *pick_array(rd *r, const json_t *pick, int depth)
+{
+    json_t *out = json_array();
+    if (!out) {
+        fail(r, "out of memory");
+        return NULL;
+    }
+    r->p++; /* '[' */
+    ws(r);
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        return out;
+    }
+    for (;;) {
+        json_t *v = pick_value(r, pick, depth + 1);
+        if (!v || json_array_append_new(out, v)) {
+            fail(r, "out of memory");
+            break;
+        }
+        ws(r);
+        if (r->p < r->end && *r->p == ',') {
+            r->p++;
+            continue;
+        }
+        if (r->p < r->end && *r->p == ']') {
+            r->p++;
+            return out;
+        }
+        fail(r, "',' or ']' was expected");
+        break;
+    }
+    json_decref(out);
+    return NULL;
+}
+
+static json_t *pick_object(rd *r, const json_t *pick, int depth)
+{
+    json_t *out = json_object();
+    if (!out) {
+        fail(r, "out of memory");
+        return NULL;
+    }
+    r->p++; /* '{' */
+    ws(r);
+    if (r->p < r->end && *r->p == '}') {
+        r->p++;
+        return out;
+    }
+    for (;;) {
+        int esc = 0;
+        ws(r);
+        const char *ks = r->p;
+        if (skip_string(r, &esc))
+            break;
+        const char *key = ks + 1;
+        size_t klen = (size_t)(r->p - ks) - 2;
+        json_t *decoded = NULL;
+        if (esc) {
+            /* Rare in Kubernetes' keys: let jansson unescape it. */
+            decoded = json_loadb(ks, (size_t)(r->p - ks), JSON_DECODE_ANY, NULL);
+            if (!json_is_string(decoded)) {
+                json_decref(decoded);
+                fail(r, "a key is not a valid string");
+                break;
+            }
+            key = json_string_value(decoded);
+            klen = json_string_length(decoded);
+        }
+        ws(r);
+        if (r->p >= r->end || *r->p != ':') {
+            json_decref(decoded);
+            fail(r, "':' was expected");
+            break;
+        }
+        r->p++;
+        const json_t *sub = json_object_getn(pick, key, klen);
+        int bad;
+        if (!sub) {
+            bad = skip_value(r) != 0;
+        } else {
+            json_t *v = pick_value(r, json_is_object(sub) ? sub : NULL, depth + 1);
+            bad = !v || json_object_setn_new(out, key, klen, v) != 0;
+            if (bad)
+                fail(r, "out of memory");
+        }
+        json_decref(decoded);
+        if (bad)
+            break;
+        ws(r);
+        if (r->p < r->end && *r->p == ',') {
+            r->p++;
+            continue;
+        }
+        if (r->p < r->end && *r->p == '}') {
+            r->p++;
+            return out;
+        }
+        fail(r, "',' or '}' was expected");
+        break;
+    }
+    json_decref(out);
+    return NULL;
+}
+
+static json_t *pick_value(rd *r, const json_t *pick, int depth)
+{
+    ws(r);
+    if (depth > KPICK_MAX_DEPTH) {
+        fail(r, "nested too deep");
+        return NULL;
+    }
+    if (!pick || r->p >= r->end || (*r->p != '{' && *r->p != '['))
+        return whole(r);
+    return *r->p == '{' ? pick_object(r, pick, depth) : pick_array(r, pick, depth);
+}
+
+json_t *ty_kpick_parse(const char *text, size_t len, const json_t *pick, char *err,
+                       size_t errlen)
+{
+    rd r = {text, text + len, NULL};
+    json_t *v = text ? pick_value(&r, json_is_object(pick) ? pick : NULL, 0) : NULL;
+    if (v) {
+        ws(&r);
+        if (r.p != r.end) {
+            fail(&r, "text after the value");
+            json_decref(v);
+            v = NULL;
+        }
+    }
+    if (!v && err && errlen)
+        snprintf(err, errlen, "%s at byte %zu", r.why ? r.why : "no text",
+                 text ? (size_t)(r.p - text) : 0);
+    return v;
+}

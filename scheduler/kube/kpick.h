@@ -1,0 +1,35 @@
+/*
+ * kpick.h - parses only the named parts of a JSON text, skipping the rest without building it.
+ *
+ * A watch of pods delivers every pod whole (several KiB of JSON: the spec with its env and
+ * volumes, managed fields, every condition) while the backend reads a few dozen fields of it.
+ * Parsing the whole with jansson allocates a node for every key and value and frees them again
+ * at once; skipping what is not wanted costs a scan of the bytes.
+ *
+ * What to keep is a "pick", a JSON object: each member names a field to keep, its value is
+ * `true` (keep the field's value whole) or an object (keep, of the field's value, the members
+ * that object names; of an array, each element that way). For example
+ *   {"metadata": {"name": true, "labels": true}, "status": {"conditions": {"type": true}}}
+ * keeps metadata.name, metadata.labels and the type of each status.conditions[i]. A field that
+ * is not there is not there in the result either; a value that is not an object where the pick
+ * has one is kept whole.
+ *
+ * The parts kept are parsed by jansson (so they are checked as it checks them); the parts
+ * skipped are checked only for their structure (strings closed, brackets balanced, nesting at
+ * most 2048 deep), which is all it takes to find where they end.
+ */
+#ifndef TY_SCHEDULER_KUBE_KPICK_H
+#define TY_SCHEDULER_KUBE_KPICK_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/*
+ * The value of the JSON text (len bytes, one value, whitespace around it allowed) with only
+ * what pick names (borrowed; NULL: the whole value), as a new value. NULL with a reason in err
+ * for text that is not one JSON value, or without memory.
+ */
+json_t *ty_kpick_parse(const char *text, size_t len, const json_t *pick, char *err,
+                       size_t errlen);
+
+#endif

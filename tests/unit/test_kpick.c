@@ -1,0 +1,128 @@
+/*
+ * test_kpick.c - scheduler/kube/kpick: what is kept of a JSON text for a pick, and which texts
+ * are refused.
+ */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scheduler/kube/kpick.h"
+
+typedef struct pick_case {
+    const char *text;
+    const char *pick;     /* JSON, or NULL for the whole */
+    const char *expected; /* JSON of the result */
+} pick_case;
+
+static const pick_case cases[] = {
+    /* No pick: the whole value, as jansson parses it. */
+    {"{\"a\": 1, \"b\": [true, null, \"x\"]}", NULL, "{\"a\": 1, \"b\": [true, null, \"x\"]}"},
+    {" 42 ", NULL, "42"},
+    /* Members named true are kept whole; the others are skipped. */
+    {"{\"a\": {\"deep\": [1, {\"x\": \"}\"}]}, \"b\": 2, \"c\": \"s\"}", "{\"a\": true, \"c\": true}",
+     "{\"a\": {\"deep\": [1, {\"x\": \"}\"}]}, \"c\": \"s\"}"},
+    /* Nested picks, through arrays element by element. */
+    {"{\"metadata\": {\"name\": \"p\", \"managedFields\": [{\"f\": {}}], \"labels\": {\"k\": "
+     "\"v\"}}, \"status\": {\"phase\": \"Running\", \"conditions\": [{\"type\": \"Ready\", "
+     "\"status\": \"True\", \"lastProbeTime\": null}, {\"type\": \"PodScheduled\", \"status\": "
+     "\"True\"}]}}",
+     "{\"metadata\": {\"name\": true, \"labels\": true}, \"status\": {\"conditions\": "
+     "{\"type\": true, \"status\": true}}}",
+     "{\"metadata\": {\"name\": \"p\", \"labels\": {\"k\": \"v\"}}, \"status\": {\"conditions\": "
+     "[{\"type\": \"Ready\", \"status\": \"True\"}, {\"type\": \"PodScheduled\", \"status\": "
+     "\"True\"}]}}"},
+    /* A field that is absent stays absent; an empty object and an empty array stay empty. */
+    {"{\"a\": {}, \"b\": []}", "{\"a\": {\"x\": true}, \"b\": {\"y\": true}, \"c\": true}",
+     "{\"a\": {}, \"b\": []}"},
+    /* A value that is not an object where the pick has one is kept whole. */
+    {"{\"a\": \"text\", \"b\": [1, 2]}", "{\"a\": {\"x\": true}, \"b\": {\"y\": true}}",
+     "{\"a\": \"text\", \"b\": [1, 2]}"},
+    /* Escapes: in skipped strings, in kept ones, in keys (unescaped before the lookup). */
+    {"{\"s\\\"kip\": \"a\\\"}\\\\\", \"k\\u0065ep\": \"\\u00e9\\n\", \"n\": -1.5e3}",
+     "{\"keep\": true, \"n\": true}", "{\"keep\": \"\\u00e9\\n\", \"n\": -1500.0}"},
+    /* A watch event: its type and what the object's pick names. */
+    {"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\","
+     "\"resourceVersion\":\"12\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"env\":[{\"name\":"
+     "\"A\",\"value\":\"1\"}],\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}}\n",
+     "{\"type\": true, \"object\": {\"metadata\": {\"name\": true, \"resourceVersion\": true}, "
+     "\"spec\": {\"containers\": {\"resources\": true}}}}",
+     "{\"type\": \"MODIFIED\", \"object\": {\"metadata\": {\"name\": \"x\", \"resourceVersion\": "
+     "\"12\"}, \"spec\": {\"containers\": [{\"resources\": {\"limits\": {\"nvidia.com/gpu\": "
+     "\"1\"}}}]}}}"},
+};
+
+static void test_picks(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[128] = "";
+        json_t *pick = cases[i].pick ? json_loads(cases[i].pick, 0, NULL) : NULL;
+        json_t *want = json_loads(cases[i].expected, JSON_DECODE_ANY, NULL);
+        assert_true(!cases[i].pick || pick);
+        assert_non_null(want);
+        json_t *got = ty_kpick_parse(cases[i].text, strlen(cases[i].text), pick, err, sizeof err);
+        if (!got || !json_equal(got, want)) {
+            char *g = got ? json_dumps(got, JSON_ENCODE_ANY | JSON_SORT_KEYS) : NULL;
+            fail_msg("case %zu: got %s (%s), expected %s", i, g ? g : "NULL", err,
+                     cases[i].expected);
+        }
+        json_decref(got);
+        json_decref(want);
+        json_decref(pick);
+    }
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "",
+        "   ",
+        "{\"a\": 1",                 /* not closed */
+        "{\"a\": \"x}",              /* a string not closed */
+        "{\"a\" 1}",                 /* no ':' */
+        "{\"a\": 1 \"b\": 2}",       /* no ',' */
+        "{\"keep\": tru}",           /* a kept value jansson refuses */
+        "{\"a\": 1} x",              /* text after the value */
+        "{\"a\": \"tab\there\"}",    /* a control character in a skipped string */
+        "{\"keep\": [1, 2}",         /* an array of a kept member not closed */
+        "[1, 2",
+    };
+    json_t *pick = json_pack("{s:b}", "keep", 1);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[128] = "";
+        json_t *got = ty_kpick_parse(bad[i], strlen(bad[i]), pick, err, sizeof err);
+        if (got)
+            fail_msg("text %zu (%s) was accepted", i, bad[i]);
+        assert_true(err[0] != '\0');
+    }
+    /* Nesting past 2048 is refused, skipped or not. */
+    size_t n = 5000;
+    char *deep = malloc(2 * n + 16);
+    assert_non_null(deep);
+    size_t k = 0;
+    k += (size_t)sprintf(deep, "{\"a\": ");
+    for (size_t i = 0; i < n; i++)
+        deep[k++] = '[';
+    for (size_t i = 0; i < n; i++)
+        deep[k++] = ']';
+    deep[k++] = '}';
+    assert_null(ty_kpick_parse(deep, k, pick, NULL, 0));
+    free(deep);
+    json_decref(pick);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_picks),
+        cmocka_unit_test(test_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
