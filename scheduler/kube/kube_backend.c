@@ -22,6 +22,7 @@
 
 #include "common/ty_quantity.h"
 #include "common/ty_time.h"
+#include "scheduler/kube/kpick.h"
 #include "scheduler/kube/placement.h"
 #include "scheduler/kube/render.h"
 
@@ -764,7 +765,10 @@ static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const
         pthread_mutex_unlock(&kb->mu);
     }
     if (e == TY_OK && uid) {
-        json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+        /* Of the object the server answers with, only its uid is parsed. */
+        json_t *pick = json_pack("{s:{s:b}}", "metadata", "uid", 1);
+        json_t *j = r.body && pick ? ty_kpick_parse(r.body, r.body_len, pick, NULL, 0) : NULL;
+        json_decref(pick);
         const char *u = json_string_value(json_object_get(json_object_get(j, "metadata"), "uid"));
         kb_fmt(uid, uidlen, "%s", u ? u : "");
         json_decref(j);
@@ -1577,6 +1581,8 @@ static void kb_free(backend *b)
     free(kb->q);
     free(kb->qt);
     json_decref(kb->placements);
+    json_decref(kb->pod_pick);
+    json_decref(kb->job_pick);
     pthread_cond_destroy(&kb->cv);
     pthread_mutex_destroy(&kb->mu);
     free(kb);
@@ -1609,10 +1615,11 @@ static void nodes_synced(void *ud)
     pthread_mutex_unlock(&kb->mu);
 }
 
-/* Every informer keeps slim records (transform): what the backend reads of its objects. */
+/* Every informer keeps slim records (transform): what the backend reads of its objects; and
+ * the watches of pods and Jobs, which change with every job, parse only that (pick). */
 static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb,
-                             ty_inf_transform_cb transform, ty_informer **out,
-                             int64_t backoff_ms, char *err, size_t len)
+                             ty_inf_transform_cb transform, const json_t *pick,
+                             ty_informer **out, int64_t backoff_ms, char *err, size_t len)
 {
     ty_informer_opts o;
     ty_informer_opts_default(&o);
@@ -1621,6 +1628,7 @@ static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb,
     if (cb == kb_node_event)
         o.on_synced = nodes_synced;
     o.transform = transform;
+    o.pick = pick;
     o.ud = kb;
     if (backoff_ms > 0) {
         o.backoff_base_ms = backoff_ms;
@@ -1649,7 +1657,8 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
     pthread_cond_init(&kb->cv, NULL);
     kb_fmt(kb->ns, sizeof kb->ns, "%s", cfg->namespace_ ? cfg->namespace_ : cfg->profile->namespace);
     ty_err e = TY_OK;
-    if (!(kb->placements = json_object()))
+    if (!(kb->placements = json_object()) || !(kb->pod_pick = kb_pod_pick()) ||
+        !(kb->job_pick = kb_job_pick()))
         e = TY_ENOMEM;
     if (e == TY_OK && (kb->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         why_set(err, len, "kube backend: eventfd: %s", strerror(errno));
@@ -1668,21 +1677,21 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
         e = ty_kclient_new(cfg->kubeconfig, cfg->client, &kb->c, err, len);
     char path[512];
     if (e == TY_OK)
-        e = start_informer(kb, "/api/v1/nodes", kb_node_event, kb_node_slim, &kb->nodes,
+        e = start_informer(kb, "/api/v1/nodes", kb_node_event, kb_node_slim, NULL, &kb->nodes,
                            cfg->informer_backoff_ms, err, len);
     /* Every pod of the namespace, ours (labelled trainyard.io/job-id) and any other: the
      * inventory counts them all from here, since the bound pods' informer leaves this
      * namespace out (each pod of ours is parsed once, not twice). */
     kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/pods", kb->ns);
     if (e == TY_OK)
-        e = start_informer(kb, path, kb_pod_event, kb_pod_slim, &kb->pods,
+        e = start_informer(kb, path, kb_pod_event, kb_pod_slim, kb->pod_pick, &kb->pods,
                            cfg->informer_backoff_ms, err, len);
     workload_path(kb, NULL, path, sizeof path);
     kb_fmt(path + strlen(path), sizeof path - strlen(path), "?labelSelector=%s",
              "trainyard.io%2Fjob-id");
     if (e == TY_OK)
-        e = start_informer(kb, path, NULL, kb_job_slim, &kb->jobs, cfg->informer_backoff_ms,
-                           err, len);
+        e = start_informer(kb, path, NULL, kb_job_slim, kb->job_pick, &kb->jobs,
+                           cfg->informer_backoff_ms, err, len);
     /* Every pod bound to a node and not finished, whoever's, as the scheduler and the
      * cluster-autoscaler list them: the GPUs other tenants use are not free. The selector is
      * escaped whole ("!=" and "," included), as client-go sends it. The namespace's own pods
@@ -1690,8 +1699,8 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
     kb_fmt(path, sizeof path, "/api/v1/pods?fieldSelector=%s%%2Cmetadata.namespace%%21%%3D%s",
            KB_BOUND_PODS_SELECTOR, kb->ns);
     if (e == TY_OK)
-        e = start_informer(kb, path, kb_bound_pod_event, kb_bound_pod_slim, &kb->bound,
-                           cfg->informer_backoff_ms, err, len);
+        e = start_informer(kb, path, kb_bound_pod_event, kb_bound_pod_slim, kb->pod_pick,
+                           &kb->bound, cfg->informer_backoff_ms, err, len);
     if (e == TY_OK) {
         int64_t wait = cfg->sync_timeout_ms > 0 ? cfg->sync_timeout_ms : 30000;
         int64_t until = ty_time_now_ms() + wait;

@@ -2,9 +2,10 @@
  * kube_backend.h - the Kubernetes backend: every attempt of a job is a batch/v1 Job (Indexed,
  * one pod per rank) and its headless Service, or a Volcano Job (render.h), in one namespace.
  *
- * Parts joined here: the API client (kclient.h), four informers (informer.h) that keep the
- * cluster's nodes, the namespace's pods and Jobs labelled trainyard.io/job-id and, slimmed to
- * node and GPUs (inventory.h), every bound unfinished pod of the cluster, the cluster
+ * Parts joined here: the API client (kclient.h), four informers (informer.h) that keep slim
+ * records of the cluster's nodes, of every pod of the namespace, of its Jobs labelled
+ * trainyard.io/job-id and, slimmed to node and GPUs (inventory.h), of every bound unfinished
+ * pod of the other namespaces, the cluster
  * profile (profile.h), rendering (render.h) and placement (placement.h). A few writer threads
  * (KB_WRITERS), each over its own keep-alive connection, perform the API writes (creates,
  * deletes): the writes of different jobs at once, those of one job in the order they were

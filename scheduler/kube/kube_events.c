@@ -336,6 +336,36 @@ json_t *kb_bound_pod_slim(void *ud, const json_t *pod)
 /* ---- slim records --------------------------------------------------------------------------- */
 
 /*
+ * What a watch parses of a pod (kpick.h), for the namespace's informer and the bound pods':
+ * everything kb_pod_slim() and kube_inv_pod_slim() read, and not the rest of the pod (its
+ * containers' env, volumes, managed fields). A field either of them reads must be named here.
+ */
+static const char pod_pick[] =
+    "{\"metadata\": {\"namespace\": true, \"name\": true, \"uid\": true, "
+    "\"resourceVersion\": true, \"labels\": true, \"annotations\": true, "
+    "\"deletionTimestamp\": true},"
+    " \"spec\": {\"nodeName\": true, \"overhead\": true, \"containers\": {\"name\": true, "
+    "\"resources\": true}, \"initContainers\": {\"name\": true, \"resources\": true}},"
+    " \"status\": {\"phase\": true, \"reason\": true, \"message\": true, \"startTime\": true, "
+    "\"conditions\": true, \"containerStatuses\": true}}";
+
+/* What a watch parses of a Job: what kb_job_slim() reads. */
+static const char job_pick[] =
+    "{\"metadata\": {\"namespace\": true, \"name\": true, \"uid\": true, "
+    "\"resourceVersion\": true, \"labels\": true, \"annotations\": true, "
+    "\"deletionTimestamp\": true}}";
+
+json_t *kb_pod_pick(void)
+{
+    return json_loads(pod_pick, 0, NULL);
+}
+
+json_t *kb_job_pick(void)
+{
+    return json_loads(job_pick, 0, NULL);
+}
+
+/*
  * What the namespace's and the nodes' informers keep of an object: only the fields this file,
  * kube_backend.c and the inventory read, so that a cache of every pod, Job and node costs a
  * few hundred bytes an object, not the several KiB of a parsed pod or node (whose managed

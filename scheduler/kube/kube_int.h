@@ -91,6 +91,7 @@ typedef struct kbe {
     ty_kclient *c;
     ty_informer *nodes, *pods, *jobs;
     ty_informer *bound;            /* every bound, unfinished pod of the cluster, slim */
+    json_t *pod_pick, *job_pick;   /* what the watches parse of pods and Jobs (kpick.h) */
     kube_inv *inv;                 /* nodes and GPUs in use, fed by the informers' callbacks */
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;
@@ -133,6 +134,10 @@ json_t *kb_bound_pod_slim(void *ud, const json_t *pod);
 json_t *kb_pod_slim(void *ud, const json_t *pod);
 json_t *kb_node_slim(void *ud, const json_t *node);
 json_t *kb_job_slim(void *ud, const json_t *job);
+/* What the informers' watches parse of a pod and of a Job (kpick.h): new, NULL without
+ * memory. Every field the slim records above read is in them. */
+json_t *kb_pod_pick(void);
+json_t *kb_job_pick(void);
 
 /* Pure helpers. */
 int kb_pod_rank(const json_t *pod);

@@ -19,3 +19,8 @@ target_compile_definitions(test_kube_placement PRIVATE
   TY_EXAMPLE_PROFILE="${PROJECT_SOURCE_DIR}/deploy/cluster-profile.example.yaml")
 ty_unit_test(test_kube_inventory ${CMAKE_CURRENT_LIST_DIR}/test_kube_inventory.c
              ty_kube_inventory)
+# The slim records the backend's informers keep, made from what their watches parse (picks),
+# on every Pod and Job of the recorded v1.26 transcripts.
+ty_unit_test(test_kube_events ${CMAKE_CURRENT_LIST_DIR}/test_kube_events.c ty_kube_backend)
+target_compile_definitions(test_kube_events PRIVATE
+  TY_TRANSCRIPTS_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/kubernetes-transcripts")
