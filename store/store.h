@@ -327,9 +327,11 @@ ty_err store_queue_heads(store *s, const char *team, int limit, store_job **out,
  * of the n jobs (as read by the caller: its team, queue, sweep, priority and seq), out[i] says
  * how many PENDING jobs of its line (team, queue, sweep) come before it in admission order, and
  * which job heads the line now, with that head's stored pending_reason. Jobs of one line share
- * one head seek and one walk of the index jobs_pending_team up to the farthest of them, so the
- * cost is the jobs ahead of the farthest job asked about per line (an index range counted),
- * never a scan of other lines or of the jobs behind. out[i].ahead is -1 for a job that is not PENDING as
+ * one head seek; a job's count is the buckets of pending_counts ahead of it (1,024 seqs each,
+ * kept by triggers) plus the jobs before it in its own bucket of jobs_pending_team, or, for a
+ * job within a bucket's width behind the previous one asked about at the same priority, the
+ * jobs between the two. So a page of jobs costs about one walk of the buckets and a few
+ * thousand index entries, however deep in a line of a million it is. out[i].ahead is -1 for a job that is not PENDING as
  * read, or that its line's head now comes after (it has left the line meanwhile). All in one
  * snapshot. out (n entries, caller's) is overwritten; clear it with store_line_places_clear().
  */

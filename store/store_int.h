@@ -98,6 +98,10 @@ char *store_column_dup(sqlite3_stmt *st, int col);
 job_state store_column_state(sqlite3_stmt *st, int col);
 
 /* The columns store_job_from_row() reads, in its order. */
+/* pending_counts' buckets (schema 17): seq >> STORE_PENDING_BUCKET_SHIFT, 1,024 seqs each. The
+ * migration's triggers write the same shift. */
+#define STORE_PENDING_BUCKET_SHIFT 10
+
 #define STORE_JOB_COLUMNS                                                                          \
     "seq, id, name, queue, priority, state, attempt, created_ms, updated_ms, spec, restarts, "     \
     "attempt_json, sweep, sweep_parallelism, team, owner, pending_reason, preempted"

@@ -104,7 +104,8 @@ static const char SQL_QUEUE_HEADS[] =
     "WHERE state = 0 AND team = ?1 AND pending_reason IS NOT NULL";
 static const char SQL_SET_PREEMPTED[] = "UPDATE jobs SET preempted = 1 WHERE seq = ?1";
 /* Where a job stands in its line (?1 team, ?2 queue, ?3 sweep or NULL), for a person who asks:
- * the line's head (one seek), and counts of index ranges of the line (entries only). */
+ * the line's head (one seek), the PENDING jobs of the buckets before the job's (pending_counts,
+ * ?3 the sweep or 0), and a count within one bucket of the line's index. */
 static const char SQL_LINE_HEAD[] =
     "SELECT id, priority, seq, pending_reason FROM jobs INDEXED BY jobs_pending_team "
     "WHERE state = 0 AND team = ?1 AND queue = ?2 AND sweep IS ?3 "
@@ -113,10 +114,12 @@ static const char SQL_LINE_COUNT_AT[] =
     "SELECT count(*) FROM jobs INDEXED BY jobs_pending_team "
     "WHERE state = 0 AND team = ?1 AND queue = ?2 AND sweep IS ?3 AND priority = ?4 "
     "AND seq >= ?5 AND seq < ?6";
-static const char SQL_LINE_COUNT_BETWEEN[] =
-    "SELECT count(*) FROM jobs INDEXED BY jobs_pending_team "
-    "WHERE state = 0 AND team = ?1 AND queue = ?2 AND sweep IS ?3 AND priority < ?4 "
-    "AND priority > ?5";
+static const char SQL_LINE_COUNT_ABOVE[] =
+    "SELECT coalesce(sum(n), 0) FROM pending_counts "
+    "WHERE team = ?1 AND queue = ?2 AND sweep = ?3 AND priority > ?4";
+static const char SQL_LINE_COUNT_BUCKETS[] =
+    "SELECT coalesce(sum(n), 0) FROM pending_counts "
+    "WHERE team = ?1 AND queue = ?2 AND sweep = ?3 AND priority = ?4 AND bucket < ?5";
 static const char SQL_CHANGES[] =
     "SELECT e.seq, j.id, e.from_state, e.to_state FROM job_events AS e "
     "JOIN jobs AS j ON j.seq = e.job_seq WHERE e.seq > ?1 ORDER BY e.seq LIMIT ?2";
@@ -132,7 +135,7 @@ const char *const store_sched_sql[] = {SQL_PENDING_AT,    SQL_PENDING_BELOW, SQL
                                        SQL_LINE_NEXT_QUEUE, SQL_LINE_NEXT_TEAM,
                                        SQL_SET_PENDING_REASON, SQL_SET_PREEMPTED,
                                        SQL_QUEUE_HEADS, SQL_LINE_HEAD, SQL_LINE_COUNT_AT,
-                                       SQL_LINE_COUNT_BETWEEN, NULL};
+                                       SQL_LINE_COUNT_ABOVE, SQL_LINE_COUNT_BUCKETS, NULL};
 
 /* ---- batched updates (writer thread) ------------------------------------- */
 
@@ -721,27 +724,29 @@ static int by_line(const void *a, const void *b)
     return line_cmp(*(const store_job *const *)a, *(const store_job *const *)b);
 }
 
-/* Binds the line of j to ?1..?3 of st. */
-static void bind_line(sqlite3_stmt *st, const store_job *j)
+/* Binds the line of j to ?1..?3 of st: the sweep as NULL for the jobs outside sweeps (the jobs'
+ * column), or as 0 (pending_counts' column) when counts. */
+static void bind_line(sqlite3_stmt *st, const store_job *j, int counts)
 {
     store_bind_text(st, 1, job_team(j));
     store_bind_text(st, 2, j->queue);
-    if (j->sweep > 0)
-        sqlite3_bind_int64(st, 3, j->sweep); /* else NULL: the jobs outside sweeps */
+    if (j->sweep > 0 || counts)
+        sqlite3_bind_int64(st, 3, j->sweep);
 }
 
 /* Runs a count statement of the line of j whose ?4.. are a, b (and c when has_c). */
 static ty_err line_count(store_conn *c, const char *sql, const store_job *j, int64_t a, int64_t b,
-                         int64_t cc, int has_c, int64_t *n)
+                         int64_t cc, int nargs, int64_t *n)
 {
     sqlite3_stmt *st = NULL;
     ty_err e = store_conn_stmt(c, sql, 0, &st);
     if (e != TY_OK)
         return e;
-    bind_line(st, j);
+    bind_line(st, j, sql != SQL_LINE_COUNT_AT);
     sqlite3_bind_int64(st, 4, a);
-    sqlite3_bind_int64(st, 5, b);
-    if (has_c)
+    if (nargs > 1)
+        sqlite3_bind_int64(st, 5, b);
+    if (nargs > 2)
         sqlite3_bind_int64(st, 6, cc);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
@@ -753,19 +758,16 @@ static ty_err line_count(store_conn *c, const char *sql, const store_job *j, int
     return e;
 }
 
-/* The PENDING jobs of j's line from (p1, s1) included to (p2, s2) excluded, in admission order
- * ((p1, s1) is not after (p2, s2)): the rest of p1 from s1, the priorities strictly between,
- * and the start of p2 up to s2. */
-static ty_err line_span(store_conn *c, const store_job *j, int64_t p1, int64_t s1, int64_t p2,
-                        int64_t s2, int64_t *n)
+/* The PENDING jobs of j's line before it: those of higher priorities and those of its
+ * priority in earlier buckets (pending_counts), then those of its own bucket before it. */
+static ty_err line_ahead(store_conn *c, const store_job *j, int64_t *n)
 {
-    int64_t a = 0, b = 0, d = 0;
+    int64_t bucket = j->seq >> STORE_PENDING_BUCKET_SHIFT, a = 0, b = 0, d = 0;
     ty_err e;
-    if (p1 == p2)
-        return line_count(c, SQL_LINE_COUNT_AT, j, p1, s1, s2, 1, n);
-    if ((e = line_count(c, SQL_LINE_COUNT_AT, j, p1, s1, INT64_MAX, 1, &a)) != TY_OK ||
-        (e = line_count(c, SQL_LINE_COUNT_BETWEEN, j, p1, p2, 0, 0, &b)) != TY_OK ||
-        (e = line_count(c, SQL_LINE_COUNT_AT, j, p2, INT64_MIN, s2, 1, &d)) != TY_OK)
+    if ((e = line_count(c, SQL_LINE_COUNT_ABOVE, j, j->priority, 0, 0, 1, &a)) != TY_OK ||
+        (e = line_count(c, SQL_LINE_COUNT_BUCKETS, j, j->priority, bucket, 0, 2, &b)) != TY_OK ||
+        (e = line_count(c, SQL_LINE_COUNT_AT, j, j->priority,
+                        bucket << STORE_PENDING_BUCKET_SHIFT, j->seq, 3, &d)) != TY_OK)
         return e;
     *n = a + b + d;
     return TY_OK;
@@ -778,7 +780,7 @@ static int line_head(store_conn *c, const store_job *j, store_job *head, ty_err 
     sqlite3_stmt *st = NULL;
     if ((*e = store_conn_stmt(c, SQL_LINE_HEAD, 0, &st)) != TY_OK)
         return -1;
-    bind_line(st, j);
+    bind_line(st, j, 0);
     int rc = sqlite3_step(st), found = 0;
     if (rc == SQLITE_ROW) {
         const unsigned char *id = sqlite3_column_text(st, 0);
@@ -852,7 +854,9 @@ ty_err store_jobs_line_places(store *s, const store_job *jobs, size_t n, store_l
             k = end;
             continue;
         }
-        /* Walk the line in order: ahead(cur) = ahead(prev) + the PENDING jobs in [prev, cur). */
+        /* In line order. A job near the one before it (same priority, within a bucket's
+         * width) counts from it: ahead(cur) = ahead(prev) + the PENDING jobs in [prev, cur);
+         * any other counts from the buckets. */
         int64_t pp = head.priority, ps = head.seq, pahead = 0;
         for (; k < end && e == TY_OK; k++) {
             const store_job *j = order[k];
@@ -860,10 +864,16 @@ ty_err store_jobs_line_places(store *s, const store_job *jobs, size_t n, store_l
             if (j->priority > head.priority ||
                 (j->priority == head.priority && j->seq < head.seq))
                 continue; /* before the head: it left the line */
-            int64_t span = 0;
-            if ((e = line_span(c, j, pp, ps, j->priority, j->seq, &span)) != TY_OK)
-                break;
-            pl->ahead = pahead + span;
+            int64_t cnt = 0;
+            if (j->priority == pp && j->seq - ps <= (1 << STORE_PENDING_BUCKET_SHIFT)) {
+                if ((e = line_count(c, SQL_LINE_COUNT_AT, j, pp, ps, j->seq, 3, &cnt)) != TY_OK)
+                    break;
+                pl->ahead = pahead + cnt;
+            } else {
+                if ((e = line_ahead(c, j, &cnt)) != TY_OK)
+                    break;
+                pl->ahead = cnt;
+            }
             memcpy(pl->head_id, head.id, sizeof pl->head_id);
             if (pl->ahead > 0 && head.pending_reason &&
                 !(pl->head_reason = strdup(head.pending_reason)))

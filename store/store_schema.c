@@ -62,6 +62,9 @@
  *      jobs.pending_reason (the scheduler's last word on why a PENDING job waits, cleared
  *      by a trigger when it leaves PENDING) and jobs.preempted (cleared when it starts)
  *  16  teams.priority_preemption: the team's switch for preemption by priority within it
+ *  17  pending_counts: the PENDING jobs of each line (team, queue, sweep or 0), priority and
+ *      bucket of 1,024 seqs (seq >> 10), kept by triggers, so the place of a job in its line
+ *      is a sum over buckets plus a count within one bucket (store_jobs_line_places)
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -406,6 +409,45 @@ static const char *const migrations[] = {
     /* 16 */
     "ALTER TABLE teams ADD COLUMN priority_preemption INTEGER NOT NULL DEFAULT 0"
     "  CHECK (priority_preemption IN (0, 1));",
+    /* 17: how many PENDING jobs each line has per priority and bucket of 1,024 seqs
+     * (STORE_PENDING_BUCKET_SHIFT), so that a job's place in its line costs a walk of the
+     * buckets ahead of it and of its own bucket, not of every job ahead of it. A trigger keeps
+     * it on every insert and on every change of a job's state, line or priority that moves it
+     * into, out of or within PENDING (a sweep's trials get their sweep after their insert);
+     * a bucket left empty is deleted. */
+    "CREATE TABLE pending_counts ("
+    "  team     TEXT NOT NULL,"
+    "  queue    TEXT NOT NULL,"
+    "  sweep    INTEGER NOT NULL,"
+    "  priority INTEGER NOT NULL,"
+    "  bucket   INTEGER NOT NULL,"
+    "  n        INTEGER NOT NULL,"
+    "  PRIMARY KEY (team, queue, sweep, priority, bucket)"
+    ") STRICT, WITHOUT ROWID;"
+    "INSERT INTO pending_counts (team, queue, sweep, priority, bucket, n)"
+    "  SELECT team, queue, coalesce(sweep, 0), priority, seq >> 10, count(*) FROM jobs"
+    "  WHERE state = 0 GROUP BY 1, 2, 3, 4, 5;"
+    "CREATE TRIGGER pending_counts_insert AFTER INSERT ON jobs WHEN new.state = 0 BEGIN"
+    "  INSERT INTO pending_counts (team, queue, sweep, priority, bucket, n)"
+    "    VALUES (new.team, new.queue, coalesce(new.sweep, 0), new.priority, new.seq >> 10, 1)"
+    "    ON CONFLICT (team, queue, sweep, priority, bucket) DO UPDATE SET n = n + 1;"
+    "  END;"
+    "CREATE TRIGGER pending_counts_update"
+    "  AFTER UPDATE OF state, team, queue, sweep, priority ON jobs"
+    "  WHEN (old.state = 0 OR new.state = 0) AND (old.state IS NOT new.state"
+    "    OR old.team IS NOT new.team OR old.queue IS NOT new.queue"
+    "    OR old.sweep IS NOT new.sweep OR old.priority IS NOT new.priority) BEGIN"
+    "  UPDATE pending_counts SET n = n - 1 WHERE old.state = 0 AND team = old.team"
+    "    AND queue = old.queue AND sweep = coalesce(old.sweep, 0) AND priority = old.priority"
+    "    AND bucket = old.seq >> 10;"
+    "  DELETE FROM pending_counts WHERE old.state = 0 AND team = old.team"
+    "    AND queue = old.queue AND sweep = coalesce(old.sweep, 0) AND priority = old.priority"
+    "    AND bucket = old.seq >> 10 AND n <= 0;"
+    "  INSERT INTO pending_counts (team, queue, sweep, priority, bucket, n)"
+    "    SELECT new.team, new.queue, coalesce(new.sweep, 0), new.priority, new.seq >> 10, 1"
+    "    WHERE new.state = 0"
+    "    ON CONFLICT (team, queue, sweep, priority, bucket) DO UPDATE SET n = n + 1;"
+    "  END;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

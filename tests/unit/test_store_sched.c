@@ -739,6 +739,82 @@ static void test_line_places(void **state)
     store_jobs_free(more, nmore);
 }
 
+/*
+ * A line longer than a few buckets of pending_counts: 2,600 jobs of priority 0, then 40 of
+ * priority 3 (ahead of them all); some leave from the middle, one from each end. Every job's
+ * place equals its rank among the PENDING jobs in admission order, whether it is counted from
+ * the buckets (a page of far-apart jobs) or from the job before it (a page of neighbours).
+ */
+static void test_line_places_across_buckets(void **state)
+{
+    store_fixture *f = *state;
+    enum { LOW = 2600, HIGH = 40, N = LOW + HIGH, BATCH = 200 };
+    store_job *all = calloc(N, sizeof *all);
+    assert_non_null(all);
+    store_job_new in[BATCH];
+    size_t n = 0;
+    while (n < N) {
+        size_t k = N - n < BATCH ? N - n : BATCH;
+        for (size_t i = 0; i < k; i++) {
+            in[i] = job_template("job", "default");
+            in[i].priority = n + i < LOW ? 0 : 3;
+        }
+        store_job *out = NULL;
+        size_t nout = 0;
+        assert_int_equal(store_jobs_submit(f->s, in, k, NULL, NULL, &out, &nout, NULL), TY_OK);
+        memcpy(all + n, out, nout * sizeof *out);
+        free(out); /* the members moved into all */
+        n += nout;
+    }
+    /* Jobs leave: every 7th of the low ones from 500 to 1,800, the first low one, the last. */
+    for (size_t i = 0; i < LOW; i++) {
+        if (!(i == 0 || i == LOW - 1 || (i >= 500 && i <= 1800 && i % 7 == 0)))
+            continue;
+        store_update u = upd(all[i].id, JOB_PENDING, JOB_CANCELLED);
+        assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+        assert_int_equal(u.result, TY_OK);
+        all[i].state = JOB_CANCELLED;
+    }
+    /* The expected ranks: the high ones first, in seq order, then the low ones. */
+    int64_t *want = calloc(N, sizeof *want);
+    assert_non_null(want);
+    int64_t rank = 0;
+    for (size_t i = LOW; i < N; i++)
+        want[i] = rank++;
+    for (size_t i = 0; i < LOW; i++)
+        want[i] = all[i].state == JOB_PENDING ? rank++ : -1;
+    store_line_place *pl = calloc(N, sizeof *pl);
+    assert_non_null(pl);
+    /* Every job at once (neighbours), then a page of far-apart ones (every 97th). */
+    assert_int_equal(store_jobs_line_places(f->s, all, N, pl), TY_OK);
+    for (size_t i = 0; i < N; i++) {
+        if (pl[i].ahead != want[i])
+            fail_msg("job %zu: %lld ahead, want %lld", i, (long long)pl[i].ahead,
+                     (long long)want[i]);
+        assert_string_equal(pl[i].head_id, want[i] < 0 ? "" : all[LOW].id);
+    }
+    store_line_places_clear(pl, N);
+    static const size_t strides[] = {97, 1031}; /* within a bucket's width, and beyond it */
+    for (size_t s = 0; s < 2; s++) {
+        store_job far[N / 97 + 1];
+        size_t nfar = 0;
+        for (size_t i = N; i-- > 0;)
+            if (i % strides[s] == 1)
+                far[nfar++] = all[i]; /* newest first, as a list page */
+        assert_int_equal(store_jobs_line_places(f->s, far, nfar, pl), TY_OK);
+        for (size_t i = 0; i < nfar; i++) {
+            size_t idx = (size_t)(far[i].seq - all[0].seq);
+            if (pl[i].ahead != want[idx])
+                fail_msg("job %zu: %lld ahead, want %lld", idx, (long long)pl[i].ahead,
+                         (long long)want[idx]);
+        }
+        store_line_places_clear(pl, nfar);
+    }
+    free(pl);
+    free(want);
+    store_jobs_free(all, N);
+}
+
 /* ---- change feed ---------------------------------------------------------- */
 
 static void test_change_feed(void **state)
@@ -934,6 +1010,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_empty, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_line_places, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_line_places_across_buckets, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_change_feed, store_fixture_setup,
                                         store_fixture_teardown),

@@ -349,6 +349,50 @@ static void test_version_12_gets_teams(void **state)
     tdir_remove(&t);
 }
 
+/* Version 16's PENDING jobs get their pending_counts, and the triggers keep them after. */
+static void test_version_16_gets_pending_counts(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    static const char v16_rows[] =
+        "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, "
+        "spec, team) VALUES "
+        "('01j0000000000000000000000a', 'a', 'q', 0, 0, 0, 1000, 1000, '{}', 'vision'),"
+        "('01j0000000000000000000000b', 'b', 'q', 5, 0, 0, 1001, 1001, '{}', 'vision'),"
+        "('01j0000000000000000000000c', 'c', 'q', 0, 3, 1, 1002, 1002, '{}', 'vision'),"
+        "('01j0000000000000000000000d', 'd', 'q', 0, 0, 0, 1003, 1003, '{}', 'vision'),"
+        "('01j0000000000000000000000e', 'e', 'q', 0, 0, 0, 1004, 1004, '{}', 'nlp');";
+    db_at_version(t.db, 16, v16_rows);
+    store *s = open_store(&t);
+    assert_true(store_schema_version() >= 17);
+    assert_int_equal(db_int(t.db, "SELECT sum(n) FROM pending_counts"), 4);
+    assert_int_equal(db_int(t.db, "SELECT count(*) FROM pending_counts"), 3);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(s, "01j0000000000000000000000d", &j), TY_OK);
+    store_line_place pl;
+    assert_int_equal(store_jobs_line_places(s, j, 1, &pl), TY_OK);
+    assert_int_equal(pl.ahead, 2); /* b (priority 5), then a */
+    assert_string_equal(pl.head_id, "01j0000000000000000000000b");
+    store_line_places_clear(&pl, 1);
+    store_jobs_free(j, 1);
+    store_close(s);
+    /* A job that leaves PENDING, one that comes back, a trial given its sweep. */
+    db_exec(t.db, "UPDATE jobs SET state = 7 WHERE id = '01j0000000000000000000000a';"
+                  "UPDATE jobs SET state = 0 WHERE id = '01j0000000000000000000000c';"
+                  "UPDATE jobs SET sweep = 9 WHERE id = '01j0000000000000000000000e';");
+    assert_int_equal(db_int(t.db, "SELECT sum(n) FROM pending_counts WHERE team = 'vision' "
+                                  "AND priority = 0"),
+                     2);
+    assert_int_equal(db_int(t.db, "SELECT sum(n) FROM pending_counts WHERE team = 'nlp' "
+                                  "AND sweep = 9"),
+                     1);
+    assert_int_equal(db_int(t.db, "SELECT count(*) FROM pending_counts WHERE team = 'nlp' "
+                                  "AND sweep = 0"),
+                     0);
+    tdir_remove(&t);
+}
+
 static void test_foreign_database_is_refused(void **state)
 {
     (void)state;
@@ -404,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_version_1_is_migrated),
         cmocka_unit_test(test_version_2_is_migrated),
         cmocka_unit_test(test_version_12_gets_teams),
+        cmocka_unit_test(test_version_16_gets_pending_counts),
         cmocka_unit_test(test_foreign_database_is_refused),
         cmocka_unit_test(test_garbage_file_is_refused),
         cmocka_unit_test(test_unopenable_path_fails_cleanly),
