@@ -60,6 +60,13 @@ static const char SQL_INSERT_SUBMITTED[] =
     "INSERT INTO job_events (job_seq, time_ms, from_state, to_state, reason, message) "
     "SELECT seq, created_ms, NULL, 0, 'Submitted', '' FROM jobs "
     "WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq";
+/* The new jobs' places in pending_counts (schema 17), one upsert per line, priority and bucket
+ * of the batch rather than a trigger per row. */
+static const char SQL_COUNT_SUBMITTED[] =
+    "INSERT INTO pending_counts (team, queue, sweep, priority, bucket, n) "
+    "SELECT team, queue, coalesce(sweep, 0), priority, seq >> 10, count(*) FROM jobs "
+    "WHERE seq BETWEEN ?1 AND ?2 AND state = 0 GROUP BY 1, 2, 3, 4, 5 "
+    "ON CONFLICT (team, queue, sweep, priority, bucket) DO UPDATE SET n = n + excluded.n";
 static const char SQL_IDEM_GET[] =
     "SELECT body_hash, first_seq, njobs, created_ms FROM idempotency_keys WHERE key = ?1";
 static const char SQL_IDEM_PUT[] =
@@ -290,7 +297,13 @@ static ty_err insert_jobs(store *s, store_conn *w, const store_job_new *jobs, si
     sqlite3_bind_int64(st, 2, out[n - 1].seq);
     if ((e = store_step_done(st)) != TY_OK)
         return e;
-    return sqlite3_changes(w->db) == (int)n ? TY_OK : TY_EINTERNAL;
+    if (sqlite3_changes(w->db) != (int)n)
+        return TY_EINTERNAL;
+    if ((e = store_conn_stmt(w, SQL_COUNT_SUBMITTED, 0, &st)) != TY_OK)
+        return e;
+    sqlite3_bind_int64(st, 1, out[0].seq);
+    sqlite3_bind_int64(st, 2, out[n - 1].seq);
+    return store_step_done(st);
 }
 
 ty_err store_jobs_insert(store *s, store_conn *w, const store_job_new *jobs, size_t n,

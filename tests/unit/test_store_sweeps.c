@@ -82,6 +82,14 @@ static void test_create_makes_every_trial_job(void **state)
     int64_t next = 0;
     assert_int_equal(store_jobs_list(f->s, &flt, &jobs, &n, &next), TY_OK);
     assert_int_equal(n, NTRIALS);
+    /* They wait in a line of their own, in order (newest first in the list). */
+    store_line_place pl[NTRIALS];
+    assert_int_equal(store_jobs_line_places(f->s, jobs, n, pl), TY_OK);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(pl[i].ahead, (int64_t)(n - 1 - i));
+        assert_string_equal(pl[i].head_id, jobs[n - 1].id);
+    }
+    store_line_places_clear(pl, n);
     store_jobs_free(jobs, n);
     store_sweeps_free(sw, 1);
 }
