@@ -33,6 +33,11 @@
  * name (or sweep) greater than the last one found, so listing them costs one
  * seek each whatever the number of jobs waiting.
  *
+ * Where a job stands in its line, for a person who asks (store_jobs_line_places), is a count
+ * of the PENDING jobs ahead of it: pending_counts holds them per line, priority and bucket of
+ * 1,024 seqs, so the count is a walk of the buckets ahead of it plus at most one bucket of the
+ * index; a page's next job of the same line and priority counts from the one before it.
+ *
  * The change feed is job_events read by its primary key: every submission and
  * every transition is one row, and seqs increase in commit order because the
  * single writer assigns them, so "events after seq N" is all a consumer needs
