@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/ty_quantity.h"
+#include "scheduler/kube/render.h"
 
 #define GPU "nvidia.com/gpu"
 #define LABEL_ZONE "topology.kubernetes.io/zone"
@@ -41,8 +42,9 @@ struct kube_inv {
     json_t *index;    /* node name -> index into nodes */
     json_t *used;     /* node name -> [GPUs, CPU m, memory, ephemeral, pods] of the counted pods
                          bound there */
-    json_t *pods;     /* "namespace/name" -> [node name, GPUs, CPU m, memory, ephemeral] of each
-                         counted pod */
+    json_t *pods;     /* "namespace/name" -> [node name, GPUs, CPU m, memory, ephemeral, job id]
+                         of each counted pod */
+    json_t *jobs;     /* job id (trainyard.io/job-id) -> how many of its pods are counted */
     json_t *ended;    /* "namespace/name/uid" of pods seen ended or deleted -> true */
     char **ring;      /* the same keys, oldest first from ring_at: INV_ENDED_MAX at most */
     size_t ring_at, nring;
@@ -192,14 +194,41 @@ json_t *kube_inv_pod_slim(const json_t *pod)
     const json_t *md = json_object_get(pod, "metadata");
     kube_res r;
     kube_inv_pod_requests(pod, &r);
-    return json_pack("{s:{s:s?, s:s?, s:s?, s:s?}, s:{s:s?}, s:{s:s?}, s:i, s:[I, I, I]}",
-                     "metadata", "namespace", str_at(md, "namespace", NULL), "name",
-                     str_at(md, "name", NULL), "uid", str_at(md, "uid", NULL), "resourceVersion",
-                     str_at(md, "resourceVersion", NULL), "spec", "nodeName",
-                     str_at(pod, "spec", "nodeName"), "status", "phase",
-                     str_at(pod, "status", "phase"), KUBE_INV_SLIM_GPUS, kube_inv_pod_gpus(pod),
-                     KUBE_INV_SLIM_REQUESTS, (json_int_t)r.cpu_millis, (json_int_t)r.memory_bytes,
-                     (json_int_t)r.ephemeral_bytes);
+    json_t *slim =
+        json_pack("{s:{s:s?, s:s?, s:s?, s:s?}, s:{s:s?}, s:{s:s?}, s:i, s:[I, I, I]}",
+                  "metadata", "namespace", str_at(md, "namespace", NULL), "name",
+                  str_at(md, "name", NULL), "uid", str_at(md, "uid", NULL), "resourceVersion",
+                  str_at(md, "resourceVersion", NULL), "spec", "nodeName",
+                  str_at(pod, "spec", "nodeName"), "status", "phase",
+                  str_at(pod, "status", "phase"), KUBE_INV_SLIM_GPUS, kube_inv_pod_gpus(pod),
+                  KUBE_INV_SLIM_REQUESTS, (json_int_t)r.cpu_millis, (json_int_t)r.memory_bytes,
+                  (json_int_t)r.ephemeral_bytes);
+    const char *job = str_at(json_object_get(md, "labels"), KUBE_LABEL_JOB_ID, NULL);
+    if (slim && job &&
+        json_object_set_new(json_object_get(slim, "metadata"), "labels",
+                            json_pack("{s:s}", KUBE_LABEL_JOB_ID, job))) {
+        json_decref(slim);
+        return NULL;
+    }
+    return slim;
+}
+
+int kube_inv_job_pods(const kube_inv_view *view, const char *job_id)
+{
+    return (int)json_integer_value(json_object_get(view->inv->jobs, job_id));
+}
+
+/* Adds delta to how many of job's pods are counted; under mu. */
+static ty_err add_job(kube_inv *inv, const char *job, int delta)
+{
+    if (!job || !*job)
+        return TY_OK;
+    json_int_t now = json_integer_value(json_object_get(inv->jobs, job)) + delta;
+    if (now <= 0)
+        json_object_del(inv->jobs, job);
+    else if (json_object_set_new(inv->jobs, job, json_integer(now)))
+        return TY_ENOMEM;
+    return TY_OK;
 }
 
 void kube_inv_node_allocatable(const json_t *node, kube_res *out)
@@ -307,10 +336,12 @@ ty_err kube_inv_new(const char *const *groups, size_t ngroups, kube_inv **out)
     inv->used = json_object();
     inv->pods = json_object();
     inv->ended = json_object();
+    inv->jobs = json_object();
     inv->ring = calloc(INV_ENDED_MAX, sizeof *inv->ring);
     inv->groups = calloc(ngroups ? ngroups : 1, sizeof *inv->groups);
     inv->sizes = calloc(ngroups ? ngroups : 1, sizeof *inv->sizes);
-    int ok = inv->index && inv->used && inv->pods && inv->ended && inv->ring && inv->groups &&
+    int ok = inv->index && inv->used && inv->pods && inv->ended && inv->jobs && inv->ring &&
+             inv->groups &&
              inv->sizes;
     for (size_t g = 0; ok && g < ngroups; g++) {
         if (!(inv->groups[g] = strdup(groups[g])))
@@ -342,6 +373,7 @@ void kube_inv_free(kube_inv *inv)
     json_decref(inv->used);
     json_decref(inv->pods);
     json_decref(inv->ended);
+    json_decref(inv->jobs);
     for (size_t i = 0; inv->ring && i < INV_ENDED_MAX; i++)
         free(inv->ring[i]);
     free(inv->ring);
@@ -487,6 +519,10 @@ ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *fr
     snprintf(uk, sizeof uk, "%s/%s", key, uid ? uid : "");
     const char *node = pod ? str_at(pod, "spec", "nodeName") : NULL;
     const char *phase = pod ? str_at(pod, "status", "phase") : NULL;
+    const char *job = pod ? json_string_value(json_object_get(
+                                json_object_get(json_object_get(pod, "metadata"), "labels"),
+                                KUBE_LABEL_JOB_ID))
+                          : NULL;
     int ended = !pod || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")));
     int counted = node && *node && !ended;
     int gpus = 0;
@@ -520,14 +556,16 @@ ty_err kube_inv_pod(kube_inv *inv, const json_t *old, const json_t *pod, int *fr
         if (freed)
             *freed = same ? (pg > gpus ? pg - gpus : 0) : pg > 0 ? pg : 1;
         add_used(inv, pn, -1, pg, &pr);
+        add_job(inv, json_string_value(json_array_get(prev, 5)), -1);
         json_object_del(inv->pods, key);
     }
     if (counted) {
         if (json_object_set_new(inv->pods, key,
-                                json_pack("[s, i, I, I, I]", node, gpus, (json_int_t)req.cpu_millis,
+                                json_pack("[s, i, I, I, I, s]", node, gpus,
+                                          (json_int_t)req.cpu_millis,
                                           (json_int_t)req.memory_bytes,
-                                          (json_int_t)req.ephemeral_bytes)) ||
-            add_used(inv, node, 1, gpus, &req))
+                                          (json_int_t)req.ephemeral_bytes, job ? job : "")) ||
+            add_used(inv, node, 1, gpus, &req) || add_job(inv, job, 1))
             e = TY_ENOMEM;
     }
 out:
@@ -554,7 +592,7 @@ ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud)
     for (size_t i = 0; i < inv->n; i++)
         if (inv->nodes[i].group >= 0)
             inv->sizes[inv->nodes[i].group].size++;
-    kube_inv_view view = {inv->scratch, inv->n, inv->sizes, inv->ngroups};
+    kube_inv_view view = {inv->scratch, inv->n, inv->sizes, inv->ngroups, inv};
     ty_err e = fn(ud, &view);
     pthread_mutex_unlock(&inv->mu);
     return e;

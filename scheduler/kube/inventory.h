@@ -64,6 +64,7 @@ typedef struct kube_inv_view {
     size_t nnodes;
     const kube_group_size *groups; /* every profile group, in the order given to new() */
     size_t ngroups;
+    const kube_inv *inv;          /* for kube_inv_job_pods() */
 } kube_inv_view;
 typedef ty_err (*kube_inv_fn)(void *ud, kube_inv_view *view);
 ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud);
@@ -83,7 +84,8 @@ int kube_inv_pod_gpus(const json_t *pod);
 void kube_inv_pod_requests(const json_t *pod, kube_res *out);
 /*
  * What the inventory needs of a pod, as a new object that kube_inv_pod() takes in place of the
- * pod: metadata (namespace, name, uid, resourceVersion), spec.nodeName, status.phase,
+ * pod: metadata (namespace, name, uid, resourceVersion, the trainyard.io/job-id label),
+ * spec.nodeName, status.phase,
  * KUBE_INV_SLIM_GPUS, the pod's GPUs, and KUBE_INV_SLIM_REQUESTS, [CPU m, memory, ephemeral].
  * About 300 bytes, where a pod is several KiB: an informer of every pod of a cluster keeps this
  * (its transform). NULL without memory.
@@ -91,6 +93,12 @@ void kube_inv_pod_requests(const json_t *pod, kube_res *out);
 #define KUBE_INV_SLIM_GPUS "trainyard.io/gpus"
 #define KUBE_INV_SLIM_REQUESTS "trainyard.io/requests"
 json_t *kube_inv_pod_slim(const json_t *pod);
+/*
+ * How many pods labelled trainyard.io/job-id job_id are counted (bound, not ended), whichever
+ * informer reported them first: the ranks of a reservation the nodes' counts hold already. Only
+ * during kube_inv_with()'s callback, on its view.
+ */
+int kube_inv_job_pods(const kube_inv_view *view, const char *job_id);
 /* A node's allocatable nvidia.com/gpu, and whether its Ready condition is True. */
 int kube_inv_node_gpus(const json_t *node);
 /* A node's allocatable cpu (millicores), memory, ephemeral-storage and pods (0 where absent, as

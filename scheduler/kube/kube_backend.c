@@ -223,21 +223,20 @@ static void gang_of(const backend_attempt *a, const char *const *avoid, kube_gan
     }
 }
 
-static int pending_ranks(const backend_attempt *a)
-{
-    int pending = 0;
-    for (int r = 0; r < a->world; r++)
-        if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
-            pending++;
-    return pending;
-}
-
 /* Two attempts whose pods are eligible for the same nodes of the same zone. */
 static int same_class(const backend_attempt *x, const backend_attempt *y)
 {
     return !strcmp(x->zone, y->zone) && (x->gpus_per_rank > 0) == (y->gpus_per_rank > 0) &&
            (!x->gpus_per_rank || !strcmp(x->gpu_type, y->gpu_type)) &&
            !strcmp(x->capacity, y->capacity);
+}
+
+/* The ranks of a's reservation whose pods the inventory does not count on a node (not bound
+ * yet, or ended), whichever informer reported the others; under the inventory's lock. */
+static int ranks_not_counted(const kube_inv_view *view, const backend_attempt *a)
+{
+    int counted = kube_inv_job_pods(view, a->job_id);
+    return counted < a->world ? a->world - counted : 0;
 }
 
 /*
@@ -249,10 +248,13 @@ static int same_class(const backend_attempt *x, const backend_attempt *y)
  * attempt whose ranks are all bound books nothing and makes no booker (most of them, once a
  * sweep's pods are placed).
  */
-static void book_pending(kbe *kb, kube_node *nodes, size_t nnodes, const backend_attempt *skip)
+static void book_pending(kbe *kb, const kube_inv_view *view, const backend_attempt *skip)
 {
+    kube_node *nodes = view->nodes;
+    size_t nnodes = view->nnodes;
     for (const backend_attempt *lead = kb->attempts; lead; lead = lead->next) {
-        if (lead == skip || !lead->zone[0] || lead->booked_pass || !pending_ranks(lead))
+        if (lead == skip || !lead->zone[0] || lead->booked_pass ||
+            !ranks_not_counted(view, lead))
             continue;
         /* The first pending attempt of a class makes its booker; later attempts of the same
          * class use it, in the list's order. */
@@ -266,7 +268,7 @@ static void book_pending(kbe *kb, kube_node *nodes, size_t nnodes, const backend
                 continue;
             a->booked_pass = 1;
             gang_of(a, NULL, &g);
-            kube_book(bk, &g, pending_ranks(a));
+            kube_book(bk, &g, ranks_not_counted(view, a));
         }
         kube_booker_free(bk);
     }
@@ -318,7 +320,7 @@ static ty_err place_on(void *ud, kube_inv_view *view)
     backend_attempt *a = c->a;
     kube_gang g;
     pthread_mutex_lock(&kb->mu);
-    book_pending(kb, view->nodes, view->nnodes, a);
+    book_pending(kb, view, a);
     pthread_mutex_unlock(&kb->mu);
     if (a->gpus_per_rank > 0 && kube_profile_gpu_type(kb->p, a->gpu_type)) {
         int most = max_gpus_per_node(kb, view->nodes, view->nnodes, a->gpu_type,
@@ -663,8 +665,8 @@ typedef struct free_ctx {
 } free_ctx;
 
 /* kube_inv_with()'s callback: each type's capacity, less what reservations booked of it
- * whose pods are not bound (not yet, or no more: an attempt that ended keeps its booking until
- * release()). */
+ * that the inventory does not count on a node (pods not bound yet, or ended: an attempt that
+ * ended keeps its booking until release()). */
 static ty_err free_on(void *ud, kube_inv_view *view)
 {
     free_ctx *c = ud;
@@ -683,10 +685,7 @@ static ty_err free_on(void *ud, kube_inv_view *view)
     for (const backend_attempt *a = kb->attempts; a; a = a->next) {
         if (!a->gpus_per_rank)
             continue;
-        int64_t booked = 0;
-        for (int r = 0; r < a->world; r++)
-            if (!a->live || a->ranks[r].ended || !a->ranks[r].node[0])
-                booked += a->gpus_per_rank;
+        int64_t booked = (int64_t)ranks_not_counted(view, a) * a->gpus_per_rank;
         for (size_t i = 0; i < kb->p->ngpu_types; i++)
             if (!strcmp(a->gpu_type, kb->p->gpu_types[i].name))
                 c->out[i].free = c->out[i].free > booked ? c->out[i].free - booked : 0;

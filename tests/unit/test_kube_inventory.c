@@ -318,6 +318,59 @@ static ty_err first_node(void *ud, kube_inv_view *view)
 
 /* Every bound pod takes a pod slot and what it requests of CPU, memory and storage, as the
  * scheduler counts them: a CPU node full of small pods has no room left. */
+static ty_err job_pods_of(void *ud, kube_inv_view *view)
+{
+    int *got = ud;
+    got[0] = kube_inv_job_pods(view, "01kjob");
+    got[1] = kube_inv_job_pods(view, "01kother");
+    return TY_OK;
+}
+
+/*
+ * How many pods of one job (label trainyard.io/job-id) are counted, whichever informer
+ * reported them, full or slim: the ranks of a job's reservation the nodes' counts hold already.
+ */
+static void test_pods_per_job(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    int got[2];
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    feed_node(inv, NULL, node("b0", "us-west-2b", "p4d-spot-2b", 8, 1));
+    json_t *r0 = pod_uid("j-0", "u-0", "b0", 4, "Running");
+    json_t *r1 = pod_uid("j-1", "u-1", NULL, 4, "Pending");
+    json_object_set_new(json_object_get(r0, "metadata"), "labels",
+                        json_pack("{s:s}", "trainyard.io/job-id", "01kjob"));
+    json_object_set_new(json_object_get(r1, "metadata"), "labels",
+                        json_pack("{s:s}", "trainyard.io/job-id", "01kjob"));
+    /* Rank 0 bound, seen first slim by the cluster's informer, then in full by ours. */
+    json_t *slim = kube_inv_pod_slim(r0);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_object_get(slim, "metadata"), "labels"),
+                            "trainyard.io/job-id")),
+                        "01kjob");
+    assert_int_equal(kube_inv_pod(inv, NULL, slim, NULL), TY_OK);
+    assert_int_equal(kube_inv_pod(inv, NULL, r0, NULL), TY_OK);
+    assert_int_equal(kube_inv_pod(inv, NULL, r1, NULL), TY_OK); /* not bound: not counted */
+    assert_int_equal(kube_inv_with(inv, job_pods_of, got), TY_OK);
+    assert_int_equal(got[0], 1);
+    assert_int_equal(got[1], 0);
+    /* Rank 1 is bound, then rank 0 ends. */
+    json_t *r1b = json_deep_copy(r1);
+    json_object_set_new(json_object_get(r1b, "spec"), "nodeName", json_string("b0"));
+    assert_int_equal(kube_inv_pod(inv, r1, r1b, NULL), TY_OK);
+    assert_int_equal(kube_inv_with(inv, job_pods_of, got), TY_OK);
+    assert_int_equal(got[0], 2);
+    assert_int_equal(kube_inv_pod(inv, r0, NULL, NULL), TY_OK);
+    assert_int_equal(kube_inv_with(inv, job_pods_of, got), TY_OK);
+    assert_int_equal(got[0], 1);
+    json_decref(slim);
+    json_decref(r0);
+    json_decref(r1);
+    json_decref(r1b);
+    kube_inv_free(inv);
+}
+
 static void test_cpu_memory_storage_and_pod_slots(void **state)
 {
     (void)state;
@@ -546,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_other_tenants_and_slim_pods),
         cmocka_unit_test(test_capacity_per_gpu_type),
         cmocka_unit_test(test_late_changes_from_the_other_informer),
+        cmocka_unit_test(test_pods_per_job),
         cmocka_unit_test(test_cpu_memory_storage_and_pod_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
