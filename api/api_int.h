@@ -68,6 +68,10 @@ void api_teams_get(const api_req *req, api_resp *resp);
 void api_teams_update(const api_req *req, api_resp *resp);
 void api_teams_delete(const api_req *req, api_resp *resp);
 
+/* The cluster as placement sees it, and the release of a quarantined node (cluster.c). */
+void api_cluster_get(const api_req *req, api_resp *resp);
+void api_cluster_release(const api_req *req, api_resp *resp);
+
 /* Notifications out (notifications.c): subscriptions and their deliveries (admin). */
 void api_notifications_create(const api_req *req, api_resp *resp);
 void api_notifications_list(const api_req *req, api_resp *resp);

@@ -89,6 +89,19 @@ static ty_err render_sched(const api_ctx *ctx, ty_buf *out)
                           "trainyard_admission_wait_seconds_sum %.3f\n"
                           "trainyard_admission_wait_seconds_count %llu\n",
                           ss.admission_wait_seconds, (unsigned long long)ss.admissions_total);
+    if (!e)
+        e = render_single(out, "trainyard_nodes_quarantined", "gauge",
+                          "Nodes out of rotation now: they kept ending attempts of several jobs.",
+                          on, (unsigned long long)ss.nodes_quarantined);
+    if (!e)
+        e = render_single(out, "trainyard_node_quarantines_total", "counter",
+                          "Nodes this process took out of rotation.", on,
+                          (unsigned long long)ss.quarantines_total);
+    if (!e)
+        e = render_single(out, "trainyard_node_failures_total", "counter",
+                          "Attempts' application failures charged to the node their failed rank "
+                          "ran on.",
+                          on, (unsigned long long)ss.node_failures_total);
     return e;
 }
 

@@ -31,6 +31,8 @@ const api_route api_routes[] = {
     {"GET", "/v1/sweeps/{id}", api_sweeps_get, STORE_SCOPE_READ},
     {"POST", "/v1/sweeps/{id}:cancel", api_sweeps_cancel, STORE_SCOPE_SUBMIT},
     {"GET", "/v1/queue", api_queue_list, STORE_SCOPE_READ},
+    {"GET", "/v1/cluster", api_cluster_get, STORE_SCOPE_READ},
+    {"POST", "/v1/cluster/nodes/{id}:release", api_cluster_release, STORE_SCOPE_ADMIN},
     {"GET", "/v1/teams", api_teams_list, STORE_SCOPE_READ},
     {"POST", "/v1/teams", api_teams_create, STORE_SCOPE_ADMIN},
     {"GET", "/v1/teams/{id}", api_teams_get, STORE_SCOPE_READ},

@@ -727,7 +727,8 @@ static void *direct_main(void *arg)
                           .capacity = "on-demand", .name = name, .ncommand = 1};
         json_t *job = NULL, *sec = NULL, *svc = NULL;
         msg[0] = '\0';
-        int bad = kube_render_job_typed(d->p, &bj, zones[i % 3], &job, msg, sizeof msg) != TY_OK ||
+        int bad = kube_render_job_typed(d->p, &bj, zones[i % 3], NULL, 0, &job, msg,
+                                        sizeof msg) != TY_OK ||
                   kube_render_secret_typed(d->p, &bj, &sec, msg, sizeof msg) != TY_OK;
         if (bad)
             fprintf(stderr, "bench_kube: cannot render job %d: %s\n", i, msg);

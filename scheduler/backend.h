@@ -33,8 +33,8 @@
  * to observe(); its reserve() answers from the inventory it keeps (watches),
  * not from a request.
  *
- * Threads: every function except log_* and capacity is called from the
- * scheduler's thread only. log_open/log_read/log_close may be called from any
+ * Threads: every function except log_*, capacity, rank_limits and cluster is
+ * called from the scheduler's thread only. log_open/log_read/log_close may be called from any
  * thread at any time (they serve GET /v1/jobs/{id}/logs).
  */
 #ifndef TY_SCHEDULER_BACKEND_H
@@ -42,6 +42,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "common/ty_error.h"
 
@@ -231,6 +232,60 @@ typedef struct backend_free {
     int64_t total;              /* >= free */
 } backend_free;
 
+/*
+ * The cluster as the backend sees it (cluster()): its nodes and the node groups it knows of.
+ * Arrays new, released with backend_cluster_clear(); strings inline.
+ */
+typedef struct backend_node {
+    char name[BACKEND_NAME_MAX];
+    char zone[64];             /* "" when the node is in no zone */
+    char gpu_type[64];         /* the type placement knows it as; "" when it has no GPUs or no
+                                  known type matches it (see unknown_gpu) */
+    char gpu_product[128];     /* what the node says of its GPUs (nvidia.com/gpu.product), or "" */
+    char group[128];           /* the node group it belongs to (eks.amazonaws.com/nodegroup),
+                                  or "" */
+    char capacity[16];         /* "spot", "on-demand", or "" when no capacity type matches */
+    int ready;                 /* ready for pods */
+    int cordoned;              /* marked unschedulable by an operator */
+    int gpus_allocatable;
+    int gpus_trainyard;        /* GPUs the ranks of this server's attempts use there */
+    int gpus_others;           /* GPUs every other pod bound there uses */
+    int quarantined;           /* the whole node is excluded (exclude_nodes()) */
+    int gpus_quarantined;      /* its GPUs that are excluded: all of a quarantined node's, or
+                                  the quarantined GPUs of a machine whose GPUs are its nodes */
+    int unknown_group;         /* a GPU node whose group is not one the backend places on */
+    int unknown_gpu;           /* a GPU node that matches no GPU type the backend knows */
+} backend_node;
+
+typedef struct backend_group {
+    char name[128];
+    char zone[64];
+    char gpu_type[64];
+    char capacity[16];
+    int gpus_per_node;
+    int size;                  /* nodes of the cluster that carry its name now */
+    int max_size;
+} backend_group;
+
+typedef struct backend_cluster {
+    backend_node *nodes;
+    size_t nnodes;
+    backend_group *groups;
+    size_t ngroups;
+} backend_cluster;
+
+/* Frees the arrays of c and zeroes it; accepts NULL and a zeroed c. */
+static inline void backend_cluster_clear(backend_cluster *c)
+{
+    if (!c)
+        return;
+    free(c->nodes);
+    free(c->groups);
+    c->nodes = NULL;
+    c->groups = NULL;
+    c->nnodes = c->ngroups = 0;
+}
+
 typedef struct backend backend;
 
 typedef struct backend_ops {
@@ -318,6 +373,21 @@ typedef struct backend_ops {
      * from the scheduler thread only (like reserve() and release()).
      */
     size_t (*free_resources)(const backend *b, backend_free *out, size_t max);
+    /*
+     * The cluster as the backend sees it now, for people (GET /v1/cluster): *out is filled
+     * with new arrays (backend_cluster_clear()). A node excluded by exclude_nodes() is still
+     * listed, as it is. TY_ENOMEM. May be NULL: the backend has nothing to show. Any thread.
+     */
+    ty_err (*cluster)(backend *b, backend_cluster *out);
+    /*
+     * The nodes no attempt may be placed on from now on (quarantined: see scheduler/quarantine.h),
+     * replacing the previous set; names borrowed, copied. What already runs there is left alone;
+     * reserve(), free_resources() and the next launch() leave them out (their GPUs are not
+     * free, and a rendered gang is kept off them). A backend that runs on one machine names its
+     * GPUs ("gpu0", "gpu1", ...) as its nodes. May be NULL: nothing can be excluded. Called
+     * from the scheduler thread only.
+     */
+    void (*exclude_nodes)(backend *b, const char *const *nodes, size_t n);
     /* Frees the backend; every reservation must have been released. */
     void (*free)(backend *b);
 } backend_ops;

@@ -4,7 +4,8 @@
  * Its parts, one answer per file (what they share is in sched_int.h): this file holds the
  * jobs, the round and its phases; sched_record.c the attempt record; sched_admit.c the
  * admission snapshot and its decisions carried out (the policy is admit.c); sched_recover.c
- * the takeover of what a previous server process left.
+ * the takeover of what a previous server process left; sched_nodes.c the node ledger and
+ * quarantine (the policy is quarantine.c).
  *
  * The scheduler thread owns every `sjob` (one per job it holds: ADMITTED
  * through CANCELLING) and runs rounds in four phases:
@@ -563,6 +564,11 @@ static void rank_ended(sched *s, sjob *j, const backend_event *ev)
         if (ev->detail[0]) { /* what the backend knows beyond the status */
             size_t n = strlen(msg);
             snprintf(msg + n, sizeof msg - n, " (%s)", ev->detail);
+        }
+        if (k->node && j->cause == END_NONE) { /* the attempt's failure: its node's too */
+            size_t n = strlen(msg);
+            snprintf(msg + n, sizeof msg - n, " on node %s", k->node);
+            sched_nodes_charge(s, j, ev->rank, ev, msg, sizeof msg);
         }
         TY_LOG(TY_LOG_INFO, "rank ended", "{s:s, s:i, s:i, s:s}", "job_id", j->id, "attempt",
                j->attempt, "rank", ev->rank, "cause", msg);
@@ -1178,6 +1184,8 @@ static int64_t next_deadline(sched *s)
         if (t && (!d || t < d))
             d = t;
     }
+    if (s->qnext_release_ms && (!d || s->qnext_release_ms < d))
+        d = s->qnext_release_ms;
     return d;
 }
 
@@ -1186,6 +1194,9 @@ static void run_round(sched *s, round *r, round *next)
     int64_t now = ty_time_now_ms();
     backend_event ev[EVENTS_PAGE];
     size_t n;
+    if (atomic_exchange(&s->nodes_reload, 0) ||
+        (s->qnext_release_ms && now >= s->qnext_release_ms))
+        sched_nodes_load(s, now);
     read_feed(s);
     while ((n = s->be->ops->observe(s->be, ev, EVENTS_PAGE)) > 0) {
         for (size_t i = 0; i < n; i++)
@@ -1220,6 +1231,7 @@ static void *sched_main(void *arg)
     sched *s = arg;
     round r = {0}, next = {0};
     s->admit_wanted = 1;
+    sched_nodes_load(s, ty_time_now_ms()); /* before anything is placed */
     sched_recover(s, &r);
     for (sjob *j = s->jobs; j; j = j->next)
         attach_record(&r, j);
@@ -1303,6 +1315,7 @@ void sched_stop(sched *s)
     free(s->queues);
     free(s->sweeps);
     sched_admit_free(s);
+    sched_nodes_free(s);
     if (s->wake_fd >= 0)
         close(s->wake_fd);
     pthread_mutex_destroy(&s->mu);
@@ -1322,6 +1335,7 @@ ty_err sched_start(const sched_options *opt, sched **out, char *err, size_t errl
     s->be = opt->backend;
     s->default_limit = opt->queue_limit;
     s->grace_ms = opt->stop_grace_ms > 0 ? opt->stop_grace_ms : DEFAULT_GRACE_MS;
+    s->qpolicy = opt->quarantine ? *opt->quarantine : quarantine_default();
     s->wake_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
     ty_err e = TY_ENOMEM;
@@ -1374,6 +1388,9 @@ void sched_get_stats(sched *s, sched_stats *out)
     out->preemptions_priority = s->preemptions[1];
     out->admissions_total = s->admissions;
     out->admission_wait_seconds = (double)s->admission_wait_ms / 1000.0;
+    out->nodes_quarantined = s->nodes_quarantined;
+    out->quarantines_total = s->quarantines_total;
+    out->node_failures_total = s->node_failures_total;
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -61,6 +61,7 @@
 
 #include "common/ty_error.h"
 #include "scheduler/backend.h"
+#include "scheduler/quarantine.h"
 #include "store/store.h"
 
 /* The exit code with which a rank says "stopped as asked, resumable". */
@@ -82,6 +83,8 @@ typedef struct sched_options {
     const sched_queue_limit *queue_limits; /* per-queue overrides (copied) */
     size_t nqueue_limits;
     int stop_grace_ms;             /* SIGTERM to SIGKILL; default (0) 10000 */
+    const quarantine_policy *quarantine; /* when nodes are taken out of rotation (copied);
+                                    NULL: quarantine_default() */
 } sched_options;
 
 typedef struct sched sched;
@@ -115,9 +118,32 @@ typedef struct sched_stats {
     uint64_t preemptions_priority; /* ... for a higher-priority job of the same team */
     uint64_t admissions_total;     /* jobs admitted (a preempted job again when it comes back) */
     double admission_wait_seconds; /* their waits summed: admission time minus submission */
+    uint64_t nodes_quarantined;    /* nodes out of rotation now */
+    uint64_t quarantines_total;    /* nodes this process took out of rotation */
+    uint64_t node_failures_total;  /* attempts' ends this process charged to a node */
 } sched_stats;
 
 void sched_get_stats(sched *s, sched_stats *out);
+
+/*
+ * Nodes that keep failing jobs. Every application failure of an attempt (a rank that exited
+ * non-zero or was killed, before any stop was asked) is charged to the node its rank ran on
+ * (store_node_failure_add(): job, attempt, rank, time, exit code, signal and the backend's
+ * words, such as OOMKilled). After each, the node's failures are judged by the policy
+ * (quarantine.h); a node it condemns is quarantined in the store and the backend is told to
+ * keep every new attempt off it (exclude_nodes); the failed job's event says so. A quarantine
+ * ends at its release time or when an admin releases it (sched_node_release()); the
+ * scheduler reads the store's quarantines at start, so they survive a restart.
+ */
+
+/* The policy the scheduler applies (what it was started with). */
+quarantine_policy sched_quarantine_policy(const sched *s);
+/* Releases node now, by `by` (a token's name). TY_ENOTFOUND when it is not quarantined; store
+ * errors. The backend hears of it in the scheduler's next round. Any thread. */
+ty_err sched_node_release(sched *s, const char *node, const char *by);
+/* The cluster as the backend sees it (backend.h cluster()); *out zeroed and TY_OK when the
+ * backend shows nothing. Any thread. */
+ty_err sched_cluster(sched *s, backend_cluster *out);
 
 /*
  * A rank's log. attempt >= 1 names the attempt. tail_lines < 0 reads it from

@@ -183,6 +183,14 @@ struct sched {
     uint64_t preemptions[2]; /* attempts ended by a preemption: [0] reclaim, [1] priority */
     uint64_t admissions, admission_wait_ms; /* jobs admitted, their waits since submission */
     int stopped;                            /* the thread finished: every follower stops waiting */
+    uint64_t quarantines_total, node_failures_total, nodes_quarantined;
+
+    /* The quarantine (sched_nodes.c). */
+    quarantine_policy qpolicy;
+    atomic_int nodes_reload;   /* the store's quarantines changed: read them again */
+    char **qnodes;             /* scheduler thread: the nodes out of rotation now */
+    size_t nqnodes;
+    int64_t qnext_release_ms;  /* the earliest release time among them, 0 for none */
 };
 
 /* ---- a round's decisions ---------------------------------------------------- */
@@ -235,6 +243,12 @@ void sched_record_begin(sched *s, sjob *j, int64_t now);
 /* sched_admit.c: admission (admit.h decides; this gathers and carries out) */
 void sched_admit(sched *s, round *r, int64_t now);
 void sched_admit_free(sched *s); /* the pending reasons kept between rounds */
+
+/* sched_nodes.c: the node ledger and quarantine */
+void sched_nodes_load(sched *s, int64_t now);   /* the quarantines, expired ones released */
+void sched_nodes_charge(sched *s, sjob *j, int rank, const backend_event *ev, char *msg,
+                        size_t msglen);          /* appends "; node N quarantined (...)" */
+void sched_nodes_free(sched *s);
 
 /* sched_recover.c: recovery after a restart */
 void sched_recover(sched *s, round *r);

@@ -253,6 +253,13 @@ scheduler:;
         .nqueue_limits = cfg->nqueue_limits,
         .stop_grace_ms = cfg->stop_grace_s * 1000,
     };
+    quarantine_policy qp = quarantine_default();
+    if (k->profile) /* the cluster profile's settings; the local backend keeps the defaults */
+        qp = (quarantine_policy){(int)k->profile->quarantine.failures,
+                                 (int)k->profile->quarantine.min_jobs,
+                                 k->profile->quarantine.window_seconds,
+                                 k->profile->quarantine.release_seconds};
+    sopt.quarantine = &qp;
     return sched_start(&sopt, sc, err, errlen);
 }
 

@@ -369,6 +369,10 @@ static ty_err op_apply(store *s, store_op *op)
     case STORE_OP_TEAM_UPDATE:
     case STORE_OP_TEAM_DELETE:
         return store_team_apply(s, &s->writer, op);
+    case STORE_OP_NODE_FAILURE:
+    case STORE_OP_NODE_QUARANTINE:
+    case STORE_OP_NODE_RELEASE:
+        return store_node_apply(s, &s->writer, op);
     }
     return TY_EINTERNAL;
 }

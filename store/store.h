@@ -672,6 +672,57 @@ ty_err store_teams_list(store *s, store_team **out, size_t *nout);
  */
 ty_err store_team_usage_get(store *s, const char *name, store_team_usage *out);
 
+/* ---- the node ledger ---------------------------------------------------- */
+
+/*
+ * Which node ended which attempt and why (node_failures), and the nodes taken out of rotation
+ * for it (node_quarantine): facts only; what counts as a reason to quarantine is the
+ * scheduler's (scheduler/quarantine.h). Node names are the backend's: a Kubernetes node, or a
+ * GPU of the local machine ("gpu0").
+ */
+typedef struct store_node_failure {
+    char *node;
+    char *job_id;
+    int attempt;
+    int rank;
+    int64_t time_ms;   /* when the rank ended */
+    int exit_code;     /* -1 when it was killed by a signal */
+    int signal;        /* 0 when none */
+    char *cause;       /* what ended it, in words ("rank 1 exited with code 137 (OOMKilled)") */
+} store_node_failure;
+
+typedef struct store_node_quarantine {
+    char *node;
+    int64_t since_ms;      /* when it was quarantined */
+    int64_t release_at_ms; /* when it is released on its own */
+    char *reason;          /* the policy's sentence */
+    int64_t released_ms;   /* 0 while quarantined */
+    char *released_by;     /* "" while quarantined; a token's name, or "expired" */
+} store_node_quarantine;
+
+/* Frees the members of n rows and the array. Accept NULL. */
+void store_node_failures_free(store_node_failure *f, size_t n);
+void store_node_quarantines_free(store_node_quarantine *q, size_t n);
+
+/* Appends f (borrowed; node, job_id and cause required) to the ledger, and deletes the rows
+ * older than prune_before_ms in the same transaction (0: none), so that the ledger holds only
+ * what a policy can still count or show. TY_EINVAL for a malformed row. */
+ty_err store_node_failure_add(store *s, const store_node_failure *f, int64_t prune_before_ms);
+/* The ledger's rows of node (NULL: every node) with time_ms >= since_ms, oldest first, at
+ * most max (the newest kept when more). *out is new (NULL when none). */
+ty_err store_node_failures(store *s, const char *node, int64_t since_ms, size_t max,
+                           store_node_failure **out, size_t *nout);
+/* Quarantines q->node (borrowed; released_* ignored), replacing an earlier quarantine of it.
+ * TY_EINVAL. */
+ty_err store_node_quarantine_put(store *s, const store_node_quarantine *q);
+/* Releases node at now_ms, by `by` ("expired", a token's name). TY_ENOTFOUND when it is not
+ * quarantined now. */
+ty_err store_node_release(store *s, const char *node, int64_t now_ms, const char *by);
+/* Every node ever quarantined (active_only: only those quarantined now), by name. *out is new
+ * (NULL when none). */
+ty_err store_node_quarantines(store *s, int active_only, store_node_quarantine **out,
+                              size_t *nout);
+
 /* ---- webhooks ---------------------------------------------------------- */
 
 /*

@@ -18,6 +18,7 @@
  *                   seq, the retention purge
  *   store_sweeps.c  sweeps: creation with all their trial jobs, cancel, reads
  *   store_teams.c   teams, their quotas and borrowing limits, their usage
+ *   store_nodes.c   the node ledger: attempts' ends charged to nodes, quarantines
  *
  * Threads: the writer thread alone uses the writer connection and the id
  * generator; a read connection is used by one caller at a time between
@@ -135,6 +136,9 @@ typedef enum store_op_kind {
     STORE_OP_TEAM_CREATE,
     STORE_OP_TEAM_UPDATE,
     STORE_OP_TEAM_DELETE,
+    STORE_OP_NODE_FAILURE,
+    STORE_OP_NODE_QUARANTINE,
+    STORE_OP_NODE_RELEASE,
 } store_op_kind;
 
 /*
@@ -221,6 +225,13 @@ typedef struct store_op {
             const char *name;                   /* delete */
         } webhook;
         struct {
+            const store_node_failure *failure; /* NODE_FAILURE */
+            int64_t prune_before_ms;           /* NODE_FAILURE: older rows go */
+            const store_node_quarantine *q;    /* NODE_QUARANTINE */
+            const char *node, *by;             /* NODE_RELEASE */
+            int64_t now_ms;                    /* NODE_RELEASE */
+        } node;
+        struct {
             const store_sweep_new *in; /* create */
             store_job *jobs;           /* create: in->ntrials entries the writer fills */
             const char *id;            /* cancel */
@@ -252,6 +263,7 @@ ty_err store_metrics_apply(store *s, store_conn *w, store_op *op);
 ty_err store_metrics_purge_apply(store *s, store_conn *w, store_op *op);
 ty_err store_sweep_apply(store *s, store_conn *w, store_op *op);
 ty_err store_team_apply(store *s, store_conn *w, store_op *op);
+ty_err store_node_apply(store *s, store_conn *w, store_op *op);
 
 /*
  * Inserts n jobs as a submission does (store_jobs.c), each PENDING with its

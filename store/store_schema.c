@@ -444,6 +444,30 @@ static const char *const migrations[] = {
     "    WHERE new.state = 0"
     "    ON CONFLICT (team, queue, sweep, priority, bucket) DO UPDATE SET n = n + 1;"
     "  END;",
+    /* 18: the node ledger (store_nodes.c): which node ended which attempt and why, and the
+     * nodes taken out of rotation for it. A row of node_quarantine stays after its release
+     * (released_ms): failures before the release no longer count against the node. */
+    "CREATE TABLE node_failures ("
+    "  seq       INTEGER PRIMARY KEY,"
+    "  node      TEXT NOT NULL CHECK (length(node) > 0),"
+    "  job_id    TEXT NOT NULL,"
+    "  attempt   INTEGER NOT NULL CHECK (attempt > 0),"
+    "  rank      INTEGER NOT NULL CHECK (rank >= 0),"
+    "  time_ms   INTEGER NOT NULL,"
+    "  exit_code INTEGER NOT NULL,"
+    "  signal    INTEGER NOT NULL,"
+    "  cause     TEXT NOT NULL"
+    ") STRICT;"
+    "CREATE INDEX node_failures_node ON node_failures (node, time_ms);"
+    "CREATE INDEX node_failures_time ON node_failures (time_ms);"
+    "CREATE TABLE node_quarantine ("
+    "  node          TEXT PRIMARY KEY CHECK (length(node) > 0),"
+    "  since_ms      INTEGER NOT NULL,"
+    "  release_at_ms INTEGER NOT NULL,"
+    "  reason        TEXT NOT NULL,"
+    "  released_ms   INTEGER NOT NULL DEFAULT 0,"
+    "  released_by   TEXT NOT NULL DEFAULT ''"
+    ") STRICT, WITHOUT ROWID;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -2,9 +2,12 @@
 # profile, rendering and placement:
 #   kube_backend.c  the operations, the inventory and the worker thread that writes to the API
 #   kube_events.c   pod and node changes as backend events
+#   kube_cluster.c  the cluster view for people, the quarantined nodes kept out, the nodes the
+#                   profile does not know
 add_library(ty_kube_backend STATIC
   ${CMAKE_CURRENT_LIST_DIR}/kube_backend.c
-  ${CMAKE_CURRENT_LIST_DIR}/kube_events.c)
+  ${CMAKE_CURRENT_LIST_DIR}/kube_events.c
+  ${CMAKE_CURRENT_LIST_DIR}/kube_cluster.c)
 ty_target(ty_kube_backend)
 target_link_libraries(ty_kube_backend PUBLIC ty_kube_informer ty_kube_inventory ty_kube_render
                       ty_kube_client

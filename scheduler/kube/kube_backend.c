@@ -320,6 +320,7 @@ static ty_err place_on(void *ud, kube_inv_view *view)
     backend_attempt *a = c->a;
     kube_gang g;
     pthread_mutex_lock(&kb->mu);
+    kb_mark_excluded(kb, view->nodes, view->nnodes); /* before booking: no rank goes there */
     book_pending(kb, view, a);
     pthread_mutex_unlock(&kb->mu);
     if (a->gpus_per_rank > 0 && kube_profile_gpu_type(kb->p, a->gpu_type)) {
@@ -509,8 +510,12 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     a->launched_once = 1;
 
     json_t *obj = NULL, *secret = NULL;
-    ty_err e = kube_render_job_typed(kb->p, job, a->zone[0] ? a->zone : NULL, &obj, msg,
+    size_t navoid = 0;
+    char **avoid_nodes = kb_excluded_copy(kb, &navoid);
+    ty_err e = kube_render_job_typed(kb->p, job, a->zone[0] ? a->zone : NULL,
+                                     (const char *const *)avoid_nodes, navoid, &obj, msg,
                                      sizeof msg);
+    kb_excluded_free(avoid_nodes, navoid);
     /* The secrets are rendered now, while the scheduler's copy of them is at hand. */
     if (e == TY_OK && kube_render_has_secrets(job))
         e = kube_render_secret_typed(kb->p, job, &secret, msg, sizeof msg);
@@ -664,13 +669,16 @@ typedef struct free_ctx {
     backend_free *out; /* one per GPU type of the profile */
 } free_ctx;
 
-/* kube_inv_with()'s callback: each type's capacity, less what reservations booked of it
- * that the inventory does not count on a node (pods not bound yet, or ended: an attempt that
- * ended keeps its booking until release()). */
+/* kube_inv_with()'s callback: each type's capacity on the nodes not excluded (quarantined),
+ * less what reservations booked of it that the inventory does not count on a node (pods not
+ * bound yet, or ended: an attempt that ended keeps its booking until release()). */
 static ty_err free_on(void *ud, kube_inv_view *view)
 {
     free_ctx *c = ud;
     kbe *kb = c->kb;
+    pthread_mutex_lock(&kb->mu);
+    kb_mark_excluded(kb, view->nodes, view->nnodes); /* quarantined: their GPUs are not free */
+    pthread_mutex_unlock(&kb->mu);
     kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups};
     for (size_t i = 0; i < kb->p->ngpu_types; i++) {
         kube_type_capacity cap = {0, 0};
@@ -1478,6 +1486,13 @@ ty_err kube_backend_metrics(backend *b, ty_buf *out)
 {
     kbe *kb = (kbe *)b;
     ty_err e = ty_kclient_stats_render(kb->c, out);
+    size_t unknown_group = 0, unknown_gpu = 0;
+    if (e == TY_OK && kb_unknown_counts(kb, &unknown_group, &unknown_gpu) == TY_OK)
+        e = ty_buf_printf(out,
+                          "# TYPE trainyard_cluster_unknown_nodes gauge\n"
+                          "trainyard_cluster_unknown_nodes{reason=\"node_group\"} %zu\n"
+                          "trainyard_cluster_unknown_nodes{reason=\"gpu_product\"} %zu\n",
+                          unknown_group, unknown_gpu);
     ty_informer *infs[4] = {kb->nodes, kb->pods, kb->jobs, kb->bound};
     const char *names[4] = {"nodes", "pods", "jobs", "bound_pods"};
     ty_informer_stats st[4];
@@ -1582,6 +1597,9 @@ static void kb_free(backend *b)
     json_decref(kb->placements);
     json_decref(kb->pod_pick);
     json_decref(kb->job_pick);
+    json_decref(kb->excluded);
+    kb_excluded_free(kb->excluded_names, kb->nexcluded);
+    json_decref(kb->unknown_logged);
     pthread_cond_destroy(&kb->cv);
     pthread_mutex_destroy(&kb->mu);
     free(kb);
@@ -1602,6 +1620,8 @@ static const backend_ops kb_ops = {
     .capacity = kb_capacity,
     .rank_limits = kb_rank_limits,
     .free_resources = kb_free_resources,
+    .cluster = kb_cluster,
+    .exclude_nodes = kb_exclude_nodes,
     .free = kb_free,
 };
 
@@ -1657,7 +1677,8 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
     kb_fmt(kb->ns, sizeof kb->ns, "%s", cfg->namespace_ ? cfg->namespace_ : cfg->profile->namespace);
     ty_err e = TY_OK;
     if (!(kb->placements = json_object()) || !(kb->pod_pick = kb_pod_pick()) ||
-        !(kb->job_pick = kb_job_pick()))
+        !(kb->job_pick = kb_job_pick()) || !(kb->excluded = json_object()) ||
+        !(kb->unknown_logged = json_object()))
         e = TY_ENOMEM;
     if (e == TY_OK && (kb->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         why_set(err, len, "kube backend: eventfd: %s", strerror(errno));

@@ -546,6 +546,7 @@ void kb_node_event(void *ud, ty_inf_type type, const json_t *old_obj, const json
     if (!name)
         return;
     kube_inv_node(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj);
+    kb_note_node(kb, old_obj, new_obj, type == TY_INF_DELETED);
     int reclaim = type != TY_INF_DELETED && has_taint(new_obj, KUBE_RECLAIM_TAINT) &&
                   !(old_obj && has_taint(old_obj, KUBE_RECLAIM_TAINT));
     pthread_mutex_lock(&kb->mu);

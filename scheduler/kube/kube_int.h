@@ -109,6 +109,10 @@ typedef struct kbe {
     pthread_t workers[KB_WRITERS];
     uint64_t created, adopted, launch_failures, withdrawn;
     json_t *placements;            /* result -> count */
+    json_t *excluded;              /* node name -> true: quarantined (exclude_nodes()) */
+    char **excluded_names;         /* the same names, for rendering */
+    size_t nexcluded;
+    json_t *unknown_logged;        /* node name -> true: logged as unknown to the profile */
     uint64_t hist[KB_HIST + 1], hist_count;
     double hist_sum;
 } kbe;
@@ -138,6 +142,22 @@ json_t *kb_job_slim(void *ud, const json_t *job);
  * memory. Every field the slim records above read is in them. */
 json_t *kb_pod_pick(void);
 json_t *kb_job_pick(void);
+
+/* kube_cluster.c: the cluster view, the excluded nodes, the nodes the profile does not know. */
+ty_err kb_cluster(backend *b, backend_cluster *out);
+void kb_exclude_nodes(backend *b, const char *const *nodes, size_t n);
+/* Marks the excluded nodes of a scratch view unschedulable, so placement leaves them out.
+ * Under kb->mu. */
+void kb_mark_excluded(kbe *kb, kube_node *nodes, size_t nnodes);
+/* A copy of the excluded names (new, kb_excluded_free()), NULL and *n 0 when none. Takes
+ * kb->mu. */
+char **kb_excluded_copy(kbe *kb, size_t *n);
+void kb_excluded_free(char **names, size_t n);
+/* A node added, changed or deleted: logs it once when the profile does not know it. Takes
+ * kb->mu. */
+void kb_note_node(kbe *kb, const json_t *old_obj, const json_t *node, int deleted);
+/* GPU nodes whose group, and whose GPU product, the profile does not know. Not under kb->mu. */
+ty_err kb_unknown_counts(kbe *kb, size_t *unknown_group, size_t *unknown_gpu);
 
 /* Pure helpers. */
 int kb_pod_rank(const json_t *pod);

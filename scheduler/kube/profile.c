@@ -452,6 +452,26 @@ static ty_err volcano_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_no
     return e;
 }
 
+static const char *const quarantine_keys[] = {"failures", "min_jobs", "window_seconds",
+                                              "release_seconds", NULL};
+
+static ty_err quarantine_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node_t *v,
+                              void *ud)
+{
+    (void)k;
+    kube_quarantine *q = &((kube_profile *)ud)->quarantine;
+    switch (idx) {
+    case 0:
+        return get_int(c, v, "quarantine.failures", 1, 1000, &q->failures);
+    case 1:
+        return get_int(c, v, "quarantine.min_jobs", 1, 1000, &q->min_jobs);
+    case 2:
+        return get_int(c, v, "quarantine.window_seconds", 1, 31536000, &q->window_seconds);
+    default:
+        return get_int(c, v, "quarantine.release_seconds", 1, 31536000, &q->release_seconds);
+    }
+}
+
 static const char *const top_keys[] = {"namespace",
                                        "kubernetes_version",
                                        "server_url",
@@ -469,6 +489,7 @@ static const char *const top_keys[] = {"namespace",
                                        "volcano",
                                        "termination_grace_seconds",
                                        "unschedulable_timeout_seconds",
+                                       "quarantine",
                                        NULL};
 
 static ty_err optional_name(pctx *c, const yaml_node_t *v, const char *what, char **dst)
@@ -551,9 +572,12 @@ static ty_err top_pair(pctx *c, int idx, const yaml_node_t *k, const yaml_node_t
         if (is_null(v))
             return TY_OK;
         return get_int(c, v, "termination_grace_seconds", 0, 3600, &p->termination_grace_seconds);
-    default:
+    case 16:
         return get_int(c, v, "unschedulable_timeout_seconds", 1, 86400,
                        &p->unschedulable_timeout_seconds);
+    default:
+        return is_null(v) ? TY_OK
+                          : each_pair(c, v, "quarantine", quarantine_keys, quarantine_pair, p);
     }
 }
 
@@ -593,6 +617,7 @@ static ty_err defaults(kube_profile *p)
     p->master_port = 29500;
     p->scale_up_timeout_seconds = 900;
     p->unschedulable_timeout_seconds = 300;
+    p->quarantine = (kube_quarantine){3, 2, 3600, 86400};
     if (!(p->namespace = strdup("default")) || !(p->data_dir = strdup("/data")) ||
         !(p->output_dir = strdup("/output")) || !(p->checkpoint_dir = strdup("/checkpoints")) ||
         !(p->volcano_queue = strdup("default")))

@@ -33,6 +33,10 @@
  *   volcano: {enabled, queue}  false, "default"
  *   termination_grace_seconds  how long a rank has from SIGTERM (its checkpoint) to SIGKILL;
  *                              unset: Kubernetes' 30
+ *   quarantine: {failures, min_jobs, window_seconds, release_seconds}
+ *                              when a node that keeps ending attempts is taken out of rotation
+ *                              (scheduler/quarantine.h): 3 failures of at least 2 jobs within
+ *                              3600 s; released after 86400 s
  *
  * A node group's gpu_type, capacity and zone must name a declared GPU type, capacity type and
  * (when zones are listed) zone. Threads: a loaded profile is only read; share it freely.
@@ -73,6 +77,11 @@ typedef struct kube_node_group {
     int max_size;      /* nodes; >= 1 */
 } kube_node_group;
 
+/* The quarantine settings (scheduler/quarantine.h's policy, which the server passes on). */
+typedef struct kube_quarantine {
+    long long failures, min_jobs, window_seconds, release_seconds;
+} kube_quarantine;
+
 typedef struct kube_profile {
     char *namespace;
     int version_major, version_minor;
@@ -97,6 +106,7 @@ typedef struct kube_profile {
     int volcano; /* 1: render Volcano Jobs */
     char *volcano_queue;
     long long termination_grace_seconds; /* -1: Kubernetes' default */
+    kube_quarantine quarantine;
 } kube_profile;
 
 /*

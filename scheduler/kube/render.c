@@ -84,6 +84,8 @@ typedef struct view {
     const char *job_id;
     unsigned attempt;
     const char *zone;          /* the placement's zone, or NULL */
+    const char *const *avoid_nodes; /* nodes its pods must not run on (quarantined) */
+    size_t navoid_nodes;
     const char *name;          /* the job's name, or NULL */
     const char *image;
     json_int_t count;
@@ -408,14 +410,32 @@ static json_t *affinity(const view *in, const need *n)
 {
     json_t *aff = json_object();
     int bad = !aff;
+    /* One term: its zone expression and the excluded nodes' field hold together (a term's
+     * requirements are ANDed; several terms would be ORed). */
+    json_t *term = json_object();
+    bad |= !term;
     if (n->zone || in->zone) {
         const char *zone = in->zone ? in->zone : n->zone;
-        set(aff, "nodeAffinity",
-            json_pack("{s:{s:[{s:[{s:s, s:s, s:[s]}]}]}}",
-                      "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms",
-                      "matchExpressions", "key", ZONE_KEY, "operator", "In", "values", zone),
+        set(term, "matchExpressions",
+            json_pack("[{s:s, s:s, s:[s]}]", "key", ZONE_KEY, "operator", "In", "values", zone),
             &bad);
     }
+    if (in->navoid_nodes) {
+        json_t *names = json_array();
+        for (size_t i = 0; i < in->navoid_nodes; i++)
+            push(names, json_string(in->avoid_nodes[i]), &bad);
+        set(term, "matchFields",
+            json_pack("[{s:s, s:s, s:o}]", "key", "metadata.name", "operator", "NotIn",
+                      "values", names),
+            &bad);
+    }
+    if (json_object_size(term))
+        set(aff, "nodeAffinity",
+            json_pack("{s:{s:[o]}}", "requiredDuringSchedulingIgnoredDuringExecution",
+                      "nodeSelectorTerms", term),
+            &bad);
+    else
+        json_decref(term);
     set(aff, "podAffinity",
         json_pack("{s:[{s:{s:o}, s:s}]}", "requiredDuringSchedulingIgnoredDuringExecution",
                   "labelSelector", "matchLabels", attempt_labels(in->job_id, in->attempt),
@@ -655,13 +675,16 @@ ty_err kube_render_job(const kube_profile *p, const kube_render_in *in, json_t *
 }
 
 ty_err kube_render_job_typed(const kube_profile *p, const backend_job *job, const char *zone,
-                             json_t **out, char *msg, size_t msglen)
+                             const char *const *avoid_nodes, size_t navoid_nodes, json_t **out,
+                             char *msg, size_t msglen)
 {
     view v;
     if (!p || !job || !out)
         return TY_EINVAL;
     if (view_of_job(job, zone, &v) != TY_OK)
         return TY_ENOMEM;
+    v.avoid_nodes = avoid_nodes;
+    v.navoid_nodes = navoid_nodes;
     return render_job(p, &v, out, msg, msglen);
 }
 

@@ -38,7 +38,8 @@
  * does. Nothing secret goes into a label or an annotation.
  *
  * Placement: the GPU type's and capacity type's node labels as nodeSelector, their taints as
- * tolerations; with a zone, a required nodeAffinity on topology.kubernetes.io/zone; always a
+ * tolerations; with a zone, a required nodeAffinity on topology.kubernetes.io/zone (and the
+ * quarantined nodes excluded by name, in the same term); always a
  * required podAffinity on that key over the attempt's labels, so the gang shares one zone even
  * when the zone is left to the scheduler. A spec without capacity constraint ("any") tolerates
  * every capacity type's taints; a profile with no capacity_types constrains nothing.
@@ -104,10 +105,13 @@ ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, cons
 
 /*
  * The same from the typed job the backend is given (job->id, job->attempt; borrowed): what the
- * Kubernetes backend renders with. zone as kube_render_in's.
+ * Kubernetes backend renders with. zone as kube_render_in's; avoid_nodes (borrowed, may be NULL
+ * when navoid_nodes is 0) are nodes no pod of the attempt may run on (quarantined): a required
+ * nodeAffinity term matchFields metadata.name NotIn them, in the zone's term.
  */
 ty_err kube_render_job_typed(const kube_profile *p, const backend_job *job, const char *zone,
-                             json_t **out, char *msg, size_t msglen);
+                             const char *const *avoid_nodes, size_t navoid_nodes, json_t **out,
+                             char *msg, size_t msglen);
 ty_err kube_render_service_typed(const kube_profile *p, const backend_job *job,
                                  const char *job_uid, json_t **out, char *msg, size_t msglen);
 

@@ -2,7 +2,9 @@
  * local.c - the local backend (local.h): every rank is a child process of the server.
  *
  * Capacity: a reservation (backend_attempt) holds world_size slots and particular GPU
- * indices from reserve() until release(); each launch() runs one attempt on it.
+ * indices from reserve() until release(); each launch() runs one attempt on it. The
+ * machine's GPUs are its "nodes" for the node ledger: a rank on one GPU runs on "gpuN", and
+ * a quarantined GPU (exclude_nodes()) is neither reserved nor counted free.
  *
  * Process groups: rank 0 of an attempt starts a new process group, the other ranks join
  * it, so one killpg() reaches every rank and whatever the ranks started (unless it left
@@ -42,6 +44,7 @@
 #define _GNU_SOURCE /* posix_spawn_file_actions_addchdir_np, addclosefrom_np */
 #include "scheduler/local/local.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -115,6 +118,9 @@ typedef struct local_backend {
     int gpus;
     atomic_int slots_used;        /* read by metrics from other threads */
     unsigned char *gpu_busy;      /* gpus entries (at least one allocated) */
+    unsigned char *gpu_excluded;  /* gpus entries: quarantined (exclude_nodes(), "gpuN") */
+    atomic_int gpus_used;         /* GPUs reserved now (cluster() reads it from any thread) */
+    atomic_int gpus_excluded;
     int use_pidfd;                /* 1: evfd is an epoll set of pidfds and qfd; 0: a timerfd */
     int evfd;
     int qfd;                      /* with pidfds: an eventfd, readable while q holds events */
@@ -774,7 +780,7 @@ static ty_err local_reserve(backend *b, const backend_job *job, backend_attempt 
     }
     int free_gpus = 0;
     for (int g = 0; g < lb->gpus; g++)
-        free_gpus += !lb->gpu_busy[g];
+        free_gpus += !lb->gpu_busy[g] && !lb->gpu_excluded[g];
     if (free_gpus < need_gpus) {
         local_why(why, whylen, "needs %lld GPUs, %d of %d free", need_gpus, free_gpus, lb->gpus);
         return TY_EAGAIN;
@@ -801,11 +807,12 @@ static ty_err local_reserve(backend *b, const backend_job *job, backend_attempt 
     }
     /* The lowest free indices, rank after rank. */
     for (int g = 0, k = 0; k < need_gpus; g++) {
-        if (!lb->gpu_busy[g]) {
+        if (!lb->gpu_busy[g] && !lb->gpu_excluded[g]) {
             lb->gpu_busy[g] = 1;
             a->gpus[k++] = g;
         }
     }
+    atomic_fetch_add(&lb->gpus_used, (int)need_gpus);
     atomic_fetch_add(&lb->slots_used, ws);
     a->next = lb->attempts;
     lb->attempts = a;
@@ -951,6 +958,10 @@ static void local_launch(backend *b, backend_attempt *a, const backend_job *job)
         if (ev) {
             ev->where.pid = a->ranks[r].pid;
             ev->where.started_ms = ev->time_ms;
+            /* A rank on one GPU: that GPU is where it runs, what a failure is charged to
+             * (the node ledger); a rank on several cannot be pinned on one of them. */
+            if (a->gpus_per_rank == 1)
+                snprintf(ev->where.node, sizeof ev->where.node, "gpu%d", a->gpus[r]);
         }
     }
 }
@@ -1054,6 +1065,7 @@ static void attempt_free(local_backend *lb, backend_attempt *a)
     local_disk_unwatch(lb->disk, a);
     for (int i = 0; i < a->world_size * a->gpus_per_rank; i++)
         lb->gpu_busy[a->gpus[i]] = 0;
+    atomic_fetch_sub(&lb->gpus_used, a->world_size * a->gpus_per_rank);
     atomic_fetch_sub(&lb->slots_used, a->world_size);
     free(a->gpus);
     free(a->ranks);
@@ -1426,6 +1438,7 @@ static void local_free(backend *b)
             free(lb->server_env[i]);
     free(lb->server_env);
     free(lb->gpu_busy);
+    free(lb->gpu_excluded);
     free(lb->data_dir);
     free(lb->server_url);
     free(lb->bin_path);
@@ -1603,12 +1616,13 @@ ty_err local_backend_new(const local_options *opt, backend **out, char *err, siz
     }
     lb->gpus = opt->gpus >= 0 ? opt->gpus : count_nvidia_devices();
     lb->gpu_busy = calloc(lb->gpus > 0 ? (size_t)lb->gpus : 1, 1);
+    lb->gpu_excluded = calloc(lb->gpus > 0 ? (size_t)lb->gpus : 1, 1);
     lb->data_dir = strdup(real);
     lb->server_url = opt->server_url ? strdup(opt->server_url) : NULL;
     const char *sp = getenv("PATH");
     lb->server_path = strdup(sp && *sp ? sp : LOCAL_DEFAULT_PATH);
     lb->server_env = calloc(sizeof inherited_env / sizeof inherited_env[0], sizeof(char *));
-    if (!lb->gpu_busy || !lb->data_dir || (opt->server_url && !lb->server_url) ||
+    if (!lb->gpu_busy || !lb->gpu_excluded || !lb->data_dir || (opt->server_url && !lb->server_url) ||
         !lb->server_path || !lb->server_env)
         goto fail;
     for (size_t i = 0, k = 0; inherited_env[i]; i++) {
@@ -1746,10 +1760,50 @@ static size_t local_free_resources(const backend *b, backend_free *out, size_t m
         return 1;
     int64_t free_gpus = 0;
     for (int g = 0; g < lb->gpus; g++)
-        free_gpus += !lb->gpu_busy[g];
+        free_gpus += !lb->gpu_busy[g] && !lb->gpu_excluded[g];
     out[0] = (backend_free){.kind = BACKEND_RES_GPU, .gpu_type = LOCAL_GPU_TYPE,
                             .free = free_gpus, .total = lb->gpus};
     return 1;
+}
+
+/* The GPUs named "gpuN" (N < --local-gpus) are quarantined; other names are not this
+ * machine's. A GPU in use stays with its attempt until released. */
+static void local_exclude_nodes(backend *b, const char *const *nodes, size_t n)
+{
+    local_backend *lb = (local_backend *)b;
+    int count = 0;
+    memset(lb->gpu_excluded, 0, lb->gpus > 0 ? (size_t)lb->gpus : 1);
+    for (size_t i = 0; i < n; i++) {
+        char *end = NULL;
+        if (strncmp(nodes[i], "gpu", 3) || !isdigit((unsigned char)nodes[i][3]))
+            continue;
+        long g = strtol(nodes[i] + 3, &end, 10);
+        if (*end || g < 0 || g >= lb->gpus || lb->gpu_excluded[g])
+            continue;
+        lb->gpu_excluded[g] = 1;
+        count++;
+    }
+    atomic_store(&lb->gpus_excluded, count);
+}
+
+/* One node, this machine, in no zone, its GPUs of the one type "local". */
+static ty_err local_cluster(backend *b, backend_cluster *out)
+{
+    local_backend *lb = (local_backend *)b;
+    memset(out, 0, sizeof *out);
+    if (!(out->nodes = calloc(1, sizeof *out->nodes)))
+        return TY_ENOMEM;
+    backend_node *n = &out->nodes[0];
+    out->nnodes = 1;
+    if (gethostname(n->name, sizeof n->name - 1) != 0 || !n->name[0])
+        snprintf(n->name, sizeof n->name, "localhost");
+    if (lb->gpus > 0)
+        snprintf(n->gpu_type, sizeof n->gpu_type, "%s", LOCAL_GPU_TYPE);
+    n->ready = 1;
+    n->gpus_allocatable = lb->gpus;
+    n->gpus_trainyard = atomic_load(&lb->gpus_used);
+    n->gpus_quarantined = atomic_load(&lb->gpus_excluded);
+    return TY_OK;
 }
 
 static const backend_ops local_ops = {
@@ -1767,5 +1821,7 @@ static const backend_ops local_ops = {
     .capacity = local_capacity,
     .rank_limits = local_rank_limits,
     .free_resources = local_free_resources,
+    .cluster = local_cluster,
+    .exclude_nodes = local_exclude_nodes,
     .free = local_free,
 };

@@ -697,7 +697,7 @@ static void test_create_conflict_adopts(void **state)
     /* The Job exists already (a create whose answer was lost): the launch adopts it. */
     json_t *obj = NULL;
     char msg[256];
-    assert_int_equal(kube_render_job_typed(g_prof, &j, "us-west-2a", &obj, msg, sizeof(msg)),
+    assert_int_equal(kube_render_job_typed(g_prof, &j, "us-west-2a", NULL, 0, &obj, msg, sizeof(msg)),
                      TY_OK);
     char *body = json_dumps(obj, JSON_COMPACT);
     json_decref(api("POST", "/apis/batch/v1/namespaces/" NS "/jobs", body, 201));

@@ -8,3 +8,4 @@ ty_unit_test(test_store_list ${CMAKE_CURRENT_LIST_DIR}/test_store_list.c ty_stor
 ty_unit_test(test_store_tokens ${CMAKE_CURRENT_LIST_DIR}/test_store_tokens.c ty_store)
 ty_unit_test(test_store_teams ${CMAKE_CURRENT_LIST_DIR}/test_store_teams.c ty_store)
 ty_unit_test(test_store_sched ${CMAKE_CURRENT_LIST_DIR}/test_store_sched.c ty_store)
+ty_unit_test(test_store_nodes ${CMAKE_CURRENT_LIST_DIR}/test_store_nodes.c ty_store)

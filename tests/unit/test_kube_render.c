@@ -243,7 +243,7 @@ static json_t *render(const kube_profile *p, const char *spec_text, unsigned att
     json_t *job = NULL, *svc = NULL, *from_spec = NULL;
     char msg[256] = "";
     typed_of(spec, attempt, &t);
-    if (kube_render_job_typed(p, &t.job, zone, &job, msg, sizeof msg) != TY_OK)
+    if (kube_render_job_typed(p, &t.job, zone, NULL, 0, &job, msg, sizeof msg) != TY_OK)
         fail_msg("render_job_typed: %s", msg);
     if (kube_render_job(p, &in, &from_spec, msg, sizeof msg) != TY_OK)
         fail_msg("render_job: %s", msg);
@@ -562,7 +562,7 @@ static void test_secrets(void **state)
     t.secret_names[ns] = "TRAINYARD_TOKEN";
     t.secret_names[ns + 1] = "TRAINYARD_RENDEZVOUS_SECRET";
     assert_true(kube_render_has_secrets(&t.job));
-    assert_int_equal(kube_render_job_typed(example, &t.job, NULL, &job, msg, sizeof msg), TY_OK);
+    assert_int_equal(kube_render_job_typed(example, &t.job, NULL, NULL, 0, &job, msg, sizeof msg), TY_OK);
     assert_int_equal(kube_render_service_typed(example, &t.job, JOB_UID, &svc, msg, sizeof msg),
                      TY_OK);
     assert_int_equal(kube_render_secret_typed(example, &t.job, &sec, msg, sizeof msg), TY_OK);

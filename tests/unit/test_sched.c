@@ -742,7 +742,7 @@ static void test_fake_disruption_spends_no_restart(void **state)
     char reason[64];
     char *msg = last_event(f, id, reason, sizeof reason);
     assert_string_equal(reason, "RankFailed");
-    assert_non_null(strstr(msg, "rank 1 exited with code 3; no restart left"));
+    assert_non_null(strstr(msg, "rank 1 exited with code 3 on node node-c; no restart left"));
     free(msg);
     assert_int_equal(count_call(f, "launch", id, "5"), 0);
 }

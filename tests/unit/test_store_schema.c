@@ -393,6 +393,41 @@ static void test_version_16_gets_pending_counts(void **state)
     tdir_remove(&t);
 }
 
+/*
+ * Version 17 to 18: a database of the previous release keeps its jobs and gains the node
+ * ledger, empty: no node starts quarantined, and the first failure is written and read back.
+ */
+static void test_version_17_gets_the_node_ledger(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    static const char v17_rows[] =
+        "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, "
+        "spec) VALUES ('01j0000000000000000000000a', 'run', 'q', 0, 3, 1, 1000, 1000, '{}')";
+    db_at_version(t.db, 17, v17_rows);
+    assert_int_equal(
+        db_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name = 'node_failures'"), 0);
+
+    store *s = open_store(&t);
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), store_schema_version());
+    assert_int_equal(db_int(t.db, "SELECT count(*) FROM jobs"), 1);
+    store_node_quarantine *q = NULL;
+    size_t n = 0;
+    assert_int_equal(store_node_quarantines(s, 0, &q, &n), TY_OK);
+    assert_int_equal(n, 0);
+    store_node_failure f = {.node = "n1", .job_id = "01j0000000000000000000000a", .attempt = 1,
+                            .rank = 0, .time_ms = 5000, .exit_code = 1, .cause = "rank 0 exited"};
+    assert_int_equal(store_node_failure_add(s, &f, 0), TY_OK);
+    store_node_failure *got = NULL;
+    assert_int_equal(store_node_failures(s, "n1", 0, 10, &got, &n), TY_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(got[0].job_id, "01j0000000000000000000000a");
+    store_node_failures_free(got, n);
+    store_close(s);
+    tdir_remove(&t);
+}
+
 static void test_foreign_database_is_refused(void **state)
 {
     (void)state;
@@ -449,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_version_2_is_migrated),
         cmocka_unit_test(test_version_12_gets_teams),
         cmocka_unit_test(test_version_16_gets_pending_counts),
+        cmocka_unit_test(test_version_17_gets_the_node_ledger),
         cmocka_unit_test(test_foreign_database_is_refused),
         cmocka_unit_test(test_garbage_file_is_refused),
         cmocka_unit_test(test_unopenable_path_fails_cleanly),
