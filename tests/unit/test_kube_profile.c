@@ -175,8 +175,24 @@ static void test_empty_mapping_gets_defaults(void **state)
     assert_int_equal(p->termination_grace_seconds, -1);
     assert_int_equal(p->scale_up_timeout_seconds, 900);
     assert_int_equal(p->unschedulable_timeout_seconds, 300);
+    assert_int_equal(p->quarantine.failures, 3);
+    assert_int_equal(p->quarantine.min_jobs, 2);
+    assert_int_equal(p->quarantine.window_seconds, 3600);
+    assert_int_equal(p->quarantine.release_seconds, 86400);
     assert_string_equal(p->data_dir, "/data");
     assert_string_equal(p->volcano_queue, "default");
+    kube_profile_free(p);
+}
+
+/* The quarantine settings, each key on its own; the others keep their defaults. */
+static void test_quarantine_settings(void **state)
+{
+    (void)state;
+    kube_profile *p = parse_ok("quarantine:\n  failures: 5\n  window_seconds: 600\n");
+    assert_int_equal(p->quarantine.failures, 5);
+    assert_int_equal(p->quarantine.min_jobs, 2);
+    assert_int_equal(p->quarantine.window_seconds, 600);
+    assert_int_equal(p->quarantine.release_seconds, 86400);
     kube_profile_free(p);
 }
 
@@ -226,6 +242,10 @@ static const bad_case bad_cases[] = {
     {"server_url: trainyard:8080\n", "p.yaml:1: server_url must start with http://"},
     {"paths:\n  data: data\n", "p.yaml:2: paths.data must be an absolute path"},
     {"volcano:\n  enabled: yes\n", "p.yaml:2: volcano.enabled must be true or false"},
+    {"quarantine:\n  failures: 0\n", "p.yaml:2: quarantine.failures must be between 1 and"},
+    {"quarantine:\n  jobs: 2\n", "p.yaml:2: unknown key 'jobs'"},
+    {"quarantine:\n  release_seconds: -5\n",
+     "p.yaml:2: quarantine.release_seconds must be between 1 and"},
     {"gpu_types:\n  a100:\n    labels: {}\n", "p.yaml:3: unknown key 'labels' in a GPU type"},
     {"gpu_types:\n  a100:\n    taints:\n      - {key: nvidia.com/gpu, effect: Never}\n",
      "p.yaml:4: a taint's effect is NoSchedule, PreferNoSchedule or NoExecute"},
@@ -283,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_example_profile_loads),
         cmocka_unit_test(test_example_profile_matches_the_eksctl_cluster),
         cmocka_unit_test(test_empty_mapping_gets_defaults),
+        cmocka_unit_test(test_quarantine_settings),
         cmocka_unit_test(test_json_profile),
         cmocka_unit_test(test_bad_profiles_name_line_and_reason),
         cmocka_unit_test(test_missing_file_is_io_error),

@@ -536,6 +536,52 @@ static void expect_secret_ref(const json_t *job, const char *name)
 }
 
 /*
+ * Quarantined nodes: the pods keep off them by name, in the same required term as the zone (a
+ * term's requirements all hold; two terms would let the pod go to either), and the Job is still
+ * a valid batch/v1 Job. Without a zone the term holds the names alone.
+ */
+static void test_avoid_nodes(void **state)
+{
+    (void)state;
+    json_t *spec = normalized("{" BASE ",\"workers\":{\"count\":2}}");
+    typed t;
+    json_t *job = NULL;
+    char msg[256] = "";
+    const char *const avoid[] = {"usw2a-a100-od-0", "usw2a-a100-od-7"};
+    typed_of(spec, 1, &t);
+    for (int zoned = 1; zoned >= 0; zoned--) {
+        assert_int_equal(kube_render_job_typed(example, &t.job, zoned ? "us-west-2a" : NULL,
+                                               avoid, 2, &job, msg, sizeof msg),
+                         TY_OK);
+        validate_k8s(job, "io.k8s.api.batch.v1.Job");
+        const json_t *terms = json_object_get(
+            json_object_get(json_object_get(json_object_get(pod_spec_of(job), "affinity"),
+                                            "nodeAffinity"),
+                            "requiredDuringSchedulingIgnoredDuringExecution"),
+            "nodeSelectorTerms");
+        assert_int_equal(json_array_size(terms), 1);
+        const json_t *term = json_array_get(terms, 0);
+        const json_t *expr = json_array_get(json_object_get(term, "matchExpressions"), 0);
+        if (zoned)
+            assert_string_equal(json_string_value(json_array_get(json_object_get(expr, "values"),
+                                                                 0)),
+                                "us-west-2a");
+        else
+            assert_null(expr);
+        const json_t *f = json_array_get(json_object_get(term, "matchFields"), 0);
+        assert_string_equal(json_string_value(json_object_get(f, "key")), "metadata.name");
+        assert_string_equal(json_string_value(json_object_get(f, "operator")), "NotIn");
+        const json_t *v = json_object_get(f, "values");
+        assert_int_equal(json_array_size(v), 2);
+        assert_string_equal(json_string_value(json_array_get(v, 1)), "usw2a-a100-od-7");
+        json_decref(job);
+        job = NULL;
+    }
+    typed_free(&t);
+    json_decref(spec);
+}
+
+/*
  * Secrets: the job's secret env values, the attempt's token and rendezvous secret are
  * secretKeyRefs of the pod template, never values; the values are the data of the attempt's
  * Secret, named like the Job and owned by it.
@@ -844,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_names_are_valid_for_every_object),
         cmocka_unit_test(test_strict_validation_catches_an_unknown_field),
         cmocka_unit_test(test_same_input_same_bytes),
+        cmocka_unit_test(test_avoid_nodes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
