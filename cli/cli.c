@@ -1513,6 +1513,162 @@ static int cmd_team(int argc, char **argv)
                      team_commands, nteam_commands, argc, argv);
 }
 
+/* ---- the cluster ------------------------------------------------------------------ */
+
+static void int_cell(json_t *row, const json_t *obj, const char *key)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(json_object_get(obj, key)));
+    json_array_append_new(row, json_string(buf));
+}
+
+/* trainyard cluster: the cluster as placement sees it, in tables. */
+static void print_cluster(const json_t *c)
+{
+    size_t i, k;
+    json_t *t, *f;
+    json_t *rows = json_pack("[[s,s,s,s,s,s,s,s,s,s,s,s]]", "ZONE", "GPU_TYPE", "NODES", "READY",
+                             "CORDONED", "QUARANTINED", "SPOT", "ON_DEMAND", "GPUS", "TRAINYARD",
+                             "OTHERS", "FREE");
+    json_array_foreach(json_object_get(c, "zones"), i, t)
+    {
+        const json_t *n = json_object_get(t, "nodes"), *g = json_object_get(t, "gpus");
+        json_t *row = json_pack("[s,s]", str(t, "zone"), str(t, "gpu_type"));
+        int_cell(row, n, "total");
+        int_cell(row, n, "ready");
+        int_cell(row, n, "cordoned");
+        int_cell(row, n, "quarantined");
+        int_cell(row, n, "spot");
+        int_cell(row, n, "on_demand");
+        int_cell(row, g, "allocatable");
+        int_cell(row, g, "trainyard");
+        int_cell(row, g, "others");
+        int_cell(row, g, "free");
+        json_array_append_new(rows, row);
+    }
+    print_table(rows);
+    json_decref(rows);
+    if (json_array_size(json_object_get(c, "node_groups"))) {
+        rows = json_pack("[[s,s,s,s,s,s,s]]", "NODE_GROUP", "ZONE", "GPU_TYPE", "CAPACITY",
+                         "GPUS_PER_NODE", "SIZE", "MAX_SIZE");
+        json_array_foreach(json_object_get(c, "node_groups"), i, t)
+        {
+            json_t *row = json_pack("[s,s,s,s]", str(t, "name"), str(t, "zone"),
+                                    str(t, "gpu_type"), str(t, "capacity"));
+            int_cell(row, t, "gpus_per_node");
+            int_cell(row, t, "size");
+            int_cell(row, t, "max_size");
+            json_array_append_new(rows, row);
+        }
+        printf("\n");
+        print_table(rows);
+        json_decref(rows);
+    }
+    if (json_array_size(json_object_get(c, "unknown_nodes"))) {
+        printf("\nNodes the cluster profile does not know:\n");
+        rows = json_pack("[[s,s,s,s,s]]", "NODE", "ZONE", "NODE_GROUP", "GPU_PRODUCT", "WHY");
+        json_array_foreach(json_object_get(c, "unknown_nodes"), i, t)
+            json_array_append_new(rows, json_pack("[s,s,s,s,s]", str(t, "name"), str(t, "zone"),
+                                                  str(t, "node_group"), str(t, "gpu_product"),
+                                                  str(t, "message")));
+        print_table(rows);
+        json_decref(rows);
+    }
+    const json_t *q = json_object_get(c, "quarantine");
+    printf("\nQuarantine: %lld failures of at least %lld jobs within %lld s; released after "
+           "%lld s\n",
+           (long long)json_integer_value(json_object_get(q, "failures")),
+           (long long)json_integer_value(json_object_get(q, "min_jobs")),
+           (long long)json_integer_value(json_object_get(q, "window_seconds")),
+           (long long)json_integer_value(json_object_get(q, "release_seconds")));
+    json_array_foreach(json_object_get(c, "quarantined_nodes"), i, t)
+    {
+        printf("\nQuarantined: %s since %s until %s: %s\n", str(t, "name"), str(t, "since"),
+               str(t, "release_at"), str(t, "reason"));
+        rows = json_pack("[[s,s,s,s,s]]", "  TIME", "JOB", "ATTEMPT", "RANK", "CAUSE");
+        json_array_foreach(json_object_get(t, "evidence"), k, f)
+        {
+            char when[64];
+            snprintf(when, sizeof when, "  %s", str(f, "time"));
+            json_t *row = json_pack("[s,s]", when, str(f, "job_id"));
+            int_cell(row, f, "attempt");
+            int_cell(row, f, "rank");
+            json_array_append_new(row, json_string(str(f, "cause")));
+            json_array_append_new(rows, row);
+        }
+        print_table(rows);
+        json_decref(rows);
+    }
+}
+
+static int cmd_cluster_release(int argc, char **argv)
+{
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    char path[512];
+    int rc = parse_opts(find_cmd("cluster release"), argc, argv, "", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (argc - optind != 1)
+        return usage_error("cluster release", "expected one node name");
+    const char *node = argv[optind];
+    if (!*node || strlen(node) > 253 || strpbrk(node, "/:?#% "))
+        return usage_error("cluster release", "NODE is a node's name");
+    snprintf(path, sizeof path, "/v1/cluster/nodes/%s:release", node);
+    if ((rc = connect_cli("cluster release", &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    cli_http_do(c, "POST", path, NULL, &r);
+    if (!is_2xx(&r) || !r.json) {
+        rc = cli_report("cluster release", &r, stderr);
+        goto out;
+    }
+    printf("%s  released\n", str(r.json, "name"));
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
+static const cmd cluster_commands[] = {
+    {"cluster release",
+     "Ends a node's quarantine now (admin): placement uses it again. Nothing is written to the "
+     "node.",
+     "NODE", cmd_cluster_release},
+};
+
+/* trainyard cluster [release NODE] */
+static int cmd_cluster(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "release") == 0)
+        return cmd_cluster_release(argc - 1, argv + 1);
+    opts o;
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = parse_opts(find_cmd("cluster"), argc, argv, "output", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (optind < argc)
+        return usage_error("cluster", "unexpected argument");
+    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+        return usage_error("cluster", "-o takes json or yaml");
+    if ((rc = connect_cli("cluster", &o, &c)) != CLI_EXIT_OK)
+        goto out;
+    cli_http_do(c, "GET", "/v1/cluster", NULL, &r);
+    if (!is_2xx(&r) || !r.json) {
+        rc = cli_report("cluster", &r, stderr);
+        goto out;
+    }
+    if (o.output)
+        rc = print_doc("cluster", o.output, r.json);
+    else
+        print_cluster(r.json);
+out:
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
 /* ---- the table ----------------------------------------------------------------- */
 
 static const cmd commands[] = {
@@ -1561,6 +1717,11 @@ static const cmd commands[] = {
      "  TEAM                  one team's queue (admin; a team's token sees its own)\n"
      "  --limit N             at most N jobs (default 100, at most 1000)",
      cmd_queue},
+    {"cluster",
+     "Shows the cluster as placement sees it: nodes and GPUs per zone and GPU type, node "
+     "groups, nodes the cluster profile does not know, quarantined nodes "
+     "(cluster release NODE ends a quarantine).",
+     "[-o json|yaml] | release NODE", cmd_cluster},
 };
 
 static const cmd *find_cmd(const char *name)
@@ -1574,6 +1735,9 @@ static const cmd *find_cmd(const char *name)
     for (size_t i = 0; i < nteam_commands; i++)
         if (strcmp(team_commands[i].name, name) == 0)
             return &team_commands[i];
+    for (size_t i = 0; i < sizeof cluster_commands / sizeof cluster_commands[0]; i++)
+        if (strcmp(cluster_commands[i].name, name) == 0)
+            return &cluster_commands[i];
     return NULL;
 }
 

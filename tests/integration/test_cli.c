@@ -458,8 +458,8 @@ static void test_exit_statuses(void **state)
 
 static void test_help(void **state)
 {
-    static const char *const cmds[] = {"submit", "list",   "get",   "events", "logs",
-                                       "watch",  "cancel", "login", "serve",  "token"};
+    static const char *const cmds[] = {"submit", "list",  "get",   "events", "logs",   "watch",
+                                       "cancel", "login", "serve", "token",  "cluster"};
     (void)state;
     run_result r = run((const char *[]){"--help", NULL});
     EXPECT_EXIT(r, 0);
@@ -477,6 +477,86 @@ static void test_help(void **state)
         EXPECT_IN(r.out, usage);
         run_free(&r);
     }
+}
+
+/* ---- the cluster and node quarantine on the local backend --------------------------- */
+
+/*
+ * On a server with one GPU ("gpu0" in the node ledger): two jobs fail three times on it, so it
+ * is quarantined (their events say so, `trainyard cluster` lists it with the failures); a job
+ * that needs a GPU waits, no GPU being free; `trainyard cluster release gpu0` lets it run; a
+ * second release is "not found" (exit 3).
+ */
+static void test_cluster_quarantine_local(void **state)
+{
+    (void)state;
+    char err[512], env_server[300], id[64];
+    ty_server *srv = NULL;
+    static const char *const args[] = {"--local-gpus", "1", "--local-slots", "4", NULL};
+    ty_server_opts o = {.args = args};
+    if (ty_server_start(&o, &srv, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    snprintf(env_server, sizeof env_server, "TRAINYARD_SERVER=%s", ty_server_url(srv));
+    const char *env[] = {env_server, g_env_token, g_env_xdg, NULL};
+    run_result r = run_env(env, (const char *[]){"cluster", NULL});
+    EXPECT_EXIT(r, 0);
+    EXPECT_IN(r.out, "GPU_TYPE");
+    EXPECT_IN(r.out, "Quarantine: 3 failures of at least 2 jobs within 3600 s");
+    run_free(&r);
+
+    r = run_env(env, (const char *[]){"submit", "-f", JOB_FILE, "--set", "name=bad-a", "--set",
+                                      "command=[\"sh\",\"-c\",\"exit 3\"]", "--set",
+                                      "restart.max=1", "--set",
+                                      "resources.gpu={\"type\":\"local\",\"count\":1}", "--wait",
+                                      NULL});
+    EXPECT_EXIT(r, 1);
+    EXPECT_IN(r.out, "rank 0 exited with code 3 on node gpu0");
+    run_free(&r);
+    r = run_env(env, (const char *[]){"submit", "-f", JOB_FILE, "--set", "name=bad-b", "--set",
+                                      "command=[\"sh\",\"-c\",\"exit 4\"]", "--set",
+                                      "resources.gpu={\"type\":\"local\",\"count\":1}", "--wait",
+                                      NULL});
+    EXPECT_EXIT(r, 1);
+    EXPECT_IN(r.out, "node gpu0 quarantined (3 failures of 2 jobs within 3600 s)");
+    run_free(&r);
+    r = run_env(env, (const char *[]){"cluster", NULL});
+    EXPECT_EXIT(r, 0);
+    EXPECT_IN(r.out, "Quarantined: gpu0 since ");
+    EXPECT_IN(r.out, "rank 0 exited with code 4 on node gpu0");
+    run_free(&r);
+
+    r = run_env(env, (const char *[]){"submit", "-f", JOB_FILE, "--set", "name=good", "--set",
+                                      "resources.gpu={\"type\":\"local\",\"count\":1}", NULL});
+    EXPECT_EXIT(r, 0);
+    first_line(r.out, id, sizeof id);
+    run_free(&r);
+    int waiting = 0;
+    for (int i = 0; i < 300 && !waiting; i++) {
+        r = run_env(env, (const char *[]){"get", id, "-o", "json", NULL});
+        waiting = strstr(r.out, "NoCapacity") != NULL;
+        run_free(&r);
+        if (!waiting)
+            ty_sleep_ms(100);
+    }
+    assert_true(waiting);
+    r = run_env(env, (const char *[]){"cluster", "release", "gpu0", NULL});
+    EXPECT_EXIT(r, 0);
+    EXPECT_IN(r.out, "gpu0  released");
+    run_free(&r);
+    int done = 0;
+    for (int i = 0; i < 300 && !done; i++) {
+        r = run_env(env, (const char *[]){"get", id, "-o", "json", NULL});
+        done = strstr(r.out, "\"state\": \"SUCCEEDED\"") != NULL;
+        run_free(&r);
+        if (!done)
+            ty_sleep_ms(100);
+    }
+    assert_true(done);
+    r = run_env(env, (const char *[]){"cluster", "release", "gpu0", NULL});
+    EXPECT_EXIT(r, 3);
+    EXPECT_IN(r.err, "not quarantined");
+    run_free(&r);
+    ty_server_free(srv);
 }
 
 /* ---- where the server and token come from --------------------------------------- */
@@ -593,6 +673,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_exit_statuses),
         cmocka_unit_test(test_help),
+        cmocka_unit_test(test_cluster_quarantine_local),
         cmocka_unit_test(test_config_precedence),
         cmocka_unit_test(test_login),
     };
