@@ -1,6 +1,6 @@
 /*
  * app.js - the Trainyard web page: jobs, one job (with where it stands while it waits), runs
- * compared, sweeps and teams (quota against usage), over the REST API.
+ * compared, sweeps, teams (quota against usage) and the cluster, over the REST API.
  *
  * Rules this file keeps:
  * - Every string that comes from the server (names, labels, env, log lines, messages) reaches the
@@ -316,6 +316,7 @@
     else if (path === '/sweeps') run = sweepsPage(page, view);
     else if (path === '/teams') run = teamsPage(page, view);
     else if ((m = /^\/sweeps\/([0-9a-z]{1,64})$/.exec(path))) run = sweepPage(page, view, m[1]);
+    else if (path === '/cluster') run = clusterPage(page, view);
     else run = Promise.resolve(add(view, [h('p', { class: 'error' }, 'No such page: ' + path)]));
     document.body.dataset.view = m ? path.split('/')[1].replace(/s$/, '') :
       (path.split('/')[1] || 'jobs');
@@ -485,6 +486,87 @@
         flush();
       },
     });
+  }
+
+  /* ---- the cluster ----------------------------------------------------------------------- */
+
+  function table(id, columns, rows) {
+    return h('table', { class: 'jobs', id }, h('thead', {}, h('tr', {},
+      columns.map((c) => h('th', {}, c)))), h('tbody', {}, rows));
+  }
+
+  function num(v) { return h('td', { class: 'num' }, String(v)); }
+
+  /*
+   * The cluster as placement sees it (GET /v1/cluster): nodes and GPUs per zone and GPU type,
+   * the profile's node groups, the GPU nodes the profile does not know, and the nodes out of
+   * rotation with the failures that put them there; an admin's token may release one. Read
+   * again every few seconds.
+   */
+  async function clusterPage(page, view) {
+    const body = h('div', { id: 'cluster' });
+    add(view, [h('h1', {}, 'Cluster'), body]);
+    const release = async (name) => {
+      const r = await api('/v1/cluster/nodes/' + encodeURIComponent(name) + ':release',
+        { method: 'POST', signal: page.signal });
+      if (!r.ok) throw await apiError(r);
+    };
+    const load = async () => {
+      const c = await apiJson('/v1/cluster', { signal: page.signal });
+      const q = c.quarantine;
+      const parts = [
+        table('cluster-zones', ['zone', 'GPU type', 'nodes', 'ready', 'cordoned', 'quarantined',
+          'spot', 'on-demand', 'GPUs', 'Trainyard', 'others', 'free'],
+        c.zones.map((z) => h('tr', { dataset: { zone: z.zone || '', gpuType: z.gpu_type || '' } },
+          h('td', {}, z.zone || '-'), h('td', {}, z.gpu_type || '-'), num(z.nodes.total),
+          num(z.nodes.ready), num(z.nodes.cordoned), num(z.nodes.quarantined), num(z.nodes.spot),
+          num(z.nodes.on_demand), num(z.gpus.allocatable), num(z.gpus.trainyard),
+          num(z.gpus.others), h('td', { class: 'num free' }, String(z.gpus.free))))),
+      ];
+      if (c.node_groups.length) {
+        parts.push(section('Node groups', table('cluster-groups', ['group', 'zone', 'GPU type',
+          'capacity', 'GPUs per node', 'size', 'max size'],
+        c.node_groups.map((g) => h('tr', { dataset: { group: g.name } }, h('td', {}, g.name),
+          h('td', {}, g.zone || '-'), h('td', {}, g.gpu_type || '-'), h('td', {}, g.capacity || '-'),
+          num(g.gpus_per_node), num(g.size), num(g.max_size))))));
+      }
+      if (c.unknown_nodes.length) {
+        parts.push(section('Nodes the cluster profile does not know', table('cluster-unknown',
+          ['node', 'zone', 'node group', 'GPU product', 'why'],
+          c.unknown_nodes.map((u) => h('tr', { dataset: { node: u.name } }, h('td', {}, u.name),
+            h('td', {}, u.zone || '-'), h('td', {}, u.node_group || '-'),
+            h('td', {}, u.gpu_product || '-'), h('td', { class: 'msg' }, u.message))))));
+      }
+      const rows = c.quarantined_nodes.map((n) => {
+        const button = h('button', { type: 'button', class: 'release' }, 'Release');
+        const err = h('span', { class: 'error' });
+        button.addEventListener('click', () => {
+          button.disabled = true;
+          release(n.name).then(load, (e) => {
+            button.disabled = false;
+            err.textContent = ' ' + String(e.message || e);
+          });
+        });
+        return h('tr', { dataset: { node: n.name } }, h('td', {}, n.name),
+          h('td', { class: 'time' }, fmtTime(n.since)),
+          h('td', { class: 'time' }, fmtTime(n.release_at)), h('td', {}, n.reason),
+          h('td', {}, h('ul', { class: 'evidence' }, n.evidence.map((f) => h('li', {},
+            h('span', { class: 'time' }, fmtTime(f.time)), ' ',
+            f.job_id ? h('a', { href: jobHref(f.job_id) }, f.job_id) : 'another team\'s job',
+            ' attempt ' + f.attempt + ': ', h('span', { class: 'msg' }, f.cause))))),
+          h('td', {}, button, err));
+      });
+      parts.push(section('Quarantined nodes',
+        h('p', { class: 'muted' }, 'A node is taken out of rotation after ' + q.failures +
+          ' failures of at least ' + q.min_jobs + ' jobs within ' + q.window_seconds +
+          ' s, for ' + q.release_seconds + ' s unless an admin releases it.'),
+        rows.length ? table('cluster-quarantined', ['node', 'since', 'until', 'why',
+          'failures', ''], rows) : h('p', { class: 'muted', id: 'cluster-none' },
+          'No node is quarantined.')));
+      body.replaceChildren(...parts);
+    };
+    await load();
+    page.timers.push(setInterval(() => load().catch(() => {}), 5000));
   }
 
   /* ---- one job --------------------------------------------------------------------------- */

@@ -9,8 +9,9 @@
  *
  * The cases read the page the way a user does (rows, text, charts) plus a few data attributes
  * the page sets for this purpose: body[data-view] (login, jobs, job, compare, sweeps, sweep,
- * teams), #pending[data-reason, data-position, data-team-position] (a waiting job's place),
- * section[data-team] and its tr[data-resource] (the Teams view),
+ * teams, cluster), #pending[data-reason, data-position, data-team-position] (a waiting job's place),
+ * section[data-team] and its tr[data-resource] (the Teams view), #cluster-zones and
+ * #cluster-quarantined (the Cluster view),
  * body[data-ready] ("1" once a view has drawn what it fetched), #live[data-mode] ("live" while
  * its event stream is connected), and window.trainyard (the SSE parser, Chart.js instances, CSP
  * violations seen).
@@ -1062,6 +1063,88 @@ static void test_teams_view(void **state)
         cancel(ids[i]);
 }
 
+/* ---- the cluster ----------------------------------------------------------- */
+
+/* Submits a one-rank job on one GPU that exits with code; waits until it FAILED. */
+static void fail_on_gpu(const char *name, int code, int restarts)
+{
+    char id[32], path[64], cmd[32];
+    snprintf(cmd, sizeof cmd, "exit %d", code);
+    submit(json_pack("{s:s, s:[s,s,s], s:{s:i}, s:{s:{s:s, s:i}}, s:{s:i, s:i}}", "name", name,
+                     "command", "sh", "-c", cmd, "workers", "count", 1, "resources", "gpu",
+                     "type", "local", "count", 1, "restart", "max", restarts,
+                     "backoff_seconds", 0),
+           id);
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    for (int64_t deadline = ty_now_ms() + WAIT_MS;;) {
+        ty_http_resp *r = ty_req(g_admin, "GET", path, NULL);
+        int failed = strcmp(ty_json_str(r->json, "state"), "FAILED") == 0;
+        ty_resp_destroy(r);
+        if (failed)
+            return;
+        if (ty_now_ms() > deadline)
+            fail_msg("job %s never FAILED", id);
+        ty_sleep_ms(50);
+    }
+}
+
+/*
+ * The Cluster view: this machine's row (one node, its two GPUs); after two jobs failed three
+ * times on gpu0, it is listed as quarantined with its failures (the jobs linked) and one GPU is
+ * free, and the admin's Release button puts it back: the view then says no node is quarantined.
+ */
+static void test_cluster_view(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    if (!documented("/v1/cluster")) {
+        print_message("[  SKIP    ] /v1/cluster is not on this server yet\n");
+        skip();
+    }
+    /* The earlier cases' jobs end first (their cancels are asynchronous): then every failure
+     * below lands on the lowest GPU, gpu0. */
+    for (int64_t deadline = ty_now_ms() + WAIT_MS;;) {
+        ty_http_resp *r = ty_req(g_admin, "GET", "/v1/cluster", NULL);
+        const json_t *gpus = json_object_get(json_array_get(json_object_get(r->json, "zones"), 0),
+                                             "gpus");
+        int idle = json_integer_value(json_object_get(gpus, "trainyard")) == 0;
+        ty_resp_destroy(r);
+        if (idle)
+            break;
+        if (ty_now_ms() > deadline)
+            fail_msg("the earlier cases' jobs still hold GPUs");
+        ty_sleep_ms(100);
+    }
+    open_view("#/jobs", "jobs");
+    open_view("#/cluster", "cluster");
+    js_true("document.querySelector('#cluster-zones tr[data-gpu-type=\"local\"] td.free')"
+            ".textContent === '2'",
+            NULL);
+    js_true("document.getElementById('cluster-none') !== null", NULL);
+
+    fail_on_gpu(uniq("gpu-bad"), 3, 1);
+    fail_on_gpu(uniq("gpu-bad"), 4, 0);
+    open_view("#/jobs", "jobs"); /* the same hash again would not draw the view anew */
+    open_view("#/cluster", "cluster");
+    js_true("document.querySelector('#cluster-quarantined tr[data-node=\"gpu0\"]') !== null",
+            NULL);
+    js_true("document.querySelectorAll('#cluster-quarantined ul.evidence li').length === 3", NULL);
+    js_true("document.querySelector('#cluster-quarantined ul.evidence a') !== null", NULL);
+    js_true("document.querySelector('#cluster-quarantined tr[data-node=\"gpu0\"]').textContent"
+            ".includes('3 failures of 2 jobs within 3600 s')",
+            NULL);
+    js_true("document.querySelector('#cluster-zones tr[data-gpu-type=\"local\"] td.free')"
+            ".textContent === '1'",
+            NULL);
+    screenshot("cluster.png");
+    json_decref(js("document.querySelector('#cluster-quarantined button.release').click();"
+                   "return true;",
+                   NULL));
+    wait_js("document.getElementById('cluster-none') !== null", NULL,
+            "the released node to leave the list");
+    expect_no_violation();
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -1111,6 +1194,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sweep_view),
         cmocka_unit_test(test_job_pending_reason),
         cmocka_unit_test(test_teams_view),
+        cmocka_unit_test(test_cluster_view),
         /* clang-format on */
     };
     if (argc < 4) {
