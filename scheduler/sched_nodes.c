@@ -81,8 +81,7 @@ void sched_nodes_load(sched *s, int64_t now)
         atomic_store(&s->nodes_reload, 1);
         return;
     }
-    if (k < s->nqnodes)
-        s->admit_wanted = 1; /* GPUs came back */
+    s->admit_wanted = 1; /* GPUs may have come back (loads are rare: no need to compare) */
     sched_nodes_free(s);
     s->qnodes = names;
     s->nqnodes = k;

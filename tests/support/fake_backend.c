@@ -351,6 +351,19 @@ void fake_set_gpus(backend *b, const char *type, int gpus)
     pthread_mutex_unlock(&f->mu);
 }
 
+/* Logs "exclude n1,n2" ("exclude -" for none). */
+static void fake_exclude_nodes(backend *b, const char *const *nodes, size_t n)
+{
+    fake_backend *f = (fake_backend *)b;
+    char list[512] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < n && len < sizeof list; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? "," : "", nodes[i]);
+    pthread_mutex_lock(&f->mu);
+    logf_locked(f, "exclude %s", n ? list : "-");
+    pthread_mutex_unlock(&f->mu);
+}
+
 static const backend_ops fake_ops = {
     .name = "fake",
     .reserve = fake_reserve,
@@ -365,6 +378,7 @@ static const backend_ops fake_ops = {
     .log_close = fake_log_close,
     .capacity = fake_capacity,
     .free_resources = fake_free_resources,
+    .exclude_nodes = fake_exclude_nodes,
     .free = fake_free,
 };
 

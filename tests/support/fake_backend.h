@@ -10,6 +10,7 @@
  *   stop <id> soft|hard   (" failed" appended when fake_fail_stops() made it fail)
  *   release <id>
  *   recover <id> adopted|stopped
+ *   exclude <node>,<node>...   the nodes no attempt may use from now on ("exclude -": none)
  *
  * Nothing happens after a launch until the test says so with fake_emit_*()
  * (a rank runs, exits, is disrupted; the launch failed; capacity grew).

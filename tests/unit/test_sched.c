@@ -688,6 +688,50 @@ static void test_fake_launch_failure(void **state)
     json_decref(rec);
 }
 
+/*
+ * A node that keeps failing jobs: two jobs fail three times on node "bad" (one job twice), so
+ * the third failure quarantines it: the job's event says so and the backend is told to keep off
+ * it. An admin's release tells the backend again, with no node; a second release finds none.
+ */
+static void test_fake_quarantine(void **state)
+{
+    fixture *f = *state;
+    start_fake(f, 4);
+    char a[27], b[27];
+    submit(f, "flaky-a", "default", 0, 1, 1, "true", a);
+    for (int attempt = 1; attempt <= 2; attempt++) {
+        char n[4];
+        snprintf(n, sizeof n, "%d", attempt);
+        expect_call(f, "launch", a, n, 1);
+        assert_int_equal(fake_emit_running(f->be, a, -1, "bad"), 0);
+        store_jobs_free(wait_state(f, a, 1u << JOB_RUNNING), 1);
+        assert_int_equal(fake_emit_exit(f->be, a, 0, 1, 0, NULL), 0);
+    }
+    expect_done(f, a, JOB_FAILED);
+    assert_int_equal(count_call(f, "exclude", "bad", NULL), 0); /* one job alone: not yet */
+    submit(f, "flaky-b", "default", 0, 1, 0, "true", b);
+    expect_call(f, "launch", b, "1", 1);
+    assert_int_equal(fake_emit_running(f->be, b, -1, "bad"), 0);
+    store_jobs_free(wait_state(f, b, 1u << JOB_RUNNING), 1);
+    assert_int_equal(fake_emit_exit(f->be, b, 0, 137, 0, "OOMKilled"), 0);
+    expect_done(f, b, JOB_FAILED);
+    char reason[64];
+    char *msg = last_event(f, b, reason, sizeof reason);
+    assert_non_null(strstr(msg, "rank 0 exited with code 137 (OOMKilled) on node bad; node bad "
+                                "quarantined (3 failures of 2 jobs within 3600 s)"));
+    free(msg);
+    expect_call(f, "exclude", "bad", NULL, 1);
+    sched_stats st;
+    sched_get_stats(f->sc, &st);
+    assert_int_equal(st.nodes_quarantined, 1);
+    assert_int_equal(st.quarantines_total, 1);
+    assert_int_equal(st.node_failures_total, 3);
+
+    assert_int_equal(sched_node_release(f->sc, "bad", "admin"), TY_OK);
+    expect_call(f, "exclude", "-", NULL, 2); /* at start, and after the release */
+    assert_int_equal(sched_node_release(f->sc, "bad", "admin"), TY_ENOTFOUND);
+}
+
 /* A disruption restarts the attempt without spending restart.max; a failure spends it. */
 static void test_fake_disruption_spends_no_restart(void **state)
 {
@@ -1073,6 +1117,12 @@ static size_t spy_free_resources(const backend *b, backend_free *out, size_t max
     return in->ops->free_resources ? in->ops->free_resources(in, out, max) : 0;
 }
 
+static void spy_exclude_nodes(backend *b, const char *const *nodes, size_t n)
+{
+    backend *in = spy_of(b)->inner;
+    in->ops->exclude_nodes(in, nodes, n);
+}
+
 static void spy_free(backend *b)
 {
     (void)b; /* the fixture frees the fake */
@@ -1124,6 +1174,7 @@ static void start_spy(fixture *f, spy_backend *sp)
     sp->ops.recover = spy_recover;
     sp->ops.capacity = spy_capacity;
     sp->ops.free_resources = spy_free_resources;
+    sp->ops.exclude_nodes = spy_exclude_nodes;
     sp->ops.free = spy_free;
     sp->base.ops = &sp->ops;
     pthread_mutex_init(&sp->mu, NULL);
@@ -1602,6 +1653,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fake_running_when_ranks_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_pending_reason_shown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_launch_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_quarantine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_disruption_spends_no_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_store_failure_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_conflict_with_cancel, setup, teardown),
