@@ -170,6 +170,7 @@ typedef struct sink {
     int side_fd;                  /* P.dropped, for the rotation's lock and count */
     uint64_t size;                /* bytes in P */
     uint64_t dropped;             /* what P.dropped says */
+    uint64_t limit, seg_max;      /* the cap, and limit / 2: the most bytes of one segment */
     int eof;                      /* the pipe reached end of file (or failed): close it */
     int write_failed;             /* a failed write was reported; reset by a good one */
     int rotate_failed;            /* a failed rotation was reported */
@@ -207,7 +208,7 @@ static void sink_close(sink *s)
  * nothing moved (or P was moved back), P.dropped matches the files, and P
  * keeps growing past its segment size until a later rotation succeeds.
  */
-static int sink_rotate(ranklog_pump *p, sink *s)
+static int sink_rotate(sink *s)
 {
     char old[PATH_MAX];
     int rc = -1, fd = -1;
@@ -220,10 +221,10 @@ static int sink_rotate(ranklog_pump *p, sink *s)
         gone = (uint64_t)st.st_size;
     else if (errno != ENOENT)
         goto out;
-    if (side_write(s->side_fd, s->dropped + gone, p->limit) != 0)
+    if (side_write(s->side_fd, s->dropped + gone, s->limit) != 0)
         goto out;
     if (rename(s->path, old) != 0) {
-        side_write(s->side_fd, s->dropped, p->limit);
+        side_write(s->side_fd, s->dropped, s->limit);
         goto out;
     }
     fd = open(s->path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640);
@@ -244,11 +245,11 @@ out:
 }
 
 /* Appends n bytes to the log, rotating at each segment boundary. Failures are logged. */
-static void sink_write(ranklog_pump *p, sink *s, const char *data, size_t n)
+static int sink_write(sink *s, const char *data, size_t n)
 {
     while (n > 0) {
-        if (s->size >= p->seg_max) {
-            if (sink_rotate(p, s) == 0)
+        if (s->size >= s->seg_max) {
+            if (sink_rotate(s) == 0)
                 s->rotate_failed = 0;
             else if (!s->rotate_failed) {
                 s->rotate_failed = 1;
@@ -257,21 +258,22 @@ static void sink_write(ranklog_pump *p, sink *s, const char *data, size_t n)
             }
         }
         size_t k = n;
-        if (s->size < p->seg_max && p->seg_max - s->size < k)
-            k = (size_t)(p->seg_max - s->size);
+        if (s->size < s->seg_max && s->seg_max - s->size < k)
+            k = (size_t)(s->seg_max - s->size);
         if (write_all(s->log_fd, data, k) != 0) {
             if (!s->write_failed) {
                 s->write_failed = 1;
                 TY_LOG(TY_LOG_ERROR, "ranklog: write failed, output is lost", "{s:s,s:s}", "path",
                        s->path, "error", strerror(errno));
             }
-            return;
+            return -1;
         }
         s->write_failed = 0;
         s->size += k;
         data += k;
         n -= k;
     }
+    return 0;
 }
 
 /*
@@ -300,7 +302,7 @@ static long sink_copy(ranklog_pump *p, sink *s, size_t budget)
         s->eof = 1;
         return 0;
     }
-    sink_write(p, s, p->buf, (size_t)n);
+    sink_write(s, p->buf, (size_t)n);
     return (long)n;
 }
 
@@ -400,6 +402,39 @@ fail:
     return TY_EIO;
 }
 
+/*
+ * Opens (creating them and their directories) P.dropped and P for appending, with the cap
+ * limit; keep >= 0 first cuts P to keep bytes when it is longer. s->path is P, side P.dropped.
+ */
+static int sink_open_files(sink *s, const char *side, uint64_t limit, int64_t keep)
+{
+    s->limit = limit;
+    s->seg_max = limit / 2;
+    if (mkdir_parent(s->path) != 0)
+        return -1;
+    /* P.dropped before P: a log that exists always has its lock file. */
+    s->side_fd = open(side, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (s->side_fd < 0 || lock_fd(s->side_fd, LOCK_EX) != 0)
+        return -1;
+    uint64_t old_limit;
+    side_read(s->side_fd, &s->dropped, &old_limit);
+    int w = side_write(s->side_fd, s->dropped, limit);
+    lock_fd(s->side_fd, LOCK_UN);
+    if (w != 0)
+        return -1;
+    s->log_fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    struct stat st;
+    if (s->log_fd < 0 || fstat(s->log_fd, &st) != 0)
+        return -1;
+    if (keep >= 0 && (uint64_t)st.st_size > (uint64_t)keep) {
+        if (ftruncate(s->log_fd, (off_t)keep) != 0)
+            return -1;
+        st.st_size = (off_t)keep;
+    }
+    s->size = (uint64_t)st.st_size;
+    return 0;
+}
+
 ty_err ranklog_pump_add(ranklog_pump *p, int read_fd, const char *path)
 {
     char side[PATH_MAX];
@@ -418,23 +453,8 @@ ty_err ranklog_pump_add(ranklog_pump *p, int read_fd, const char *path)
     }
     s->pipe_fd = read_fd;
     s->log_fd = s->side_fd = -1;
-    if (mkdir_parent(path) != 0)
+    if (sink_open_files(s, side, p->limit, -1) != 0)
         goto fail;
-    /* P.dropped before P: a log that exists always has its lock file. */
-    s->side_fd = open(side, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
-    if (s->side_fd < 0 || lock_fd(s->side_fd, LOCK_EX) != 0)
-        goto fail;
-    uint64_t old_limit;
-    side_read(s->side_fd, &s->dropped, &old_limit);
-    int w = side_write(s->side_fd, s->dropped, p->limit);
-    lock_fd(s->side_fd, LOCK_UN);
-    if (w != 0)
-        goto fail;
-    s->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    struct stat st;
-    if (s->log_fd < 0 || fstat(s->log_fd, &st) != 0)
-        goto fail;
-    s->size = (uint64_t)st.st_size;
     int fl = fcntl(read_fd, F_GETFL);
     if (fl < 0 || fcntl(read_fd, F_SETFL, fl | O_NONBLOCK) != 0)
         goto fail;
@@ -521,6 +541,59 @@ void ranklog_pump_free(ranklog_pump *p)
     close(p->epfd);
     close(p->wakefd);
     free(p);
+}
+
+/* ---- the writer ------------------------------------------------------------------- */
+
+struct ranklog_writer {
+    sink s;
+};
+
+ty_err ranklog_writer_open(const char *path, uint64_t limit_bytes, int64_t keep_bytes,
+                           ranklog_writer **out)
+{
+    char side[PATH_MAX];
+    if (!out || !path || !*path || limit_bytes < RANKLOG_MIN_LIMIT ||
+        strlen(path) + RANKLOG_SUFFIX_MAX > sizeof side ||
+        path_with(side, sizeof side, path, RANKLOG_SIDE_SUFFIX) != 0)
+        return TY_EINVAL;
+    *out = NULL;
+    ranklog_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->s.path = strdup(path))) {
+        free(w);
+        return TY_ENOMEM;
+    }
+    w->s.pipe_fd = w->s.log_fd = w->s.side_fd = -1;
+    if (sink_open_files(&w->s, side, limit_bytes, keep_bytes) != 0) {
+        ranklog_writer_close(w);
+        return TY_EIO;
+    }
+    *out = w;
+    return TY_OK;
+}
+
+ty_err ranklog_writer_write(ranklog_writer *w, const char *data, size_t n)
+{
+    if (!w || (!data && n))
+        return TY_EINVAL;
+    return sink_write(&w->s, data, n) == 0 ? TY_OK : TY_EIO;
+}
+
+uint64_t ranklog_writer_size(const ranklog_writer *w)
+{
+    return w ? w->s.size : 0;
+}
+
+void ranklog_writer_close(ranklog_writer *w)
+{
+    if (!w)
+        return;
+    if (w->s.log_fd >= 0)
+        close(w->s.log_fd);
+    if (w->s.side_fd >= 0)
+        close(w->s.side_fd);
+    free(w->s.path);
+    free(w);
 }
 
 /* ---- the reader ------------------------------------------------------------------- */

@@ -104,6 +104,30 @@ size_t ranklog_pump_active(ranklog_pump *p);
  */
 void ranklog_pump_free(ranklog_pump *p);
 
+/*
+ * A writer appends to one log from the caller's own thread, with the same cap and rotation
+ * as the pump, for output that does not come through a pipe (a Kubernetes pod's log, read
+ * from the API). One writer per log at a time, and not beside a pump's pipe to the same log.
+ */
+typedef struct ranklog_writer ranklog_writer;
+
+/*
+ * Opens the log at path for appending within limit_bytes (>= RANKLOG_MIN_LIMIT), creating
+ * it, P.dropped and the parent directories (0750) as ranklog_pump_add() does; an existing
+ * log is appended to. keep_bytes >= 0 first cuts the current segment P back to that many
+ * bytes when it is longer (what a writer that stopped before recording its place wrote past
+ * it); -1 keeps it whole. *out is new: ranklog_writer_close(). TY_EINVAL, TY_ENOMEM, TY_EIO.
+ */
+ty_err ranklog_writer_open(const char *path, uint64_t limit_bytes, int64_t keep_bytes,
+                           ranklog_writer **out);
+/* Appends n bytes, rotating at each segment boundary. TY_EIO when a write failed (logged
+ * once; what was not written is lost). */
+ty_err ranklog_writer_write(ranklog_writer *w, const char *data, size_t n);
+/* The bytes in the current segment P now. */
+uint64_t ranklog_writer_size(const ranklog_writer *w);
+/* Accepts NULL. */
+void ranklog_writer_close(ranklog_writer *w);
+
 typedef struct ranklog_reader ranklog_reader;
 
 /*

@@ -170,9 +170,11 @@ static ty_err render_extra_metrics(void *ud, ty_buf *out)
  * reason), then the credentials (--kubeconfig, else the pod's service account), then the
  * backend, which lists what exists before the first round.
  */
-static ty_err start_kube(const config_serve *cfg, kube_parts *k, backend **be, char *err,
-                         size_t errlen)
+static ty_err start_kube(const config_serve *cfg, const char *data_dir, kube_parts *k,
+                         backend **be, char *err, size_t errlen)
 {
+    char logs_dir[CONFIG_PATH_MAX + 8];
+    snprintf(logs_dir, sizeof logs_dir, "%s/logs", data_dir);
     ty_err e = kube_profile_load(cfg->cluster_profile, &k->profile, err, errlen);
     if (e)
         return e;
@@ -196,6 +198,9 @@ static ty_err start_kube(const config_serve *cfg, kube_parts *k, backend **be, c
         .kubeconfig = k->kubeconfig,
         .profile = k->profile,
         .client = &copt,
+        .logs_dir = logs_dir,
+        .log_limit = (uint64_t)cfg->local_log_limit,
+        .job_log_limit = (uint64_t)cfg->local_job_log_limit,
     };
     if ((e = kube_backend_new(&kcfg, be, err, errlen)) != TY_OK)
         return e;
@@ -220,7 +225,7 @@ static ty_err start_jobs(const config_serve *cfg, store *st, unsigned port, kube
         bin_dirs[0] = self_dir;
     local_url(cfg, port, url, sizeof url);
     if (cfg->cluster_profile[0]) {
-        if ((e = start_kube(cfg, k, be, err, errlen)) != TY_OK)
+        if ((e = start_kube(cfg, data_dir, k, be, err, errlen)) != TY_OK)
             return e;
         goto scheduler;
     }

@@ -1075,6 +1075,87 @@ void ty_kstream_close(ty_kstream *s)
     free(s);
 }
 
+/* ---- transfers the caller drives --------------------------------------------------------------*/
+
+int ty_kclient_try_token(ty_kclient *c, int64_t *wait_ms)
+{
+    int ok = 1;
+    if (wait_ms)
+        *wait_ms = 0;
+    if (c->o.qps <= 0)
+        return 1;
+    pthread_mutex_lock(&c->rl_lock);
+    uint64_t now = ty_time_mono_ns();
+    c->tokens += (double)(now - c->rl_last_ns) / 1e9 * c->o.qps;
+    if (c->tokens > c->o.burst)
+        c->tokens = c->o.burst;
+    c->rl_last_ns = now;
+    if (c->tokens >= 1) {
+        c->tokens -= 1;
+    } else {
+        ok = 0;
+        if (wait_ms)
+            *wait_ms = (int64_t)((1 - c->tokens) / c->o.qps * 1000) + 1;
+    }
+    pthread_mutex_unlock(&c->rl_lock);
+    if (!ok)
+        atomic_fetch_add(&c->throttled, 1);
+    return ok;
+}
+
+ty_err ty_kclient_easy_get(ty_kclient *c, CURL *h, const char *path, struct curl_slist **hdrs,
+                           char *curl_msg, char *err, size_t errlen)
+{
+    ty_kube_cred cred = {0};
+    ty_buf url;
+    int oom = 0;
+    *hdrs = NULL;
+    ty_err rc = ty_kubeconfig_credentials(c->kc, 0, &cred, err, errlen);
+    if (rc != TY_OK)
+        return rc;
+    ty_buf_init(&url, 0);
+    if (ty_buf_printf(&url, "%s%s", ty_kubeconfig_server(c->kc), path) != TY_OK)
+        oom = 1;
+    add_header(hdrs, "Accept: */*", &oom);
+    if (cred.token) {
+        size_t alen = strlen(cred.token) + 32;
+        char *auth = malloc(alen);
+        if (auth) {
+            snprintf(auth, alen, "Authorization: Bearer %s", cred.token);
+            add_header(hdrs, auth, &oom);
+            OPENSSL_cleanse(auth, alen);
+            free(auth);
+        } else {
+            oom = 1;
+        }
+    }
+    if (!oom) {
+        curl_easy_setopt(h, CURLOPT_URL, url.data); /* libcurl copies it */
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
+        conn_opts(c, h, &cred, curl_msg);
+    }
+    ty_buf_free(&url);
+    ty_kube_cred_clear(&cred);
+    if (oom) {
+        ty_kclient_easy_free(*hdrs);
+        *hdrs = NULL;
+        return TY_ENOMEM;
+    }
+    return TY_OK;
+}
+
+void ty_kclient_easy_free(struct curl_slist *hdrs)
+{
+    for (struct curl_slist *l = hdrs; l; l = l->next)
+        OPENSSL_cleanse(l->data, strlen(l->data));
+    curl_slist_free_all(hdrs);
+}
+
+void ty_kclient_count_get(ty_kclient *c, long code)
+{
+    atomic_fetch_add(&c->requests[TY_KVERB_GET][code_bucket(code)], 1);
+}
+
 /* ---- counters ---------------------------------------------------------------------------------*/
 
 void ty_kclient_stats_get(ty_kclient *c, ty_kclient_stats *out)

@@ -28,6 +28,7 @@
 #ifndef TY_SCHEDULER_KUBE_KCLIENT_H
 #define TY_SCHEDULER_KUBE_KCLIENT_H
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -175,6 +176,31 @@ long ty_kstream_read(ty_kstream *s, char *buf, size_t max, int wait_ms);
 int ty_kstream_ended(const ty_kstream *s);
 /* Ends the transfer (closing its connection) and frees. Accepts NULL. */
 void ty_kstream_close(ty_kstream *s);
+
+/* ---- transfers the caller drives ---- */
+
+/*
+ * For a caller that moves many long-lived GETs in its own curl multi handle (one thread for
+ * all of them, e.g. the logs of every running pod), instead of a thread or a ty_kstream each.
+ *
+ * ty_kclient_try_token() takes a token of the rate limiter if there is one now: 1; else 0,
+ * and *wait_ms (may be NULL) says when there will be one. It never waits.
+ *
+ * ty_kclient_easy_get() prepares h for a GET of path (with its query, escaped) as the
+ * client's own requests are made: URL, credentials (a bearer token or client certificate),
+ * TLS, user agent, connection timeouts, TCP keep-alive; no overall timeout. The caller sets
+ * the callbacks and adds h to its multi handle. *hdrs is new (the handle uses it until the
+ * transfer ends): free it with ty_kclient_easy_free(). curl_msg (CURL_ERROR_SIZE bytes) must
+ * outlive the transfer. TY_ENOMEM, TY_EAUTH (credentials failed; err says why).
+ *
+ * ty_kclient_count_get() counts one answered GET (code 0: no answer) in the client's
+ * counters, as its own requests are.
+ */
+int ty_kclient_try_token(ty_kclient *c, int64_t *wait_ms);
+ty_err ty_kclient_easy_get(ty_kclient *c, CURL *h, const char *path, struct curl_slist **hdrs,
+                           char *curl_msg, char *err, size_t errlen);
+void ty_kclient_easy_free(struct curl_slist *hdrs);
+void ty_kclient_count_get(ty_kclient *c, long code);
 
 /* ---- counters, for /metrics ---- */
 

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "scheduler/kube/kube_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include "scheduler/kube/kpick.h"
 #include "scheduler/kube/placement.h"
 #include "scheduler/kube/render.h"
+#include "scheduler/ranklog.h"
 
 /* snprintf where cutting the text short is intended (names and messages into fixed fields). */
 void kb_fmt(char *buf, size_t len, const char *fmt, ...)
@@ -1243,210 +1245,85 @@ static ty_err kb_recover(backend *b, const backend_job *job, int may_adopt, int 
 /* ---- logs ---------------------------------------------------------------------------------- */
 
 /*
- * A rank's log. log_open() reads pods/log once (with tailLines when a tail is asked): that is
- * all a reader without follow gets, since it stops at the first 0. A reader that asks again
- * after a 0 follows, and only then is pods/log?follow=true opened: the kubelet keeps that
- * response open and writes the container's lines as they come, and the stream (ty_kstream) is
- * read on the reader's own thread, a bounded buffer between them.
- *
- * The API has no offset to resume a log from, so the stream is opened with tailLines = the
- * lines of the last bytes handed out (the window, at most KB_LOG_WINDOW), and what it repeats
- * of them is dropped: the first offset k (a line start in the window) such that window[k..] is
- * a prefix of the stream's bytes is where the stream began; what follows is new. Lines written
- * between the read and the stream's start are neither lost nor repeated (only a run of
- * identical lines can hide where that start was). A stream that ends while the rank runs (a
- * broken connection) is opened again the same way, at most every KB_LOG_REOPEN_MS.
+ * A rank's log is the file kube_logs.c writes from its pod's log, read through ranklog.h as
+ * the local backend's is (the notice of dropped output included), whether the pod still
+ * exists or not. While that file is being written, a read that finds nothing new waits a
+ * little for it (KB_LOG_WAIT_MS), longer once the container ended and the stream takes its
+ * last bytes (KB_LOG_DRAIN_MS): a follower told the rank ended then reads its whole log.
  */
-#define KB_LOG_WINDOW (32 * 1024)
-#define KB_LOG_BUFFER (64 * 1024)     /* the stream's buffer: what the kubelet may run ahead */
-#define KB_LOG_WAIT_MS 250            /* one read waits this long for a followed log's bytes */
-#define KB_LOG_REOPEN_MS 500
+#define KB_LOG_WAIT_MS 250
+#define KB_LOG_DRAIN_MS 3000
+#define KB_LOG_POLL_MS 20
 
 struct backend_log {
-    ty_kclient *c;
-    char path[512];               /* pods/log without a query */
-    long tail;                    /* the tail asked at open, -1 for the whole log */
-    char *text;                   /* the first read: handed out first */
-    size_t len, off;
-    int followed;                 /* a read came after a 0: the reader follows */
-    ty_kstream *s;
-    int64_t reopen_ms;            /* monotonic: no stream opened before */
-    char win[KB_LOG_WINDOW];      /* the last bytes handed out */
-    size_t wlen;
-    int wcut;                     /* win begins inside a line (older bytes were dropped) */
-    char pend[KB_LOG_WINDOW];     /* the stream's first bytes, while they repeat the window */
-    size_t plen, pout;            /* pout: where the new bytes in pend begin once in sync */
-    int syncing;
-    size_t cand;                  /* the candidate start of the stream in win */
+    kube_logs *kl;
+    ranklog_reader *r;
+    char job_id[32];
+    int attempt, rank;
+    char note[320];               /* the attempt's logs were pruned: this line stands for them */
+    size_t note_len, note_off;
 };
 
-static int64_t mono_ms(void)
+static int is_job_id(const char *s)
 {
-    return (int64_t)(ty_time_mono_ns() / 1000000u);
-}
-
-/* Remembers n bytes handed out at the end of the window. */
-static void win_add(backend_log *l, const char *p, size_t n)
-{
-    if (n >= KB_LOG_WINDOW) {
-        memcpy(l->win, p + n - KB_LOG_WINDOW, KB_LOG_WINDOW);
-        l->wlen = KB_LOG_WINDOW;
-        l->wcut = 1;
-        return;
-    }
-    if (l->wlen + n > KB_LOG_WINDOW) {
-        size_t drop = l->wlen + n - KB_LOG_WINDOW;
-        memmove(l->win, l->win + drop, l->wlen - drop);
-        l->wlen -= drop;
-        l->wcut = 1;
-    }
-    memcpy(l->win + l->wlen, p, n);
-    l->wlen += n;
-}
-
-/* Opens the follow stream from the window's lines; 0 when it could not (tried again later). */
-static int log_stream_open(backend_log *l)
-{
-    char path[600], err[512];
-    ty_kresp r = {0};
-    size_t start = 0;
-    if (l->wcut) {
-        /* Whole lines only: the window's first line is a part of one. */
-        const char *nl = memchr(l->win, '\n', l->wlen);
-        start = nl ? (size_t)(nl - l->win) + 1 : l->wlen;
-        memmove(l->win, l->win + start, l->wlen - start);
-        l->wlen -= start;
-        l->wcut = 0;
-    }
-    long lines = 0;
-    for (size_t i = 0; i < l->wlen; i++)
-        lines += l->win[i] == '\n';
-    if (l->wlen && l->win[l->wlen - 1] != '\n')
-        lines++; /* a line still being written counts as one */
-    if (lines > 0)
-        kb_fmt(path, sizeof path, "%s?follow=true&tailLines=%ld", l->path, lines);
-    else if (l->tail == 0)
-        kb_fmt(path, sizeof path, "%s?follow=true&tailLines=0", l->path);
-    else
-        kb_fmt(path, sizeof path, "%s?follow=true", l->path); /* all of it is new */
-    l->reopen_ms = mono_ms() + KB_LOG_REOPEN_MS;
-    ty_err e = ty_kstream_open(l->c, path, KB_LOG_BUFFER, &l->s, &r, err, sizeof err);
-    ty_kresp_clear(&r);
-    if (e != TY_OK)
+    size_t n = s ? strlen(s) : 0;
+    if (n != 26)
         return 0;
-    l->syncing = 1;
-    l->cand = 0;
-    l->plen = l->pout = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]))
+            return 0;
     return 1;
 }
 
-/* Moves the candidate start past a mismatch, or ends the sync; 1 when in sync. */
-static int log_sync(backend_log *l)
+static void fmt_bytes(char *buf, size_t len, uint64_t b)
 {
-    while (l->syncing) {
-        size_t rest = l->wlen - l->cand, m = rest < l->plen ? rest : l->plen;
-        if (memcmp(l->win + l->cand, l->pend, m) != 0) {
-            const char *nl = memchr(l->win + l->cand, '\n', rest);
-            l->cand = nl ? (size_t)(nl - l->win) + 1 : l->wlen;
-            continue;
-        }
-        if (l->plen < rest)
-            return 0; /* so far the same: wait for more of it */
-        l->syncing = 0;
-        l->pout = rest;
-    }
-    return 1;
-}
-
-/* Reads the follow stream into buf: 0 when nothing new came within the wait. */
-static long log_follow(backend_log *l, char *buf, size_t max)
-{
-    if (!l->s && (mono_ms() < l->reopen_ms || !log_stream_open(l)))
-        return 0;
-    /* While in doubt, plen < wlen - cand: the read has room, and pend stays within bounds. */
-    while (l->syncing && !log_sync(l)) {
-        long n = ty_kstream_read(l->s, l->pend + l->plen, l->wlen - l->cand - l->plen,
-                                 KB_LOG_WAIT_MS);
-        if (n <= 0)
-            break;
-        l->plen += (size_t)n;
-    }
-    if (!l->syncing && l->pout < l->plen) {
-        size_t n = l->plen - l->pout < max ? l->plen - l->pout : max;
-        memcpy(buf, l->pend + l->pout, n);
-        l->pout += n;
-        win_add(l, buf, n);
-        return (long)n;
-    }
-    long n = l->syncing ? 0 : ty_kstream_read(l->s, buf, max, KB_LOG_WAIT_MS);
-    if (n > 0) {
-        win_add(l, buf, (size_t)n);
-        return n;
-    }
-    if (ty_kstream_ended(l->s) != 0) {
-        /* The container ended (or the connection broke): a new stream, should the rank still
-         * run, starts from the window again. */
-        ty_kstream_close(l->s);
-        l->s = NULL;
-        l->syncing = 0;
-    }
-    return 0;
-}
-
-/* GETs the log once (its last tail_lines lines when >= 0); text NULL for an empty log. */
-static ty_err log_fetch(backend_log *l, long tail_lines, char **text, size_t *len)
-{
-    ty_kresp r = {0};
-    char err[512], path[600];
-    if (tail_lines >= 0)
-        kb_fmt(path, sizeof path, "%s?tailLines=%ld", l->path, tail_lines);
+    if (b >= (1ull << 30) && b % (1ull << 30) == 0)
+        kb_fmt(buf, len, "%lluGi", (unsigned long long)(b >> 30));
+    else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
+        kb_fmt(buf, len, "%lluMi", (unsigned long long)(b >> 20));
     else
-        kb_fmt(path, sizeof path, "%s", l->path);
-    ty_err e = ty_kclient_request(l->c, "GET", path, NULL, &r, err, sizeof err);
-    *text = e == TY_OK ? r.body : NULL;
-    *len = e == TY_OK && r.body ? r.body_len : 0;
-    if (e == TY_OK)
-        r.body = NULL;
-    ty_kresp_clear(&r);
-    return e;
-}
-
-typedef struct find_pod {
-    const char *job_id;
-    int attempt, rank;
-    char name[BACKEND_NAME_MAX];
-} find_pod;
-
-static ty_err match_pod(void *ud, const json_t *pod)
-{
-    find_pod *fp = ud;
-    const json_t *md = json_object_get(pod, "metadata");
-    const json_t *labels = json_object_get(md, "labels");
-    const char *job = json_string_value(json_object_get(labels, KUBE_LABEL_JOB_ID));
-    const char *att = json_string_value(json_object_get(labels, KUBE_LABEL_ATTEMPT));
-    if (!job || !att || strcmp(job, fp->job_id) || atoi(att) != fp->attempt ||
-        kb_pod_rank(pod) != fp->rank)
-        return TY_OK;
-    kb_fmt(fp->name, sizeof fp->name, "%s", json_string_value(json_object_get(md, "name")));
-    return TY_OK;
+        kb_fmt(buf, len, "%llu bytes", (unsigned long long)b);
 }
 
 static ty_err kb_log_open(backend *b, const char *job_id, int attempt, int rank, long tail_lines,
                           backend_log **out)
 {
     kbe *kb = (kbe *)b;
-    find_pod fp = {job_id, attempt, rank, ""};
+    char path[PATH_MAX];
     *out = NULL;
-    ty_informer_foreach(kb->pods, match_pod, &fp);
-    if (!fp.name[0])
+    if (!kb->logs || !is_job_id(job_id) || attempt < 1 || rank < 0 ||
+        kube_logs_path(kb->logs, job_id, attempt, rank, path, sizeof path) != 0)
         return TY_ENOTFOUND;
     backend_log *l = calloc(1, sizeof *l);
     if (!l)
         return TY_ENOMEM;
-    l->c = kb->c;
-    l->tail = tail_lines < 0 ? -1 : tail_lines;
-    kb_fmt(l->path, sizeof l->path, "/api/v1/namespaces/%s/pods/%s/log", kb->ns, fp.name);
-    ty_err e = log_fetch(l, l->tail, &l->text, &l->len);
+    l->kl = kb->logs;
+    kb_fmt(l->job_id, sizeof l->job_id, "%s", job_id);
+    l->attempt = attempt;
+    l->rank = rank;
+    ty_err e = ranklog_reader_open(path, tail_lines, &l->r);
+    /* A stream just registered may not have made its file yet. */
+    for (int i = 0; e == TY_ENOTFOUND && i < KB_LOG_WAIT_MS / KB_LOG_POLL_MS &&
+                    kube_logs_state(kb->logs, job_id, attempt, rank) != KUBE_LOG_IDLE;
+         i++) {
+        struct timespec ts = {0, KB_LOG_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+        e = ranklog_reader_open(path, tail_lines, &l->r);
+    }
+    char dir[PATH_MAX], bytes_s[32], limit_s[32];
+    uint64_t bytes = 0, limit = 0;
+    int ranks = 0;
+    if (e == TY_ENOTFOUND && kube_logs_attempt_dir(kb->logs, job_id, attempt, dir, sizeof dir) == 0 &&
+        ranklog_pruned(dir, &bytes, &limit, &ranks) && rank < ranks) {
+        fmt_bytes(bytes_s, sizeof bytes_s, bytes);
+        fmt_bytes(limit_s, sizeof limit_s, limit);
+        int n = snprintf(l->note, sizeof l->note,
+                         "[trainyard] the logs of attempt %d (%s, all ranks) were deleted: the "
+                         "job's logs keep the newest attempts within %s\n",
+                         attempt, bytes_s, limit_s);
+        l->note_len = n > 0 && (size_t)n < sizeof l->note ? (size_t)n : 0;
+        e = TY_OK;
+    }
     if (e != TY_OK) {
         free(l);
         return e;
@@ -1457,26 +1334,32 @@ static ty_err kb_log_open(backend *b, const char *job_id, int attempt, int rank,
 
 static long kb_log_read(backend_log *l, char *buf, size_t max)
 {
-    if (l->off < l->len) {
-        size_t n = l->len - l->off < max ? l->len - l->off : max;
-        memcpy(buf, l->text + l->off, n);
-        l->off += n;
-        win_add(l, buf, n);
+    if (!l->r) {
+        size_t n = l->note_len - l->note_off < max ? l->note_len - l->note_off : max;
+        memcpy(buf, l->note + l->note_off, n);
+        l->note_off += n;
         return (long)n;
     }
-    if (!l->followed) {
-        l->followed = 1; /* the next read, if any, is a follower's */
-        return 0;
+    long n = ranklog_read(l->r, buf, max);
+    int64_t waited = 0;
+    while (n == 0) {
+        kube_log_state st = kube_logs_state(l->kl, l->job_id, l->attempt, l->rank);
+        if (st == KUBE_LOG_IDLE ||
+            waited >= (st == KUBE_LOG_DRAINING ? KB_LOG_DRAIN_MS : KB_LOG_WAIT_MS))
+            break;
+        struct timespec ts = {0, KB_LOG_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+        waited += KB_LOG_POLL_MS;
+        n = ranklog_read(l->r, buf, max);
     }
-    return log_follow(l, buf, max);
+    return n;
 }
 
 static void kb_log_close(backend_log *l)
 {
     if (!l)
         return;
-    ty_kstream_close(l->s);
-    free(l->text);
+    ranklog_reader_close(l->r);
     free(l);
 }
 
@@ -1575,6 +1458,7 @@ static void kb_free(backend *b)
     ty_informer_free(kb->pods);
     ty_informer_free(kb->jobs);
     ty_informer_free(kb->bound);
+    kube_logs_free(kb->logs); /* after the informers: their callbacks feed it */
     kube_inv_free(kb->inv);
     while (kb->ahead) {
         kb_action *act = kb->ahead;
@@ -1695,6 +1579,11 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
     }
     if (e == TY_OK)
         e = ty_kclient_new(cfg->kubeconfig, cfg->client, &kb->c, err, len);
+    if (e == TY_OK && cfg->logs_dir) {
+        kube_logs_opts lo = {.client = kb->c, .namespace_ = kb->ns, .dir = cfg->logs_dir,
+                             .rank_limit = cfg->log_limit, .job_limit = cfg->job_log_limit};
+        e = kube_logs_new(&lo, &kb->logs, err, len);
+    }
     char path[512];
     if (e == TY_OK)
         e = start_informer(kb, "/api/v1/nodes", kb_node_event, kb_node_slim, NULL, &kb->nodes,

@@ -24,8 +24,10 @@
  * placement could use (nodes, and what node groups can still add) and what of it is free (less
  * every bound pod's GPUs and what reservations booked whose pods are not bound).
  *
- * Objects of attempts that ended on their own are left to the Job's ttlSecondsAfterFinished
- * (their pods keep their logs until then); stop() and withdrawal delete theirs.
+ * Objects of attempts that ended on their own are left to the Job's ttlSecondsAfterFinished;
+ * stop() and withdrawal delete theirs. Logs do not depend on them: while a rank's container
+ * runs, its pods/log is streamed into the server's own capped log files (kube_logs.h), and
+ * log_open() reads those, whether the pod still exists or not.
  *
  * Threads: as backend.h. kube_backend_metrics() may be called from any thread.
  */
@@ -49,6 +51,10 @@ typedef struct kube_backend_config {
     const ty_kclient_opts *client;  /* NULL: the client's defaults */
     int64_t sync_timeout_ms;        /* how long new() waits for the first lists; 0: 30000 */
     int64_t informer_backoff_ms;    /* an informer's first wait after a failure; 0: its default */
+    const char *logs_dir;           /* where the ranks' logs are kept (<data_dir>/logs,
+                                       kube_logs.h); NULL: no logs are kept or served */
+    uint64_t log_limit;             /* bytes kept of one rank's log; 0: ranklog.h's default */
+    uint64_t job_log_limit;         /* bytes a job's previous attempts' logs keep; 0: 4 x that */
 } kube_backend_config;
 
 /*

@@ -315,6 +315,8 @@ void kb_pod_event(void *ud, ty_inf_type type, const json_t *old_obj, const json_
      * leaves the namespace out). */
     kube_inv_pod(kb->inv, old_obj, type == TY_INF_DELETED ? NULL : new_obj, &freed);
     const json_t *pod = new_obj ? new_obj : old_obj;
+    /* Before the events: a reader told of a rank's end finds its log draining already. */
+    kube_logs_pod(kb->logs, type == TY_INF_DELETED ? old_obj : new_obj, type == TY_INF_DELETED);
     pthread_mutex_lock(&kb->mu);
     /* A pod not of ours that ends frees GPUs no release() announces (as a tenant's would). */
     if (freed > 0 && kb->nodes_synced &&

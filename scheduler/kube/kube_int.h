@@ -14,6 +14,7 @@
 #include "scheduler/kube/inventory.h"
 #include "scheduler/kube/kclient.h"
 #include "scheduler/kube/kube_backend.h"
+#include "scheduler/kube/kube_logs.h"
 #include "scheduler/kube/placement.h"
 #include "scheduler/kube/profile.h"
 #include "scheduler/kube/render.h"
@@ -92,6 +93,7 @@ typedef struct kbe {
     ty_informer *nodes, *pods, *jobs;
     ty_informer *bound;            /* every bound, unfinished pod of the cluster, slim */
     json_t *pod_pick, *job_pick;   /* what the watches parse of pods and Jobs (kpick.h) */
+    kube_logs *logs;               /* the ranks' logs, streamed to files; NULL: none kept */
     kube_inv *inv;                 /* nodes and GPUs in use, fed by the informers' callbacks */
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;

@@ -1186,7 +1186,10 @@ static void test_taint_untaint(void **state)
     json_decref(t);
 }
 
-/* 14c: an unscheduled pod's log is 204; a bound pod's is the text stored. */
+/* 14c: an unscheduled pod's log is 204; a bound pod's container not started yet is the
+ * kubelet's 400; a running one's is the text written, each line with the time it was written
+ * (timestamps=true), from a second on (sinceTime, whole seconds as the apiserver passes it),
+ * its last lines (tailLines), at most limitBytes; a container the pod lacks is 400. */
 static void test_pod_log(void **state)
 {
     (void)state;
@@ -1199,15 +1202,65 @@ static void test_pod_log(void **state)
     json_t *names = create_indexed_job("log-idx");
     const char *p0 = json_string_value(json_array_get(names, 0));
     char path[512];
+    char api[256];
+    snprintf(api, sizeof api, "/api/v1/namespaces/transcripts/pods/%.128s/log", p0);
+    r = call("GET", api, NULL);
+    EXPECT_STATUS(r, 400);
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "BadRequest");
+    char want[512];
+    snprintf(want, sizeof want, "container \"trainer\" in pod \"%s\" is waiting to start: "
+             "ContainerCreating", p0);
+    assert_string_equal(json_string_value(json_object_get(r->json, "message")), want);
+    resp_free(r);
+    set_phase(p0, "{\"phase\":\"Running\"}");
     snprintf(path, sizeof path, "/fake/pods/transcripts/%s/log", p0);
     resp *w = call("PUT", path, "epoch 1\nepoch 2\nepoch 3\n");
     EXPECT_STATUS(w, 200);
     resp_free(w);
-    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s/log?tailLines=2", p0);
+    snprintf(path, sizeof path, "%.256s?tailLines=2", api);
     r = call("GET", path, NULL);
     EXPECT_STATUS(r, 200);
     assert_string_equal(r->ctype, "text/plain");
     assert_string_equal(r->body, "epoch 2\nepoch 3\n");
+    resp_free(r);
+    snprintf(path, sizeof path, "%.256s?container=trainer&timestamps=true", api);
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 200);
+    /* "2026-11-26T09:35:23.123456789Z epoch 1\n", three times, times increasing. */
+    char *l2 = strchr(r->body, '\n') + 1, *l3 = strchr(l2, '\n') + 1;
+    assert_int_equal(strlen(r->body), 3 * 39);
+    assert_true(r->body[30] == ' ' && r->body[29] == 'Z' && r->body[19] == '.');
+    assert_memory_equal(r->body + 31, "epoch 1\n", 8);
+    assert_memory_equal(l3 + 31, "epoch 3\n", 8);
+    assert_true(memcmp(r->body, l2, 30) < 0 && memcmp(l2, l3, 30) < 0);
+    char since[40];
+    snprintf(since, sizeof since, "%.30s", l3);
+    resp_free(r);
+    /* sinceTime in the future of every line: none; at the second of the last: from there. */
+    snprintf(path, sizeof path, "%.256s?sinceTime=2999-01-01T00:00:00Z", api);
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 200);
+    assert_int_equal(r->len, 0);
+    resp_free(r);
+    snprintf(path, sizeof path, "%.256s?sinceTime=%s", api, since);
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 200);
+    assert_true(strstr(r->body, "epoch 3\n") != NULL);
+    resp_free(r);
+    snprintf(path, sizeof path, "%.256s?limitBytes=10", api);
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 200);
+    assert_string_equal(r->body, "epoch 1\nep");
+    resp_free(r);
+    snprintf(path, sizeof path, "%.256s?limitBytes=0", api);
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 422);
+    resp_free(r);
+    snprintf(path, sizeof path, "%.256s?container=other", api);
+    r = call("GET", path, NULL);
+    EXPECT_STATUS(r, 400);
+    snprintf(want, sizeof want, "container other is not valid for pod %s", p0);
+    assert_string_equal(json_string_value(json_object_get(r->json, "message")), want);
     resp_free(r);
     delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/log-idx?propagationPolicy=Background");
     json_decref(names);

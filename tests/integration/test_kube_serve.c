@@ -325,7 +325,7 @@ static int start_server_on(const char *profile, ty_server **out)
 {
     char err[512];
     const char *args[] = {"--cluster-profile", profile, "--kubeconfig", g_kubeconfig,
-                          "--kube-qps", "0", NULL};
+                          "--kube-qps", "0", "--local-log-limit", "64Ki", NULL};
     ty_server_opts o = {.args = args};
     if (ty_server_start(&o, out, err, sizeof err) != 0) {
         fprintf(stderr, "cannot start the server: %s\n", err);
@@ -638,6 +638,181 @@ static void test_logs_follow(void **state)
     assert_string_equal(f.body, "epoch 1 loss 2.30\nepoch 2 loss 1.10\nepoch 3 loss 0.70\n");
     json_decref(wait_state(id, "SUCCEEDED"));
     json_decref(pods);
+}
+
+/* GET /v1/jobs/{id}/logs with query q: the body (new; "" for none) and *status. */
+static char *get_log(const char *id, const char *q, long *status)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/jobs/%s/logs?%s", id, q);
+    ty_http_resp *r = ty_req(g_cli, "GET", path, NULL);
+    *status = r->status;
+    char *body = strdup(r->body ? r->body : "");
+    ty_resp_destroy(r);
+    assert_non_null(body);
+    return body;
+}
+
+/* Waits until the log read with q is exactly want. */
+static void wait_log(const char *id, const char *q, const char *want)
+{
+    char *got = NULL;
+    long status = 0;
+    for (int i = 0; i < WAIT_S * 10; i++) {
+        free(got);
+        got = get_log(id, q, &status);
+        if (status == 200 && !strcmp(got, want))
+            break;
+        ty_sleep_ms(100);
+    }
+    if (strcmp(got, want))
+        fail_msg("logs?%s: HTTP %ld, got \"%s\", want \"%s\"", q, status, got, want);
+    free(got);
+}
+
+static void pod_log_append(const char *pod, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/fake/pods/" NS "/%s/log", pod);
+    fresp r = fake_call("POST", path, text);
+    assert_int_equal(r.status, 200);
+    json_decref(r.json);
+}
+
+/* The name of the pod of rank r among pods (borrowed). */
+static const char *rank_pod(json_t *pods, int r)
+{
+    size_t i;
+    json_t *p;
+    char want[16];
+    snprintf(want, sizeof want, "%d", r);
+    json_array_foreach(pods, i, p)
+    {
+        const json_t *md = json_object_get(p, "metadata");
+        const char *idx = json_string_value(json_object_get(
+            json_object_get(md, "annotations"), "batch.kubernetes.io/job-completion-index"));
+        if (idx && !strcmp(idx, want))
+            return ty_json_str(md, "name");
+    }
+    fail_msg("no pod of rank %d", r);
+    return NULL;
+}
+
+/*
+ * Logs outlive pods: the server keeps each rank's log as its pod writes it, so the log of a
+ * failed attempt reads the same after a gang restart deleted its pods, a follower of it gets
+ * its last lines and ends, a log keeps at most the per-rank cap (--local-log-limit 64Ki here)
+ * with the notice of what was dropped, and a server killed with -9 goes on where it stopped:
+ * lines written while it was down come once, none twice.
+ */
+static void test_logs_outlive_pods(void **state)
+{
+    (void)state;
+    char id[64], err[512], q[128];
+    long status;
+    submit("logs", "\"workers\": {\"count\": 2}, \"resources\": {\"gpu\": {\"type\": \"a100\", "
+                   "\"count\": 1}}, \"restart\": {\"max\": 1, \"backoff_seconds\": 0}",
+           id);
+    json_t *pods = wait_pods_bound(id, 1, 2);
+    char pod1[256];
+    snprintf(pod1, sizeof pod1, "%s", rank_pod(pods, 1));
+    json_decref(pods);
+    pod_log_append(pod1, "a1 r1 line 1\n");
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    wait_log(id, "attempt=1&rank=1", "a1 r1 line 1\n");
+
+    follower f = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    snprintf(f.url, sizeof f.url, "%s/v1/jobs/%s/logs?follow=true&attempt=1&rank=1",
+             ty_server_url(g_srv), id);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, follower_main, &f), 0);
+    assert_true(follower_has(&f, "a1 r1 line 1\n"));
+    pod_log_append(pod1, "a1 r1 line 2\n");
+    assert_true(follower_has(&f, "a1 r1 line 2\n"));
+    /* Its last words, then it fails: the gang restarts and attempt 1's pods are deleted. */
+    pod_log_append(pod1, "a1 r1 NCCL error: unhandled system error\n");
+    char path[512];
+    snprintf(path, sizeof path, "/fake/pods/" NS "/%s/phase", pod1);
+    fake_ctl(path, "{\"phase\": \"Failed\", \"exitCode\": 1}");
+    pods = wait_pods_bound(id, 2, 2);
+    char sel[256];
+    selector(sel, sizeof sel, id, 1);
+    /* Whatever of attempt 1 is left goes, as the Job's TTL would take it. */
+    snprintf(path, sizeof path, PODS "?labelSelector=%s", sel);
+    json_decref(fake_call("DELETE", path, NULL).json);
+    for (int i = 0; i < WAIT_S * 10; i++) {
+        json_t *old = fake_list(PODS, sel);
+        size_t n = json_array_size(old);
+        json_decref(old);
+        if (n == 0)
+            break;
+        ty_sleep_ms(100);
+    }
+    json_t *old = fake_list(PODS, sel);
+    assert_int_equal(json_array_size(old), 0);
+    json_decref(old);
+    /* The follower got every line and ended with the rank. */
+    pthread_join(th, NULL);
+    assert_int_equal(f.status, 200);
+    const char *a1 = "a1 r1 line 1\na1 r1 line 2\na1 r1 NCCL error: unhandled system error\n";
+    assert_string_equal(f.body, a1);
+    /* Read again with the pods gone: the same, a tail of it too. */
+    char *got = get_log(id, "attempt=1&rank=1", &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(got, a1);
+    free(got);
+    wait_log(id, "attempt=1&rank=1&tail=1", "a1 r1 NCCL error: unhandled system error\n");
+
+    /* Attempt 2: rank 0 writes more than the per-rank cap. */
+    char p0[256];
+    snprintf(p0, sizeof p0, "%s", rank_pod(pods, 0));
+    json_decref(pods);
+    set_phase(id, 2, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    size_t nlines = 3000, big_len = nlines * 31;
+    char *big = malloc(big_len + 1);
+    assert_non_null(big);
+    for (size_t i = 0; i < nlines; i++)
+        snprintf(big + i * 31, 32, "a2 r0 step %05zu loss 0.123456\n", i);
+    pod_log_append(p0, big);
+    free(big);
+    wait_log(id, "attempt=2&rank=0&tail=2",
+             "a2 r0 step 02998 loss 0.123456\na2 r0 step 02999 loss 0.123456\n");
+    got = get_log(id, "attempt=2&rank=0", &status);
+    assert_int_equal(status, 200);
+    assert_true(strncmp(got, "[trainyard] ", 12) == 0);
+    assert_non_null(strstr(got, "bytes of older output were dropped (log limit 64 KiB)"));
+    assert_true(strlen(got) <= 65536 + 128);
+    free(got);
+
+    /* The server dies; the rank writes on; a new server takes the log up where it was. */
+    ty_client_free(g_cli);
+    ty_server_kill(g_srv);
+    pod_log_append(p0, "a2 r0 written while no server ran\n");
+    assert_int_equal(ty_server_restart(g_srv, err, sizeof err), 0);
+    g_cli = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    json_decref(wait_state(id, "RUNNING"));
+    wait_log(id, "attempt=2&rank=0&tail=3",
+             "a2 r0 step 02998 loss 0.123456\na2 r0 step 02999 loss 0.123456\n"
+             "a2 r0 written while no server ran\n");
+    pod_log_append(p0, "a2 r0 after the restart\n");
+    wait_log(id, "attempt=2&rank=0&tail=3",
+             "a2 r0 step 02999 loss 0.123456\na2 r0 written while no server ran\n"
+             "a2 r0 after the restart\n");
+    got = get_log(id, "attempt=1&rank=1", &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(got, a1);
+    free(got);
+    snprintf(q, sizeof q, "attempt=2&rank=1");
+    got = get_log(id, q, &status);
+    assert_int_equal(status, 200);
+    free(got);
+
+    /* Attempt 2 fails too: the job ends, and its logs stay. */
+    set_phase(id, 2, "{\"phase\": \"Failed\", \"exitCode\": 3}");
+    json_decref(wait_state(id, "FAILED"));
+    wait_log(id, "attempt=2&rank=0&tail=1", "a2 r0 after the restart\n");
 }
 
 /* An OOMKilled rank spends a restart; the next attempt succeeds. */
@@ -1012,6 +1187,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_scale_from_zero),
         cmocka_unit_test(test_server_killed_adopts),
+        cmocka_unit_test(test_logs_outlive_pods),
         cmocka_unit_test(test_api_faults),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_no_zone_waits_for_nodes),

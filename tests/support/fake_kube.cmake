@@ -7,6 +7,7 @@ add_executable(fake-kube-apiserver
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_ctrl.c
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_sched.c
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_watch.c
+  ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_logs.c
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_control.c
   ${CMAKE_CURRENT_LIST_DIR}/fake_kube/fk_http.c)
 ty_target(fake-kube-apiserver)

@@ -9,6 +9,7 @@
  *   fk_ctrl.c    the Job controller and the garbage collector
  *   fk_sched.c   the scheduler (filters, binding, FailedScheduling), the autoscaler
  *   fk_watch.c   watches (chunked events, bookmarks, 410 Expired), pods/log?follow
+ *   fk_logs.c    pods' logs as the kubelet keeps them (a time per line) and serves them
  *   fk_control.c the /fake control API for tests and injected faults
  *   fk_http.c    routing, the REST verbs, lists, main()
  *
@@ -71,7 +72,9 @@ typedef struct fk_store {
     pthread_mutex_t mu;
     pthread_cond_t cv;     /* broadcast on every event and on a watch drop */
     json_t *objs[FK_NRES]; /* "ns/name" -> object */
-    json_t *logs;          /* "ns/name" -> log text of a pod, set by tests */
+    json_t *logs;          /* "ns/name" -> log of a pod, set by tests: each line prefixed
+                              with the time it was written (fk_logs.c) */
+    int64_t log_last_ns;   /* the time of the last line written */
     uint64_t rv;           /* the last resourceVersion given out */
     fk_event *ring;        /* the window of recent events a watch can resume from */
     size_t ring_cap, ring_len, ring_head;
@@ -231,11 +234,31 @@ typedef struct fk_watch_req {
 struct MHD_Response *fk_watch_response(fk_store *st, const fk_watch_req *req, char *err,
                                        size_t errlen);
 
+/* fk_logs.c ------------------------------------------------------------- */
+typedef struct fk_log_opts {
+    int timestamps;  /* keep each line's time */
+    int64_t since_s; /* lines written from this second on; INT64_MIN: all */
+    long limit;      /* limitBytes; -1: none */
+} fk_log_opts;
+/* Appends len bytes to the log of key ("ns/name"), each new line stamped with the time;
+ * replace: a text that does not extend the log replaces it. Lock held. */
+void fk_log_write(fk_store *st, const char *key, const char *data, size_t len, int replace);
+/* sinceTime as the apiserver reads it, in whole seconds; -1 when it is not RFC 3339. */
+int fk_log_parse_since(const char *v, int64_t *since_s);
+/* Where the last tail lines of a stored log begin (tail < 0: 0). */
+size_t fk_log_tail_start(const char *stored, long tail);
+/* stored[from, to) as pods/log answers it (new, NUL-terminated, *len bytes); at_start: from is
+ * at a line's start. limitBytes is the caller's. */
+char *fk_log_render(const char *stored, size_t from, size_t to, int at_start,
+                    const fk_log_opts *o, size_t *len);
+
 /* A streaming 200 text/plain response (new) for pods/log?follow=true: first
- * (first_len bytes, copied), then the log text past byte sent as it grows,
- * until the pod ends or goes; NULL without memory. */
+ * (first_len bytes, copied), then the stored log past byte sent as it grows, rendered with o,
+ * until the container ends or the pod goes, or o->limit bytes were sent; NULL without
+ * memory. */
 struct MHD_Response *fk_log_follow_response(fk_store *st, const char *ns, const char *name,
-                                            const char *first, size_t first_len, size_t sent);
+                                            const fk_log_opts *o, const char *first,
+                                            size_t first_len, size_t sent);
 
 /* fk_control.c ---------------------------------------------------------- */
 /* Handles a request under /fake/ (takes the lock). Returns the HTTP status;

@@ -10,8 +10,10 @@
  *                                            "exitCode": N, "reason": "OOMKilled"}
  *   POST   /fake/pods/NS/phase?labelSelector=S   the same for every pod S selects, at once
  *   POST   /fake/pods/NS/NAME/evict         DisruptionTarget, then Failed and deleted
- *   PUT    /fake/pods/NS/NAME/log           the text pods/log answers (body as is);
- *                                            POST appends (followers see it)
+ *   POST   /fake/pods/NS/NAME/log           appends to the container's log, each line
+ *                                            stamped with the time (followers see it);
+ *                                            PUT sets the text (one that extends the log
+ *                                            appends its new part)
  *   POST   /fake/nodegroups                 {"name", "max", "delaySeconds", "node": template}
  *   DELETE /fake/nodegroups/NAME
  *   POST   /fake/faults                     {"method", "path" (a prefix), "count",
@@ -185,23 +187,12 @@ int fk_control(fk_store *st, const char *method, const char *url, const char *la
         code = fk_pod_evict(st, seg[2], seg[3]);
         err = "no such pod";
     } else if (n == 5 && !strcmp(seg[1], "pods") && !strcmp(seg[4], "log")) {
-        /* PUT replaces the text, POST appends to it (a follower sees it). */
+        /* POST appends lines, PUT sets the text (a longer text that begins with the log's
+         * appends the rest): a follower sees what is appended. */
         char key[600];
         snprintf(key, sizeof key, "%s/%s", seg[2], seg[3]);
-        const char *old = json_string_value(json_object_get(st->logs, key));
-        size_t olen = old && strcmp(method, "PUT") ? strlen(old) : 0;
-        char *text = malloc(olen + len + 1);
-        if (!text) {
-            code = 500;
-            err = "out of memory";
-        } else {
-            memcpy(text, old ? old : "", olen);
-            memcpy(text + olen, data ? data : "", len);
-            text[olen + len] = '\0';
-            json_object_set_new(st->logs, key, json_stringn(text, olen + len));
-            free(text);
-            pthread_cond_broadcast(&st->cv);
-        }
+        fk_log_write(st, key, data ? data : "", data ? len : 0, strcmp(method, "PUT") == 0);
+        pthread_cond_broadcast(&st->cv);
     } else if (n == 2 && !strcmp(seg[1], "nodegroups") && !strcmp(method, "POST")) {
         const char *gname = fk_str(body, "name");
         if (!*gname || !json_is_object(json_object_get(body, "node"))) {

@@ -673,56 +673,114 @@ static enum MHD_Result do_delete_collection(struct MHD_Connection *c, const rout
     return send_json(c, 200, out, NULL);
 }
 
+/* A PodLogOptions field out of range: the apiserver's 422 Invalid. */
+static enum MHD_Result log_invalid(struct MHD_Connection *c, const char *name, const char *field,
+                                   const char *value, const char *why)
+{
+    char msg[700], cause[300];
+    snprintf(cause, sizeof cause, "Invalid value: %.40s: %s", value, why);
+    snprintf(msg, sizeof msg, "PodLogOptions \"%.300s\" is invalid: %s: %s", name, field, cause);
+    json_t *d = json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}]}", "name", name, "kind",
+                          "PodLogOptions", "causes", "reason", "FieldValueInvalid", "message",
+                          cause, "field", field);
+    return send_status(c, fk_status(422, "Invalid", msg, d), NULL);
+}
+
+/*
+ * pods/log (fk_logs.c): 404 for a missing pod, 204 for one not bound (14c), 400 for a
+ * container the pod does not have or one that has not started (the kubelet's words, passed
+ * on as BadRequest), else the lines as the kubelet serves them.
+ */
 static enum MHD_Result do_log(struct MHD_Connection *c, const route *rt)
 {
+    fk_log_opts o = {.timestamps = 0, .since_s = INT64_MIN, .limit = -1};
+    const char *v = arg(c, "timestamps");
+    o.timestamps = v && (!strcmp(v, "true") || !strcmp(v, "1"));
+    long tail = -1;
+    char msg[700];
+    if ((v = arg(c, "sinceTime")) && fk_log_parse_since(v, &o.since_s) != 0) {
+        snprintf(msg, sizeof msg,
+                 "parsing time \"%.200s\" as \"2006-01-02T15:04:05Z07:00\": cannot parse "
+                 "\"%.200s\" as \"2006\"", v, v);
+        return send_status(c, fk_status(400, "BadRequest", msg, NULL), NULL);
+    }
+    if ((v = arg(c, "limitBytes"))) {
+        o.limit = strtol(v, NULL, 10);
+        if (o.limit < 1)
+            return log_invalid(c, rt->name, "limitBytes", v, "must be greater than 0");
+    }
+    if ((v = arg(c, "tailLines"))) {
+        tail = strtol(v, NULL, 10);
+        if (tail < 0)
+            return log_invalid(c, rt->name, "tailLines", v,
+                               "must be greater than or equal to 0");
+    }
+    const char *want = arg(c, "container");
     pthread_mutex_lock(&g_st.mu);
     json_t *pod = fk_get(&g_st, FK_PODS, rt->ns, rt->name);
     if (!pod) {
         pthread_mutex_unlock(&g_st.mu);
         return send_status(c, not_found(FK_PODS, rt->name), NULL);
     }
-    int bound = *fk_str(pod, "spec.nodeName") != '\0';
-    char key[600];
-    snprintf(key, sizeof key, "%s/%s", rt->ns, rt->name);
-    const char *text = json_string_value(json_object_get(g_st.logs, key));
-    char *copy = strdup(text ? text : "");
-    pthread_mutex_unlock(&g_st.mu);
-    if (!copy)
-        return MHD_NO;
-    enum MHD_Result r;
-    if (!bound) {
-        r = send_text(c, 204, NULL, "", 0, NULL); /* 14c */
-    } else {
-        const char *tl = arg(c, "tailLines");
-        const char *start = copy;
-        if (tl) {
-            long want = strtol(tl, NULL, 10);
-            size_t n = strlen(copy);
-            long seen = 0;
-            for (size_t i = n; i-- > 0;) {
-                if (copy[i] == '\n' && i + 1 < n && ++seen == want) {
-                    start = copy + i + 1;
-                    break;
-                }
-            }
-            if (want <= 0)
-                start = copy + n;
-        }
-        const char *fw = arg(c, "follow");
-        if (fw && (!strcmp(fw, "true") || !strcmp(fw, "1"))) {
-            struct MHD_Response *resp =
-                fk_log_follow_response(&g_st, rt->ns, rt->name, start, strlen(start), strlen(copy));
-            if (!resp) {
-                free(copy);
-                return MHD_NO;
-            }
-            r = MHD_queue_response(c, 200, resp);
-            MHD_destroy_response(resp);
-        } else {
-            r = send_text(c, 200, "text/plain", start, strlen(start), NULL);
+    const json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+    const char *cname = json_string_value(json_object_get(json_array_get(containers, 0), "name"));
+    int found = !want;
+    size_t i;
+    json_t *ct;
+    json_array_foreach(containers, i, ct)
+    {
+        const char *n = json_string_value(json_object_get(ct, "name"));
+        if (want && n && !strcmp(n, want)) {
+            found = 1;
+            cname = n;
         }
     }
-    free(copy);
+    if (!found) {
+        snprintf(msg, sizeof msg, "container %.200s is not valid for pod %.300s", want, rt->name);
+        pthread_mutex_unlock(&g_st.mu);
+        return send_status(c, fk_status(400, "BadRequest", msg, NULL), NULL);
+    }
+    int bound = *fk_str(pod, "spec.nodeName") != '\0';
+    if (bound && !strcmp(fk_str(pod, "status.phase"), "Pending")) {
+        /* The kubelet has no container to read yet. */
+        const json_t *cs = json_array_get(
+            json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0);
+        const char *why = json_string_value(json_object_get(
+            json_object_get(json_object_get(cs, "state"), "waiting"), "reason"));
+        snprintf(msg, sizeof msg, "container \"%.200s\" in pod \"%.300s\" is waiting to start: %s",
+                 cname ? cname : "", rt->name, why ? why : "ContainerCreating");
+        pthread_mutex_unlock(&g_st.mu);
+        return send_status(c, fk_status(400, "BadRequest", msg, NULL), NULL);
+    }
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", rt->ns, rt->name);
+    const char *stored = json_string_value(json_object_get(g_st.logs, key));
+    stored = stored ? stored : "";
+    size_t n = strlen(stored), start = fk_log_tail_start(stored, tail), len = 0;
+    char *body = fk_log_render(stored, start, n, start == 0 || stored[start - 1] == '\n', &o,
+                               &len);
+    pthread_mutex_unlock(&g_st.mu);
+    if (!body)
+        return MHD_NO;
+    enum MHD_Result r;
+    const char *fw = arg(c, "follow");
+    if (!bound) {
+        r = send_text(c, 204, NULL, "", 0, NULL); /* 14c */
+    } else if (fw && (!strcmp(fw, "true") || !strcmp(fw, "1"))) {
+        struct MHD_Response *resp =
+            fk_log_follow_response(&g_st, rt->ns, rt->name, &o, body, len, n);
+        if (!resp) {
+            free(body);
+            return MHD_NO;
+        }
+        r = MHD_queue_response(c, 200, resp);
+        MHD_destroy_response(resp);
+    } else {
+        if (o.limit >= 0 && len > (size_t)o.limit)
+            len = (size_t)o.limit;
+        r = send_text(c, 200, "text/plain", body, len, NULL);
+    }
+    free(body);
     return r;
 }
 

@@ -243,7 +243,10 @@ struct MHD_Response *fk_watch_response(fk_store *st, const fk_watch_req *req, ch
 typedef struct follow {
     fk_store *st;
     char key[600]; /* "ns/name" */
-    size_t sent;   /* bytes of the log text sent so far */
+    fk_log_opts o;
+    size_t sent;   /* bytes of the stored log handled so far */
+    int at_start;  /* sent is at a line's start */
+    size_t given;  /* bytes of the answer so far, for limitBytes */
     char *chunk;
     size_t len, off;
     unsigned drop_gen;
@@ -257,8 +260,13 @@ static ssize_t follow_read(void *cls, uint64_t pos, char *buf, size_t max)
     for (;;) {
         if (f->off < f->len) {
             size_t n = f->len - f->off < max ? f->len - f->off : max;
+            if (f->o.limit >= 0 && f->given + n > (size_t)f->o.limit)
+                n = (size_t)f->o.limit - f->given;
+            if (n == 0)
+                return MHD_CONTENT_READER_END_OF_STREAM;
             memcpy(buf, f->chunk + f->off, n);
             f->off += n;
+            f->given += n;
             return (ssize_t)n;
         }
         if (f->done || f->st->stopping)
@@ -269,12 +277,15 @@ static ssize_t follow_read(void *cls, uint64_t pos, char *buf, size_t max)
             size_t n = text ? strlen(text) : 0;
             if (n > f->sent) {
                 free(f->chunk);
-                f->chunk = strdup(text + f->sent);
-                f->len = f->chunk ? n - f->sent : 0;
+                f->chunk = fk_log_render(text, f->sent, n, f->at_start, &f->o, &f->len);
+                if (!f->chunk)
+                    f->len = 0;
                 f->off = 0;
+                f->at_start = text[n - 1] == '\n';
                 f->sent = n;
                 break;
             }
+            /* The kubelet ends the stream once the container has ended (or the pod went). */
             const json_t *pod = json_object_get(f->st->objs[FK_PODS], f->key);
             if (!pod || !fk_pod_active(pod) || f->drop_gen != f->st->drop_gen) {
                 f->done = 1;
@@ -299,13 +310,15 @@ static void follow_free(void *cls)
 }
 
 struct MHD_Response *fk_log_follow_response(fk_store *st, const char *ns, const char *name,
-                                            const char *first, size_t first_len, size_t sent)
+                                            const fk_log_opts *o, const char *first,
+                                            size_t first_len, size_t sent)
 {
     follow *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
     f->st = st;
     snprintf(f->key, sizeof f->key, "%s/%s", ns, name);
+    f->o = *o;
     f->sent = sent;
     f->chunk = malloc(first_len + 1);
     if (!f->chunk) {
@@ -316,6 +329,8 @@ struct MHD_Response *fk_log_follow_response(fk_store *st, const char *ns, const 
     f->len = first_len;
     pthread_mutex_lock(&st->mu);
     f->drop_gen = st->drop_gen;
+    const char *text = json_string_value(json_object_get(st->logs, f->key));
+    f->at_start = !text || sent == 0 || text[sent - 1] == '\n';
     pthread_mutex_unlock(&st->mu);
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, follow_read, f, follow_free);
