@@ -1420,6 +1420,21 @@ ty_err kube_backend_metrics(backend *b, ty_buf *out)
             e = ty_buf_printf(out, "trainyard_kube_placements_total{result=\"%s\"} %lld\n", k,
                               (long long)json_integer_value(v));
     }
+    if (e == TY_OK && kb->logs) {
+        kube_logs_stats ls;
+        kube_logs_stats_get(kb->logs, &ls);
+        e = ty_buf_printf(out,
+                          "# TYPE trainyard_kube_log_streams gauge\n"
+                          "trainyard_kube_log_streams %zu\n"
+                          "# TYPE trainyard_kube_log_streams_open gauge\n"
+                          "trainyard_kube_log_streams_open %zu\n"
+                          "# TYPE trainyard_kube_log_bytes_total counter\n"
+                          "trainyard_kube_log_bytes_total %llu\n"
+                          "# TYPE trainyard_kube_log_lines_skipped_total counter\n"
+                          "trainyard_kube_log_lines_skipped_total %llu\n",
+                          ls.streams, ls.open, (unsigned long long)ls.bytes,
+                          (unsigned long long)ls.skipped_lines);
+    }
     if (e == TY_OK)
         e = ty_buf_puts(out, "# TYPE trainyard_kube_event_delay_seconds histogram\n");
     uint64_t cum = 0;
