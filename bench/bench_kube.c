@@ -24,7 +24,12 @@
  *      of one job set Succeeded (one control call), then GET /v1/jobs/{id} polled until it
  *      says SUCCEEDED; p50/p99/max of that time, which includes the fake's own reaction and
  *      the polling interval (1 ms);
- *   4. the server's resident memory now and at its peak (VmRSS, VmHWM).
+ *   4. the pods' logs: seconds until the server streams the log of every running pod
+ *      (trainyard_kube_log_streams_open), its CPU over 5 s with every stream open and quiet,
+ *      then 10 lines of 100 bytes appended to every pod's log (one control call each) and
+ *      the time and server CPU until all of it is in the server's log files
+ *      (trainyard_kube_log_bytes_total);
+ *   5. the server's resident memory now and at its peak (VmRSS, VmHWM).
  *
  *   bench_kube --free-to-admit [--nodes 100] [--samples 300] [--profile FILE]
  *
@@ -966,7 +971,68 @@ int main(int argc, char **argv)
     }
     free(lat);
 
-    /* 4. Memory. */
+    /* 4. The pods' logs, streamed into the server's files. */
+    {
+        long pods = (long)(jobs - taken) * ranks, open = 0; /* step 3 ended `taken` jobs */
+        double l0 = bench_mono_ms() / 1e3;
+        while ((open = server_metric("\ntrainyard_kube_log_streams_open ")) < pods) {
+            if (bench_mono_ms() / 1e3 - l0 > 600)
+                die("only %ld of %ld log streams open after 600 s", open, pods);
+            bench_sleep_us(50000);
+        }
+        double l_open = bench_mono_ms() / 1e3 - l0;
+        long idle_kb, idle_peak;
+        rss(g_srv_pid, &idle_kb, &idle_peak);
+        double c0 = cpu_s(g_srv_pid);
+        bench_sleep_us(5000000);
+        double c_idle = cpu_s(g_srv_pid) - c0;
+        printf("log streams: %ld pods' logs followed after %.2f s; with every stream open and "
+               "quiet the server used %.3f CPU s in 5 s (RSS %.1f MiB)\n",
+               pods, l_open, c_idle, idle_kb / 1024.0);
+        char lines[1200];
+        size_t ll = 0;
+        for (int i = 0; i < 10; i++)
+            ll += (size_t)snprintf(lines + ll, sizeof lines - ll, "step %04d loss 0.%080d\n", i,
+                                   i);
+        long before = server_metric("\ntrainyard_kube_log_bytes_total ");
+        json_t *plist = NULL;
+        if (fake("GET", "/api/v1/namespaces/" NS "/pods?labelSelector=trainyard.io%2Fjob-id",
+                 NULL, &plist) != 200)
+            die("listing pods failed");
+        c0 = cpu_s(g_srv_pid);
+        l0 = bench_mono_ms() / 1e3;
+        size_t i;
+        json_t *pod;
+        long want = before;
+        json_array_foreach(json_object_get(plist, "items"), i, pod)
+        {
+            const char *ph = json_string_value(
+                json_object_get(json_object_get(pod, "status"), "phase"));
+            if (!ph || strcmp(ph, "Running"))
+                continue;
+            char lp[512];
+            snprintf(lp, sizeof lp, "/fake/pods/" NS "/%s/log",
+                     json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")));
+            if (fake("POST", lp, lines, NULL) != 200)
+                die("appending to a pod's log failed");
+            want += (long)ll;
+        }
+        json_decref(plist);
+        long got;
+        while ((got = server_metric("\ntrainyard_kube_log_bytes_total ")) < want) {
+            if (bench_mono_ms() / 1e3 - l0 > 600)
+                die("only %ld of %ld log bytes written after 600 s", got - before,
+                    want - before);
+            bench_sleep_us(20000);
+        }
+        double l_w = bench_mono_ms() / 1e3 - l0, c_w = cpu_s(g_srv_pid) - c0;
+        printf("  %ld bytes appended to every pod's log (%.1f MiB in all) written to the server's "
+               "files after %.2f s; server CPU %.2f s (%.1f us a line)\n",
+               (long)ll, (want - before) / 1048576.0, l_w, c_w,
+               1e6 * c_w / ((double)(want - before) / ((double)ll / 10)));
+    }
+
+    /* 5. Memory. */
     long now_kb, peak_kb;
     rss(g_srv_pid, &now_kb, &peak_kb);
     printf("server RSS: %.1f MiB now, %.1f MiB peak\n", now_kb / 1024.0, peak_kb / 1024.0);

@@ -737,10 +737,6 @@ static void stream_done(kube_logs *kl, kstream *s, CURLcode cc, int64_t now)
     s->open = 0;
     kl->nopen--;
     int ok = cc == CURLE_OK && code >= 200 && code < 300;
-    if (ok && s->in_line && s->mode != LINE_SKIP && s->ended) {
-        /* The container's last line had no newline: the log ends there. */
-        s->in_line = 0;
-    }
     if (ok && s->ended) {
         s->complete = 1;
         s->dirty = 1;
