@@ -37,6 +37,7 @@ struct kube_inv {
     inode *nodes;     /* n entries, parallel to flat */
     kube_node *flat;  /* the nodes as placement reads them */
     size_t n, cap;
+    unsigned long shape; /* kube_inv_view.shape */
     kube_node *scratch; /* the copy a view hands out */
     size_t scratch_cap;
     json_t *index;    /* node name -> index into nodes */
@@ -444,10 +445,13 @@ ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node)
                 json_object_set_new(inv->index, inv->flat[i].name, json_integer((json_int_t)i));
             }
             inv->n--;
+            inv->shape++;
             json_object_del(inv->index, name); /* name points into a freed copy no more */
         }
     } else if (idx) {
         size_t i = (size_t)json_integer_value(idx);
+        if (!json_equal(inv->nodes[i].obj, in.obj))
+            inv->shape++; /* its labels or taints changed */
         inode_clear(&inv->nodes[i]);
         inv->nodes[i] = in;
         used_on(inv, flat.name, &flat.gpus_requested, &flat.requested);
@@ -470,6 +474,7 @@ ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node)
             inv->nodes[inv->n] = in;
             inv->flat[inv->n] = flat;
             inv->n++;
+            inv->shape++;
         } else {
             inode_clear(&in);
             e = TY_ENOMEM;
@@ -592,7 +597,7 @@ ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud)
     for (size_t i = 0; i < inv->n; i++)
         if (inv->nodes[i].group >= 0)
             inv->sizes[inv->nodes[i].group].size++;
-    kube_inv_view view = {inv->scratch, inv->n, inv->sizes, inv->ngroups, inv};
+    kube_inv_view view = {inv->scratch, inv->n, inv->sizes, inv->ngroups, inv, inv->shape};
     ty_err e = fn(ud, &view);
     pthread_mutex_unlock(&inv->mu);
     return e;

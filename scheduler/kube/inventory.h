@@ -65,6 +65,8 @@ typedef struct kube_inv_view {
     const kube_group_size *groups; /* every profile group, in the order given to new() */
     size_t ngroups;
     const kube_inv *inv;          /* for kube_inv_job_pods() */
+    unsigned long shape; /* changes whenever a node comes or goes or its labels or taints change:
+                            what kube_class_match() computed of the nodes holds while it stays */
 } kube_inv_view;
 typedef ty_err (*kube_inv_fn)(void *ud, kube_inv_view *view);
 ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud);

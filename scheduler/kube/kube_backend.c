@@ -225,6 +225,49 @@ static void gang_of(const backend_attempt *a, const char *const *avoid, kube_gan
     }
 }
 
+/*
+ * What the labels and taints of the view's nodes decide for g's GPU type and capacity
+ * (kube_class_match()), worked out again only when the view's shape changed: most decisions
+ * then read one byte a node where they compared its labels and taints with the classes'.
+ * NULL when not known (the calls then work it out themselves). In kube_inv_with()'s callbacks.
+ */
+static const unsigned char *class_match(kbe *kb, const kube_inv_view *view, const kube_gang *g)
+{
+    const kube_node_class *gpu = NULL, *cap = NULL;
+    if (g->gpus_per_rank > 0 && !(gpu = kube_profile_gpu_type(kb->p, g->gpu_type)))
+        return NULL;
+    if (g->capacity && strcmp(g->capacity, "any") && kb->p->ncapacity_types > 0 &&
+        !(cap = kube_profile_capacity(kb->p, g->capacity)))
+        return NULL;
+    kb_match *m = NULL;
+    for (size_t i = 0; i < kb->nmatches && !m; i++)
+        if (kb->matches[i].gpu == gpu && kb->matches[i].cap == cap)
+            m = &kb->matches[i];
+    if (!m) {
+        if (kb->nmatches == KB_MATCHES)
+            return NULL;
+        m = &kb->matches[kb->nmatches++];
+        m->gpu = gpu;
+        m->cap = cap;
+    }
+    if (m->valid && m->shape == view->shape && m->n == view->nnodes)
+        return m->match;
+    m->valid = 0;
+    if (m->cap_n < view->nnodes) {
+        unsigned char *grown = realloc(m->match, view->nnodes);
+        if (!grown)
+            return NULL;
+        m->match = grown;
+        m->cap_n = view->nnodes;
+    }
+    if (kube_class_match(kb->p, view->nodes, view->nnodes, g, m->match) != TY_OK)
+        return NULL;
+    m->valid = 1;
+    m->shape = view->shape;
+    m->n = view->nnodes;
+    return m->match;
+}
+
 /* Two attempts whose pods are eligible for the same nodes of the same zone. */
 static int same_class(const backend_attempt *x, const backend_attempt *y)
 {
@@ -263,7 +306,8 @@ static void book_pending(kbe *kb, const kube_inv_view *view, const backend_attem
         kube_gang g;
         kube_booker *bk = NULL;
         gang_of(lead, NULL, &g);
-        if (kube_booker_new(kb->p, nodes, nnodes, &g, lead->zone, &bk) != TY_OK)
+        if (kube_booker_new(kb->p, nodes, nnodes, class_match(kb, view, &g), &g, lead->zone,
+                            &bk) != TY_OK)
             bk = NULL; /* the placement then counts less as taken: the scheduler still decides */
         for (backend_attempt *a = (backend_attempt *)lead; a; a = a->next) {
             if (a == skip || !a->zone[0] || a->booked_pass || !same_class(a, lead))
@@ -335,8 +379,9 @@ static ty_err place_on(void *ud, kube_inv_view *view)
             return TY_EINVAL;
         }
     }
-    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups};
     gang_of(a, &c->avoid, &g);
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups,
+                         class_match(kb, view, &g)};
     ty_err e = kube_place(kb->p, &ki, &g, c->out, c->why, c->whylen);
     if (e == TY_OK && c->out->verdict == KUBE_WAIT && c->avoid && *c->avoid) {
         gang_of(a, NULL, &g); /* nothing else fits: the avoided zone is better than none */
@@ -681,9 +726,11 @@ static ty_err free_on(void *ud, kube_inv_view *view)
     pthread_mutex_lock(&kb->mu);
     kb_mark_excluded(kb, view->nodes, view->nnodes); /* quarantined: their GPUs are not free */
     pthread_mutex_unlock(&kb->mu);
-    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups};
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL};
     for (size_t i = 0; i < kb->p->ngpu_types; i++) {
         kube_type_capacity cap = {0, 0};
+        kube_gang g = {.count = 1, .gpus_per_rank = 1, .gpu_type = kb->p->gpu_types[i].name};
+        ki.match = class_match(kb, view, &g);
         if (kube_type_capacity_of(kb->p, &ki, kb->p->gpu_types[i].name, &cap) != TY_OK)
             cap = (kube_type_capacity){0, 0};
         c->out[i] = (backend_free){.kind = BACKEND_RES_GPU,
@@ -1475,6 +1522,8 @@ static void kb_free(backend *b)
     ty_informer_free(kb->bound);
     kube_logs_free(kb->logs); /* after the informers: their callbacks feed it */
     kube_inv_free(kb->inv);
+    for (size_t i = 0; i < kb->nmatches; i++)
+        free(kb->matches[i].match);
     while (kb->ahead) {
         kb_action *act = kb->ahead;
         kb->ahead = act->next;

@@ -85,6 +85,18 @@ typedef struct kb_action {
     int report;                    /* DELETE: a failure is a STOP_FAILED (a stop asked it) */
 } kb_action;
 
+/* What the labels and taints of the inventory's nodes decide for one GPU type and capacity
+ * (kube_class_match()), as of the view's shape. */
+typedef struct kb_match {
+    const kube_node_class *gpu, *cap; /* the profile's; NULL: none, any */
+    int valid;
+    unsigned long shape;
+    size_t n, cap_n;
+    unsigned char *match;
+} kb_match;
+
+#define KB_MATCHES 32
+
 typedef struct kbe {
     backend base;
     const kube_profile *p;
@@ -95,6 +107,9 @@ typedef struct kbe {
     json_t *pod_pick, *job_pick;   /* what the watches parse of pods and Jobs (kpick.h) */
     kube_logs *logs;               /* the ranks' logs, streamed to files; NULL: none kept */
     kube_inv *inv;                 /* nodes and GPUs in use, fed by the informers' callbacks */
+    kb_match matches[KB_MATCHES];  /* read and written only in kube_inv_with()'s callbacks,
+                                      which its lock serializes */
+    size_t nmatches;
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;
     backend_attempt *attempts;

@@ -40,6 +40,7 @@ typedef struct req {
     const kube_gang *g;
     const kube_node_class *gpu;
     const kube_node_class *cap; /* NULL: any capacity */
+    const unsigned char *match; /* NULL, or class_ok() of each node, computed before */
 } req;
 
 static ty_err bad(char *msg, size_t msglen, const char *fmt, ...)
@@ -137,10 +138,9 @@ static int tolerated(const req *r, const kube_taint *t)
     return 0;
 }
 
-static int eligible(const req *r, const kube_node *n)
+/* What labels and taints alone decide of a node's eligibility for r's GPU type and capacity. */
+static int class_ok(const req *r, const kube_node *n)
 {
-    if (!n->ready || n->unschedulable || !n->zone)
-        return 0;
     for (size_t i = 0; i < n->ntaints; i++) {
         if (!strcmp(n->taints[i].key, KUBE_RECLAIM_TAINT))
             return 0;
@@ -154,6 +154,39 @@ static int eligible(const req *r, const kube_node *n)
         if (!has_label(n, r->cap->labels[i].key, r->cap->labels[i].value))
             return 0;
     return 1;
+}
+
+/* Node i of the nodes r's match was computed for. */
+static int eligible(const req *r, const kube_node *n, size_t i)
+{
+    if (!n->ready || n->unschedulable || !n->zone)
+        return 0;
+    return r->match ? r->match[i] : class_ok(r, n);
+}
+
+/* The classes gang g's pods belong to; TY_EINVAL (msg says why) when the profile lacks one. */
+static ty_err resolve(const kube_profile *p, const kube_gang *g, req *r, char *msg, size_t msglen)
+{
+    if (g->gpus_per_rank > 0 && !(r->gpu = kube_profile_gpu_type(p, g->gpu_type)))
+        return bad(msg, msglen, "GPU type '%s' is not in the cluster profile",
+                   g->gpu_type ? g->gpu_type : "");
+    if (g->capacity && strcmp(g->capacity, "any") && p->ncapacity_types > 0 &&
+        !(r->cap = kube_profile_capacity(p, g->capacity)))
+        return bad(msg, msglen, "capacity type '%s' is not in the cluster profile", g->capacity);
+    return TY_OK;
+}
+
+ty_err kube_class_match(const kube_profile *p, const kube_node *nodes, size_t nnodes,
+                        const kube_gang *g, unsigned char *match)
+{
+    char msg[160];
+    req r = {p, g, NULL, NULL, NULL};
+    if (!p || !g || (nnodes && (!nodes || !match)))
+        return TY_EINVAL;
+    ty_err e = resolve(p, g, &r, msg, sizeof msg);
+    for (size_t i = 0; e == TY_OK && i < nnodes; i++)
+        match[i] = (unsigned char)class_ok(&r, &nodes[i]);
+    return e;
 }
 
 static int in_list(const char *const *list, size_t n, const char *s)
@@ -382,7 +415,7 @@ static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement 
 ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_gang *gang,
                   kube_placement *out, char *msg, size_t msglen)
 {
-    req r = {p, gang, NULL, NULL};
+    req r = {p, gang, NULL, NULL, inv ? inv->match : NULL};
     tally *t = NULL;
     size_t nt = 0;
     ty_err e;
@@ -392,12 +425,8 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
     memset(out, 0, sizeof *out);
     if (gang->count < 1 || gang->gpus_per_rank < 0)
         return bad(msg, msglen, "a gang needs at least one rank and no negative GPU count");
-    if (gang->gpus_per_rank > 0 && !(r.gpu = kube_profile_gpu_type(p, gang->gpu_type)))
-        return bad(msg, msglen, "GPU type '%s' is not in the cluster profile",
-                   gang->gpu_type ? gang->gpu_type : "");
-    if (gang->capacity && strcmp(gang->capacity, "any") && p->ncapacity_types > 0 &&
-        !(r.cap = kube_profile_capacity(p, gang->capacity)))
-        return bad(msg, msglen, "capacity type '%s' is not in the cluster profile", gang->capacity);
+    if ((e = resolve(p, gang, &r, msg, msglen)))
+        return e;
     if (gang->zone && strcmp(gang->zone, "auto") && p->nzones &&
         !in_list((const char *const *)p->zones, p->nzones, gang->zone))
         return bad(msg, msglen, "zone '%s' is not in the cluster profile", gang->zone);
@@ -406,7 +435,7 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
 
     for (size_t i = 0; i < inv->nnodes; i++) {
         const kube_node *n = &inv->nodes[i];
-        if (!eligible(&r, n))
+        if (!eligible(&r, n, i))
             continue;
         for (size_t z = 0; z < nt; z++) {
             if (strcmp(t[z].zone, n->zone))
@@ -470,13 +499,13 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
                              const char *gpu_type, kube_type_capacity *out)
 {
     kube_gang g = {.count = 1, .gpus_per_rank = 1, .gpu_type = gpu_type};
-    req r = {p, &g, NULL, NULL};
+    req r = {p, &g, NULL, NULL, inv ? inv->match : NULL};
     if (!p || !inv || !out || !(r.gpu = kube_profile_gpu_type(p, gpu_type)))
         return TY_EINVAL;
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < inv->nnodes; i++) {
         const kube_node *n = &inv->nodes[i];
-        if (!eligible(&r, n) ||
+        if (!eligible(&r, n, i) ||
             (p->nzones && !in_list((const char *const *)p->zones, p->nzones, n->zone)))
             continue;
         long alloc = n->gpus_allocatable > 0 ? n->gpus_allocatable : 0;
@@ -526,15 +555,14 @@ static void heap_down(kube_booker *b, size_t i)
     }
 }
 
-ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes, const kube_gang *g,
-                       const char *zone, kube_booker **out)
+ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
+                       const unsigned char *match, const kube_gang *g, const char *zone,
+                       kube_booker **out)
 {
-    req r = {p, g, NULL, NULL};
+    char msg[160];
+    req r = {p, g, NULL, NULL, match};
     *out = NULL;
-    if (g->gpus_per_rank > 0 && !(r.gpu = kube_profile_gpu_type(p, g->gpu_type)))
-        return TY_EINVAL;
-    if (g->capacity && strcmp(g->capacity, "any") && p->ncapacity_types > 0 &&
-        !(r.cap = kube_profile_capacity(p, g->capacity)))
+    if (resolve(p, g, &r, msg, sizeof msg) != TY_OK)
         return TY_EINVAL;
     kube_booker *b = calloc(1, sizeof *b);
     if (!b || !(b->idx = calloc(nnodes ? nnodes : 1, sizeof *b->idx))) {
@@ -544,7 +572,7 @@ ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes, c
     b->nodes = nodes;
     b->key = *g;
     for (size_t i = 0; i < nnodes; i++)
-        if (zone && nodes[i].zone && !strcmp(nodes[i].zone, zone) && eligible(&r, &nodes[i]))
+        if (zone && nodes[i].zone && !strcmp(nodes[i].zone, zone) && eligible(&r, &nodes[i], i))
             b->idx[b->n++] = i;
     for (size_t i = b->n / 2; i-- > 0;)
         heap_down(b, i);

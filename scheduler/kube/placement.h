@@ -70,6 +70,10 @@ typedef struct kube_inventory {
     size_t nnodes;
     const kube_group_size *groups; /* groups not listed count as size 0 */
     size_t ngroups;
+    /* NULL, or kube_class_match() of these nodes for the GPU type and capacity the call asks
+     * about (kube_place(): the gang's; kube_type_capacity_of(): the type's, any capacity):
+     * what their labels and taints decide, then not worked out again for every node. */
+    const unsigned char *match;
 } kube_inventory;
 
 typedef struct kube_gang {
@@ -145,10 +149,22 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
  * node are not booked (the scheduler leaves them Pending). Returns the ranks booked.
  */
 typedef struct kube_booker kube_booker;
-ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes, const kube_gang *g,
-                       const char *zone, kube_booker **out);
+/* match: NULL, or kube_class_match() of the nodes for g's GPU type and capacity. */
+ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
+                       const unsigned char *match, const kube_gang *g, const char *zone,
+                       kube_booker **out);
 int kube_book(kube_booker *b, const kube_gang *g, int ranks);
 void kube_booker_free(kube_booker *b);
+
+/*
+ * The part of eligibility that a node's labels and taints decide, for g's GPU type (none when
+ * g asks no GPUs) and capacity: match[i] is 1 when nodes[i] is not tainted for reclaim,
+ * tolerates the taints and carries the labels, else 0 (readiness, cordons and zones are
+ * checked by each call). It changes only when labels or taints do: a caller may keep it across
+ * decisions and hand it to the calls above. TY_EINVAL for a type or capacity the profile lacks.
+ */
+ty_err kube_class_match(const kube_profile *p, const kube_node *nodes, size_t nnodes,
+                        const kube_gang *g, unsigned char *match);
 
 /* Whether a rank of g fits on node n's free resources (eligibility aside). */
 int kube_rank_fits(const kube_node *n, const kube_gang *g);

@@ -435,6 +435,43 @@ static ty_err sum_used(void *ud, kube_inv_view *view)
 }
 
 /* Thousands of nodes and pods: every pod's GPUs land on its node, whatever the order. */
+static ty_err shape_of(void *ud, kube_inv_view *view)
+{
+    *(unsigned long *)ud = view->shape;
+    return TY_OK;
+}
+
+/* The view's shape changes when what decides eligibility by labels and taints may have: a node
+ * added, deleted or relabelled; not when its pods or status change. */
+static void test_the_shape_of_the_nodes(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    unsigned long s0, s1;
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    feed_node(inv, NULL, node("n1", "us-west-2a", "p4d-od-2a", 8, 1));
+    feed_node(inv, NULL, node("n2", "us-west-2b", "p4d-spot-2b", 8, 1));
+    assert_int_equal(kube_inv_with(inv, shape_of, &s0), TY_OK);
+    feed_node(inv, node("n1", "us-west-2a", "p4d-od-2a", 8, 1),
+              node("n1", "us-west-2a", "p4d-od-2a", 4, 0));
+    feed_pod(inv, NULL, pod("p1", "n1", 2, "Running"));
+    assert_int_equal(kube_inv_with(inv, shape_of, &s1), TY_OK);
+    assert_true(s1 == s0);
+    feed_node(inv, node("n1", "us-west-2a", "p4d-od-2a", 4, 0),
+              node("n1", "us-west-2c", "p4d-od-2a", 4, 0));
+    assert_int_equal(kube_inv_with(inv, shape_of, &s1), TY_OK);
+    assert_true(s1 != s0);
+    s0 = s1;
+    feed_node(inv, node("n2", "us-west-2b", "p4d-spot-2b", 8, 1), NULL);
+    assert_int_equal(kube_inv_with(inv, shape_of, &s1), TY_OK);
+    assert_true(s1 != s0);
+    s0 = s1;
+    feed_node(inv, NULL, node("n3", "us-west-2b", "p4d-spot-2b", 8, 1));
+    assert_int_equal(kube_inv_with(inv, shape_of, &s1), TY_OK);
+    assert_true(s1 != s0);
+    kube_inv_free(inv);
+}
+
 static void test_many(void **state)
 {
     (void)state;
@@ -496,7 +533,7 @@ typedef struct counted {
 static ty_err count_types(void *ud, kube_inv_view *view)
 {
     counted *c = ud;
-    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups};
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL};
     assert_int_equal(kube_type_capacity_of(c->p, &ki, "a100", &c->a100), TY_OK);
     assert_int_equal(kube_type_capacity_of(c->p, &ki, "h100", &c->h100), TY_OK);
     kube_type_capacity none;
@@ -600,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_capacity_per_gpu_type),
         cmocka_unit_test(test_late_changes_from_the_other_informer),
         cmocka_unit_test(test_pods_per_job),
+        cmocka_unit_test(test_the_shape_of_the_nodes),
         cmocka_unit_test(test_cpu_memory_storage_and_pod_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

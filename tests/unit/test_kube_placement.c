@@ -93,13 +93,22 @@ static void all_groups_full(cluster *c)
         group(c, prof->groups[i].name, prof->groups[i].max_size);
 }
 
+/* Places g twice, working the labels and taints out node by node and reading them from
+ * kube_class_match(): every case below checks that both decide the same, reason included. */
 static kube_placement place(cluster *c, kube_gang g)
 {
-    kube_inventory inv = {c->nodes, c->n, c->groups, c->ngroups};
-    kube_placement out;
+    kube_inventory inv = {c->nodes, c->n, c->groups, c->ngroups, NULL};
+    kube_placement out, kept;
+    unsigned char match[64];
     char msg[256] = "";
     if (kube_place(prof, &inv, &g, &out, msg, sizeof msg) != TY_OK)
         fail_msg("kube_place: %s", msg);
+    assert_true(c->n <= sizeof match);
+    assert_int_equal(kube_class_match(prof, c->nodes, c->n, &g, match), TY_OK);
+    inv.match = match;
+    if (kube_place(prof, &inv, &g, &kept, msg, sizeof msg) != TY_OK)
+        fail_msg("kube_place with a class match: %s", msg);
+    assert_memory_equal(&out, &kept, sizeof out);
     return out;
 }
 
@@ -382,7 +391,7 @@ static void test_booking_pods_not_bound_yet(void **state)
     node(&c, "us-west-2b", NULL, 0, 0, 0)->requested.pods = 100;
     kube_gang g = {.count = 12, .cpu_millis = 10};
     kube_booker *b = NULL;
-    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, &g, "us-west-2a", &b), TY_OK);
+    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, NULL, &g, "us-west-2a", &b), TY_OK);
     /* 10 + 5 slots: each rank goes where most room is left, so both nodes end with 1 or 2. */
     assert_int_equal(kube_book(b, &g, 12), 12);
     assert_int_equal(c.nodes[0].requested.pods + c.nodes[1].requested.pods, 217);
@@ -397,6 +406,54 @@ static void test_booking_pods_not_bound_yet(void **state)
     assert_string_equal(p.zone, "us-west-2b");
     assert_false(kube_rank_fits(&c.nodes[0], &four));
     assert_true(kube_rank_fits(&c.nodes[2], &four));
+}
+
+/* What labels and taints decide is worked out once and kept: readiness and cordons are still
+ * read from the nodes by every call, and a booker given it books the same nodes. */
+static void test_a_class_match_kept_across_decisions(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    node(&c, "us-west-2a", A100, 1, 8, 0);
+    node(&c, "us-west-2a", A100, 0, 8, 0);                 /* on-demand */
+    node(&c, "us-west-2a", NULL, 1, 0, 0);                 /* no GPUs */
+    node(&c, "us-west-2a", A100, 1, 8, 0)->ntaints = 2;   /* tainted for reclaim */
+    c.taints[3][1] = reclaim_taint;
+    node(&c, "us-west-2a", A100, 1, 8, 0);
+    unsigned char match[MAX_NODES];
+    kube_gang g = a100_spot(2, 8);
+    assert_int_equal(kube_class_match(prof, c.nodes, c.n, &g, match), TY_OK);
+    assert_memory_equal(match, ((unsigned char[]){1, 0, 0, 0, 1}), 5);
+    /* The last node goes down: the match stays as it was, the decision sees it. */
+    c.nodes[4].ready = 0;
+    kube_inventory inv = {c.nodes, c.n, c.groups, c.ngroups, match};
+    kube_placement p;
+    char msg[256] = "";
+    assert_int_equal(kube_place(prof, &inv, &g, &p, msg, sizeof msg), TY_OK);
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    c.nodes[4].ready = 1;
+    c.nodes[0].unschedulable = 1;
+    assert_int_equal(kube_place(prof, &inv, &g, &p, msg, sizeof msg), TY_OK);
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    c.nodes[0].unschedulable = 0;
+    assert_int_equal(kube_place(prof, &inv, &g, &p, msg, sizeof msg), TY_OK);
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    /* The booker books the same nodes with the match as without it. */
+    kube_booker *b = NULL;
+    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, match, &g, "us-west-2a", &b), TY_OK);
+    assert_int_equal(kube_book(b, &g, 3), 2);
+    kube_booker_free(b);
+    assert_int_equal(c.nodes[0].gpus_requested + c.nodes[4].gpus_requested, 16);
+    assert_int_equal(c.nodes[1].gpus_requested + c.nodes[3].gpus_requested, 0);
+    /* A rank without GPUs on any capacity: the node without GPUs fits it, the reclaimed not. */
+    kube_gang cpu = {.count = 1, .cpu_millis = 10};
+    assert_int_equal(kube_class_match(prof, c.nodes, c.n, &cpu, match), TY_OK);
+    assert_int_equal(match[2], 1);
+    assert_int_equal(match[3], 0);
+    kube_gang h = a100_spot(1, 1);
+    h.gpu_type = "tpu";
+    assert_int_equal(kube_class_match(prof, c.nodes, c.n, &h, match), TY_EINVAL);
 }
 
 /* ---- clusters that scale from zero ---- */
@@ -559,7 +616,7 @@ static void test_bad_requests_are_errors(void **state)
 {
     (void)state;
     cluster c = {0};
-    kube_inventory inv = {c.nodes, 0, NULL, 0};
+    kube_inventory inv = {c.nodes, 0, NULL, 0, NULL};
     kube_placement out;
     char msg[256] = "";
     kube_gang g = {.count = 1, .gpus_per_rank = 1, .gpu_type = "tpu", .capacity = "spot"};
@@ -606,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_groups_that_can_grow),
         cmocka_unit_test(test_any_capacity_may_grow_both_kinds_of_group),
         cmocka_unit_test(test_a_node_placement_counts_takes_the_rendered_pod),
+        cmocka_unit_test(test_a_class_match_kept_across_decisions),
         cmocka_unit_test(test_the_gang_of_a_spec),
         cmocka_unit_test(test_bad_requests_are_errors),
     };
