@@ -529,13 +529,14 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
 struct kube_booker {
     kube_node *nodes;
     size_t *idx; /* a max-heap of eligible node indices by room for `key` ranks */
+    long *room;  /* room[i]: node idx[i]'s room, as node_slots() said when it last changed */
     size_t n;
     kube_gang key;
 };
 
 static long heap_key(const kube_booker *b, size_t i)
 {
-    return node_slots(&b->nodes[b->idx[i]], &b->key);
+    return b->room[i];
 }
 
 static void heap_down(kube_booker *b, size_t i)
@@ -549,8 +550,11 @@ static void heap_down(kube_booker *b, size_t i)
         if (m == i)
             return;
         size_t tmp = b->idx[i];
+        long room = b->room[i];
         b->idx[i] = b->idx[m];
+        b->room[i] = b->room[m];
         b->idx[m] = tmp;
+        b->room[m] = room;
         i = m;
     }
 }
@@ -565,7 +569,10 @@ ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
     if (resolve(p, g, &r, msg, sizeof msg) != TY_OK)
         return TY_EINVAL;
     kube_booker *b = calloc(1, sizeof *b);
-    if (!b || !(b->idx = calloc(nnodes ? nnodes : 1, sizeof *b->idx))) {
+    if (!b || !(b->idx = calloc(nnodes ? nnodes : 1, sizeof *b->idx)) ||
+        !(b->room = calloc(nnodes ? nnodes : 1, sizeof *b->room))) {
+        if (b)
+            free(b->idx);
         free(b);
         return TY_ENOMEM;
     }
@@ -574,6 +581,8 @@ ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
     for (size_t i = 0; i < nnodes; i++)
         if (zone && nodes[i].zone && !strcmp(nodes[i].zone, zone) && eligible(&r, &nodes[i], i))
             b->idx[b->n++] = i;
+    for (size_t i = 0; i < b->n; i++)
+        b->room[i] = node_slots(&nodes[b->idx[i]], &b->key);
     for (size_t i = b->n / 2; i-- > 0;)
         heap_down(b, i);
     *out = b;
@@ -592,6 +601,7 @@ int kube_book(kube_booker *b, const kube_gang *g, int ranks)
         n->requested.memory_bytes += g->memory_bytes;
         n->requested.ephemeral_bytes += g->ephemeral_bytes;
         n->requested.pods++;
+        b->room[0] = node_slots(n, &b->key); /* no other node changed */
         heap_down(b, 0);
         booked++;
     }
@@ -603,6 +613,7 @@ void kube_booker_free(kube_booker *b)
     if (!b)
         return;
     free(b->idx);
+    free(b->room);
     free(b);
 }
 

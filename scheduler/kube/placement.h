@@ -146,7 +146,8 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
  * requests to the nodes' requested counts; so that a placement decided next does not count the
  * same room twice. A booker is made once per (zone, GPU type, capacity) of the gangs to book and
  * then books each of them in turn: O(nodes) to make, O(log nodes) per rank. Ranks that fit no
- * node are not booked (the scheduler leaves them Pending). Returns the ranks booked.
+ * node are not booked (the scheduler leaves them Pending). Returns the ranks booked. The booker
+ * keeps each node's room: nothing but kube_book() may change the nodes while it lives.
  */
 typedef struct kube_booker kube_booker;
 /* match: NULL, or kube_class_match() of the nodes for g's GPU type and capacity. */
