@@ -260,6 +260,33 @@ static int print_doc(const char *name, const char *output, const json_t *v)
     return usage_error(name, "-o takes json or yaml");
 }
 
+/* Whether -o, when given, names a document format (json or yaml). */
+static int output_ok(const opts *o)
+{
+    return !o->output || !strcmp(o->output, "json") || !strcmp(o->output, "yaml");
+}
+
+/* GETs path and prints its document as -o says, else as `print` shows it to a person. */
+static int get_and_print(const char *name, const opts *o, const char *path,
+                         void (*print)(const json_t *))
+{
+    cli_http *c = NULL;
+    cli_resp r = {0};
+    int rc = connect_cli(name, o, &c);
+    if (rc == CLI_EXIT_OK) {
+        cli_http_do(c, "GET", path, NULL, &r);
+        if (!is_2xx(&r) || !r.json)
+            rc = cli_report(name, &r, stderr);
+        else if (o->output)
+            rc = print_doc(name, o->output, r.json);
+        else
+            print(r.json);
+    }
+    cli_resp_free(&r);
+    cli_http_free(c);
+    return rc;
+}
+
 /* ---- an aligned table ------------------------------------------------------ */
 
 /* rows: an array of arrays of strings, the first the header. Columns are as wide as their
@@ -428,8 +455,7 @@ static int follow_stream(const char *name, cli_http *c, const char *path, follow
             /* Too many streams open (this token's or the server's cap): not an error of the
              * job; wait for a place as the server's Retry-After (5 s) says, without limit. */
             if (!waited_place)
-                fprintf(stderr, "trainyard %s: too many streams open; waiting for a place\n",
-                        name);
+                fprintf(stderr, "trainyard %s: too many streams open; waiting for a place\n", name);
             waited_place = 1;
             cli_resp_free(&r);
             attempt--;
@@ -942,10 +968,9 @@ static void print_sweep(const json_t *sw)
     json_t *trials = json_object_get(sw, "trials"), *t, *names = json_array(), *rows;
     json_t *progress = progress_text(sw);
     size_t i, j;
-    printf("Sweep %s (%s, %s): %s, %s trials done, %lld at once\n", str(sw, "id"),
-           str(sw, "name"), str(sw, "algorithm"), str(sw, "state"),
-           json_string_value(progress), (long long)json_integer_value(json_object_get(sw,
-           "parallelism")));
+    printf("Sweep %s (%s, %s): %s, %s trials done, %lld at once\n", str(sw, "id"), str(sw, "name"),
+           str(sw, "algorithm"), str(sw, "state"), json_string_value(progress),
+           (long long)json_integer_value(json_object_get(sw, "parallelism")));
     json_decref(progress);
     printf("Objective: %s %s\n", str(obj, "goal"), str(obj, "metric"));
     if (json_is_object(best)) {
@@ -977,22 +1002,19 @@ static void print_sweep(const json_t *sw)
     }
     rows = json_pack("[[s,s,s]]", "TRIAL", "JOB", "STATE");
     json_t *head = json_array_get(rows, 0), *name;
-    json_array_foreach(names, j, name)
-        json_array_append(head, name);
+    json_array_foreach(names, j, name) json_array_append(head, name);
     json_array_append_new(head, json_string(str(obj, "metric")));
-    json_int_t best_index = json_is_object(best)
-                                ? json_integer_value(json_object_get(best, "index"))
-                                : -1;
+    json_int_t best_index =
+        json_is_object(best) ? json_integer_value(json_object_get(best, "index")) : -1;
     json_array_foreach(trials, i, t)
     {
         char idx[32];
         json_int_t index = json_integer_value(json_object_get(t, "index"));
         snprintf(idx, sizeof idx, "%lld%s", (long long)index, index == best_index ? " *" : "");
         json_t *row = json_pack("[s,s,s]", idx, str(t, "job_id"), str(t, "state"));
-        json_array_foreach(names, j, name)
-            json_array_append_new(row, value_text(json_object_get(
-                                           json_object_get(t, "parameters"),
-                                           json_string_value(name))));
+        json_array_foreach(names, j, name) json_array_append_new(
+            row,
+            value_text(json_object_get(json_object_get(t, "parameters"), json_string_value(name))));
         json_array_append_new(row, objective_text(t));
         json_array_append_new(rows, row);
     }
@@ -1063,7 +1085,7 @@ static int cmd_sweep_list(int argc, char **argv)
         return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
     if (optind < argc)
         return usage_error("sweep list", "unexpected argument");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+    if (!output_ok(&o))
         return usage_error("sweep list", "-o takes json or yaml");
     snprintf(num, sizeof num, "%ld", o.limit);
     if (o.limit && cli_query_add(path, sizeof path, "limit", num))
@@ -1074,8 +1096,8 @@ static int cmd_sweep_list(int argc, char **argv)
         rc = print_doc("sweep list", o.output, p.doc);
         goto out;
     }
-    json_t *rows = json_pack("[[s,s,s,s,s,s]]", "ID", "NAME", "ALGORITHM", "STATE", "DONE",
-                             "CREATED");
+    json_t *rows =
+        json_pack("[[s,s,s,s,s,s]]", "ID", "NAME", "ALGORITHM", "STATE", "DONE", "CREATED");
     size_t i;
     json_array_foreach(p.items, i, sw)
     {
@@ -1102,7 +1124,7 @@ static int cmd_sweep_get(int argc, char **argv)
         return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
     if (optind + 1 != argc)
         return usage_error("sweep get", "expected one sweep id");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+    if (!output_ok(&o))
         return usage_error("sweep get", "-o takes json or yaml");
     if ((rc = sweep_request("sweep get", &o, "GET", argv[optind], "", &c, &r)) == CLI_EXIT_OK) {
         if (o.output)
@@ -1157,7 +1179,8 @@ static const cmd sweep_commands[] = {
      cmd_sweep_create},
     {"sweep list", "Lists sweeps, newest first.",
      "[--limit N] [--page-token T | --all] [-o json|yaml]", cmd_sweep_list},
-    {"sweep get", "Shows a sweep: its state, best trial, and every trial's parameters and objective.",
+    {"sweep get",
+     "Shows a sweep: its state, best trial, and every trial's parameters and objective.",
      "ID [-o json|yaml]", cmd_sweep_get},
     {"sweep cancel", "Cancels sweeps: every trial that has not ended.", "ID...", cmd_sweep_cancel},
 };
@@ -1178,9 +1201,8 @@ static int cmd_group(const char *group, const char *about, const cmd *subs, size
     }
     if (sub)
         return sub->fn(argc - 1, argv + 1);
-    FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
-                  ? stdout
-                  : stderr;
+    FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? stdout
+                                                                                          : stderr;
     fprintf(f, "Usage: trainyard %s COMMAND [OPTIONS]\n%s\n\n", group, about);
     for (size_t i = 0; i < n; i++)
         summary_line(f, subs[i].name + strlen(group) + 1, subs[i].summary);
@@ -1290,8 +1312,8 @@ static void print_team(const json_t *t)
            "pending:          %lld\n"
            "admitted:         %lld\n",
            str(t, "name"), (long long)json_integer_value(json_object_get(t, "weight")),
-           json_string_value(q), json_string_value(b), json_string_value(u),
-           json_string_value(o), (long long)json_integer_value(json_object_get(t, "pending")),
+           json_string_value(q), json_string_value(b), json_string_value(u), json_string_value(o),
+           (long long)json_integer_value(json_object_get(t, "pending")),
            (long long)json_integer_value(json_object_get(t, "admitted")));
     json_decref(q);
     json_decref(b);
@@ -1349,8 +1371,6 @@ static int cmd_team_set(int argc, char **argv)
 static int cmd_team_get(int argc, char **argv)
 {
     opts o;
-    cli_http *c = NULL;
-    cli_resp r = {0};
     char path[128];
     int rc = parse_opts(find_cmd("team get"), argc, argv, "output", &o);
     if (rc)
@@ -1359,52 +1379,20 @@ static int cmd_team_get(int argc, char **argv)
         return usage_error("team get", "expected one team name");
     if (!team_name_ok(argv[optind]))
         return usage_error("team get", "a team name is 1-63 characters of a-z, 0-9 and '-'");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+    if (!output_ok(&o))
         return usage_error("team get", "-o takes json or yaml");
     snprintf(path, sizeof path, "/v1/teams/%s", argv[optind]);
-    if ((rc = connect_cli("team get", &o, &c)) != CLI_EXIT_OK)
-        goto out;
-    cli_http_do(c, "GET", path, NULL, &r);
-    if (!is_2xx(&r) || !r.json)
-        rc = cli_report("team get", &r, stderr);
-    else if (o.output)
-        rc = print_doc("team get", o.output, r.json);
-    else
-        print_team(r.json);
-out:
-    cli_resp_free(&r);
-    cli_http_free(c);
-    return rc;
+    return get_and_print("team get", &o, path, print_team);
 }
 
-static int cmd_team_list(int argc, char **argv)
+/* The teams of GET /v1/teams, a row each. */
+static void print_teams(const json_t *doc)
 {
-    opts o;
-    cli_http *c = NULL;
-    cli_resp r = {0};
     json_t *t;
     size_t i;
-    int rc = parse_opts(find_cmd("team list"), argc, argv, "output", &o);
-    if (rc)
-        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-    if (optind < argc)
-        return usage_error("team list", "unexpected argument");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
-        return usage_error("team list", "-o takes json or yaml");
-    if ((rc = connect_cli("team list", &o, &c)) != CLI_EXIT_OK)
-        goto out;
-    cli_http_do(c, "GET", "/v1/teams", NULL, &r);
-    if (!is_2xx(&r) || !r.json) {
-        rc = cli_report("team list", &r, stderr);
-        goto out;
-    }
-    if (o.output) {
-        rc = print_doc("team list", o.output, r.json);
-        goto out;
-    }
-    json_t *rows = json_pack("[[s,s,s,s,s,s]]", "NAME", "WEIGHT", "QUOTA", "USAGE", "PENDING",
-                             "ADMITTED");
-    json_array_foreach(json_object_get(r.json, "teams"), i, t)
+    json_t *rows =
+        json_pack("[[s,s,s,s,s,s]]", "NAME", "WEIGHT", "QUOTA", "USAGE", "PENDING", "ADMITTED");
+    json_array_foreach(json_object_get(doc, "teams"), i, t)
     {
         char w[24], p[24], a[24];
         snprintf(w, sizeof w, "%lld", (long long)json_integer_value(json_object_get(t, "weight")));
@@ -1417,50 +1405,29 @@ static int cmd_team_list(int argc, char **argv)
     }
     print_table(rows);
     json_decref(rows);
-out:
-    cli_resp_free(&r);
-    cli_http_free(c);
-    return rc;
 }
 
-/* trainyard queue [TEAM]: the PENDING jobs in admission order, with where they stand. */
-static int cmd_queue(int argc, char **argv)
+static int cmd_team_list(int argc, char **argv)
 {
     opts o;
-    cli_http *c = NULL;
-    cli_resp r = {0};
-    json_t *t;
-    size_t i;
-    char path[160];
-    int rc = parse_opts(find_cmd("queue"), argc, argv, "output limit", &o);
+    int rc = parse_opts(find_cmd("team list"), argc, argv, "output", &o);
     if (rc)
         return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-    if (argc - optind > 1)
-        return usage_error("queue", "unexpected argument");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
-        return usage_error("queue", "-o takes json or yaml");
-    const char *team = optind < argc ? argv[optind] : NULL;
-    for (const char *p = team; p && *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
-            return usage_error("queue", "TEAM is a team's name");
-    if (team && strlen(team) > 63)
-        return usage_error("queue", "TEAM is a team's name");
-    snprintf(path, sizeof path, "/v1/queue?limit=%ld%s%s", o.limit > 0 ? o.limit : 100L,
-             team ? "&team=" : "", team ? team : "");
-    if ((rc = connect_cli("queue", &o, &c)) != CLI_EXIT_OK)
-        goto out;
-    cli_http_do(c, "GET", path, NULL, &r);
-    if (!is_2xx(&r) || !r.json) {
-        rc = cli_report("queue", &r, stderr);
-        goto out;
-    }
-    if (o.output) {
-        rc = print_doc("queue", o.output, r.json);
-        goto out;
-    }
+    if (optind < argc)
+        return usage_error("team list", "unexpected argument");
+    if (!output_ok(&o))
+        return usage_error("team list", "-o takes json or yaml");
+    return get_and_print("team list", &o, "/v1/teams", print_teams);
+}
+
+/* The entries of GET /v1/queue, a row each, in admission order. */
+static void print_queue(const json_t *doc)
+{
+    json_t *t;
+    size_t i;
     json_t *rows = json_pack("[[s,s,s,s,s,s,s,s,s]]", "POSITION", "TEAM_POS", "LINE_POS", "ID",
                              "NAME", "TEAM", "QUEUE", "REASON", "MESSAGE");
-    json_array_foreach(json_object_get(r.json, "jobs"), i, t)
+    json_array_foreach(json_object_get(doc, "jobs"), i, t)
     {
         const json_t *pr = json_object_get(t, "pending_reason");
         char pos[24] = "-", tpos[24] = "-", lpos[24];
@@ -1480,14 +1447,30 @@ static int cmd_queue(int argc, char **argv)
     }
     print_table(rows);
     json_decref(rows);
-out:
-    cli_resp_free(&r);
-    cli_http_free(c);
-    return rc;
+}
+
+/* trainyard queue [TEAM]: the PENDING jobs in admission order, with where they stand. */
+static int cmd_queue(int argc, char **argv)
+{
+    opts o;
+    char path[160];
+    int rc = parse_opts(find_cmd("queue"), argc, argv, "output limit", &o);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    if (argc - optind > 1)
+        return usage_error("queue", "unexpected argument");
+    if (!output_ok(&o))
+        return usage_error("queue", "-o takes json or yaml");
+    const char *team = optind < argc ? argv[optind] : NULL;
+    if (team && !team_name_ok(team))
+        return usage_error("queue", "TEAM is a team's name");
+    snprintf(path, sizeof path, "/v1/queue?limit=%ld%s%s", o.limit > 0 ? o.limit : 100L,
+             team ? "&team=" : "", team ? team : "");
+    return get_and_print("queue", &o, path, print_queue);
 }
 
 #define TEAM_BODY_HELP                                                                             \
-    "  -f, --file FILE       the team (YAML or JSON): quota, borrowing_limit, weight, e.g.\n"     \
+    "  -f, --file FILE       the team (YAML or JSON): quota, borrowing_limit, weight, e.g.\n"      \
     "                        quota: {gpu: {a100: 16}, cpu: \"512\", memory: 4Ti}\n"                \
     "  --set KEY=VALUE       sets a member by its dotted path, with or without -f:\n"              \
     "                        --set quota.gpu.a100=16 --set quota.memory=4Ti --set weight=2\n"      \
@@ -1502,15 +1485,15 @@ static const cmd team_commands[] = {
      "NAME [-f FILE] [--set KEY=VALUE]... [-o name|json|yaml]\n" TEAM_BODY_HELP, cmd_team_set},
     {"team get", "Shows a team: its quota, usage, what it borrows, pending and admitted jobs.",
      "NAME [-o json|yaml]", cmd_team_get},
-    {"team list", "Lists the teams the token may see (every team for an admin).",
-     "[-o json|yaml]", cmd_team_list},
+    {"team list", "Lists the teams the token may see (every team for an admin).", "[-o json|yaml]",
+     cmd_team_list},
 };
 static const size_t nteam_commands = sizeof team_commands / sizeof team_commands[0];
 
 static int cmd_team(int argc, char **argv)
 {
-    return cmd_group("team", "Teams own tokens, jobs and sweeps, and have a quota.",
-                     team_commands, nteam_commands, argc, argv);
+    return cmd_group("team", "Teams own tokens, jobs and sweeps, and have a quota.", team_commands,
+                     nteam_commands, argc, argv);
 }
 
 /* ---- the cluster ------------------------------------------------------------------ */
@@ -1527,9 +1510,9 @@ static void print_cluster(const json_t *c)
 {
     size_t i, k;
     json_t *t, *f;
-    json_t *rows = json_pack("[[s,s,s,s,s,s,s,s,s,s,s,s]]", "ZONE", "GPU_TYPE", "NODES", "READY",
-                             "CORDONED", "QUARANTINED", "SPOT", "ON_DEMAND", "GPUS", "TRAINYARD",
-                             "OTHERS", "FREE");
+    json_t *rows =
+        json_pack("[[s,s,s,s,s,s,s,s,s,s,s,s]]", "ZONE", "GPU_TYPE", "NODES", "READY", "CORDONED",
+                  "QUARANTINED", "SPOT", "ON_DEMAND", "GPUS", "TRAINYARD", "OTHERS", "FREE");
     json_array_foreach(json_object_get(c, "zones"), i, t)
     {
         const json_t *n = json_object_get(t, "nodes"), *g = json_object_get(t, "gpus");
@@ -1553,8 +1536,8 @@ static void print_cluster(const json_t *c)
                          "GPUS_PER_NODE", "SIZE", "MAX_SIZE");
         json_array_foreach(json_object_get(c, "node_groups"), i, t)
         {
-            json_t *row = json_pack("[s,s,s,s]", str(t, "name"), str(t, "zone"),
-                                    str(t, "gpu_type"), str(t, "capacity"));
+            json_t *row = json_pack("[s,s,s,s]", str(t, "name"), str(t, "zone"), str(t, "gpu_type"),
+                                    str(t, "capacity"));
             int_cell(row, t, "gpus_per_node");
             int_cell(row, t, "size");
             int_cell(row, t, "max_size");
@@ -1567,10 +1550,9 @@ static void print_cluster(const json_t *c)
     if (json_array_size(json_object_get(c, "unknown_nodes"))) {
         printf("\nNodes the cluster profile does not know:\n");
         rows = json_pack("[[s,s,s,s,s]]", "NODE", "ZONE", "NODE_GROUP", "GPU_PRODUCT", "WHY");
-        json_array_foreach(json_object_get(c, "unknown_nodes"), i, t)
-            json_array_append_new(rows, json_pack("[s,s,s,s,s]", str(t, "name"), str(t, "zone"),
-                                                  str(t, "node_group"), str(t, "gpu_product"),
-                                                  str(t, "message")));
+        json_array_foreach(json_object_get(c, "unknown_nodes"), i, t) json_array_append_new(
+            rows, json_pack("[s,s,s,s,s]", str(t, "name"), str(t, "zone"), str(t, "node_group"),
+                            str(t, "gpu_product"), str(t, "message")));
         print_table(rows);
         json_decref(rows);
     }
@@ -1643,30 +1625,14 @@ static int cmd_cluster(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "release") == 0)
         return cmd_cluster_release(argc - 1, argv + 1);
     opts o;
-    cli_http *c = NULL;
-    cli_resp r = {0};
     int rc = parse_opts(find_cmd("cluster"), argc, argv, "output", &o);
     if (rc)
         return rc < 0 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
     if (optind < argc)
         return usage_error("cluster", "unexpected argument");
-    if (o.output && strcmp(o.output, "json") && strcmp(o.output, "yaml"))
+    if (!output_ok(&o))
         return usage_error("cluster", "-o takes json or yaml");
-    if ((rc = connect_cli("cluster", &o, &c)) != CLI_EXIT_OK)
-        goto out;
-    cli_http_do(c, "GET", "/v1/cluster", NULL, &r);
-    if (!is_2xx(&r) || !r.json) {
-        rc = cli_report("cluster", &r, stderr);
-        goto out;
-    }
-    if (o.output)
-        rc = print_doc("cluster", o.output, r.json);
-    else
-        print_cluster(r.json);
-out:
-    cli_resp_free(&r);
-    cli_http_free(c);
-    return rc;
+    return get_and_print("cluster", &o, "/v1/cluster", print_cluster);
 }
 
 /* ---- the table ----------------------------------------------------------------- */
