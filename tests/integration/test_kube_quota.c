@@ -58,43 +58,10 @@ static ty_client *g_cli;
 
 /* ---- the fake ------------------------------------------------------------ */
 
-static size_t collect(char *p, size_t sz, size_t n, void *ud)
-{
-    char **acc = ud;
-    size_t old = *acc ? strlen(*acc) : 0, add = sz * n;
-    char *m = realloc(*acc, old + add + 1);
-    if (!m)
-        return 0;
-    memcpy(m + old, p, add);
-    m[old + add] = '\0';
-    *acc = m;
-    return add;
-}
-
 /* A request to the fake; the body's text (new) in *text. Returns the HTTP status. */
 static long fake_text(const char *method, const char *path, const char *body, char **text)
 {
-    long status = 0;
-    char url[1024], auth[128];
-    *text = NULL;
-    snprintf(url, sizeof url, "%s%s", g_fake, path);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", FAKE_TOKEN);
-    CURL *h = curl_easy_init();
-    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-    hd = curl_slist_append(hd, auth);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, text);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    if (body)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    if (curl_easy_perform(h) == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hd);
-    curl_easy_cleanup(h);
-    return status;
+    return fk_request(g_fake, FAKE_TOKEN, method, path, body, text);
 }
 
 static long fake_call(const char *method, const char *path, const char *body, json_t **out)

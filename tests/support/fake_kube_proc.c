@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <string.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 #define MAX_ARGS 24
 
@@ -43,4 +46,45 @@ pid_t fk_proc_start(const char *binary, const char *token, const char *nodes,
     }
     *port = (int)strtol(line, NULL, 10);
     return pid;
+}
+
+static size_t collect(char *p, size_t sz, size_t n, void *ud)
+{
+    char **acc = ud;
+    size_t old = *acc ? strlen(*acc) : 0, add = sz * n;
+    char *m = realloc(*acc, old + add + 1);
+    if (!m)
+        return 0;
+    memcpy(m + old, p, add);
+    m[old + add] = '\0';
+    *acc = m;
+    return add;
+}
+
+long fk_request(const char *base, const char *token, const char *method, const char *path,
+                const char *body, char **text)
+{
+    long status = 0;
+    char url[1024], auth[160];
+    *text = NULL;
+    snprintf(url, sizeof url, "%s%s", base, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    CURL *h = curl_easy_init();
+    if (!h)
+        return 0;
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    hd = curl_slist_append(hd, auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, text);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    return status;
 }

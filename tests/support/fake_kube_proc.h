@@ -12,4 +12,12 @@
 pid_t fk_proc_start(const char *binary, const char *token, const char *nodes,
                     const char *const *extra, int *port);
 
+/*
+ * One request to the fake at base ("http://127.0.0.1:PORT") with token as the bearer and a JSON
+ * body (NULL: none). Returns the HTTP status (0: no answer) with the answer's body in *text
+ * (new, NUL-terminated; NULL when it had none).
+ */
+long fk_request(const char *base, const char *token, const char *method, const char *path,
+                const char *body, char **text);
+
 #endif
