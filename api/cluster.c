@@ -99,7 +99,7 @@ static json_t *unknown_entry(const backend_cluster *c, const backend_node *n)
         json_array_append_new(reasons, json_string("node_group"));
         len += (size_t)snprintf(msg + len, sizeof msg - len,
                                 "node group %s is not in the cluster profile", n->group);
-        int listed = 0;
+        int listed = 0, empty = 0;
         for (size_t g = 0; g < c->ngroups && len < sizeof msg; g++) {
             const backend_group *bg = &c->groups[g];
             if (strcmp(bg->zone, n->zone) || strcmp(bg->gpu_type, n->gpu_type) ||
@@ -109,11 +109,15 @@ static json_t *unknown_entry(const backend_cluster *c, const backend_node *n)
                                     "%s %s (%d of %d nodes)", listed ? "," : "; the profile has",
                                     bg->name, bg->size, bg->max_size);
             listed = 1;
+            empty |= bg->nmismatch > 0;
         }
         if (listed && len < sizeof msg)
-            len += (size_t)snprintf(msg + len, sizeof msg - len,
-                                    " for these nodes, which placement counts as empty and "
-                                    "able to grow to its maximum");
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s",
+                                    empty ? " for these nodes; placement counts these nodes and "
+                                            "does not grow a group of the profile that no node "
+                                            "carries the name of"
+                                          : " for these nodes; placement counts these nodes and "
+                                            "grows that group to its maximum beside them");
     }
     if (n->unknown_gpu && len < sizeof msg) {
         json_array_append_new(reasons, json_string("gpu_product"));
@@ -126,6 +130,32 @@ static json_t *unknown_entry(const backend_cluster *c, const backend_node *n)
                      str_or_null(n->gpu_product), "capacity", str_or_null(n->capacity),
                      "gpus_allocatable", n->gpus_allocatable, "reasons", reasons, "message",
                      msg);
+}
+
+/* null, or what says that the cluster names group bg otherwise: the names its nodes carry. */
+static json_t *mismatch_of(const backend_group *bg)
+{
+    if (bg->nmismatch <= 0)
+        return json_null();
+    json_t *names = json_array();
+    char msg[640];
+    size_t len = (size_t)snprintf(msg, sizeof msg,
+                                  "no node carries this group's name, while nodes of %s with its "
+                                  "GPU type and capacity type are in node group",
+                                  bg->zone);
+    for (int i = 0; i < bg->nmismatch && i < BACKEND_GROUP_MISMATCH; i++) {
+        json_array_append_new(names, json_string(bg->mismatch[i]));
+        if (len < sizeof msg)
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s %s",
+                                    i == 0 ? (bg->nmismatch > 1 ? "s" : "") : ",",
+                                    bg->mismatch[i]);
+    }
+    if (len < sizeof msg)
+        snprintf(msg + len, sizeof msg - len,
+                 ", which the cluster profile does not name: placement counts those nodes and "
+                 "does not count this group as able to grow (is the profile's name the "
+                 "cluster's?)");
+    return json_pack("{s:o, s:s}", "node_groups", names, "message", msg);
 }
 
 /* The evidence of quarantine q: the failures charged to its node within the window before
@@ -189,12 +219,12 @@ void api_cluster_get(const api_req *req, api_resp *resp)
     for (size_t g = 0; g < c.ngroups && !bad; g++) {
         const backend_group *bg = &c.groups[g];
         bad |= json_array_append_new(
-                   groups, json_pack("{s:s, s:o, s:o, s:o, s:i, s:i, s:i}", "name", bg->name,
+                   groups, json_pack("{s:s, s:o, s:o, s:o, s:i, s:i, s:i, s:o}", "name", bg->name,
                                      "zone", str_or_null(bg->zone), "gpu_type",
                                      str_or_null(bg->gpu_type), "capacity",
                                      str_or_null(bg->capacity), "gpus_per_node",
                                      bg->gpus_per_node, "size", bg->size, "max_size",
-                                     bg->max_size)) != 0;
+                                     bg->max_size, "mismatch", mismatch_of(bg))) != 0;
     }
     for (size_t i = 0; i < nq && !bad; i++)
         bad |= json_array_append_new(

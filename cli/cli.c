@@ -1546,6 +1546,12 @@ static void print_cluster(const json_t *c)
         printf("\n");
         print_table(rows);
         json_decref(rows);
+        json_array_foreach(json_object_get(c, "node_groups"), i, t)
+        {
+            const json_t *m = json_object_get(t, "mismatch");
+            if (json_is_object(m))
+                printf("Node group %s: %s\n", str(t, "name"), str(m, "message"));
+        }
     }
     if (json_array_size(json_object_get(c, "unknown_nodes"))) {
         printf("\nNodes the cluster profile does not know:\n");

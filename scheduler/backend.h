@@ -257,6 +257,8 @@ typedef struct backend_node {
     int unknown_gpu;           /* a GPU node that matches no GPU type the backend knows */
 } backend_node;
 
+#define BACKEND_GROUP_MISMATCH 4
+
 typedef struct backend_group {
     char name[128];
     char zone[64];
@@ -265,6 +267,11 @@ typedef struct backend_group {
     int gpus_per_node;
     int size;                  /* nodes of the cluster that carry its name now */
     int max_size;
+    /* With size 0: the node groups the cluster has in its place (nodes of its zone, GPU type
+     * and capacity type under a group name it does not know), which placement counts as nodes
+     * while it does not count this group as able to grow; nmismatch 0: none. */
+    char mismatch[BACKEND_GROUP_MISMATCH][128];
+    int nmismatch;
 } backend_group;
 
 typedef struct backend_cluster {

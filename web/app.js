@@ -525,10 +525,12 @@
       ];
       if (c.node_groups.length) {
         parts.push(section('Node groups', table('cluster-groups', ['group', 'zone', 'GPU type',
-          'capacity', 'GPUs per node', 'size', 'max size'],
+          'capacity', 'GPUs per node', 'size', 'max size', 'the cluster names it'],
         c.node_groups.map((g) => h('tr', { dataset: { group: g.name } }, h('td', {}, g.name),
           h('td', {}, g.zone || '-'), h('td', {}, g.gpu_type || '-'), h('td', {}, g.capacity || '-'),
-          num(g.gpus_per_node), num(g.size), num(g.max_size))))));
+          num(g.gpus_per_node), num(g.size), num(g.max_size),
+          h('td', g.mismatch ? { class: 'msg', title: g.mismatch.message } : {},
+            g.mismatch ? g.mismatch.node_groups.join(', ') : '-'))))));
       }
       if (c.unknown_nodes.length) {
         parts.push(section('Nodes the cluster profile does not know', table('cluster-unknown',

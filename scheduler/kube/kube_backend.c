@@ -417,6 +417,7 @@ static void keep_placement(backend_attempt *a, const kube_placement *pl)
     a->grow_nodes = pl->grow_nodes;
     kb_fmt(a->group, sizeof a->group, "%s", pl->group);
     kb_fmt(a->grow_reason, sizeof a->grow_reason, "%s", pl->reason);
+    kb_fmt(a->place_note, sizeof a->place_note, "%s", pl->note);
     a->fit_ranks = pl->fit_ranks;
     a->nneeds = pl->nneeds;
     memcpy(a->needs, pl->needs, sizeof a->needs);
@@ -443,9 +444,10 @@ static void push_placement(kbe *kb, backend_attempt *a, const char *why)
                why);
     else if (a->grow_nodes > 0)
         kb_fmt(ev.detail, sizeof ev.detail,
-               "placed in %s: %d of %d rank%s fit on existing nodes, %s (up to %lld s)", a->zone,
-               a->fit_ranks, a->world, a->world == 1 ? "" : "s", a->grow_reason,
-               (long long)kb->p->scale_up_timeout_seconds);
+               "placed in %s: %d of %d rank%s fit on existing nodes, %s (up to %lld s)%s%s",
+               a->zone, a->fit_ranks, a->world, a->world == 1 ? "" : "s", a->grow_reason,
+               (long long)kb->p->scale_up_timeout_seconds, a->place_note[0] ? "; " : "",
+               a->place_note);
     else if (a->world == 1)
         kb_fmt(ev.detail, sizeof ev.detail, "placed in %s: its rank fits on existing nodes",
                a->zone);
@@ -479,7 +481,7 @@ static ty_err kb_reserve(backend *b, const backend_job *job, backend_attempt **o
     kube_placement pl;
     ty_err e = place(kb, a, NULL, &pl, why, whylen);
     if (e == TY_OK && pl.verdict == KUBE_WAIT) {
-        why_set(why, whylen, "%s", pl.reason);
+        why_set(why, whylen, "%s%s%s", pl.reason, pl.note[0] ? "; " : "", pl.note);
         e = TY_EAGAIN;
     }
     if (e != TY_OK) {
@@ -550,7 +552,11 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
             a->grow_nodes = 0; /* pinned where it was: its pods wait for room there */
             a->fit_ranks = 0;
             a->nneeds = 0;
-            kb_fmt(stayed, sizeof stayed, "%s", e == TY_OK ? pl.reason : msg);
+            if (e == TY_OK)
+                kb_fmt(stayed, sizeof stayed, "%s%s%s", pl.reason, pl.note[0] ? "; " : "",
+                       pl.note);
+            else
+                kb_fmt(stayed, sizeof stayed, "%s", msg);
         }
         pthread_mutex_unlock(&kb->mu);
     }

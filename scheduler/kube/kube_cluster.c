@@ -5,12 +5,13 @@
  *
  * A node the profile does not know is a GPU node (allocatable nvidia.com/gpu > 0) whose
  * eks.amazonaws.com/nodegroup label names no profile node group, or whose labels match no
- * profile GPU type. The first is the silent mismatch of a profile written with other group
- * names than the cluster's (p4d-od-2a against p4d-ondemand-2a): placement would count the
- * profile's group as empty and able to grow by its whole max_size, beside the nodes that are
- * there. Each such node is logged once when it appears (the first list at start included) and
- * counted in trainyard_cluster_unknown_nodes. CPU nodes are not checked: the profile describes
- * GPU capacity only.
+ * profile GPU type. The first is the mismatch of a profile written with other group names than
+ * the cluster's (p4d-od-2a against p4d-ondemand-2a): placement counts such nodes as nodes and
+ * does not count the profile's group, which no node carries, as able to grow beside them
+ * (placement.h, kube_group_mismatch()); the group's entry in the view names the cluster's groups
+ * seen in its place. Each such node is logged once when it appears (the first list at start
+ * included) and counted in trainyard_cluster_unknown_nodes. CPU nodes are not checked: the
+ * profile describes GPU capacity only.
  *
  * Locks: the inventory's lock is taken before kb->mu (placement's order), never after.
  */
@@ -107,7 +108,7 @@ void kb_note_node(kbe *kb, const json_t *old_obj, const json_t *node, int delete
     if (c.unknown_group)
         TY_LOG(TY_LOG_WARN,
                "kube backend: a GPU node's node group is not in the cluster profile; placement "
-               "neither counts it in a group nor grows it",
+               "counts the node but grows no group for it",
                "{s:s, s:s, s:s?}", "node", name, "node_group", c.group, "zone",
                json_label(labels, KB_LABEL_ZONE));
     if (c.unknown_gpu)
@@ -214,6 +215,7 @@ static ty_err cluster_on(void *ud, kube_inv_view *view)
         }
         return TY_OK;
     }
+    kube_inventory inv = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL};
     out->nodes = calloc(view->nnodes ? view->nnodes : 1, sizeof *out->nodes);
     out->groups = calloc(p->ngroups ? p->ngroups : 1, sizeof *out->groups);
     if (!out->nodes || !out->groups)
@@ -253,6 +255,11 @@ static ty_err cluster_on(void *ud, kube_inv_view *view)
         for (size_t k = 0; k < view->ngroups; k++)
             if (!strcmp(view->groups[k].name, pg->name))
                 o->size = view->groups[k].size;
+        const char *names[BACKEND_GROUP_MISMATCH];
+        size_t nm = kube_group_mismatch(p, &inv, pg, names, BACKEND_GROUP_MISMATCH);
+        for (size_t k = 0; k < nm; k++)
+            copy_str(o->mismatch[k], sizeof o->mismatch[k], names[k]);
+        o->nmismatch = (int)nm;
     }
     return TY_OK;
 }

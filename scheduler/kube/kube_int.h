@@ -58,6 +58,7 @@ struct backend_attempt {
     int stopping, gang_failed;
     int grow_nodes;
     char group[64], grow_reason[256];
+    char place_note[192];          /* of the placement: a group not grown, named otherwise */
     int fit_ranks;                 /* of the placement: ranks that fit on existing nodes */
     kube_group_need needs[KUBE_NEEDS_MAX]; /* of the placement: the groups it waits for */
     int nneeds;

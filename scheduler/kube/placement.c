@@ -16,6 +16,7 @@
 #include "common/ty_quantity.h"
 
 #define GPU_PRODUCT_LABEL "nvidia.com/gpu.product"
+#define GROUP_LABEL "eks.amazonaws.com/nodegroup"
 
 /* The resources a rank is counted by, each alone (slots a node has for it). */
 enum { RES_GPU, RES_PODS, RES_CPU, RES_MEMORY, RES_EPHEMERAL, RES_N };
@@ -33,6 +34,8 @@ typedef struct tally {
     const char *used[KUBE_NEEDS_MAX]; /* the groups that must grow, first ones */
     int counts[KUBE_NEEDS_MAX];       /* and by how many nodes each */
     int ngrown;                       /* groups that must grow */
+    const char *mismatch;             /* a group not grown: the cluster names it otherwise */
+    const char *mismatch_by;          /* and the name the cluster's nodes carry */
 } tally;
 
 typedef struct req {
@@ -241,12 +244,64 @@ static int group_size(const kube_inventory *inv, const char *name)
     return 0;
 }
 
+static const char *label_value(const kube_node *n, const char *key)
+{
+    for (size_t i = 0; i < n->nlabels; i++)
+        if (!strcmp(n->labels[i].key, key))
+            return n->labels[i].value;
+    return NULL;
+}
+
+static int has_class_labels(const kube_node *n, const kube_node_class *c)
+{
+    for (size_t i = 0; c && i < c->nlabels; i++)
+        if (!has_label(n, c->labels[i].key, c->labels[i].value))
+            return 0;
+    return 1;
+}
+
+static int profile_has_group(const kube_profile *p, const char *name)
+{
+    for (size_t g = 0; g < p->ngroups; g++)
+        if (!strcmp(p->groups[g].name, name))
+            return 1;
+    return 0;
+}
+
+size_t kube_group_mismatch(const kube_profile *p, const kube_inventory *inv,
+                           const kube_node_group *grp, const char **names, size_t max)
+{
+    size_t n = 0;
+    if (!p || !inv || !grp || !names || max == 0 || group_size(inv, grp->name) > 0)
+        return 0;
+    const kube_node_class *gpu = kube_profile_gpu_type(p, grp->gpu_type);
+    const kube_node_class *cap = kube_profile_capacity(p, grp->capacity);
+    if (!gpu)
+        return 0;
+    for (size_t i = 0; i < inv->nnodes && n < max; i++) {
+        const kube_node *node = &inv->nodes[i];
+        if (!node->zone || strcmp(node->zone, grp->zone))
+            continue;
+        const char *name = label_value(node, GROUP_LABEL);
+        if (!name || profile_has_group(p, name) || !has_class_labels(node, gpu) ||
+            !has_class_labels(node, cap))
+            continue;
+        int seen = 0;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = !strcmp(names[k], name);
+        if (!seen)
+            names[n++] = name;
+    }
+    return n;
+}
+
 /* How many new nodes of zone t's groups would make the gang fit; -1 when they cannot. */
 static void growth(const req *r, const kube_inventory *inv, tally *t)
 {
     long missing = r->g->count - t->slots;
     t->grow = 0;
     t->ngrown = 0;
+    t->mismatch = t->mismatch_by = NULL;
     if (!r->gpu || r->g->gpus_per_rank <= 0) {
         t->grow = missing > 0 ? -1 : 0; /* node groups are GPU groups */
         return;
@@ -257,9 +312,18 @@ static void growth(const req *r, const kube_inventory *inv, tally *t)
             (r->cap && strcmp(grp->capacity, r->cap->name)))
             continue;
         long per_node = grp->gpus_per_node / r->g->gpus_per_rank;
-        long room = grp->max_size - group_size(inv, grp->name);
+        long size = group_size(inv, grp->name);
+        long room = grp->max_size - size;
+        const char *other = NULL;
         if (per_node <= 0 || room <= 0)
             continue;
+        if (size == 0 && kube_group_mismatch(r->p, inv, grp, &other, 1) > 0) {
+            if (!t->mismatch) {
+                t->mismatch = grp->name;
+                t->mismatch_by = other;
+            }
+            continue; /* its nodes are there under another name, and counted as nodes */
+        }
         long k = (missing + per_node - 1) / per_node;
         if (k > room)
             k = room;
@@ -469,11 +533,20 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
     }
 
     /* Then the zone whose groups need the fewest new nodes. */
+    const tally *mismatch = NULL;
     for (size_t z = 0; z < nt; z++) {
         growth(&r, inv, &t[z]);
         if (t[z].grow > 0 && (!pick || t[z].grow < pick->grow))
             pick = &t[z];
+        if (t[z].mismatch && !mismatch)
+            mismatch = &t[z];
     }
+    if (pick && pick->mismatch)
+        mismatch = pick;
+    if (mismatch)
+        say(out->note, sizeof out->note,
+            "the profile's group %s is not grown: %s has its nodes under the name %s",
+            mismatch->mismatch, mismatch->zone, mismatch->mismatch_by);
     if (pick) {
         out->verdict = KUBE_PLACE;
         out->grow_nodes = pick->grow;
@@ -516,7 +589,9 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
     for (size_t i = 0; i < p->ngroups; i++) {
         const kube_node_group *grp = &p->groups[i];
         long room = grp->max_size - group_size(inv, grp->name);
-        if (strcmp(grp->gpu_type, gpu_type) || room <= 0)
+        const char *other;
+        if (strcmp(grp->gpu_type, gpu_type) || room <= 0 ||
+            kube_group_mismatch(p, inv, grp, &other, 1) > 0)
             continue;
         out->total += room * grp->gpus_per_node;
         out->free += room * grp->gpus_per_node;

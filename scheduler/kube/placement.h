@@ -22,6 +22,13 @@
  * then it withdraws the attempt and places it again with that zone in avoid). Node groups are
  * GPU groups: a gang without GPUs never waits for one. Otherwise the answer is "wait", with a
  * reason a person can read.
+ *
+ * A profile group with no node is not counted as able to grow when nodes stand where its nodes
+ * would (its zone, GPU type and capacity type) under an eks.amazonaws.com/nodegroup name the
+ * profile does not have (kube_group_mismatch()): the profile names the cluster's group
+ * otherwise, and counting both the nodes that are there and the group's whole max_size counts
+ * the same capacity twice. The nodes themselves count as any others (eligibility is by labels
+ * and taints, not by group). The placement says so in `note`.
  */
 #ifndef TY_KUBE_PLACEMENT_H
 #define TY_KUBE_PLACEMENT_H
@@ -112,6 +119,8 @@ typedef struct kube_placement {
     kube_group_need needs[KUBE_NEEDS_MAX]; /* with grow_nodes: the groups, first ones */
     int nneeds;
     char reason[256]; /* KUBE_WAIT: why; KUBE_PLACE with growth: "waiting for ..." */
+    char note[192];   /* "" or, when a group was not counted as able to grow because the
+                         cluster names it otherwise (kube_group_mismatch()), which and why */
 } kube_placement;
 
 /*
@@ -123,9 +132,22 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
                   kube_placement *out, char *msg, size_t msglen);
 
 /*
+ * The node groups the cluster has in place of profile group grp: when no node carries grp's
+ * name (its size in inv is 0) and nodes of grp's zone carrying the labels of its GPU type and
+ * of its capacity type name in their eks.amazonaws.com/nodegroup label a group the profile does
+ * not have - a profile written with other names than the cluster's (p4d-od-2a against
+ * p4d-ondemand-2a). names (may be NULL) gets them, each once, at most max, borrowed from the
+ * nodes' labels; returns how many there are (0: no mismatch). Readiness and cordons do not
+ * matter: the node says what the group is called either way.
+ */
+size_t kube_group_mismatch(const kube_profile *p, const kube_inventory *inv,
+                           const kube_node_group *grp, const char **names, size_t max);
+
+/*
  * The GPUs of one type of the profile that admission across teams may count (sched_admit):
  * total is what the eligible nodes of the type have (allocatable nvidia.com/gpu) plus what
- * its node groups can still add (max_size minus their size, times gpus_per_node); free is
+ * its node groups can still add (max_size minus their size, times gpus_per_node; nothing for a
+ * group kube_group_mismatch() finds named otherwise by the cluster); free is
  * total minus what the pods bound to those nodes request (any tenant's, ours included), each
  * node counted at most at its allocatable. Eligible as kube_place() counts nodes for a gang of
  * that type on any capacity type: ready, schedulable, in a zone of the profile (any zone when

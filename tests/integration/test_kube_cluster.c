@@ -483,6 +483,149 @@ static void test_unknown_node_group(void **state)
     fail_msg("the deleted node is still counted");
 }
 
+/* A gang of `count` ranks of 8 A100s on demand in zone, never restarted. */
+static void submit_gang(const char *name, int count, const char *zone, char id[64])
+{
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"name\": \"%s\", \"image\": \"registry.example/trainyard-worker:1.0\", "
+             "\"command\": [\"trainyard-worker\", \"train\"], \"workers\": {\"count\": %d}, "
+             "\"resources\": {\"gpu\": {\"type\": \"a100\", \"count\": 8}}, "
+             "\"placement\": {\"zone\": \"%s\", \"capacity\": \"on-demand\"}, "
+             "\"restart\": {\"max\": 0, \"backoff_seconds\": 0}}",
+             name, count, zone);
+    ty_http_resp *r = ty_req(g_cli, "POST", "/v1/jobs", body);
+    if (r->status != 201)
+        fail_msg("submit %s: %ld %s", name, r->status, r->body);
+    snprintf(id, 64, "%s", ty_json_str(r->json, "id"));
+    ty_resp_destroy(r);
+}
+
+static void cancel(const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s:cancel", id);
+    ty_http_resp *r = ty_req(g_cli, "POST", path, NULL);
+    if (r->status != 200 && r->status != 202)
+        fail_msg("cancel %s: %ld %s", id, r->status, r->body);
+    ty_resp_destroy(r);
+}
+
+/* The node group named name in GET /v1/cluster (new). */
+static json_t *node_group(const char *name)
+{
+    json_t *c = get_json("/v1/cluster"), *found = NULL, *g;
+    size_t i;
+    json_array_foreach(json_object_get(c, "node_groups"), i, g)
+    {
+        if (!strcmp(ty_json_str(g, "name"), name))
+            found = json_incref(g);
+    }
+    json_decref(c);
+    assert_non_null(found);
+    return found;
+}
+
+/*
+ * A profile that names a group otherwise than the cluster: an on-demand A100 node joins
+ * us-west-2c in node group p4d-ondemand-2c, where the profile has p4d-od-2c and no node carries
+ * that name. The profile's group says so in GET /v1/cluster; a gang of two such ranks pinned to
+ * us-west-2c waits, saying that p4d-od-2c is not grown (it is not placed to wait for a node of
+ * a group that will not come); a gang of one rank runs on the node that is there.
+ */
+static void test_group_named_otherwise(void **state)
+{
+    (void)state;
+    json_t *g = node_group("p4d-od-2c");
+    assert_true(json_is_null(json_object_get(g, "mismatch")));
+    assert_int_equal(json_integer_value(json_object_get(g, "size")), 0);
+    json_decref(g);
+
+    json_error_t jerr;
+    json_t *all = json_load_file(TY_KUBE_NODES, 0, &jerr), *node = NULL, *n;
+    size_t i;
+    assert_non_null(all);
+    json_array_foreach(json_object_get(all, "items"), i, n)
+    {
+        if (!strcmp(ty_json_str(json_object_get(n, "metadata"), "name"), NODE_GOOD))
+            node = json_deep_copy(n);
+    }
+    json_decref(all);
+    assert_non_null(node);
+    json_t *md = json_object_get(node, "metadata"), *labels = json_object_get(md, "labels");
+    json_object_set_new(md, "name", json_string("usw2c-a100-od-9"));
+    json_object_del(md, "resourceVersion");
+    json_object_del(md, "uid");
+    const char *k;
+    json_t *v;
+    json_object_foreach(labels, k, v)
+    {
+        if (json_is_string(v) && !strcmp(json_string_value(v), "us-west-2a"))
+            json_string_set(v, "us-west-2c");
+    }
+    json_object_set_new(labels, "kubernetes.io/hostname", json_string("usw2c-a100-od-9"));
+    json_object_set_new(labels, "eks.amazonaws.com/nodegroup", json_string("p4d-ondemand-2c"));
+    char *text = json_dumps(node, 0);
+    json_decref(node);
+    fake_ctl("POST", "/fake/nodes", text);
+    free(text);
+
+    json_t *m = NULL;
+    for (int t = 0; t < WAIT_S * 10 && !json_is_object(m); t++) {
+        g = node_group("p4d-od-2c");
+        json_decref(m);
+        m = json_incref(json_object_get(g, "mismatch"));
+        json_decref(g);
+        if (!json_is_object(m))
+            ty_sleep_ms(100);
+    }
+    assert_true(json_is_object(m));
+    assert_int_equal(json_array_size(json_object_get(m, "node_groups")), 1);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(m, "node_groups"), 0)),
+                        "p4d-ondemand-2c");
+    if (!strstr(ty_json_str(m, "message"), "p4d-ondemand-2c"))
+        fail_msg("unexpected message: %s", ty_json_str(m, "message"));
+    json_decref(m);
+    g = node_group("p4d-od-2a"); /* its nodes carry its name */
+    assert_true(json_is_null(json_object_get(g, "mismatch")));
+    json_decref(g);
+
+    char two[64], one[64], path[128];
+    submit_gang("two-in-2c", 2, "us-west-2c", two);
+    snprintf(path, sizeof path, "/v1/jobs/%s", two);
+    const char *want = "the profile's group p4d-od-2c is not grown: us-west-2c has its nodes "
+                       "under the name p4d-ondemand-2c";
+    int said = 0;
+    for (int t = 0; t < WAIT_S * 10 && !said; t++) {
+        json_t *j = get_json(path);
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(j, "pending_reason"), "message"));
+        said = msg && strstr(msg, want);
+        assert_string_equal(ty_json_str(j, "state"), "PENDING");
+        json_decref(j);
+        if (!said)
+            ty_sleep_ms(100);
+    }
+    if (!said) {
+        dump(two);
+        fail_msg("the waiting gang does not say why p4d-od-2c is not grown");
+    }
+    json_t *jobs = fake_list(JOBS, two, 1);
+    assert_int_equal(json_array_size(jobs), 0); /* nothing created to wait for a node */
+    json_decref(jobs);
+    cancel(two);
+    wait_state(two, "CANCELLED");
+
+    submit_gang("one-in-2c", 1, "us-west-2c", one);
+    assert_string_equal(wait_bound(one, 1), "usw2c-a100-od-9");
+    assert_true(has_event(one, "placed in us-west-2c: its rank fits on existing nodes"));
+    set_phase(one, 1, "{\"phase\": \"Running\"}");
+    wait_state(one, "RUNNING");
+    set_phase(one, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    wait_state(one, "SUCCEEDED");
+    fake_ctl("DELETE", "/fake/nodes/usw2c-a100-od-9", NULL);
+}
+
 /*
  * Two jobs fail three times on one node (the other A100 node of the zone held by a taint):
  * the node is quarantined, the next gang goes to the other node and its Job excludes the
@@ -621,6 +764,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_node_group),
+        cmocka_unit_test(test_group_named_otherwise),
         cmocka_unit_test(test_quarantine_release_by_admin),
         cmocka_unit_test(test_quarantine_release_by_time),
     };

@@ -502,6 +502,101 @@ static void test_any_capacity_may_grow_both_kinds_of_group(void **state)
     assert_string_equal(p.reason, "waiting for 5 nodes of groups p4d-spot-2a, p4d-od-2a");
 }
 
+/* Labels node n with the node group the cluster has put it in. */
+static void in_group(cluster *c, kube_node *n, const char *name)
+{
+    size_t i = (size_t)(n - c->nodes);
+    assert_true(n->nlabels < MAX_LABELS);
+    c->labels[i][n->nlabels++] = (kube_label){"eks.amazonaws.com/nodegroup", (char *)name};
+}
+
+static kube_gang a100_od(int count, const char *zone)
+{
+    return (kube_gang){.count = count,
+                       .gpus_per_rank = 8,
+                       .gpu_type = "a100",
+                       .capacity = "on-demand",
+                       .zone = zone};
+}
+
+/*
+ * A profile that names a group otherwise than the cluster: us-west-2c's on-demand A100 node is
+ * in p4d-ondemand-2c where the profile says p4d-od-2c. The node counts as capacity; the
+ * profile's group, which no node carries, is not counted as able to grow beside it, and the
+ * placement says so.
+ */
+static void test_a_group_the_cluster_names_otherwise(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    /* Before the node: p4d-od-2c is empty and may grow, as any group of the profile. */
+    kube_placement p = place(&c, a100_od(2, "us-west-2c"));
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_int_equal(p.grow_nodes, 2);
+    assert_string_equal(p.note, "");
+    kube_inventory inv = {c.nodes, c.n, c.groups, c.ngroups, NULL};
+    kube_type_capacity before;
+    assert_int_equal(kube_type_capacity_of(prof, &inv, "a100", &before), TY_OK);
+
+    in_group(&c, node(&c, "us-west-2c", A100, 0, 8, 0), "p4d-ondemand-2c");
+    /* Another capacity type's stray group, and a group of the profile's, change nothing. */
+    in_group(&c, node(&c, "us-west-2c", A100, 1, 8, 8), "p4d-spot-other-2c");
+    in_group(&c, node(&c, "us-west-2b", A100, 0, 8, 8), "p4d-od-2b");
+    group(&c, "p4d-od-2b", 1);
+
+    const char *names[2] = {0};
+    inv = (kube_inventory){c.nodes, c.n, c.groups, c.ngroups, NULL};
+    const kube_node_group *od2c = NULL, *spot2c = NULL;
+    for (size_t i = 0; i < prof->ngroups; i++) {
+        if (!strcmp(prof->groups[i].name, "p4d-od-2c"))
+            od2c = &prof->groups[i];
+        if (!strcmp(prof->groups[i].name, "p4d-spot-2c"))
+            spot2c = &prof->groups[i];
+    }
+    assert_non_null(od2c);
+    assert_non_null(spot2c);
+    assert_int_equal(kube_group_mismatch(prof, &inv, od2c, names, 2), 1);
+    assert_string_equal(names[0], "p4d-ondemand-2c");
+    assert_int_equal(kube_group_mismatch(prof, &inv, spot2c, names, 2), 1);
+    assert_string_equal(names[0], "p4d-spot-other-2c");
+
+    /* One rank fits on the node that is there. */
+    p = place(&c, a100_od(1, "us-west-2c"));
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_int_equal(p.grow_nodes, 0);
+    assert_string_equal(p.note, "");
+
+    /* Two do not, and the group named otherwise is not a place to wait for a second node. */
+    p = place(&c, a100_od(2, "us-west-2c"));
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    assert_string_equal(p.note, "the profile's group p4d-od-2c is not grown: us-west-2c has its "
+                                "nodes under the name p4d-ondemand-2c");
+
+    /* Under "auto" the gang goes where a group the cluster knows by that name grows (two nodes
+     * of p4d-od-2a, where us-west-2c would have seemed to need one), and says why not
+     * us-west-2c. */
+    p = place(&c, a100_od(2, "auto"));
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2a");
+    assert_int_equal(p.grow_nodes, 2);
+    assert_string_equal(p.group, "p4d-od-2a");
+    assert_non_null(strstr(p.note, "p4d-od-2c is not grown"));
+
+    /* Admission counts the nodes and not the growth of the groups named otherwise: the three
+     * nodes' 24 GPUs more; p4d-od-2b has one of its 4 nodes (8 fewer to grow), p4d-od-2c and
+     * p4d-spot-2c do not grow (32 fewer each). */
+    kube_type_capacity after;
+    assert_int_equal(kube_type_capacity_of(prof, &inv, "a100", &after), TY_OK);
+    assert_int_equal(after.total, before.total + 24 - 8 - 32 - 32);
+
+    /* Once a node carries the profile's name, the group is the profile's again. */
+    group(&c, "p4d-od-2c", 1);
+    p = place(&c, a100_od(2, "us-west-2c"));
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_int_equal(p.grow_nodes, 1);
+    assert_string_equal(p.note, "");
+}
+
 /* ---- placement and rendering agree ---- */
 
 /* Whether the pod render.c makes for gang may run on node n, in zone: its nodeSelector,
@@ -662,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_booking_pods_not_bound_yet),
         cmocka_unit_test(test_groups_that_can_grow),
         cmocka_unit_test(test_any_capacity_may_grow_both_kinds_of_group),
+        cmocka_unit_test(test_a_group_the_cluster_names_otherwise),
         cmocka_unit_test(test_a_node_placement_counts_takes_the_rendered_pod),
         cmocka_unit_test(test_a_class_match_kept_across_decisions),
         cmocka_unit_test(test_the_gang_of_a_spec),
