@@ -5,3 +5,5 @@
 """
 
 __version__ = "0.1.0"
+
+from .report import report  # noqa: E402,F401
