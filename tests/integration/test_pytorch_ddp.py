@@ -133,3 +133,22 @@ def test_ddp_gang_restart_resumes_from_checkpoint(start_server):
     assert series["loss"]["points"][-1]["value"] < series["loss"]["points"][0]["value"]
     (acc,) = series["accuracy"]["points"]
     assert acc["step"] == 374 and 0.5 < acc["value"] <= 1.0, acc
+
+
+def test_image_runs_the_job_file_unchanged():
+    """deploy/docker/pytorch-ddp.Dockerfile puts train.py where job.yaml's command names it,
+    the trainyard package on the path, and runs as the worker image's user."""
+    spec = yaml.safe_load((EXAMPLE / "job.yaml").read_text())
+    docker = (ROOT / "deploy" / "docker" / "pytorch-ddp.Dockerfile").read_text()
+    worker = (ROOT / "deploy" / "docker" / "worker.Dockerfile").read_text()
+    python, script = spec["command"]
+    copies = [ln for ln in docker.replace("\\\n", " ").splitlines() if ln.startswith("COPY ")]
+    assert any("examples/pytorch-ddp/train.py" in ln and
+               ln.split()[-1].rstrip("/") == os.path.dirname(script) for ln in copies), copies
+    assert f'ENTRYPOINT ["{python}", "{script}"]' in docker
+    assert "COPY clients/python/trainyard /usr/share/trainyard/python/trainyard" in docker
+    assert "ENV PYTHONPATH=/usr/share/trainyard/python " in docker
+    user = [ln for ln in docker.splitlines() if ln.startswith("USER ")]
+    assert user and user == [ln for ln in worker.splitlines() if ln.startswith("USER ")]
+    assert spec["image"].startswith("trainyard-pytorch-ddp:")
+    assert "-t trainyard-pytorch-ddp " in docker
