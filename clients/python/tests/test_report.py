@@ -146,3 +146,21 @@ def test_bad_points_never_raise(start_server):
     assert "trainyard.report: 2 points sent, 4 dropped" in p.stderr
     loss = series(server, job, "loss")
     assert [(pt["step"], pt["value"]) for pt in loss["points"]] == [(3, 0.5), (4, 0.25)]
+
+
+def test_server_that_never_answers_does_not_hold_the_exit():
+    """A server that takes the connection and never answers: training ends, the exit's flush
+    gives up at its bound, and the points are counted as dropped."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)               # connections complete in the backlog; nothing reads them
+    try:
+        p = run_job({"TRAINYARD_SERVER": f"http://127.0.0.1:{s.getsockname()[1]}",
+                     "TRAINYARD_TOKEN": "t0ken", "TRAINYARD_JOB_ID": "job-1",
+                     "TRAINYARD_REPORT_INTERVAL": "0.05"}, 100, timeout=60)
+    finally:
+        s.close()
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("trained 100 2475.0"), p.stdout
+    assert "trainyard.report: 0 points sent, 101 dropped" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr

@@ -75,7 +75,7 @@ class Reporter:
         self._cond = threading.Condition(threading.Lock())
         self._buf = collections.deque()
         self._wake_at = max(1, min(capacity // 2, MAX_BATCH))
-        self._wake = self._stopping = self._disabled = False
+        self._wake = self._stopping = self._disabled = self._closed = False
         self._deadline = 0.0
         self.pushed = self.sent = self.dropped = self.posts = self.failed = 0
         self.last_error = ""
@@ -123,7 +123,7 @@ class Reporter:
         with self._cond:
             self.dropped += len(self._buf)
             self._buf.clear()
-            self._disabled = True
+            self._disabled = self._closed = True
             st = {"pushed": self.pushed, "sent": self.sent, "dropped": self.dropped,
                   "buffered": 0, "posts": self.posts, "failed": self.failed}
             last = self.last_error
@@ -180,6 +180,9 @@ class Reporter:
             res, why = self._post(batch)
         finally:
             self._cond.acquire()
+        if self._closed:
+            # close() gave up waiting and has counted the buffer as dropped.
+            return _DISABLE
         self.posts += 1
         if res != _OK:
             self.failed += 1
