@@ -6,4 +6,8 @@
 
 __version__ = "0.1.0"
 
+from .client import Client, StreamEvent, TERMINAL_STATES  # noqa: E402,F401
+from .errors import (  # noqa: E402,F401
+    APIError, BadRequest, ConfigError, Conflict, Forbidden, Invalid, NotFound,
+    ServiceUnavailable, TooManyRequests, TrainyardError, Unauthorized)
 from .report import report  # noqa: E402,F401
