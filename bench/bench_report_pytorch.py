@@ -10,8 +10,10 @@ sides read the loss (loss.item()) every step; "on" also calls trainyard.report(s
 every step, reporting to a real `trainyard serve` of BUILD_DIR on loopback (a temporary
 database, admission paused with --queue-limit 0, one job, the admin token) at the default
 interval (TRAINYARD_REPORT_INTERVAL, 5 s). Prints each run's median step time, then the median
-of the runs of each side, their ratio, the time of the report() call alone (median and p99),
-and the reporter's counts (every point sent, none dropped, or the figure says so).
+of the runs of each side and their ratio; the same for the process's CPU time per step (the
+training thread and the reporter's thread together: on a shared machine it moves less with the
+load than the wall clock); the time of the report() call alone (median and p99); and the
+reporter's counts (every point sent, none dropped, or the figure says so).
 """
 
 import argparse
@@ -90,6 +92,7 @@ def main():
         def run(on):
             nonlocal step
             times = []
+            c0 = time.process_time()
             for _ in range(a.steps):
                 idx = torch.randint(0, x.shape[0], (64,), generator=g)
                 t0 = time.perf_counter()
@@ -104,7 +107,7 @@ def main():
                     trainyard.report(step, loss=v)
                     calls.append(time.perf_counter() - t1)
                 times.append(time.perf_counter() - t0)
-            return statistics.median(times)
+            return statistics.median(times), (time.process_time() - c0) / a.steps
 
         run(False)            # warm-up, not counted
         print("# machine: %s, %d cores, load %s" % (
@@ -114,16 +117,22 @@ def main():
         print("# torch %s, %d thread(s); %d steps per run, %d pairs, server %s, job %s" % (
             torch.__version__, a.threads, a.steps, a.pairs, url, job))
         side = {False: [], True: []}
+        cpu = {False: [], True: []}
         for p in range(a.pairs):
             for on in ((False, True) if p % 2 == 0 else (True, False)):
-                m = run(on)
+                m, c = run(on)
                 side[on].append(m)
-                print("%-3s run %2d: median step %8.1f us" % ("on" if on else "off", p, m * 1e6))
+                cpu[on].append(c)
+                print("%-3s run %2d: median step %8.1f us, CPU %8.1f us a step" % (
+                    "on" if on else "off", p, m * 1e6, c * 1e6))
         off, on = statistics.median(side[False]), statistics.median(side[True])
+        coff, con = statistics.median(cpu[False]), statistics.median(cpu[True])
         flushed = trainyard.report.flush(30)
         st = trainyard.report.stats()
         print("off: median step %.1f us; on (a point every step): %.1f us; on/off %.4f "
               "(%+.1f us a step)" % (off * 1e6, on * 1e6, on / off, (on - off) * 1e6))
+        print("process CPU a step (training and the reporter's thread): off %.1f us, on %.1f us; "
+              "on/off %.4f (%+.1f us)" % (coff * 1e6, con * 1e6, con / coff, (con - coff) * 1e6))
         print("one trainyard.report() call: median %.1f us, p99 %.1f us (%d calls)" % (
             statistics.median(calls) * 1e6,
             statistics.quantiles(calls, n=100)[98] * 1e6, len(calls)))
