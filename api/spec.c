@@ -1146,9 +1146,10 @@ out:
 }
 
 /*
- * The normalized resources `res` against what the backend could ever give one rank: for each
- * resource, the limit of the rank's GPU type where it is known, else that of any rank. Errors
- * at resources.cpu / .memory / .gpu.count (the current path is $.resources).
+ * The normalized resources `res` against what the backend could ever give one rank: the limits
+ * of the rank's GPU type where the backend lists that type (a number it does not know is not
+ * checked), else those of any rank. Errors at resources.cpu / .memory / .gpu.count (the current
+ * path is $.resources).
  */
 static void check_limits(vctx *v, const spec_limits *lim, const json_t *res)
 {
@@ -1157,38 +1158,41 @@ static void check_limits(vctx *v, const spec_limits *lim, const json_t *res)
     json_int_t gpus = json_integer_value(json_object_get(gpu, "count"));
     const char *cpu = json_string_value(json_object_get(res, "cpu"));
     const char *mem = json_string_value(json_object_get(res, "memory"));
-    const spec_rank_limit none = {0}, *t = &none;
+    const spec_rank_limit *t = &lim->any;
+    int typed = 0;
     for (size_t i = 0; type && i < lim->ntypes; i++)
-        if (lim->types[i].gpu_type && strcmp(lim->types[i].gpu_type, type) == 0)
+        if (lim->types[i].gpu_type && strcmp(lim->types[i].gpu_type, type) == 0) {
             t = &lim->types[i];
+            typed = 1;
+        }
     char node[96], want[32], have[32];
     const char *any = lim->where ? lim->where : "the backend";
     snprintf(node, sizeof node, "the largest %s node", type ? type : "");
     int64_t n;
-    int64_t cpu_max = t->cpu_millis ? t->cpu_millis : lim->any.cpu_millis;
+    int64_t cpu_max = t->cpu_millis;
     if (cpu && cpu_max > 0 && ty_quantity_scaled(cpu, strlen(cpu), 3, &n) == TY_OK &&
         n > cpu_max) {
         ty_quantity_format_millis(n, want, sizeof want);
         ty_quantity_format_millis(cpu_max, have, sizeof have);
         size_t m = push_key(v, "cpu");
-        failf(v, "%s CPUs requested per rank, %s has %s", want, t->cpu_millis ? node : any, have);
+        failf(v, "%s CPUs requested per rank, %s has %s", want, typed ? node : any, have);
         pop(v, m);
     }
-    int64_t mem_max = t->memory_bytes ? t->memory_bytes : lim->any.memory_bytes;
+    int64_t mem_max = t->memory_bytes;
     if (mem && mem_max > 0 && ty_quantity_scaled(mem, strlen(mem), 0, &n) == TY_OK &&
         n > mem_max) {
         ty_quantity_format_bytes(mem_max, have, sizeof have);
         size_t m = push_key(v, "memory");
         failf(v, "%.*s of memory requested per rank, %s has %s", SPEC_MAX_QUANTITY, mem,
-              t->memory_bytes ? node : any, have);
+              typed ? node : any, have);
         pop(v, m);
     }
-    int gpu_max = t->gpus ? t->gpus : lim->any.gpus;
+    int gpu_max = t->gpus;
     if (type && gpu_max > 0 && gpus > gpu_max) {
         size_t m = push_key(v, "gpu");
         size_t m2 = push_key(v, "count");
         failf(v, "%lld GPUs of type %s requested per rank, %s has %d", (long long)gpus, type,
-              t->gpus ? node : any, gpu_max);
+              typed ? node : any, gpu_max);
         pop(v, m2);
         pop(v, m);
     }

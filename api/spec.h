@@ -84,7 +84,9 @@ ty_err spec_errors_add(spec_errors *e, const char *path, const char *message);
  * is refused (422) at the field, with the size it was measured against:
  *   $.resources.cpu: 64 CPUs requested per rank, this machine has 2
  *   $.resources.gpu.count: 16 GPUs of type a100 requested per rank, the largest a100 node has 8
- * Every number is "not known, not checked" when 0, so a zeroed spec_limits checks nothing.
+ * A rank asking for a GPU type listed in `types` is measured by that entry alone; any other
+ * rank by `any`. Every number is "not known, not checked" when 0, so a zeroed spec_limits
+ * checks nothing.
  */
 typedef struct spec_rank_limit {
     const char *gpu_type;  /* the GPU type a rank asks for; NULL: any rank */

@@ -135,7 +135,7 @@ static ty_err read_rank_limits(const backend *be, int kube, spec_limits *lim,
     }
     if (be->ops->rank_limits(be, bl, n) != n) /* it changed between the calls: none known */
         n = 1;
-    lim->where = kube ? "any node of the cluster" : "this machine";
+    lim->where = kube ? "the largest node for ranks without GPUs" : "this machine";
     lim->any = (spec_rank_limit){NULL, bl[0].cpu_millis, bl[0].memory_bytes, bl[0].gpus};
     for (size_t i = 1; i < n; i++)
         (*types)[i - 1] = (spec_rank_limit){bl[i].gpu_type, bl[i].cpu_millis,

@@ -685,21 +685,38 @@ typedef struct limits_ctx {
     size_t n;
 } limits_ctx;
 
-/* kube_inv_with()'s callback: the most GPUs a node of each type has or a group's would have. */
+/* kube_inv_with()'s callback: the most GPUs a node of each type has or a group's would have,
+ * and the most CPU and memory a node of each type, and one for ranks without GPUs, has. */
 static ty_err limits_on(void *ud, kube_inv_view *view)
 {
     limits_ctx *c = ud;
-    for (size_t i = 0; i < c->n; i++)
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL};
+    kube_gang g = {.count = 1};
+    kube_largest big;
+    if (kube_largest_node(c->kb->p, &ki, &g, &big) == TY_OK) {
+        c->out[0].cpu_millis = big.cpu_millis;
+        c->out[0].memory_bytes = big.memory_bytes;
+    }
+    for (size_t i = 0; i < c->n; i++) {
         c->out[1 + i].gpus =
             max_gpus_per_node(c->kb, view->nodes, view->nnodes, c->kb->p->gpu_types[i].name,
                               INT_MAX);
+        g = (kube_gang){.count = 1, .gpus_per_rank = 1, .gpu_type = c->kb->p->gpu_types[i].name};
+        if (kube_largest_node(c->kb->p, &ki, &g, &big) == TY_OK) {
+            c->out[1 + i].cpu_millis = big.cpu_millis;
+            c->out[1 + i].memory_bytes = big.memory_bytes;
+        }
+    }
     return TY_OK;
 }
 
 /*
- * Per GPU type of the profile, the GPUs of its largest node group or of its largest node the
- * inventory holds now (a node that joins later with more is not seen until the next start).
- * CPU and memory are not known: neither the profile nor the inventory records them.
+ * Per GPU type of the profile, the GPUs of its largest node group or of its largest node, and
+ * the CPU and memory of its largest node, that the inventory holds now; out[0], the CPU and
+ * memory of the largest node a rank without GPUs may use (kube_largest_node()). A node that
+ * joins later with more is not seen until the next start; a type none of whose nodes exists
+ * yet (a group scaling from zero) has its CPU and memory not known, so not checked: the
+ * profile's node groups do not say their instances' size.
  */
 static size_t kb_rank_limits(const backend *b, backend_rank_limit *out, size_t max)
 {
@@ -712,8 +729,8 @@ static size_t kb_rank_limits(const backend *b, backend_rank_limit *out, size_t m
         out[1 + i].gpu_type = kb->p->gpu_types[i].name;
     limits_ctx c = {kb, out, kb->p->ngpu_types};
     if (kube_inv_with(kb->inv, limits_on, &c) != TY_OK)
-        for (size_t i = 1; i < n; i++)
-            out[i].gpus = 0; /* not known: not checked */
+        for (size_t i = 0; i < n; i++) /* not known: not checked */
+            out[i].gpus = 0, out[i].cpu_millis = 0, out[i].memory_bytes = 0;
     return n;
 }
 

@@ -599,6 +599,38 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
     return TY_OK;
 }
 
+ty_err kube_largest_node(const kube_profile *p, const kube_inventory *inv, const kube_gang *g,
+                         kube_largest *out)
+{
+    char msg[160];
+    kube_gang any = *g;
+    any.capacity = NULL;
+    req r = {p, &any, NULL, NULL, inv ? inv->match : NULL};
+    if (!p || !inv || !g || !out || resolve(p, &any, &r, msg, sizeof msg) != TY_OK)
+        return TY_EINVAL;
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < inv->nnodes; i++) {
+        const kube_node *n = &inv->nodes[i];
+        if (!n->zone || (p->nzones && !in_list((const char *const *)p->zones, p->nzones, n->zone)))
+            continue;
+        if (!(r.match ? r.match[i] : class_ok(&r, n)))
+            continue;
+        if (n->allocatable.cpu_millis > out->cpu_millis) {
+            out->cpu_millis = n->allocatable.cpu_millis;
+            out->cpu_node = n->name;
+        }
+        if (n->allocatable.memory_bytes > out->memory_bytes) {
+            out->memory_bytes = n->allocatable.memory_bytes;
+            out->memory_node = n->name;
+        }
+        if (n->allocatable.ephemeral_bytes > out->ephemeral_bytes) {
+            out->ephemeral_bytes = n->allocatable.ephemeral_bytes;
+            out->ephemeral_node = n->name;
+        }
+    }
+    return TY_OK;
+}
+
 /* ---- booking the pods not bound yet ---- */
 
 struct kube_booker {

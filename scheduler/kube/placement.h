@@ -132,6 +132,21 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
                   kube_placement *out, char *msg, size_t msglen);
 
 /*
+ * The most one rank of g could ever get of each resource besides GPUs: the largest
+ * allocatable CPU, memory and ephemeral storage among the nodes its pods may use by labels and
+ * taints (g's GPU type, none when it asks no GPUs; any capacity type) in the profile's zones
+ * (any zone when it lists none), whether ready, cordoned or busy now. Each with the node that has
+ * it (borrowed from inv; NULL and 0 when no node qualifies: nothing is known). TY_EINVAL for a
+ * GPU type the profile lacks.
+ */
+typedef struct kube_largest {
+    int64_t cpu_millis, memory_bytes, ephemeral_bytes;
+    const char *cpu_node, *memory_node, *ephemeral_node;
+} kube_largest;
+ty_err kube_largest_node(const kube_profile *p, const kube_inventory *inv, const kube_gang *g,
+                         kube_largest *out);
+
+/*
  * The node groups the cluster has in place of profile group grp: when no node carries grp's
  * name (its size in inv is 0) and nodes of grp's zone carrying the labels of its GPU type and
  * of its capacity type name in their eks.amazonaws.com/nodegroup label a group the profile does

@@ -376,6 +376,43 @@ static void test_gpus_beyond_the_largest_node(void **state)
 }
 
 /*
+ * CPU and memory per rank beyond the largest node a rank may use can never be placed either:
+ * a rank without GPUs is measured against the CPU nodes (16 CPUs, 64Gi: the GPU nodes' taint
+ * keeps it off them), a rank of a GPU type against that type's nodes (96 CPUs, 1152Gi).
+ */
+static void test_cpu_and_memory_beyond_the_largest_node(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *resources, *path, *message;
+    } cases[] = {
+        {"{\"cpu\": \"17\"}", "$.resources.cpu",
+         "17 CPUs requested per rank, the largest node for ranks without GPUs has 16"},
+        {"{\"memory\": \"65Gi\"}", "$.resources.memory",
+         "65Gi of memory requested per rank, the largest node for ranks without GPUs has 64Gi"},
+        {"{\"cpu\": \"97\", \"gpu\": {\"type\": \"a100\", \"count\": 8}}", "$.resources.cpu",
+         "97 CPUs requested per rank, the largest a100 node has 96"},
+        {"{\"memory\": \"2Ti\", \"gpu\": {\"type\": \"h100\", \"count\": 1}}",
+         "$.resources.memory",
+         "2Ti of memory requested per rank, the largest h100 node has 1.12Ti"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"name\": \"too-big\", \"image\": \"img\", \"command\": [\"run\"], "
+                 "\"workers\": {\"count\": 1}, \"resources\": %s}",
+                 cases[i].resources);
+        ty_http_resp *r = ty_req(g_cli, "POST", "/v1/jobs", body);
+        if (r->status != 422)
+            fail_msg("%s: %ld %s", cases[i].resources, r->status, r->body);
+        const json_t *e0 = json_array_get(json_object_get(r->json, "errors"), 0);
+        assert_string_equal(ty_json_str(e0, "path"), cases[i].path);
+        assert_string_equal(ty_json_str(e0, "message"), cases[i].message);
+        ty_resp_destroy(r);
+    }
+}
+
+/*
  * Two ranks of 4 A100s on spot: one Job and one Service, every pod pinned to the same zone,
  * RUNNING once both pods run (ranks carry pod and node), SUCCEEDED when both succeed.
  */
@@ -1148,6 +1185,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_image_required),
         cmocka_unit_test(test_gpus_beyond_the_largest_node),
+        cmocka_unit_test(test_cpu_and_memory_beyond_the_largest_node),
         cmocka_unit_test(test_success),
         cmocka_unit_test(test_secrets),
         cmocka_unit_test(test_logs_follow),

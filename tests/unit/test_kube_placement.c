@@ -597,6 +597,69 @@ static void test_a_group_the_cluster_names_otherwise(void **state)
     assert_string_equal(p.note, "");
 }
 
+/*
+ * The most a rank could ever get besides GPUs: the largest node its pods may use, busy, cordoned
+ * or not ready as it may be; a rank without GPUs only measured against the nodes without the
+ * GPU taint, a rank of a type against that type's nodes only.
+ */
+static void test_the_largest_node_a_rank_may_use(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    kube_largest big;
+    kube_gang cpu = {.count = 1};
+    kube_gang a100 = {.count = 1, .gpus_per_rank = 1, .gpu_type = "a100"};
+    kube_gang h100 = {.count = 1, .gpus_per_rank = 1, .gpu_type = "h100"};
+    kube_inventory inv = {c.nodes, 0, NULL, 0, NULL};
+    /* No node: nothing known. */
+    assert_int_equal(kube_largest_node(prof, &inv, &cpu, &big), TY_OK);
+    assert_int_equal(big.cpu_millis, 0);
+    assert_null(big.cpu_node);
+
+    kube_node *n = node(&c, "us-west-2a", NULL, 0, 0, 0);
+    n->name = "m5-small";
+    n->allocatable.cpu_millis = 7910;
+    n = node(&c, "us-west-2b", NULL, 1, 0, 0);
+    n->name = "m5-busy-cordoned";
+    n->unschedulable = 1;
+    n->ready = 0;
+    n->requested = M5;
+    n = node(&c, "us-west-2a", A100, 0, 8, 8);
+    n->name = "p4d";
+    n = node(&c, "eu-west-1a", NULL, 0, 0, 0); /* not a zone of the profile */
+    n->name = "m5-elsewhere";
+    n->allocatable.cpu_millis = 64000;
+    n = node(&c, "us-west-2c", NULL, 1, 0, 0); /* being reclaimed */
+    n->name = "m5-reclaimed";
+    n->allocatable.memory_bytes = 500 * GI;
+    c.taints[c.n - 1][0] = reclaim_taint;
+    n->ntaints = 1;
+    inv.nnodes = c.n;
+
+    assert_int_equal(kube_largest_node(prof, &inv, &cpu, &big), TY_OK);
+    assert_int_equal(big.cpu_millis, M5.cpu_millis);
+    assert_string_equal(big.cpu_node, "m5-busy-cordoned");
+    assert_int_equal(big.memory_bytes, M5.memory_bytes);
+    assert_int_equal(big.ephemeral_bytes, M5.ephemeral_bytes);
+
+    assert_int_equal(kube_largest_node(prof, &inv, &a100, &big), TY_OK);
+    assert_int_equal(big.cpu_millis, P4D.cpu_millis);
+    assert_string_equal(big.memory_node, "p4d");
+    assert_int_equal(big.memory_bytes, P4D.memory_bytes);
+    /* The type's capacity asked does not narrow it: a rank may be put on either kind. */
+    a100.capacity = "spot";
+    assert_int_equal(kube_largest_node(prof, &inv, &a100, &big), TY_OK);
+    assert_int_equal(big.cpu_millis, P4D.cpu_millis);
+
+    /* No h100 node yet: not known. */
+    assert_int_equal(kube_largest_node(prof, &inv, &h100, &big), TY_OK);
+    assert_int_equal(big.cpu_millis, 0);
+    assert_int_equal(big.memory_bytes, 0);
+
+    h100.gpu_type = "tpu";
+    assert_int_equal(kube_largest_node(prof, &inv, &h100, &big), TY_EINVAL);
+}
+
 /* ---- placement and rendering agree ---- */
 
 /* Whether the pod render.c makes for gang may run on node n, in zone: its nodeSelector,
@@ -758,6 +821,7 @@ int main(void)
         cmocka_unit_test(test_groups_that_can_grow),
         cmocka_unit_test(test_any_capacity_may_grow_both_kinds_of_group),
         cmocka_unit_test(test_a_group_the_cluster_names_otherwise),
+        cmocka_unit_test(test_the_largest_node_a_rank_may_use),
         cmocka_unit_test(test_a_node_placement_counts_takes_the_rendered_pod),
         cmocka_unit_test(test_a_class_match_kept_across_decisions),
         cmocka_unit_test(test_the_gang_of_a_spec),

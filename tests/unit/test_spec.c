@@ -783,13 +783,13 @@ static void test_backend_limits(void **state)
         {J("\"resources\":{\"memory\":\"8589934593\"}"), "$.resources.memory",
          "this machine has 8Gi"},
         {J("\"resources\":{\"memory\":\"8Gi\"}"), NULL, NULL},
-        /* a100: GPUs per node known, CPU and memory measured against the machine's */
+        /* a100: GPUs per node known, CPU and memory not (its nodes are not the machine's) */
         {J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":16}}"),
          "$.resources.gpu.count",
          "16 GPUs of type a100 requested per rank, the largest a100 node has 8"},
         {J("\"resources\":{\"gpu\":{\"type\":\"a100\",\"count\":8}}"), NULL, NULL},
-        {J("\"resources\":{\"cpu\":\"4\",\"gpu\":{\"type\":\"a100\",\"count\":8}}"),
-         "$.resources.cpu", "4 CPUs requested per rank, this machine has 2"},
+        {J("\"resources\":{\"cpu\":\"4\",\"gpu\":{\"type\":\"a100\",\"count\":8}}"), NULL,
+         NULL},
         /* h100: its own node size */
         {J("\"resources\":{\"cpu\":\"96\",\"memory\":\"1Ti\",\"gpu\":{\"type\":\"h100\","
            "\"count\":8}}"),
@@ -798,8 +798,10 @@ static void test_backend_limits(void **state)
          "$.resources.cpu", "97 CPUs requested per rank, the largest h100 node has 96"},
         {J("\"resources\":{\"memory\":\"1.5Ti\",\"gpu\":{\"type\":\"h100\",\"count\":1}}"),
          "$.resources.memory", "1.5Ti of memory requested per rank, the largest h100 node has 1Ti"},
-        /* a type nobody measured: only the machine's numbers */
+        /* a type nobody measured: the machine's numbers */
         {J("\"resources\":{\"gpu\":{\"type\":\"t4\",\"count\":16}}"), NULL, NULL},
+        {J("\"resources\":{\"cpu\":\"4\",\"gpu\":{\"type\":\"t4\",\"count\":1}}"),
+         "$.resources.cpu", "4 CPUs requested per rank, this machine has 2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_with(cases[i].body, &o, 0, cases[i].path, cases[i].message);
