@@ -275,8 +275,19 @@ ty_err config_parse_args(worker_config *c, int argc, char *const argv[], char *e
         ty_err rc = apply_flag(c, f, value, err, errlen);
         if (rc != TY_OK)
             return rc;
+        if (f->kind == F_STR && f->offset == OFF(data_dir))
+            c->data_flag = 1;
     }
     return TY_OK;
+}
+
+const char *config_data_fallback(const worker_config *c, const char *fallback,
+                                 int (*present)(const char *dir))
+{
+    if (c->data_flag || !fallback || strcmp(c->data_dir, fallback) == 0 || present(c->data_dir) ||
+        !present(fallback))
+        return NULL;
+    return fallback;
 }
 
 static ty_err env_int(config_getenv_fn get, const char *name, int64_t min, int64_t max, int64_t *out,
@@ -362,7 +373,9 @@ const char *config_usage(void)
            "Trains an MLP on an idx-ubyte dataset (Fashion-MNIST by default), data-parallel over\n"
            "the ranks of RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or over --nproc local ranks.\n"
            "\n"
-           "  --data DIR              dataset directory (TRAINYARD_DATA_DIR, " CONFIG_DEFAULT_DATA_DIR ")\n"
+           "  --data DIR              dataset directory (TRAINYARD_DATA_DIR, " CONFIG_DEFAULT_DATA_DIR ");\n"
+           "                          without it, a TRAINYARD_DATA_DIR with no dataset falls back\n"
+           "                          to " CONFIG_DEFAULT_DATA_DIR " when that has one\n"
            "  --epochs E              epochs (15)\n"
            "  --max-steps K           stop after K optimizer steps in total (0: no limit)\n"
            "  --batch B               global batch, split over the ranks (256)\n"

@@ -37,6 +37,7 @@ typedef enum worker_device {
 typedef struct worker_config {
     /* what to train */
     const char *data_dir;
+    int data_flag;                  /* 1 when --data chose data_dir */
     size_t train_limit, test_limit; /* use only the first N samples (0 = all) */
     size_t hidden[MODEL_MAX_LAYERS];
     int n_hidden;
@@ -87,6 +88,16 @@ typedef const char *(*config_getenv_fn)(const char *name);
  * message naming the variable for malformed values or RANK >= WORLD_SIZE.
  */
 ty_err config_apply_env(worker_config *c, config_getenv_fn get, char *err, size_t errlen);
+
+/*
+ * Where to read the data set when the worker was not told: with no --data, a data_dir (the
+ * default or TRAINYARD_DATA_DIR) in which present() finds no data set, and a fallback in which
+ * it finds one, the fallback; otherwise NULL (read data_dir, and let its error say what is
+ * missing). The local backend points TRAINYARD_DATA_DIR at data/datasets, empty on a fresh
+ * install; Debian's dataset-fashion-mnist is CONFIG_DEFAULT_DATA_DIR.
+ */
+const char *config_data_fallback(const worker_config *c, const char *fallback,
+                                 int (*present)(const char *dir));
 
 /* Writes "512,512" into buf. */
 void config_format_hidden(const worker_config *c, char *buf, size_t len);

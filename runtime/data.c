@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "runtime/rt_error.h"
@@ -102,19 +104,30 @@ out:
     return rc;
 }
 
-/* Finds the first existing spelling of <split>-<kind>-idxN-ubyte[.gz] in dir. */
+/* The path of spelling i (0..3) of <split>-<kind>-idxN-ubyte[.gz] in dir; -1 when too long. */
+static int idx_spelling(int i, const char *dir, const char *split, const char *kind, int nd,
+                        char *path, size_t pathlen)
+{
+    int n;
+    switch (i) { /* one literal format per spelling keeps -Wformat-nonliteral quiet */
+    case 0: n = snprintf(path, pathlen, "%s/%s-%s-idx%d-ubyte.gz", dir, split, kind, nd); break;
+    case 1: n = snprintf(path, pathlen, "%s/%s-%s-idx%d-ubyte", dir, split, kind, nd); break;
+    case 2: n = snprintf(path, pathlen, "%s/%s-%s.idx%d-ubyte.gz", dir, split, kind, nd); break;
+    default: n = snprintf(path, pathlen, "%s/%s-%s.idx%d-ubyte", dir, split, kind, nd); break;
+    }
+    return n < 0 || (size_t)n >= pathlen ? -1 : 0;
+}
+
+/*
+ * Finds the first existing spelling of <split>-<kind>-idxN-ubyte[.gz] in dir. When there is
+ * none the message names every path tried, absolute (a relative dir is read from the working
+ * directory, which the reader of the message may not know), and says when dir itself is missing.
+ */
 static ty_err find_idx(const char *dir, const char *split, const char *kind, int nd, char *path,
                        size_t pathlen, char *err, size_t errlen)
 {
     for (int i = 0; i < 4; i++) {
-        int n;
-        switch (i) { /* one literal format per spelling keeps -Wformat-nonliteral quiet */
-        case 0: n = snprintf(path, pathlen, "%s/%s-%s-idx%d-ubyte.gz", dir, split, kind, nd); break;
-        case 1: n = snprintf(path, pathlen, "%s/%s-%s-idx%d-ubyte", dir, split, kind, nd); break;
-        case 2: n = snprintf(path, pathlen, "%s/%s-%s.idx%d-ubyte.gz", dir, split, kind, nd); break;
-        default: n = snprintf(path, pathlen, "%s/%s-%s.idx%d-ubyte", dir, split, kind, nd); break;
-        }
-        if (n < 0 || (size_t)n >= pathlen) {
+        if (idx_spelling(i, dir, split, kind, nd, path, pathlen) < 0) {
             rt_errf(err, errlen, "data directory path too long");
             return TY_EINVAL;
         }
@@ -124,8 +137,39 @@ static ty_err find_idx(const char *dir, const char *split, const char *kind, int
             return TY_OK;
         }
     }
-    rt_errf(err, errlen, "%s: no %s-%s-idx%d-ubyte[.gz] file", dir, split, kind, nd);
+    char cwd[2048] = "", abs[2048], tried[4 * 2048 + 64] = "";
+    if (dir[0] != '/' && !getcwd(cwd, sizeof cwd))
+        cwd[0] = '\0';
+    if (snprintf(abs, sizeof abs, "%s%s%s", cwd, cwd[0] ? "/" : "", dir) >= (int)sizeof abs)
+        snprintf(abs, sizeof abs, "%s", dir);
+    size_t used = 0;
+    for (int i = 0; i < 4; i++) {
+        char one[2100];
+        if (idx_spelling(i, abs, split, kind, nd, one, sizeof one) < 0)
+            break;
+        int n = snprintf(tried + used, sizeof tried - used, "%s%s", i ? ", " : "", one);
+        if (n < 0 || (size_t)n >= sizeof tried - used)
+            break;
+        used += (size_t)n;
+    }
+    struct stat st;
+    const char *why = stat(dir, &st) != 0 ? " (the directory does not exist)"
+                      : !S_ISDIR(st.st_mode) ? " (not a directory)" : "";
+    rt_errf(err, errlen, "%s: no %s-%s-idx%d-ubyte[.gz] file%s; looked for %s", abs, split, kind,
+            nd, why, tried);
     return TY_ENOTFOUND;
+}
+
+int data_present(const char *dir)
+{
+    char path[4096];
+    for (int i = 0; i < 4; i++) {
+        if (idx_spelling(i, dir, "train", "images", 3, path, sizeof path) < 0)
+            return 0;
+        if (access(path, R_OK) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 ty_err data_load(const char *dir, const char *split, dataset *out, char *err, size_t errlen)

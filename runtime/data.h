@@ -40,9 +40,13 @@ ty_err data_read_idx(const char *path, uint8_t **data, size_t dims[4], int *ndim
 /*
  * Loads split `split` ("train", "t10k") from directory dir into *out (zeroed first; free
  * with data_free). Errors as data_read_idx, plus TY_EINVAL when images and labels
- * disagree on the sample count or there are fewer than two classes.
+ * disagree on the sample count or there are fewer than two classes. A file of the split that
+ * is in none of the spellings is TY_ENOTFOUND, whose message names every path tried.
  */
 ty_err data_load(const char *dir, const char *split, dataset *out, char *err, size_t errlen);
+
+/* Whether dir holds a training split's images, in any spelling data_load accepts. */
+int data_present(const char *dir);
 
 /* Frees what data_load allocated and zeroes *d. Accepts NULL and a zeroed dataset. */
 void data_free(dataset *d);

@@ -24,6 +24,7 @@
 #include "common/ty_net.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
+#include "runtime/data.h"
 #include "runtime/train.h"
 
 #define EXIT_FAILED 1
@@ -116,6 +117,13 @@ static int run_rank(worker_config *c)
         fprintf(stderr, "trainyard-worker: rank %d: warning: TRAINYARD_RENDEZVOUS_SECRET is not "
                         "set; the rendezvous admits any connection that speaks its protocol\n",
                 c->rank);
+    const char *fallback = config_data_fallback(c, CONFIG_DEFAULT_DATA_DIR, data_present);
+    if (fallback) {
+        fprintf(stderr, "trainyard-worker: rank %d: no data set in %s and no --data given; "
+                        "reading %s (Debian's dataset-fashion-mnist) instead\n",
+                c->rank, c->data_dir, fallback);
+        c->data_dir = fallback;
+    }
     c->threads = rank_threads(c, c->local_world);
     if (c->bind)
         bind_to_slice(c->local_rank, c->local_world);

@@ -124,9 +124,22 @@ static ty_err load_data(trainer *t, char *err, size_t errlen)
 {
     const worker_config *c = t->cfg;
     ty_err rc = data_load(c->data_dir, "train", &t->train, err, errlen);
+    if (rc == TY_OK)
+        rc = data_load(c->data_dir, "t10k", &t->test, err, errlen);
+    if (rc == TY_ENOTFOUND) {
+        /* What the message alone does not say: where a data set comes from. */
+        size_t n = strlen(err);
+        if (n + 1 < errlen && strcmp(c->data_dir, CONFIG_DEFAULT_DATA_DIR) == 0)
+            rt_errf(err + n, errlen - n,
+                    "; install Debian's dataset-fashion-mnist, which puts its files there, or "
+                    "pass --data DIR");
+        else if (n + 1 < errlen)
+            rt_errf(err + n, errlen - n,
+                    "; pass --data DIR, or install Debian's dataset-fashion-mnist (%s), which is "
+                    "read when --data is not given and this directory has no data set",
+                    CONFIG_DEFAULT_DATA_DIR);
+    }
     if (rc != TY_OK)
-        return rc;
-    if ((rc = data_load(c->data_dir, "t10k", &t->test, err, errlen)) != TY_OK)
         return rc;
     if (t->train.dim != t->test.dim) {
         rt_errf(err, errlen, "%s: train samples have %zu values, test samples %zu", c->data_dir,

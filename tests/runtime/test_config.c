@@ -170,6 +170,58 @@ static void test_environment(void **state)
     assert_null(c.rendezvous_secret);
 }
 
+/* Fakes of data_present(): which directories hold a data set. */
+static int present_in_a_and_debian(const char *dir)
+{
+    return strcmp(dir, "/a") == 0 || strcmp(dir, CONFIG_DEFAULT_DATA_DIR) == 0;
+}
+
+static int present_nowhere(const char *dir)
+{
+    (void)dir;
+    return 0;
+}
+
+/* The Debian data set is read instead of an empty directory only when --data was not given. */
+static void test_data_fallback(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *data_dir;
+        int flag;
+        int (*present)(const char *);
+        const char *want;
+    } cases[] = {
+        {"/empty", 0, present_in_a_and_debian, CONFIG_DEFAULT_DATA_DIR}, /* fresh install */
+        {"/a", 0, present_in_a_and_debian, NULL},                        /* has its own */
+        {"/empty", 1, present_in_a_and_debian, NULL},                    /* --data wins */
+        {"/empty", 0, present_nowhere, NULL},                            /* nothing to fall to */
+        {CONFIG_DEFAULT_DATA_DIR, 0, present_nowhere, NULL},             /* it is the default */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        worker_config c;
+        config_defaults(&c);
+        c.data_dir = cases[i].data_dir;
+        c.data_flag = cases[i].flag;
+        const char *got = config_data_fallback(&c, CONFIG_DEFAULT_DATA_DIR, cases[i].present);
+        if (cases[i].want ? !got || strcmp(got, cases[i].want) != 0 : got != NULL)
+            fail_msg("case %zu: got %s", i, got ? got : "NULL");
+    }
+
+    /* --data sets the flag; the environment does not. */
+    static const char *const env[] = {"TRAINYARD_DATA_DIR=/data", NULL};
+    worker_config c;
+    char err[256];
+    config_defaults(&c);
+    fake_env = env;
+    assert_int_equal(config_apply_env(&c, lookup, err, sizeof err), TY_OK);
+    assert_string_equal(c.data_dir, "/data");
+    assert_false(c.data_flag);
+    char *argv[] = {"--data=/x", NULL};
+    assert_int_equal(config_parse_args(&c, 1, argv, err, sizeof err), TY_OK);
+    assert_true(c.data_flag);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_flag_values),
         cmocka_unit_test(test_environment),
+        cmocka_unit_test(test_data_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

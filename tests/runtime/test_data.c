@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -156,6 +157,44 @@ static void test_load_rejects_count_mismatch(void **state)
     assert_non_null(strstr(err, "disagree"));
 }
 
+/*
+ * A directory without the data set: the message names the file, every full path tried (a
+ * relative directory made absolute) and a directory that does not exist; data_present() agrees.
+ */
+static void test_missing_data_set_names_the_paths(void **state)
+{
+    (void)state;
+    char empty[4200], want[4400], err[2048], cwd[2048];
+    dataset d;
+    path_of(empty, sizeof empty, "nodata");
+    assert_int_equal(mkdir(empty, 0755), 0);
+    assert_false(data_present(empty));
+    assert_int_equal(data_load(empty, "train", &d, err, sizeof err), TY_ENOTFOUND);
+    assert_non_null(strstr(err, "no train-images-idx3-ubyte[.gz] file"));
+    assert_null(strstr(err, "does not exist"));
+    static const char *const spellings[] = {"train-images-idx3-ubyte.gz", "train-images-idx3-ubyte",
+                                            "train-images.idx3-ubyte.gz", "train-images.idx3-ubyte"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(want, sizeof want, "%s/%s", empty, spellings[i]);
+        if (!strstr(err, want))
+            fail_msg("%s is not named in: %s", want, err);
+    }
+
+    /* Relative to the working directory, and missing. */
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    ty_err rc = data_load("no/such/dir", "t10k", &d, err, sizeof err);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(rc, TY_ENOTFOUND);
+    snprintf(want, sizeof want, "%s/no/such/dir/t10k-images-idx3-ubyte.gz", dir);
+    if (!strstr(err, want) || !strstr(err, "(the directory does not exist)"))
+        fail_msg("%s and that the directory does not exist are not said in: %s", want, err);
+
+    /* Any spelling counts as present. */
+    write_bytes("nodata/train-images.idx3-ubyte", "", 0);
+    assert_true(data_present(empty));
+}
+
 static void test_stats_and_gather(void **state)
 {
     (void)state;
@@ -184,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_read_idx_rejects_malformed),
         cmocka_unit_test(test_load_split),
         cmocka_unit_test(test_load_rejects_count_mismatch),
+        cmocka_unit_test(test_missing_data_set_names_the_paths),
         cmocka_unit_test(test_stats_and_gather),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -173,6 +173,64 @@ static void test_usage(void **state)
     }
 }
 
+/*
+ * Without a data set: the worker says every path it tried and how to get one; with no --data
+ * and an empty TRAINYARD_DATA_DIR (the local backend's data/datasets on a fresh install) it
+ * reads Debian's dataset-fashion-mnist when that is installed, and says so.
+ */
+static void test_missing_data_set(void **state)
+{
+    (void)state;
+    run r;
+    char empty[4400], env_dir[4500], want[4600];
+    run_init(&r, "no-data");
+    snprintf(empty, sizeof empty, "%s/empty", r.dir);
+    assert_int_equal(mkdir(empty, 0755), 0);
+
+    char *flagged[] = {TY_WORKER_BIN, "train", "--data", empty, "--max-steps", "1", NULL};
+    r.pid = rt_spawn(flagged, NULL, r.out, r.err);
+    assert_true(r.pid > 0);
+    finish(&r, 1);
+    char *e = rt_read_file(r.err, NULL);
+    assert_non_null(e);
+    snprintf(want, sizeof want, "%s/train-images-idx3-ubyte.gz", empty);
+    char last[4600];
+    snprintf(last, sizeof last, "%s/train-images.idx3-ubyte", empty);
+    if (!strstr(e, want) || !strstr(e, last) || !strstr(e, "dataset-fashion-mnist") || !strstr(e, FMNIST_DIR) ||
+        !strstr(e, "--data DIR"))
+        fail_msg("the message does not say where it looked and what to do: %s", e);
+    free(e);
+
+    run f;
+    run_init(&f, "no-flag");
+    snprintf(env_dir, sizeof env_dir, "TRAINYARD_DATA_DIR=%s", empty);
+    char *env[] = {env_dir, NULL};
+    char *unflagged[] = {TY_WORKER_BIN, "train", "--max-steps", "1", "--train-limit", "256",
+                         "--test-limit", "256", "--batch", "32", "--hidden", "16", "--threads",
+                         "1", NULL};
+    f.pid = rt_spawn(unflagged, env, f.out, f.err);
+    assert_true(f.pid > 0);
+    snprintf(want, sizeof want, FMNIST_DIR "/train-images-idx3-ubyte.gz");
+    if (access(want, R_OK) != 0) {
+        finish(&f, 1);
+        e = rt_read_file(f.err, NULL);
+        snprintf(want, sizeof want, "%s/train-images-idx3-ubyte.gz", empty);
+        if (!e || !strstr(e, want) || !strstr(e, "dataset-fashion-mnist"))
+            fail_msg("the message does not say where it looked and what to do: %s", e);
+        free(e);
+        print_message("[  SKIP    ] %s is not installed (Debian's dataset-fashion-mnist): "
+                      "the fallback to it is not run\n", FMNIST_DIR);
+        return;
+    }
+    finish(&f, 0);
+    e = rt_read_file(f.err, NULL);
+    snprintf(want, sizeof want, "no data set in %s and no --data given; reading " FMNIST_DIR,
+             empty);
+    if (!e || !strstr(e, want))
+        fail_msg("the worker did not say it read the Debian data set: %s", e ? e : "");
+    free(e);
+}
+
 static void test_data_parallel_equals_one_rank(void **state)
 {
     (void)state;
@@ -573,6 +631,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_missing_data_set),
         cmocka_unit_test(test_data_parallel_equals_one_rank),
         cmocka_unit_test(test_resume_with_another_world_size),
         cmocka_unit_test(test_killed_rank),
