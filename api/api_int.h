@@ -44,6 +44,8 @@ void api_metrics_read(const api_req *req, api_resp *resp);
 void api_tokens_list(const api_req *req, api_resp *resp);
 void api_tokens_create(const api_req *req, api_resp *resp);
 void api_tokens_revoke(const api_req *req, api_resp *resp);
+/* GET /v1/whoami: the calling token's name, scopes and team (what a client may offer). */
+void api_tokens_whoami(const api_req *req, api_resp *resp);
 
 /* CI webhooks (webhooks.c): registration (admin) and deliveries (open, signed). */
 void api_webhooks_create(const api_req *req, api_resp *resp);

@@ -41,6 +41,7 @@ const api_route api_routes[] = {
     {"GET", "/v1/tokens", api_tokens_list, STORE_SCOPE_ADMIN},
     {"POST", "/v1/tokens", api_tokens_create, STORE_SCOPE_ADMIN},
     {"DELETE", "/v1/tokens/{id}", api_tokens_revoke, STORE_SCOPE_ADMIN},
+    {"GET", "/v1/whoami", api_tokens_whoami, STORE_SCOPE_READ},
     {"GET", "/v1/webhooks", api_webhooks_list, STORE_SCOPE_ADMIN},
     {"POST", "/v1/webhooks", api_webhooks_create, STORE_SCOPE_ADMIN},
     {"DELETE", "/v1/webhooks/{id}", api_webhooks_delete, STORE_SCOPE_ADMIN},

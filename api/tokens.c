@@ -1,5 +1,6 @@
 /*
- * tokens.c - the /v1/tokens resource (admin scope): list, create, revoke.
+ * tokens.c - the /v1/tokens resource (admin scope): list, create, revoke; and /v1/whoami (read
+ * scope), the calling token as it sees itself.
  *
  * A token's secret is generated here (ty_token_generate), shown once in the
  * 201 response, and never stored: the store keeps only its SHA-256. Listings
@@ -104,6 +105,14 @@ int api_token_name_valid(const char *name)
 {
     size_t len = strlen(name);
     return len > 0 && len <= API_TOKEN_MAX_NAME && spec_is_label_value(name, len);
+}
+
+void api_tokens_whoami(const api_req *req, api_resp *resp)
+{
+    const api_principal *p = req->principal;
+    api_reply_json(resp, 200,
+                   json_pack("{s:s, s:o, s:s}", "name", api_principal_name(req), "scopes",
+                             scopes_json(p ? p->scopes : 0), "team", api_principal_team(req)));
 }
 
 ty_err api_token_issue(store *s, const char *name, unsigned scopes,

@@ -268,6 +268,9 @@ test('tokens: create, list, conflicts, revoke, and what the scopes allow', async
   assert.equal(forbidden.status, 403);
   assert.equal(forbidden.json.code, 'forbidden');
   assert.equal((await call('GET', '/v1/jobs', { token: reader })).status, 200);
+  const me = await call('GET', '/v1/whoami', { token: reader });
+  assert.deepEqual(me.json, { name: 'reader', scopes: ['read'], team: 'default' });
+  assert.deepEqual((await call('GET', '/v1/whoami', { token: ADMIN })).json.scopes, ['admin']);
   assert.equal((await call('DELETE', '/v1/tokens/reader', { token: ADMIN })).status, 204);
   const gone = await call('DELETE', '/v1/tokens/nobody', { token: ADMIN });
   assert.equal(gone.status, 404);

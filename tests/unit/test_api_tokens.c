@@ -203,6 +203,24 @@ static void test_issue(void **state)
     store_tokens_free(tokens, n);
 }
 
+/* GET /v1/whoami: the caller's own name, scopes and team. */
+static void test_whoami(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    json_t *me = fx_call(f, "GET", "/v1/whoami", &(fx_req){.principal = "alice", .team = "vision"},
+                         &resp);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(json_string_value(json_object_get(me, "name")), "alice");
+    assert_string_equal(json_string_value(json_object_get(me, "team")), "vision");
+    json_t *scopes = json_object_get(me, "scopes");
+    assert_int_equal(json_array_size(scopes), 2);
+    assert_string_equal(json_string_value(json_array_get(scopes, 0)), "read");
+    assert_string_equal(json_string_value(json_array_get(scopes, 1)), "submit");
+    json_decref(me);
+    api_resp_free(&resp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +228,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_invalid_requests, fx_setup, fx_teardown),
         cmocka_unit_test(test_name_rules),
         cmocka_unit_test_setup_teardown(test_issue, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_whoami, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
