@@ -30,6 +30,7 @@
                                     when other jobs come and go, which its own stream does not
                                     tell */
   const TEAMS_POLL_MS = 5000;    /* the teams view is read again this often */
+  const MAX_SERIES = 12;         /* metric series a job's page shows (loss and accuracy first) */
 
   /* What the browser tests read (window.trainyard). */
   const exported = { cspViolations: [], SseParser: null, charts: {} };
@@ -711,23 +712,166 @@
     h('p', { class: 'msg' }, pr.message));
   }
 
+  /*
+   * What the token may do, from GET /v1/whoami: {scopes: [...]} or null where the server does
+   * not say (an older server), read once per token.
+   */
+  const whoamiCache = new Map();
+  async function whoami(signal) {
+    const t = token();
+    if (whoamiCache.has(t)) return whoamiCache.get(t);
+    const r = await api('/v1/whoami', { signal });
+    const me = r.ok ? await r.json() : null;
+    if (r.ok || r.status === 404 || r.status === 405) whoamiCache.set(t, me);
+    return me;
+  }
+
+  /* Whether a token of these scopes may cancel a job it can see (null: not known, let it try). */
+  function mayCancel(me) {
+    return !me || me.scopes.includes('submit') || me.scopes.includes('admin');
+  }
+
+  /*
+   * One metric series of a job: a chart once it has two points or more; while it has one (a
+   * final accuracy, a test score), its name, value, step and time, since a chart of one point
+   * draws nothing. More points turn the value into a chart.
+   */
+  class SeriesTile {
+    constructor(page, name, color) {
+      this.page = page;
+      this.name = name;
+      this.color = color;
+      this.data = [];     /* {x: step, y: value}, ascending by step (downsampled when read) */
+      this.last = null;   /* the point of the highest step: {step, value, time} */
+      this.total = 0;     /* points reported, as the server counted them, plus those since */
+      this.chart = null;
+      this.box = h('div', { class: 'metric', dataset: { series: name, kind: 'none' } });
+    }
+
+    set(points, total) {
+      this.data = points.map((p) => ({ x: p.step, y: p.value }));
+      this.last = points.length ? points[points.length - 1] : null;
+      this.total = total;
+    }
+
+    put(step, value, time) {
+      putPoint(this.data, step, value);
+      if (!this.last || step >= this.last.step) this.last = { step, value, time };
+      this.total++;
+    }
+
+    draw() {
+      if (this.data.length >= 2) {
+        if (this.chart) {
+          this.chart.data.datasets[0].data = this.data;
+          this.chart.update('none');
+          return;
+        }
+        /* The two series every worker reports keep ids of their own (a name is user data). */
+        const known = this.name === 'loss' || this.name === 'accuracy';
+        const canvas = h('canvas', { id: known ? 'chart-' + this.name : null });
+        this.box.replaceChildren(h('div', { class: 'chartbox' }, canvas));
+        this.box.dataset.kind = 'chart';
+        this.chart = lineChart(this.page, canvas, this.name, [{ label: this.name, data: this.data,
+          borderColor: this.color, backgroundColor: this.color }]);
+        if (known) exported.charts[this.name] = this.chart;
+      } else if (this.last) {
+        this.box.dataset.kind = 'value';
+        this.box.replaceChildren(h('div', { class: 'metric-value' },
+          h('div', { class: 'metric-name' }, this.name),
+          h('div', { class: 'metric-number' }, fmtValue(this.last.value)),
+          h('div', { class: 'muted metric-at' }, 'step ' + this.last.step +
+            (this.last.time ? ' · ' + fmtTime(this.last.time) : ''))));
+      }
+    }
+  }
+
+  /* Series names as the page orders them: loss, accuracy, then by name. */
+  function seriesOrder(a, b) {
+    const rank = (n) => (n === 'loss' ? 0 : n === 'accuracy' ? 1 : 2);
+    return rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0);
+  }
+
   async function jobPage(page, view, id) {
     const base = '/v1/jobs/' + encodeURIComponent(id);
     let job = await apiJson(base, { signal: page.signal });
+    const me = await whoami(page.signal).catch((e) => {
+      if (e instanceof AuthError) throw e;
+      return null;
+    });
     const head = h('div', { class: 'jobhead' });
+    const actions = h('div', { class: 'actions', id: 'job-actions' });
+    const cancelError = h('p', { class: 'error', id: 'cancel-error', role: 'alert' });
     const summary = h('div');
     const attemptsBox = h('div');
     const timeline = h('ol', { class: 'timeline', id: 'timeline' });
-    const chartNote = h('p', { class: 'muted' });
-    const canvases = {
-      loss: h('canvas', { id: 'chart-loss' }),
-      accuracy: h('canvas', { id: 'chart-accuracy' }),
-    };
-    const chartGrid = h('div', { class: 'charts' },
-      h('div', { class: 'chartbox' }, canvases.loss),
-      h('div', { class: 'chartbox' }, canvases.accuracy));
+    const chartNote = h('p', { class: 'muted', id: 'metrics-note' });
+    const chartGrid = h('div', { class: 'charts', id: 'metrics' });
     const logs = h('div', { class: 'logs' });
     const logButtons = h('p', {});
+
+    /*
+     * Cancelling: a dialog in the page asks first (window.confirm would stop the page's script
+     * and cannot be styled); the API's answer, a problem included, is what the page shows.
+     */
+    const confirmText = h('p', {});
+    const dialog = h('dialog', { id: 'cancel-dialog', class: 'confirm' },
+      h('form', { method: 'dialog' },
+        h('h2', {}, 'Cancel this job?'), confirmText,
+        h('menu', {},
+          h('button', { type: 'submit', value: 'keep', id: 'cancel-keep', autofocus: true },
+            'Keep it running'),
+          h('button', { type: 'submit', value: 'cancel', id: 'cancel-confirm', class: 'danger' },
+            'Cancel job'))));
+    let cancelling = false;
+    const doCancel = async () => {
+      cancelling = true;
+      cancelError.textContent = '';
+      drawActions();
+      try {
+        const r = await api(base + ':cancel', { method: 'POST', signal: page.signal });
+        if (!r.ok) {
+          const e = await apiError(r);
+          cancelError.textContent = 'Not cancelled: ' + e.message;
+          /* 409: it finished meanwhile; the page shows how. */
+          if (r.status === 409) job = await apiJson(base, { signal: page.signal });
+        } else {
+          job = await r.json();
+        }
+      } catch (e) {
+        if (e instanceof AuthError || page.signal.aborted) return;
+        cancelError.textContent = 'Not cancelled: ' + (e.message || e);
+      } finally {
+        cancelling = false;
+      }
+      drawJob();
+      refresh();
+    };
+    dialog.addEventListener('close', () => {
+      if (dialog.returnValue === 'cancel') doCancel();
+    });
+
+    /* One button, updated in place: a redraw never takes it from under the pointer. */
+    const allowed = mayCancel(me);
+    const cancelButton = h('button', { type: 'button', id: 'cancel-job', class: 'danger',
+      title: allowed ? 'Stops every rank and marks the job CANCELLED'
+        : 'This token (' + me.name + ') may only read: cancelling needs the submit scope',
+    }, 'Cancel job');
+    cancelButton.addEventListener('click', () => {
+      confirmText.textContent = 'Job ' + job.name + ' (' + job.id + ') is ' + job.state +
+        '. Its ranks are stopped and it ends CANCELLED; a cancelled job cannot be resumed.';
+      dialog.returnValue = '';
+      dialog.showModal();
+    });
+    add(actions, [cancelButton, allowed ? null
+      : h('span', { class: 'muted' }, ' read-only token: it cannot cancel')]);
+    const drawActions = () => {
+      /* Finished, or already on its way out: nothing to offer. */
+      actions.hidden = TERMINAL.has(job.state) || job.state === 'CANCELLING';
+      cancelButton.disabled = !allowed || cancelling;
+      cancelButton.textContent = cancelling ? 'Cancelling…' : 'Cancel job';
+    };
+
     add(view, [
       head,
       section('Summary', summary),
@@ -736,12 +880,16 @@
       section('Logs', logButtons, logs),
       section('Events', timeline),
       section('Spec', h('pre', { class: 'spec', id: 'spec' }, JSON.stringify(job.spec, null, 2))),
+      dialog,
     ]);
 
     const drawJob = () => {
-      head.replaceChildren(h('h1', {}, job.name, ' ', badge(job.state)),
+      drawActions();
+      /* add(), not replaceChildren(): a job that is not PENDING has no pendingView (null). */
+      head.replaceChildren();
+      add(head, [h('h1', {}, job.name, ' ', badge(job.state)),
         h('p', { class: 'mono muted' }, job.id), h('p', {}, labelChips(job.spec.labels)),
-        pendingView(job));
+        actions, cancelError, pendingView(job)]);
       summary.replaceChildren(kv([
         ['team', job.team], ['owner', job.owner || ''],
         ['queue', job.queue], ['priority', String(job.priority)],
@@ -765,27 +913,51 @@
     }
 
     /*
-     * Charts: the downsampled series now, then the points the job stream brings. Past
-     * CHART_MAX points a chart is read downsampled again; points that arrive meanwhile wait.
+     * Metrics: every series the job reported (the first MAX_SERIES, loss and accuracy first),
+     * downsampled, then the points the job stream brings. Past CHART_MAX points the series
+     * are read downsampled again; points that arrive meanwhile wait.
      */
-    const charts = {};
-    const url = base + '/metrics?' + new URLSearchParams({ name: 'loss', max_points: '1000' }) +
-      '&name=accuracy';
-    const seriesData = (m, name) => {
-      const s = (m.series || []).find((x) => x.name === name);
-      return s ? s.points.map((p) => ({ x: p.step, y: p.value })) : [];
+    const tiles = new Map();
+    const unseen = new Set();   /* names past MAX_SERIES */
+    const tile = (name) => {
+      let t = tiles.get(name);
+      if (t) return t;
+      if (tiles.size >= MAX_SERIES) { unseen.add(name); return null; }
+      const color = name === 'loss' ? COLORS[0] : name === 'accuracy' ? COLORS[2]
+        : COLORS[(tiles.size + 3) % COLORS.length];
+      t = new SeriesTile(page, name, color);
+      tiles.set(name, t);
+      chartGrid.appendChild(t.box);
+      return t;
+    };
+    const note = () => {
+      const names = [...tiles.values()].map((t) => t.name + ' (' + t.total + ' point' +
+        (t.total === 1 ? '' : 's') + ')');
+      chartNote.textContent = (names.length ? 'Series: ' + names.join(', ')
+        : 'No metric reported yet.') + (unseen.size ? '; ' + unseen.size +
+        ' more not shown (GET ' + base + '/metrics)' : '');
+    };
+    const read = async (names) => {
+      const q = new URLSearchParams(names.map((n) => ['name', n]));
+      q.set('max_points', '1000');
+      const m = await apiJson(base + '/metrics?' + q, { signal: page.signal });
+      for (const s of m.series || []) if (tiles.has(s.name)) tiles.get(s.name).set(s.points,
+        s.total_points);
     };
     try {
-      const m = await apiJson(url, { signal: page.signal });
-      for (const name of ['loss', 'accuracy']) {
-        const color = COLORS[name === 'loss' ? 0 : 2];
-        charts[name] = lineChart(page, canvases[name], name,
-          [{ label: name, data: seriesData(m, name), borderColor: color, backgroundColor: color }]);
-        exported.charts[name] = charts[name];
+      /* Two points of each tell the names, their counts and a lone point's value. */
+      const all = await apiJson(base + '/metrics?max_points=2', { signal: page.signal });
+      const series = (all.series || []).filter((x) => x.total_points > 0)
+        .sort((a, b) => seriesOrder(a.name, b.name));
+      for (const x of series) {
+        const t = tile(x.name);
+        if (t) t.set(x.points, x.total_points);
       }
-      const names = (m.series || []).map((s) => s.name + ' (' + s.total_points + ' points)');
-      chartNote.textContent = names.length ? 'Series: ' + names.join(', ')
-        : 'No loss or accuracy reported yet.';
+      const longer = series.filter((x) => x.total_points > 2 && tiles.has(x.name))
+        .map((x) => x.name);
+      if (longer.length) await read(longer);
+      for (const t of tiles.values()) t.draw();
+      note();
     } catch (e) {
       if (e instanceof AuthError || page.signal.aborted) throw e;
       chartNote.textContent = 'Metrics unavailable: ' + e.message;
@@ -796,9 +968,10 @@
     const waiting = [];
     const put = (points) => {
       for (const p of points) {
-        for (const name of Object.keys(charts)) {
-          if (typeof p[name] === 'number') putPoint(charts[name].data.datasets[0].data, p.step,
-            p[name]);
+        for (const [name, v] of Object.entries(p)) {
+          if (name === 'step' || name === 'time' || typeof v !== 'number') continue;
+          const t = tile(name);
+          if (t) t.put(p.step, v, p.time);
         }
       }
     };
@@ -806,16 +979,14 @@
       if (redraw) return;
       redraw = requestAnimationFrame(() => {
         redraw = 0;
-        for (const c of Object.values(charts)) c.update('none');
+        for (const t of tiles.values()) t.draw();
+        note();
       });
     };
     const reload = async () => {
       reloading = true;
       try {
-        const m = await apiJson(url, { signal: page.signal });
-        for (const [name, c] of Object.entries(charts)) {
-          c.data.datasets[0].data = seriesData(m, name);
-        }
+        await read([...tiles.keys()]);
       } catch (e) { /* keep what is drawn */ }
       reloading = false;
       put(waiting.splice(0));
@@ -824,7 +995,7 @@
     const addPoints = (points) => {
       if (reloading) { waiting.push(...points); return; }
       put(points);
-      if (Object.values(charts).some((c) => c.data.datasets[0].data.length > CHART_MAX)) reload();
+      if ([...tiles.values()].some((t) => t.data.length > CHART_MAX)) reload();
       draw();
     };
 

@@ -11,7 +11,10 @@
  * the page sets for this purpose: body[data-view] (login, jobs, job, compare, sweeps, sweep,
  * teams, cluster), #pending[data-reason, data-position, data-team-position] (a waiting job's place),
  * section[data-team] and its tr[data-resource] (the Teams view), #cluster-zones and
- * #cluster-quarantined (the Cluster view),
+ * #cluster-quarantined (the Cluster view), #metrics div.metric[data-series, data-kind] (a job's
+ * metric series: "chart", or "value" for a series of one point) and #metrics-note, #cancel-job,
+ * #job-actions, #cancel-dialog with #cancel-keep and #cancel-confirm, and #cancel-error (the
+ * job page's Cancel),
  * body[data-ready] ("1" once a view has drawn what it fetched), #live[data-mode] ("live" while
  * its event stream is connected), and window.trainyard (the SSE parser, Chart.js instances, CSP
  * violations seen).
@@ -917,6 +920,175 @@ static void api_wait_job(const char *id, const char *state, const char *reason)
     }
 }
 
+/* POSTs one report (a JSON text) for job id as the admin. */
+static void post_report(const char *id, const char *body)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics", id);
+    ty_http_resp *r = ty_req(g_admin, "POST", path, body);
+    if (r->status != 200)
+        fail_msg("POST %s: HTTP %ld: %.400s", path, r->status, r->body);
+    ty_resp_destroy(r);
+}
+
+/* The tile of metric series `name` on a job's page, as a JS expression. */
+#define TILE(name) "document.querySelector('#metrics div.metric[data-series=\"" name "\"]')"
+
+/*
+ * A series of one point (a final accuracy, a test score) is shown as its value, step and time,
+ * not as an empty chart; series of two points or more are charts; a one-point series that gets
+ * a second point while the page is open becomes a chart.
+ */
+static void test_job_single_point_series(void **state)
+{
+    char id[32], hash[64];
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    if (!documented("/v1/jobs/{id}/metrics")) {
+        print_message("[  SKIP    ] /v1/jobs/{id}/metrics is not on this server yet\n");
+        skip();
+    }
+    submit(json_pack("{s:s, s:[s,s,s], s:{s:i}}", "name", uniq("final-accuracy"), "command", "sh",
+                     "-c", "sleep 120", "workers", "count", 1),
+           id);
+    post_report(id, "{\"points\":[{\"step\":100,\"loss\":2.0},{\"step\":200,\"loss\":1.5},"
+                    "{\"step\":300,\"loss\":1.1}]}");
+    post_report(id, "{\"points\":[{\"step\":300,\"time\":\"2026-11-20T10:11:12Z\","
+                    "\"accuracy\":0.9132,\"test_score\":0.875}]}");
+    snprintf(hash, sizeof hash, "#/jobs/%s", id);
+    open_view(hash, "job");
+
+    wait_js(TILE("accuracy") " && " TILE("accuracy") ".dataset.kind === 'value'", NULL,
+            "accuracy (one point) shown as a value");
+    js_true(TILE("accuracy") ".querySelector('.metric-name').textContent === 'accuracy' && "
+            TILE("accuracy") ".querySelector('.metric-number').textContent === '0.9132' && "
+            "/^step 300 · 2026-11-2[01] [0-9]{2}:11:12$/.test(" TILE("accuracy")
+            ".querySelector('.metric-at').textContent) && "
+            "!" TILE("accuracy") ".querySelector('canvas')",
+            NULL);
+    js_true(TILE("test_score") ".dataset.kind === 'value' && " TILE("test_score")
+            ".querySelector('.metric-number').textContent === '0.875'",
+            NULL);
+    /* Three points of loss: a chart of three points. */
+    js_true(TILE("loss") ".dataset.kind === 'chart' && "
+            "Chart.getChart(document.getElementById('chart-loss')).data.datasets[0].data"
+            ".length === 3 && !document.getElementById('chart-accuracy')",
+            NULL);
+    js_true("document.getElementById('metrics-note').textContent.includes('accuracy (1 point)')",
+            NULL);
+    /* Nothing drawn as the word "null" where a running job has no pending reason. */
+    js_true("!document.querySelector('.jobhead').textContent.includes('null')", NULL);
+    screenshot("job-single-point.png");
+
+    /* A second point of accuracy while the page is open: now a chart of two points. */
+    wait_js("document.getElementById('live').dataset.mode === 'live'", NULL, "the job stream");
+    post_report(id, "{\"points\":[{\"step\":400,\"accuracy\":0.9250}]}");
+    wait_js(TILE("accuracy") ".dataset.kind === 'chart' && "
+            "Chart.getChart(document.getElementById('chart-accuracy')).data.datasets[0].data"
+            ".length === 2",
+            NULL, "accuracy (two points now) drawn as a chart");
+    js_true("Chart.getChart(document.getElementById('chart-accuracy')).data.datasets[0].data[1].y"
+            " === 0.925 && !" TILE("accuracy") ".querySelector('.metric-value') && "
+            TILE("test_score") ".dataset.kind === 'value'",
+            NULL);
+    expect_no_violation();
+    cancel(id);
+}
+
+static void use_token(const char *tok)
+{
+    json_decref(js("sessionStorage.setItem('trainyard.token', arguments[0]);", json_string(tok)));
+}
+
+static const char *job_state(const char *id, char *buf, size_t len)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    ty_http_resp *r = admin_call("GET", path, NULL, 200);
+    snprintf(buf, len, "%s", ty_json_str(r->json, "state") ? ty_json_str(r->json, "state") : "");
+    ty_resp_destroy(r);
+    return buf;
+}
+
+/*
+ * A running job's page offers Cancel to a token that may cancel: it asks first in a dialog
+ * (keeping the job when told to), then cancels through the API and shows the job CANCELLED. A
+ * read-only token's page offers no working button and says why; a refusal the server answers
+ * (problem+json) is shown to the user.
+ */
+static void test_cancel_from_job_page(void **state)
+{
+    char id[32], hash[64], expr[512], st[32], reader[128];
+    (void)state;
+    SKIP_WITHOUT_BROWSER();
+    if (!documented("/v1/whoami")) {
+        print_message("[  SKIP    ] GET /v1/whoami is not on this server yet\n");
+        skip();
+    }
+    ty_http_resp *r = admin_call("POST", "/v1/tokens",
+                                 "{\"name\":\"web-reader\",\"scopes\":[\"read\"]}", 201);
+    snprintf(reader, sizeof reader, "%s", ty_json_str(r->json, "token"));
+    ty_resp_destroy(r);
+
+    submit(json_pack("{s:s, s:[s,s,s], s:{s:i}}", "name", uniq("to-cancel"), "command", "sh", "-c",
+                     "sleep 120", "workers", "count", 1),
+           id);
+    api_wait_job(id, "RUNNING", NULL);
+    snprintf(hash, sizeof hash, "#/jobs/%s", id);
+
+    /* Read-only: the button is there but disabled, its title saying why. */
+    use_token(reader);
+    json_decref(js("location.hash = '#/jobs';", NULL));
+    open_view(hash, "job");
+    js_true("document.getElementById('cancel-job').disabled && "
+            "document.getElementById('cancel-job').title.includes('submit scope')",
+            NULL);
+    screenshot("job-read-only.png");
+
+    /* The admin: asked first; "Keep it running" keeps it. */
+    use_token(TY_TEST_ADMIN_TOKEN);
+    json_decref(js("location.hash = '#/jobs';", NULL));
+    open_view(hash, "job");
+    js_true("!document.getElementById('cancel-job').disabled && "
+            "!document.getElementById('job-actions').hidden && "
+            "!document.getElementById('cancel-dialog').open",
+            NULL);
+    click("#cancel-job");
+    wait_js("document.getElementById('cancel-dialog').open", NULL, "the confirmation dialog");
+    js_true("document.getElementById('cancel-dialog').textContent.includes(arguments[0])",
+            json_string(id));
+    screenshot("job-cancel-dialog.png");
+    click("#cancel-keep");
+    wait_js("!document.getElementById('cancel-dialog').open", NULL, "the dialog to close");
+    assert_string_equal(job_state(id, st, sizeof st), "RUNNING");
+
+    /* A refusal is shown: the token changes under the open page to one that may only read. */
+    use_token(reader);
+    click("#cancel-job");
+    wait_js("document.getElementById('cancel-dialog').open", NULL, "the confirmation dialog");
+    click("#cancel-confirm");
+    wait_js("document.getElementById('cancel-error').textContent.includes('Not cancelled') && "
+            "document.getElementById('cancel-error').textContent.includes('orbidden')",
+            NULL, "the 403 problem shown");
+    assert_string_equal(job_state(id, st, sizeof st), "RUNNING");
+
+    /* Confirmed with the admin's token: cancelled, and the page shows it. */
+    use_token(TY_TEST_ADMIN_TOKEN);
+    click("#cancel-job");
+    wait_js("document.getElementById('cancel-dialog').open", NULL, "the confirmation dialog");
+    click("#cancel-confirm");
+    snprintf(expr, sizeof expr,
+             "document.querySelector('.jobhead h1 .badge').textContent === 'CANCELLED' && "
+             "document.getElementById('job-actions').hidden && "
+             "document.getElementById('cancel-error').textContent === '' && "
+             "[...document.querySelectorAll('#timeline li')].some((li) => "
+             "li.textContent.includes('Cancelled'))");
+    wait_js(expr, NULL, "the job shown CANCELLED");
+    assert_string_equal(job_state(id, st, sizeof st), "CANCELLED");
+    expect_no_violation();
+    screenshot("job-cancelled.png");
+}
+
 /* A job of team `team` (submitted by the admin for it) that runs until cancelled. */
 static void submit_for(const char *team, const char *name, const char *resources, char id[32])
 {
@@ -1189,6 +1361,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_jobs_table_live),
         cmocka_unit_test(test_jobs_filters),
         cmocka_unit_test(test_job_chart),
+        cmocka_unit_test(test_job_single_point_series),
+        cmocka_unit_test(test_cancel_from_job_page),
         cmocka_unit_test(test_hostile_strings_are_text),
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_sweep_view),
