@@ -418,3 +418,8 @@ def test_queue_lists_the_waiting_jobs(start_server, no_client_config):
 
 def test_cluster(client, server):
     assert client.cluster() == server.request("GET", "/v1/cluster").json()
+
+
+def test_whoami(client):
+    me = client.whoami()
+    assert me["scopes"] == ["admin"] and me["team"] == "default"

@@ -370,6 +370,7 @@ def test_every_request_and_answer_of_the_client_conforms(server, recorder, tmp_p
     c.cancel_sweep(sweep["id"])
     c.queue(team="default", limit=10)
     c.cluster()
+    c.whoami()
     c.create_team("contract", quota={"cpu": "8", "memory": "16Gi"}, weight=2,
                   borrowing_limit={"cpu": "2"}, priority_preemption=True)
     c.teams()

@@ -37,6 +37,7 @@ OPERATIONS = {
     "cancel_sweep": ("cancelSweep", "POST", "/v1/sweeps/{id}:cancel", ()),
     "queue": ("listQueue", "GET", "/v1/queue", ("jobs",)),
     "cluster": ("getCluster", "GET", "/v1/cluster", ()),
+    "whoami": ("whoami", "GET", "/v1/whoami", ("scopes",)),
     "teams": ("listTeams", "GET", "/v1/teams", ("teams",)),
     "get_team": ("getTeam", "GET", "/v1/teams/{id}", ()),
     "create_team": ("createTeam", "POST", "/v1/teams", ()),
@@ -324,6 +325,10 @@ class Client:
     def cluster(self):
         """The cluster: per zone and GPU type its nodes and their GPUs (free, in use)."""
         return self._json("cluster")
+
+    def whoami(self):
+        """The calling token: its name, scopes and team."""
+        return self._json("whoami")
 
     def teams(self):
         """Every team with its usage (a team's token: its own)."""
