@@ -1,6 +1,7 @@
 # test_pytorch_ddp: examples/pytorch-ddp (PyTorch DDP, gloo, 2 ranks in the local backend's
 # sandbox, a subset of Fashion-MNIST) survives a rank killed mid-way: the gang restarts, resumes
-# from its checkpoint, succeeds, and its loss series is in the metrics API. pytest on Debian's
+# from its checkpoint, succeeds, and its loss series is in the metrics API; a SIGTERM makes
+# train.py checkpoint and exit 75, and its next run resumes. pytest on Debian's
 # Python 3 with python3-torch, with the fixture of clients/python/tests (a real trainyard serve).
 add_test(NAME test_pytorch_ddp
          COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider

@@ -152,3 +152,39 @@ def test_image_runs_the_job_file_unchanged():
     assert user and user == [ln for ln in worker.splitlines() if ln.startswith("USER ")]
     assert spec["image"].startswith("trainyard-pytorch-ddp:")
     assert "-t trainyard-pytorch-ddp " in docker
+
+
+def test_sigterm_checkpoints_exits_75_and_the_next_run_resumes(tmp_path):
+    """train.py alone (a world of one): a SIGTERM ends it after a step with a checkpoint and exit
+    75, and the next run resumes from that step."""
+    import subprocess
+    ckpts = tmp_path / "checkpoints"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINYARD_")
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(TRAINYARD_CHECKPOINT_DIR=str(ckpts), PYTHONPATH=str(ROOT / "clients" / "python"))
+    argv = [sys.executable, str(EXAMPLE / "train.py"), "--subset", "12000", "--test-subset",
+            "1000", "--epochs", "1", "--batch", "32", "--checkpoint-every", "20",
+            "--log-every", "1000000"]
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    try:
+        wait_for("the first checkpoint", lambda: ckpts.is_dir() and any(ckpts.glob("ckpt-*.pt")))
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=WAIT_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 75, out
+    line = [ln for ln in out.splitlines() if ln.startswith("stopped at step ")]
+    assert line and line[0].endswith("checkpoint written, exiting 75"), out
+    stopped = int(line[0].split()[3].rstrip(":"))
+    assert (ckpts / f"ckpt-{stopped:09d}.pt").exists()
+    assert not list(ckpts.glob("*.tmp.*"))
+
+    # 12,000 images, 375 steps; the next run stops at
+    # stopped + 5 and says where it began.
+    r = subprocess.run(argv + ["--max-steps", str(stopped + 5)], env=env, capture_output=True,
+                       text=True, timeout=WAIT_S)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"resumed from checkpoint step {stopped} " in r.stdout, r.stdout
+    assert f"done: {stopped + 5} steps" in r.stdout, r.stdout
