@@ -909,16 +909,108 @@ static ty_err decide_cancel(job_state cur, job_state *to, void *ud)
     return TY_OK;
 }
 
+/* A CamelCase word of 1 to CANCEL_REASON_MAX letters and digits ("Pruned"). */
+#define CANCEL_REASON_MAX 64
+#define CANCEL_MESSAGE_MAX 500
+
+static bool cancel_reason_ok(const char *s, size_t n)
+{
+    if (n < 1 || n > CANCEL_REASON_MAX || s[0] < 'A' || s[0] > 'Z')
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= '0' && s[i] <= '9')))
+            return false;
+    return true;
+}
+
+/* The characters (code points) of a JSON string, which jansson keeps as valid UTF-8. */
+static size_t utf8_chars(const json_t *str)
+{
+    const unsigned char *p = (const unsigned char *)json_string_value(str);
+    size_t n = 0;
+    for (size_t i = 0; i < json_string_length(str); i++)
+        n += (p[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* Checks a cancel's body (see read_cancel_body); its strings stay in body. */
+static void parse_cancel(const json_t *body, spec_errors *errs, const char **reason,
+                         const char **message)
+{
+    const char *k;
+    json_t *v;
+    if (!json_is_object(body)) {
+        spec_errors_add(errs, "$", "must be an object");
+        return;
+    }
+    json_object_foreach((json_t *)body, k, v)
+    {
+        if (strcmp(k, "reason") == 0) {
+            if (json_is_string(v) && cancel_reason_ok(json_string_value(v), json_string_length(v)))
+                *reason = json_string_value(v);
+            else
+                spec_errors_add(errs, "$.reason",
+                                "must be a CamelCase word of 1 to 64 letters and digits");
+        } else if (strcmp(k, "message") == 0) {
+            if (json_is_string(v) && utf8_chars(v) <= CANCEL_MESSAGE_MAX &&
+                strlen(json_string_value(v)) == json_string_length(v))
+                *message = json_string_value(v);
+            else
+                spec_errors_add(errs, "$.message", "must be a string of at most 500 characters");
+        } else {
+            char p[96];
+            snprintf(p, sizeof p, "$.%.64s", k);
+            spec_errors_add(errs, p, "unknown field");
+        }
+    }
+}
+
+/*
+ * The optional body of a cancel, {"reason": "Pruned", "message": "..."}: what the cancel's event
+ * says instead of "Cancelled" and "cancelled by <token>". *body (new) holds the strings; false
+ * when the answer (400, 415, 422) was sent.
+ */
+static bool read_cancel_body(const api_req *req, api_resp *resp, json_t **body,
+                             const char **reason, const char **message)
+{
+    spec_errors errs = {0};
+    if (req->body_len == 0)
+        return true;
+    if (!api_need_json_body(req, resp, body))
+        return false;
+    if (spec_errors_init(&errs)) {
+        api_reply_error(resp, TY_ENOMEM, NULL);
+        return false;
+    }
+    parse_cancel(*body, &errs, reason, message);
+    bool ok = errs.count == 0;
+    if (!ok)
+        api_reply_invalid(resp, 422, "invalid-request", &errs);
+    spec_errors_free(&errs);
+    return ok;
+}
+
 void api_jobs_cancel(const api_req *req, api_resp *resp)
 {
     store_job *job = NULL;
-    if (!api_need_job_visible(req, resp, req->id))
+    json_t *body = NULL;
+    const char *reason = "Cancelled", *given = NULL;
+    if (!api_need_job_visible(req, resp, req->id) ||
+        !read_cancel_body(req, resp, &body, &reason, &given)) {
+        json_decref(body);
         return;
-    char message[128];
+    }
+    char message[CANCEL_MESSAGE_MAX * 4 + 128];
     const char *who = api_principal_name(req);
-    snprintf(message, sizeof message, "cancelled by %.100s", *who ? who : "an API client");
-    ty_err e = store_job_transition(req->ctx->store, req->id, decide_cancel, NULL, "Cancelled",
+    if (given)
+        snprintf(message, sizeof message, "%s (cancelled by %.100s)", given,
+                 *who ? who : "an API client");
+    else
+        snprintf(message, sizeof message, "cancelled by %.100s", *who ? who : "an API client");
+    ty_err e = store_job_transition(req->ctx->store, req->id, decide_cancel, NULL, reason,
                                     message, &job);
+    json_decref(body);
     if (e == TY_OK) {
         reply_job(resp, job);
     } else if (e == TY_ENOTFOUND) {

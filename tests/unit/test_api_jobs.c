@@ -656,6 +656,50 @@ static json_t *cancel(fixture *f, const char *id, api_resp *resp)
     return fx_call(f, "POST", "/v1/jobs/{id}:cancel", &(fx_req){.id = id}, resp);
 }
 
+/* A cancel's body names the reason and message of its event; a bad one is refused whole. */
+static void test_cancel_reason(void **state)
+{
+    fixture *f = *state;
+    api_resp resp;
+    char id[STORE_ID_LEN + 1];
+    fx_submit(f, "c-pruned", NULL, NULL, id);
+
+    json_t *j = fx_call(f, "POST", "/v1/jobs/{id}:cancel",
+                        &(fx_req){.id = id, .body = "{\"reason\": \"pruned\", \"why\": 1, "
+                                                    "\"message\": 7}"},
+                        &resp);
+    assert_int_equal(resp.status, 422);
+    assert_string_equal(json_string_value(json_object_get(j, "code")), "invalid-request");
+    assert_int_equal(json_array_size(json_object_get(j, "errors")), 3);
+    json_decref(j);
+    api_resp_free(&resp);
+    j = fx_call(f, "POST", "/v1/jobs/{id}:cancel",
+                &(fx_req){.id = id, .body = "reason=Pruned", .content_type = "text/plain"}, &resp);
+    assert_int_equal(resp.status, 415);
+    json_decref(j);
+    api_resp_free(&resp);
+    j = fx_call(f, "GET", "/v1/jobs/{id}", &(fx_req){.id = id}, &resp);
+    assert_string_equal(json_string_value(json_object_get(j, "state")), "PENDING");
+    json_decref(j);
+    api_resp_free(&resp);
+
+    j = fx_call(f, "POST", "/v1/jobs/{id}:cancel",
+                &(fx_req){.id = id, .body = "{\"reason\": \"Pruned\", "
+                                            "\"message\": \"loss 0.9 at step 40\"}"},
+                &resp);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "state")), "CANCELLED");
+    json_decref(j);
+    api_resp_free(&resp);
+    j = fx_call(f, "GET", "/v1/jobs/{id}/events", &(fx_req){.id = id}, &resp);
+    json_t *last = json_array_get(json_object_get(j, "events"), 1);
+    assert_string_equal(json_string_value(json_object_get(last, "reason")), "Pruned");
+    assert_string_equal(json_string_value(json_object_get(last, "message")),
+                        "loss 0.9 at step 40 (cancelled by tester)");
+    json_decref(j);
+    api_resp_free(&resp);
+}
+
 static void test_cancel(void **state)
 {
     fixture *f = *state;
@@ -857,6 +901,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_filters, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_list_bad_queries, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_pagination, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_reason, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_cancel, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_attempts, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_jobs_submitted_in_a_batch_of_1000, fx_setup,

@@ -162,6 +162,15 @@ def test_cancel_a_running_job_and_a_finished_one(client):
     until(lambda: client.get(j["id"])["state"] == "RUNNING", what="RUNNING")
     assert client.cancel(j["id"])["state"] in ("CANCELLING", "CANCELLED")
     assert client.wait(j["id"])["state"] == "CANCELLED"
+    pruned = client.submit(job("pruned", "sleep 600"))
+    until(lambda: client.get(pruned["id"])["state"] == "RUNNING", what="RUNNING")
+    client.cancel(pruned["id"], reason="Pruned", message="loss 0.9 at step 40")
+    assert client.wait(pruned["id"])["state"] == "CANCELLED"
+    (ev,) = [e for e in client.events(pruned["id"]) if e["reason"] == "Pruned"]
+    assert ev["to"] == "CANCELLING" and ev["message"].startswith("loss 0.9 at step 40")
+    with pytest.raises(trainyard.Invalid) as e:
+        client.cancel(client.submit(job("p"))["id"], reason="not camel case")
+    assert [err["path"] for err in e.value.errors] == ["$.reason"]
     done = client.submit(job("quick"))
     client.wait(done["id"])
     with pytest.raises(trainyard.Conflict) as e:

@@ -247,10 +247,13 @@ class Client:
             state=_csv(state), queue=queue, label=_labels(labels), name_prefix=name_prefix,
             created_after=created_after, created_before=created_before, limit=page_size))
 
-    def cancel(self, job_id):
-        """Cancels the job; returns it (CANCELLED, or CANCELLING while its ranks stop). A
-        finished job is a Conflict (code job-finished)."""
-        return self._json("cancel", job_id)
+    def cancel(self, job_id, reason=None, message=None):
+        """Cancels the job; returns it (CANCELLED, or CANCELLING while its ranks stop). reason
+        (a CamelCase word, e.g. "Pruned") and message are what the cancel's event says instead
+        of "Cancelled" and "cancelled by <token name>". A finished job is a Conflict (code
+        job-finished)."""
+        body = {k: v for k, v in (("reason", reason), ("message", message)) if v is not None}
+        return self._json("cancel", job_id, body=body or None)
 
     def attempts(self, job_id):
         """The job's attempts, oldest first."""
