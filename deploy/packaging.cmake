@@ -86,8 +86,15 @@ set(CPACK_DEBIAN_WORKER_PACKAGE_NAME trainyard-worker)
 set(CPACK_DEBIAN_WORKER_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_WORKER_PACKAGE_DEPENDS "libc6, libopenblas0, libjansson4, libcurl4, libssl3, zlib1g")
 set(CPACK_DEBIAN_WORKER_PACKAGE_SUGGESTS "dataset-fashion-mnist")
+if(TARGET ty_gpu)
+  # libty_gpu.so is linked, not loaded on demand: this build starts only where the CUDA
+  # libraries it was built with are on the library path.
+  set(ty_worker_gpu "This build has the GPU path (/usr/lib/trainyard/libty_gpu.so): it needs the cuBLAS and NCCL of CUDA ${TY_RUNTIME_CUDA_VERSION} on the library path to start at all, from NVIDIA's CUDA packages (not Debian's); build with -DTRAINYARD_CUDA=OFF for machines without them.")
+else()
+  set(ty_worker_gpu "This build has no GPU path (built without CUDA).")
+endif()
 set(CPACK_DEBIAN_WORKER_DESCRIPTION
-    "Trainyard's data-parallel trainer\ntrainyard-worker trains on Fashion-MNIST or MNIST across the ranks of a Trainyard job: OpenBLAS and a TCP ring on CPU; with libty_gpu.so (when built with CUDA), cuBLAS and NCCL on GPU, which come from NVIDIA's CUDA packages, not from Debian.")
+    "Trainyard's data-parallel trainer\ntrainyard-worker trains on Fashion-MNIST or MNIST across the ranks of a Trainyard job: OpenBLAS and a TCP ring on CPU, cuBLAS and NCCL on GPU.\n.\n${ty_worker_gpu}")
 
 set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-trainyard)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
