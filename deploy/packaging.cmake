@@ -9,7 +9,8 @@
 #                                 system user trainyard and /var/lib/trainyard
 #   worker  -> trainyard-worker   bin/trainyard-worker and, with the CUDA path,
 #                                 lib/trainyard/libty_gpu.so (runtime/CMakeLists.txt)
-#   python  -> python3-trainyard  clients/python/trainyard in lib/python3/dist-packages
+#   python  -> python3-trainyard  clients/python/trainyard in lib/python3/dist-packages, the
+#                                 PyTorch DDP example in share/trainyard/examples/pytorch-ddp
 #
 # With the prefix /usr the defaults file goes to /etc/default/trainyard, else to
 # <prefix>/etc/default/trainyard; the unit's ExecStart and EnvironmentFile name the
@@ -20,6 +21,12 @@ set(TRAINYARD_PYTHON_DIR "lib/python3/dist-packages" CACHE STRING
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/clients/python/trainyard
         DESTINATION ${TRAINYARD_PYTHON_DIR} COMPONENT python
+        PATTERN __pycache__ EXCLUDE
+        PATTERN "*.pyc" EXCLUDE)
+
+# The PyTorch DDP example: its job file runs /usr/share/trainyard/examples/pytorch-ddp/train.py.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/pytorch-ddp
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/trainyard/examples COMPONENT python
         PATTERN __pycache__ EXCLUDE
         PATTERN "*.pyc" EXCLUDE)
 
@@ -100,9 +107,10 @@ set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-trainyard)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3, python3-requests, python3-yaml")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SUGGESTS "python3-torch, python3-optuna")
 set(CPACK_DEBIAN_PYTHON_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/deploy/debian/python3-trainyard/prerm")
 set(CPACK_DEBIAN_PYTHON_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_PYTHON_DESCRIPTION
-    "Python client of Trainyard\nimport trainyard: a client of the Trainyard API, and trainyard.report() for training code that reports its metrics from a Trainyard job.")
+    "Python client of Trainyard\nimport trainyard: a client of the Trainyard API, and trainyard.report() for training code that reports its metrics from a Trainyard job. The PyTorch DDP example is in /usr/share/trainyard/examples/pytorch-ddp.")
 
 include(CPack)
