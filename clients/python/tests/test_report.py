@@ -54,12 +54,12 @@ def series(server, job, name):
 
 
 def closed_port():
-    """A loopback port nothing listens on."""
+    """A loopback port nothing listens on, and a socket that keeps it so: bound, never listening
+    (a connection to it is refused), so that no server started meanwhile by a test running beside
+    this one can take the port. Close the socket when done."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return s, s.getsockname()[1]
 
 
 def test_points_arrive_and_are_listed(start_server):
@@ -92,9 +92,10 @@ def test_batches_larger_than_one_post(start_server):
 
 
 def test_server_down_training_unaffected_and_drops_counted():
-    port = closed_port()
-    p = run_job({"TRAINYARD_SERVER": f"http://127.0.0.1:{port}", "TRAINYARD_TOKEN": "t0ken",
-                 "TRAINYARD_JOB_ID": "job-1", "TRAINYARD_REPORT_INTERVAL": "0.05"}, 20000)
+    held, port = closed_port()
+    with held:
+        p = run_job({"TRAINYARD_SERVER": f"http://127.0.0.1:{port}", "TRAINYARD_TOKEN": "t0ken",
+                     "TRAINYARD_JOB_ID": "job-1", "TRAINYARD_REPORT_INTERVAL": "0.05"}, 20000)
     assert p.returncode == 0, p.stderr
     # The loop ran to its end and computed what it computes without a reporter.
     assert p.stdout.startswith("trained 20000 99995000.0"), p.stdout
