@@ -159,12 +159,45 @@ static void sweep_add(sched *s, int64_t sweep, int delta)
     s->sweeps[s->nsweeps++] = (sweep_count){sweep, delta};
 }
 
+static size_t bucket_of(const sched *s, const char *id)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)id; *c; c++)
+        h = (h ^ *c) * 1099511628211ULL;
+    return (size_t)(h & (s->nbuckets - 1));
+}
+
 sjob *sched_job_find(sched *s, const char *id)
 {
-    for (sjob *j = s->jobs; j; j = j->next)
+    if (!s->nbuckets) { /* no memory for the buckets: the list */
+        for (sjob *j = s->jobs; j; j = j->next)
+            if (strcmp(j->id, id) == 0)
+                return j;
+        return NULL;
+    }
+    for (sjob *j = s->buckets[bucket_of(s, id)]; j; j = j->hnext)
         if (strcmp(j->id, id) == 0)
             return j;
     return NULL;
+}
+
+/* Puts every job of the list in n buckets, each chain in the list's order; under s->mu. */
+static int rehash(sched *s, size_t n)
+{
+    sjob **b = calloc(n, sizeof *b);
+    if (!b)
+        return -1;
+    free(s->buckets);
+    s->buckets = b;
+    s->nbuckets = n;
+    for (sjob *j = s->jobs; j; j = j->next) {
+        sjob **p = &s->buckets[bucket_of(s, j->id)];
+        while (*p)
+            p = &(*p)->hnext;
+        j->hnext = NULL;
+        *p = j;
+    }
+    return 0;
 }
 
 static sjob *job_by_res(sched *s, const backend_attempt *a)
@@ -338,6 +371,13 @@ void sched_job_link(sched *s, sjob *j)
     j->next = s->jobs;
     s->jobs = j;
     s->njobs++;
+    /* Without memory for more buckets, those there are (or the list) still find every job. */
+    if ((s->njobs <= s->nbuckets || rehash(s, s->nbuckets ? 2 * s->nbuckets : 256) != 0) &&
+        s->nbuckets) {
+        size_t b = bucket_of(s, j->id);
+        j->hnext = s->buckets[b];
+        s->buckets[b] = j;
+    }
     pthread_mutex_unlock(&s->mu);
     queue_count *q = queue_get(s, j->queue);
     if (q)
@@ -354,6 +394,12 @@ void sched_job_forget(sched *s, sjob *j)
         if (*p == j) {
             *p = j->next;
             s->njobs--;
+            break;
+        }
+    for (sjob **p = s->nbuckets ? &s->buckets[bucket_of(s, j->id)] : NULL; p && *p;
+         p = &(*p)->hnext)
+        if (*p == j) {
+            *p = j->hnext;
             break;
         }
     pthread_mutex_unlock(&s->mu);
@@ -1307,6 +1353,7 @@ void sched_stop(sched *s)
         pthread_join(s->thread, NULL);
     }
     store_set_change_hook(s->st, NULL, NULL);
+    free(s->buckets);
     for (size_t i = 0; i < s->nlimits; i++)
         free((char *)s->limits[i].queue);
     free(s->limits);

@@ -82,6 +82,7 @@ typedef struct srank {
 
 typedef struct sjob {
     struct sjob *next;
+    struct sjob *hnext; /* the next in its bucket of sched's buckets */
     char id[STORE_ID_LEN + 1];
     char *queue;
     char *team; /* the owning team */
@@ -179,6 +180,8 @@ struct sched {
     /* Shared with sched_get_stats() and sched_log_*(). */
     pthread_mutex_t mu;
     sjob *jobs;
+    sjob **buckets; /* the same jobs by id (sched_job_find()), chained by hnext */
+    size_t nbuckets;
     uint64_t njobs, running_ranks, rounds, launches, restarts_total;
     uint64_t preemptions[2]; /* attempts ended by a preemption: [0] reclaim, [1] priority */
     uint64_t admissions, admission_wait_ms; /* jobs admitted, their waits since submission */

@@ -134,9 +134,77 @@ static int kb_event_fd(backend *b)
 
 /* ---- attempts ----------------------------------------------------------------------------- */
 
+static size_t bucket_of(const kbe *kb, const char *job_id)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)job_id; *c; c++)
+        h = (h ^ *c) * 1099511628211ULL;
+    return (size_t)(h & (kb->nbuckets - 1));
+}
+
+/* Rebuilds the buckets for n of them, each chain in the list's order (newest first). */
+static int rehash(kbe *kb, size_t n)
+{
+    backend_attempt **b = calloc(n, sizeof *b);
+    if (!b)
+        return -1;
+    free(kb->buckets);
+    kb->buckets = b;
+    kb->nbuckets = n;
+    for (backend_attempt *a = kb->attempts; a; a = a->next) {
+        backend_attempt **p = &kb->buckets[bucket_of(kb, a->job_id)];
+        while (*p)
+            p = &(*p)->hnext;
+        a->hnext = NULL;
+        *p = a;
+    }
+    return 0;
+}
+
+/* Adds a at the head of the list and of its bucket; under kb->mu. */
+static void attempt_link(kbe *kb, backend_attempt *a)
+{
+    a->next = kb->attempts;
+    kb->attempts = a;
+    kb->nattempts++;
+    if (kb->nattempts > kb->nbuckets && rehash(kb, kb->nbuckets ? 2 * kb->nbuckets : 64) == 0)
+        return; /* the rehash chained a too */
+    if (!kb->nbuckets) {
+        a->hnext = NULL; /* no buckets (no memory for them): kb_find() reads the list */
+        return;
+    }
+    size_t i = bucket_of(kb, a->job_id);
+    a->hnext = kb->buckets[i];
+    kb->buckets[i] = a;
+}
+
+/* Takes a out of the list and its bucket; under kb->mu. */
+static void attempt_unlink(kbe *kb, backend_attempt *a)
+{
+    for (backend_attempt **p = &kb->attempts; *p; p = &(*p)->next)
+        if (*p == a) {
+            *p = a->next;
+            kb->nattempts--;
+            break;
+        }
+    if (!kb->nbuckets)
+        return;
+    for (backend_attempt **p = &kb->buckets[bucket_of(kb, a->job_id)]; *p; p = &(*p)->hnext)
+        if (*p == a) {
+            *p = a->hnext;
+            break;
+        }
+}
+
 backend_attempt *kb_find(kbe *kb, const char *job_id, int attempt)
 {
-    for (backend_attempt *a = kb->attempts; a; a = a->next)
+    if (!kb->nbuckets) {
+        for (backend_attempt *a = kb->attempts; a; a = a->next)
+            if (a->live && a->attempt == attempt && !strcmp(a->job_id, job_id))
+                return a;
+        return NULL;
+    }
+    for (backend_attempt *a = kb->buckets[bucket_of(kb, job_id)]; a; a = a->hnext)
         if (a->live && a->attempt == attempt && !strcmp(a->job_id, job_id))
             return a;
     return NULL;
@@ -268,6 +336,28 @@ static const unsigned char *class_match(kbe *kb, const kube_inv_view *view, cons
     return m->match;
 }
 
+/* kube_zone_index() of the view's nodes, worked out again only when its shape changed (a
+ * zone is a label); NULL when not known. In kube_inv_with()'s callbacks, like class_match(). */
+static const unsigned char *zone_index(kbe *kb, const kube_inv_view *view)
+{
+    if (kb->zone_valid && kb->zone_shape == view->shape && kb->zone_n == view->nnodes)
+        return kb->zone_of;
+    kb->zone_valid = 0;
+    if (kb->zone_cap < view->nnodes) {
+        unsigned char *grown = realloc(kb->zone_of, view->nnodes);
+        if (!grown)
+            return NULL;
+        kb->zone_of = grown;
+        kb->zone_cap = view->nnodes;
+    }
+    if (kube_zone_index(kb->p, view->nodes, view->nnodes, kb->zone_of) != TY_OK)
+        return NULL;
+    kb->zone_valid = 1;
+    kb->zone_shape = view->shape;
+    kb->zone_n = view->nnodes;
+    return kb->zone_of;
+}
+
 /* Two attempts whose pods are eligible for the same nodes of the same zone. */
 static int same_class(const backend_attempt *x, const backend_attempt *y)
 {
@@ -306,8 +396,8 @@ static void book_pending(kbe *kb, const kube_inv_view *view, const backend_attem
         kube_gang g;
         kube_booker *bk = NULL;
         gang_of(lead, NULL, &g);
-        if (kube_booker_new(kb->p, nodes, nnodes, class_match(kb, view, &g), &g, lead->zone,
-                            &bk) != TY_OK)
+        if (kube_booker_new(kb->p, nodes, nnodes, class_match(kb, view, &g),
+                            zone_index(kb, view), &g, lead->zone, &bk) != TY_OK)
             bk = NULL; /* the placement then counts less as taken: the scheduler still decides */
         for (backend_attempt *a = (backend_attempt *)lead; a; a = a->next) {
             if (a == skip || !a->zone[0] || a->booked_pass || !same_class(a, lead))
@@ -381,7 +471,7 @@ static ty_err place_on(void *ud, kube_inv_view *view)
     }
     gang_of(a, &c->avoid, &g);
     kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups,
-                         class_match(kb, view, &g)};
+                         class_match(kb, view, &g), zone_index(kb, view)};
     ty_err e = kube_place(kb->p, &ki, &g, c->out, c->why, c->whylen);
     if (e == TY_OK && c->out->verdict == KUBE_WAIT && c->avoid && *c->avoid) {
         gang_of(a, NULL, &g); /* nothing else fits: the avoided zone is better than none */
@@ -491,8 +581,7 @@ static ty_err kb_reserve(backend *b, const backend_job *job, backend_attempt **o
     }
     keep_placement(a, &pl);
     pthread_mutex_lock(&kb->mu);
-    a->next = kb->attempts;
-    kb->attempts = a;
+    attempt_link(kb, a);
     kb->used_ranks += a->world;
     pthread_mutex_unlock(&kb->mu);
     *out = a;
@@ -651,11 +740,7 @@ static void kb_release(backend *b, backend_attempt *a)
     if (!a)
         return;
     pthread_mutex_lock(&kb->mu);
-    for (backend_attempt **p = &kb->attempts; *p; p = &(*p)->next)
-        if (*p == a) {
-            *p = a->next;
-            break;
-        }
+    attempt_unlink(kb, a);
     kb->used_ranks -= a->world;
     /* Events of this attempt not yet observed would point at freed memory: they go. */
     size_t k = 0;
@@ -749,7 +834,8 @@ static ty_err free_on(void *ud, kube_inv_view *view)
     pthread_mutex_lock(&kb->mu);
     kb_mark_excluded(kb, view->nodes, view->nnodes); /* quarantined: their GPUs are not free */
     pthread_mutex_unlock(&kb->mu);
-    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL};
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL,
+                         zone_index(kb, view)};
     for (size_t i = 0; i < kb->p->ngpu_types; i++) {
         kube_type_capacity cap = {0, 0};
         kube_gang g = {.count = 1, .gpus_per_rank = 1, .gpu_type = kb->p->gpu_types[i].name};
@@ -1303,8 +1389,7 @@ static ty_err kb_recover(backend *b, const backend_job *job, int may_adopt, int 
     a->live = 1;
     a->launched_once = 1;
     pthread_mutex_lock(&kb->mu);
-    a->next = kb->attempts;
-    kb->attempts = a;
+    attempt_link(kb, a);
     kb->used_ranks += a->world;
     pthread_mutex_unlock(&kb->mu);
     replay_pods(kb, job->id, keep);
@@ -1547,6 +1632,9 @@ static void kb_free(backend *b)
     kube_inv_free(kb->inv);
     for (size_t i = 0; i < kb->nmatches; i++)
         free(kb->matches[i].match);
+    free(kb->zone_of);
+    free(kb->unknown);
+    free(kb->buckets);
     while (kb->ahead) {
         kb_action *act = kb->ahead;
         kb->ahead = act->next;

@@ -45,6 +45,7 @@ typedef struct krank {
 struct backend_attempt {
     struct kbe *kb;
     struct backend_attempt *next;
+    struct backend_attempt *hnext; /* the next in its bucket of kb->buckets */
     char job_id[32];
     int world, gpus_per_rank;
     int64_t cpu_millis, memory_bytes; /* per rank */
@@ -111,9 +112,19 @@ typedef struct kbe {
     kb_match matches[KB_MATCHES];  /* read and written only in kube_inv_with()'s callbacks,
                                       which its lock serializes */
     size_t nmatches;
+    unsigned char *zone_of;        /* kube_zone_index() of the view's nodes, when zone_valid; */
+    size_t zone_n, zone_cap;       /* kept like the matches, until the view's shape changes */
+    unsigned long zone_shape;
+    int zone_valid;
+    unsigned char *unknown;        /* per node of the view, when unknown_valid: what classify() */
+    size_t unknown_n, unknown_cap; /* says of it with GPUs (1: GPU type, 2: node group unknown), */
+    unsigned long unknown_shape;   /* kept like the zones */
+    int unknown_valid;
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;
     backend_attempt *attempts;
+    backend_attempt **buckets;     /* the same attempts by job id (kb_find()), chained by hnext */
+    size_t nbuckets, nattempts;
     int used_ranks;
     backend_event *q;
     uint64_t *qt;                  /* per event: when its informer delivered the change (mono ns) */

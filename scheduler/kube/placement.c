@@ -209,7 +209,8 @@ static int cmp_zone(const void *a, const void *b)
 static ty_err candidate_zones(const req *r, const kube_inventory *inv, tally **out, size_t *nout)
 {
     const kube_gang *g = r->g;
-    size_t cap = r->p->nzones + inv->nnodes + 1, n = 0;
+    /* The nodes' zones are only read when the profile lists none. */
+    size_t cap = (r->p->nzones ? r->p->nzones : inv->nnodes) + 1, n = 0;
     tally *t = calloc(cap, sizeof *t);
     if (!t)
         return TY_ENOMEM;
@@ -476,6 +477,65 @@ static void wait_reason(const req *r, const tally *t, size_t nt, kube_placement 
             lack[0] ? lack : "room on one node");
 }
 
+/* Adds eligible node n's room for ranks of gang to zone tally t. */
+static void count_node(tally *t, const kube_node *n, const kube_gang *gang)
+{
+    long by[RES_N], slots = LONG_MAX;
+    node_room(n, gang, by);
+    long free_gpus = n->gpus_allocatable - n->gpus_requested;
+    t->nodes++;
+    t->free_gpus += free_gpus > 0 ? free_gpus : 0;
+    for (int k = 0; k < RES_N; k++) {
+        if (by[k] < slots)
+            slots = by[k];
+        /* Each resource alone only matters up to the gang's size. */
+        long add = by[k] > gang->count ? gang->count : by[k];
+        t->by[k] = t->by[k] > LONG_MAX - add ? LONG_MAX : t->by[k] + add;
+    }
+    t->slots += slots;
+}
+
+/* 1 + the position of zone in the profile's zones; 0 when it lists none or not this one. */
+static int zone_position(const kube_profile *p, const char *zone)
+{
+    for (size_t k = 0; zone && k < p->nzones && k < KUBE_ZONE_INDEX_MAX; k++)
+        if (!strcmp(p->zones[k], zone))
+            return (int)k + 1;
+    return 0;
+}
+
+ty_err kube_zone_index(const kube_profile *p, const kube_node *nodes, size_t nnodes,
+                       unsigned char *zone_of)
+{
+    if (!p || (nnodes && (!nodes || !zone_of)) || !p->nzones ||
+        p->nzones > KUBE_ZONE_INDEX_MAX)
+        return TY_EINVAL;
+    for (size_t i = 0; i < nnodes; i++)
+        zone_of[i] = (unsigned char)zone_position(p, nodes[i].zone);
+    return TY_OK;
+}
+
+/*
+ * With inv's zone index: zt[v] is the tally of the zone whose index value is v, -1 for none
+ * (v 0: no zone of the profile). Returns 0 when there is no index to use; the zones are then
+ * compared by name. The candidates are the profile's zones whenever it lists any.
+ */
+static int zone_tallies(const kube_profile *p, const kube_inventory *inv, const tally *t,
+                        size_t nt, int zt[KUBE_ZONE_INDEX_MAX + 1])
+{
+    if (!inv->zone_of || !p->nzones || p->nzones > KUBE_ZONE_INDEX_MAX)
+        return 0;
+    for (size_t v = 0; v <= KUBE_ZONE_INDEX_MAX; v++)
+        zt[v] = -1;
+    for (size_t z = 0; z < nt; z++) {
+        int v = zone_position(p, t[z].zone);
+        if (!v)
+            return 0; /* not a zone of the profile: by name */
+        zt[v] = (int)z;
+    }
+    return 1;
+}
+
 ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_gang *gang,
                   kube_placement *out, char *msg, size_t msglen)
 {
@@ -497,27 +557,20 @@ ty_err kube_place(const kube_profile *p, const kube_inventory *inv, const kube_g
     if ((e = candidate_zones(&r, inv, &t, &nt)))
         return e;
 
+    int zt[KUBE_ZONE_INDEX_MAX + 1]; /* with a zone index: its value -> the zone's tally */
+    int by_index = zone_tallies(p, inv, t, nt, zt);
     for (size_t i = 0; i < inv->nnodes; i++) {
         const kube_node *n = &inv->nodes[i];
         if (!eligible(&r, n, i))
             continue;
-        for (size_t z = 0; z < nt; z++) {
-            if (strcmp(t[z].zone, n->zone))
-                continue;
-            long by[RES_N], slots = LONG_MAX;
-            node_room(n, gang, by);
-            long free_gpus = n->gpus_allocatable - n->gpus_requested;
-            t[z].nodes++;
-            t[z].free_gpus += free_gpus > 0 ? free_gpus : 0;
-            for (int k = 0; k < RES_N; k++) {
-                if (by[k] < slots)
-                    slots = by[k];
-                /* Each resource alone only matters up to the gang's size. */
-                long add = by[k] > gang->count ? gang->count : by[k];
-                t[z].by[k] = t[z].by[k] > LONG_MAX - add ? LONG_MAX : t[z].by[k] + add;
-            }
-            t[z].slots += slots;
+        if (by_index) {
+            if (zt[inv->zone_of[i]] >= 0)
+                count_node(&t[zt[inv->zone_of[i]]], n, gang);
+            continue;
         }
+        for (size_t z = 0; z < nt; z++)
+            if (!strcmp(t[z].zone, n->zone))
+                count_node(&t[z], n, gang);
     }
 
     /* The zone with the most room among those that fit now. */
@@ -578,8 +631,11 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < inv->nnodes; i++) {
         const kube_node *n = &inv->nodes[i];
-        if (!eligible(&r, n, i) ||
-            (p->nzones && !in_list((const char *const *)p->zones, p->nzones, n->zone)))
+        if (!eligible(&r, n, i))
+            continue;
+        if (p->nzones && (inv->zone_of && p->nzones <= KUBE_ZONE_INDEX_MAX
+                              ? !inv->zone_of[i]
+                              : !in_list((const char *const *)p->zones, p->nzones, n->zone)))
             continue;
         long alloc = n->gpus_allocatable > 0 ? n->gpus_allocatable : 0;
         long used = n->gpus_requested > 0 ? n->gpus_requested : 0;
@@ -667,8 +723,8 @@ static void heap_down(kube_booker *b, size_t i)
 }
 
 ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
-                       const unsigned char *match, const kube_gang *g, const char *zone,
-                       kube_booker **out)
+                       const unsigned char *match, const unsigned char *zone_of,
+                       const kube_gang *g, const char *zone, kube_booker **out)
 {
     char msg[160];
     req r = {p, g, NULL, NULL, match};
@@ -685,9 +741,13 @@ ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
     }
     b->nodes = nodes;
     b->key = *g;
+    /* With a zone index, a zone of the profile is found by its position, not its name. */
+    int v = zone_of && p->nzones <= KUBE_ZONE_INDEX_MAX ? zone_position(p, zone) : 0;
     for (size_t i = 0; i < nnodes; i++)
-        if (zone && nodes[i].zone && !strcmp(nodes[i].zone, zone) && eligible(&r, &nodes[i], i))
-            b->idx[b->n++] = i;
+        if (v ? zone_of[i] == v
+              : zone && nodes[i].zone && !strcmp(nodes[i].zone, zone))
+            if (eligible(&r, &nodes[i], i))
+                b->idx[b->n++] = i;
     for (size_t i = 0; i < b->n; i++)
         b->room[i] = node_slots(&nodes[b->idx[i]], &b->key);
     for (size_t i = b->n / 2; i-- > 0;)

@@ -81,6 +81,9 @@ typedef struct kube_inventory {
      * about (kube_place(): the gang's; kube_type_capacity_of(): the type's, any capacity):
      * what their labels and taints decide, then not worked out again for every node. */
     const unsigned char *match;
+    /* NULL, or kube_zone_index() of these nodes: each node's zone by its position in the
+     * profile's zones, then not compared by name for every node and zone. */
+    const unsigned char *zone_of;
 } kube_inventory;
 
 typedef struct kube_gang {
@@ -187,10 +190,11 @@ ty_err kube_type_capacity_of(const kube_profile *p, const kube_inventory *inv,
  * keeps each node's room: nothing but kube_book() may change the nodes while it lives.
  */
 typedef struct kube_booker kube_booker;
-/* match: NULL, or kube_class_match() of the nodes for g's GPU type and capacity. */
+/* match: NULL, or kube_class_match() of the nodes for g's GPU type and capacity; zone_of: NULL,
+ * or kube_zone_index() of the nodes. */
 ty_err kube_booker_new(const kube_profile *p, kube_node *nodes, size_t nnodes,
-                       const unsigned char *match, const kube_gang *g, const char *zone,
-                       kube_booker **out);
+                       const unsigned char *match, const unsigned char *zone_of,
+                       const kube_gang *g, const char *zone, kube_booker **out);
 int kube_book(kube_booker *b, const kube_gang *g, int ranks);
 void kube_booker_free(kube_booker *b);
 
@@ -203,6 +207,17 @@ void kube_booker_free(kube_booker *b);
  */
 ty_err kube_class_match(const kube_profile *p, const kube_node *nodes, size_t nnodes,
                         const kube_gang *g, unsigned char *match);
+
+/*
+ * Each node's zone as a position in the profile's zones: zone_of[i] is 1 + the position of
+ * nodes[i]'s zone in p->zones, or 0 when it is in none of them (no zone, or one the profile does
+ * not list). It changes only when labels do (the zone is one): a caller may keep it with a class
+ * match. TY_EINVAL when the profile lists no zones or more than KUBE_ZONE_INDEX_MAX (the calls
+ * then compare zones by name).
+ */
+#define KUBE_ZONE_INDEX_MAX 254
+ty_err kube_zone_index(const kube_profile *p, const kube_node *nodes, size_t nnodes,
+                       unsigned char *zone_of);
 
 /* Whether a rank of g fits on node n's free resources (eligibility aside). */
 int kube_rank_fits(const kube_node *n, const kube_gang *g);

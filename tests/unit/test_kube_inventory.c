@@ -533,7 +533,7 @@ typedef struct counted {
 static ty_err count_types(void *ud, kube_inv_view *view)
 {
     counted *c = ud;
-    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL};
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL, NULL};
     assert_int_equal(kube_type_capacity_of(c->p, &ki, "a100", &c->a100), TY_OK);
     assert_int_equal(kube_type_capacity_of(c->p, &ki, "h100", &c->h100), TY_OK);
     kube_type_capacity none;

@@ -93,13 +93,14 @@ static void all_groups_full(cluster *c)
         group(c, prof->groups[i].name, prof->groups[i].max_size);
 }
 
-/* Places g twice, working the labels and taints out node by node and reading them from
- * kube_class_match(): every case below checks that both decide the same, reason included. */
+/* Places g three times, working the labels, taints and zones out node by node, reading the
+ * labels and taints from kube_class_match(), and reading the zones from kube_zone_index() too:
+ * every case below checks that all three decide the same, reason included. */
 static kube_placement place(cluster *c, kube_gang g)
 {
-    kube_inventory inv = {c->nodes, c->n, c->groups, c->ngroups, NULL};
-    kube_placement out, kept;
-    unsigned char match[64];
+    kube_inventory inv = {c->nodes, c->n, c->groups, c->ngroups, NULL, NULL};
+    kube_placement out, kept, indexed;
+    unsigned char match[64], zone_of[64];
     char msg[256] = "";
     if (kube_place(prof, &inv, &g, &out, msg, sizeof msg) != TY_OK)
         fail_msg("kube_place: %s", msg);
@@ -109,6 +110,11 @@ static kube_placement place(cluster *c, kube_gang g)
     if (kube_place(prof, &inv, &g, &kept, msg, sizeof msg) != TY_OK)
         fail_msg("kube_place with a class match: %s", msg);
     assert_memory_equal(&out, &kept, sizeof out);
+    assert_int_equal(kube_zone_index(prof, c->nodes, c->n, zone_of), TY_OK);
+    inv.zone_of = zone_of;
+    if (kube_place(prof, &inv, &g, &indexed, msg, sizeof msg) != TY_OK)
+        fail_msg("kube_place with a zone index: %s", msg);
+    assert_memory_equal(&out, &indexed, sizeof out);
     return out;
 }
 
@@ -391,7 +397,7 @@ static void test_booking_pods_not_bound_yet(void **state)
     node(&c, "us-west-2b", NULL, 0, 0, 0)->requested.pods = 100;
     kube_gang g = {.count = 12, .cpu_millis = 10};
     kube_booker *b = NULL;
-    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, NULL, &g, "us-west-2a", &b), TY_OK);
+    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, NULL, NULL, &g, "us-west-2a", &b), TY_OK);
     /* 10 + 5 slots: each rank goes where most room is left, so both nodes end with 1 or 2. */
     assert_int_equal(kube_book(b, &g, 12), 12);
     assert_int_equal(c.nodes[0].requested.pods + c.nodes[1].requested.pods, 217);
@@ -427,7 +433,7 @@ static void test_a_class_match_kept_across_decisions(void **state)
     assert_memory_equal(match, ((unsigned char[]){1, 0, 0, 0, 1}), 5);
     /* The last node goes down: the match stays as it was, the decision sees it. */
     c.nodes[4].ready = 0;
-    kube_inventory inv = {c.nodes, c.n, c.groups, c.ngroups, match};
+    kube_inventory inv = {c.nodes, c.n, c.groups, c.ngroups, match, NULL};
     kube_placement p;
     char msg[256] = "";
     assert_int_equal(kube_place(prof, &inv, &g, &p, msg, sizeof msg), TY_OK);
@@ -441,7 +447,7 @@ static void test_a_class_match_kept_across_decisions(void **state)
     assert_int_equal(p.verdict, KUBE_PLACE);
     /* The booker books the same nodes with the match as without it. */
     kube_booker *b = NULL;
-    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, match, &g, "us-west-2a", &b), TY_OK);
+    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, match, NULL, &g, "us-west-2a", &b), TY_OK);
     assert_int_equal(kube_book(b, &g, 3), 2);
     kube_booker_free(b);
     assert_int_equal(c.nodes[0].gpus_requested + c.nodes[4].gpus_requested, 16);
@@ -454,6 +460,56 @@ static void test_a_class_match_kept_across_decisions(void **state)
     kube_gang h = a100_spot(1, 1);
     h.gpu_type = "tpu";
     assert_int_equal(kube_class_match(prof, c.nodes, c.n, &h, match), TY_EINVAL);
+}
+
+/* Each node's zone is worked out once as its position in the profile's zones: nodes in no zone
+ * or in one the profile does not list are in none, and a booker given the index books the same
+ * nodes as one comparing names. */
+static void test_a_zone_index_kept_across_decisions(void **state)
+{
+    (void)state;
+    cluster c = {0};
+    all_groups_full(&c);
+    node(&c, "us-west-2b", A100, 1, 8, 0);
+    node(&c, "eu-west-1a", A100, 1, 8, 0); /* a zone the profile does not list */
+    node(&c, "us-west-2a", A100, 1, 8, 4);
+    node(&c, NULL, A100, 1, 8, 0);         /* no zone */
+    node(&c, "us-west-2b", A100, 1, 8, 0);
+    node(&c, "us-west-2c", A100, 1, 8, 0);
+    unsigned char zone_of[MAX_NODES];
+    assert_int_equal(kube_zone_index(prof, c.nodes, c.n, zone_of), TY_OK);
+    assert_memory_equal(zone_of, ((unsigned char[]){2, 0, 1, 0, 2, 3}), 6);
+    /* 2b has two nodes of 8 free GPUs: the gang of 16 goes there, named or not. */
+    kube_placement p = place(&c, a100_spot(2, 8));
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2b");
+    kube_gang named = a100_spot(1, 4);
+    named.zone = "us-west-2a";
+    p = place(&c, named);
+    assert_int_equal(p.verdict, KUBE_PLACE);
+    assert_string_equal(p.zone, "us-west-2a");
+    named.count = 2;
+    p = place(&c, named);
+    assert_int_equal(p.verdict, KUBE_WAIT);
+    /* Booked with the index and without it: the same nodes of 2b, none elsewhere. */
+    kube_gang g = a100_spot(3, 4);
+    kube_booker *b = NULL;
+    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, NULL, zone_of, &g, "us-west-2b", &b),
+                     TY_OK);
+    assert_int_equal(kube_book(b, &g, 3), 3);
+    kube_booker_free(b);
+    assert_int_equal(c.nodes[0].gpus_requested + c.nodes[4].gpus_requested, 12);
+    assert_int_equal(c.nodes[1].gpus_requested + c.nodes[3].gpus_requested, 0);
+    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, NULL, NULL, &g, "us-west-2b", &b),
+                     TY_OK);
+    assert_int_equal(kube_book(b, &g, 3), 1);
+    kube_booker_free(b);
+    /* A zone the profile does not list is still booked by name. */
+    assert_int_equal(kube_booker_new(prof, c.nodes, c.n, NULL, zone_of, &g, "eu-west-1a", &b),
+                     TY_OK);
+    assert_int_equal(kube_book(b, &g, 1), 1);
+    kube_booker_free(b);
+    assert_int_equal(c.nodes[1].gpus_requested, 4);
 }
 
 /* ---- clusters that scale from zero ---- */
@@ -774,7 +830,7 @@ static void test_bad_requests_are_errors(void **state)
 {
     (void)state;
     cluster c = {0};
-    kube_inventory inv = {c.nodes, 0, NULL, 0, NULL};
+    kube_inventory inv = {c.nodes, 0, NULL, 0, NULL, NULL};
     kube_placement out;
     char msg[256] = "";
     kube_gang g = {.count = 1, .gpus_per_rank = 1, .gpu_type = "tpu", .capacity = "spot"};
@@ -824,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_the_largest_node_a_rank_may_use),
         cmocka_unit_test(test_a_node_placement_counts_takes_the_rendered_pod),
         cmocka_unit_test(test_a_class_match_kept_across_decisions),
+        cmocka_unit_test(test_a_zone_index_kept_across_decisions),
         cmocka_unit_test(test_the_gang_of_a_spec),
         cmocka_unit_test(test_bad_requests_are_errors),
     };
