@@ -28,7 +28,9 @@
  *      (trainyard_kube_log_streams_open), its CPU over 5 s with every stream open and quiet,
  *      then 10 lines of 100 bytes appended to every pod's log (one control call each) and
  *      the time and server CPU until all of it is in the server's log files
- *      (trainyard_kube_log_bytes_total);
+ *      (trainyard_kube_log_bytes_total); then for 10 s, 4 clients append 10 such lines a call
+ *      to pod after pod: lines/s appended and written by the server, the server's and the fake's
+ *      CPU per second and the server's RSS meanwhile;
  *   5. the server's resident memory now and at its peak (VmRSS, VmHWM).
  *
  *   bench_kube --free-to-admit [--nodes 100] [--samples 300] [--profile FILE]
@@ -807,6 +809,35 @@ static void side_by_side(const char *trainyard, const char *fakebin, const char 
     fflush(stdout);
 }
 
+/* ---- sustained logs: appenders ------------------------------------------------------------ */
+
+#define LOG_THREADS 4
+
+typedef struct appender {
+    char **paths; /* the pods' log control paths, shared */
+    size_t npaths, first; /* this thread's: every LOG_THREADS-th from first */
+    const char *lines;
+    double until;         /* monotonic s */
+    long calls;
+} appender;
+
+static void *append_main(void *arg)
+{
+    appender *a = arg;
+    CURL *h = curl_easy_init();
+    if (!h)
+        return NULL;
+    for (size_t i = a->first; bench_mono_ms() / 1e3 < a->until; i += LOG_THREADS) {
+        if (i >= a->npaths)
+            i = a->first;
+        if (call(h, g_fake, FAKE_TOKEN, "POST", a->paths[i], a->lines, NULL) != 200)
+            die("appending to a pod's log failed");
+        a->calls++;
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     int nodes = 3000, jobs = 1000, ranks = 2, samples = 200, sweep = 200, conc = 32, admit = 0,
@@ -1004,6 +1035,10 @@ int main(int argc, char **argv)
         size_t i;
         json_t *pod;
         long want = before;
+        size_t npaths = 0;
+        char **paths = calloc(json_array_size(json_object_get(plist, "items")) + 1, sizeof *paths);
+        if (!paths)
+            die("out of memory");
         json_array_foreach(json_object_get(plist, "items"), i, pod)
         {
             const char *ph = json_string_value(
@@ -1016,6 +1051,8 @@ int main(int argc, char **argv)
             if (fake("POST", lp, lines, NULL) != 200)
                 die("appending to a pod's log failed");
             want += (long)ll;
+            if (!(paths[npaths++] = strdup(lp)))
+                die("out of memory");
         }
         json_decref(plist);
         long got;
@@ -1030,6 +1067,45 @@ int main(int argc, char **argv)
                "files after %.2f s; server CPU %.2f s (%.1f us a line)\n",
                (long)ll, (want - before) / 1048576.0, l_w, c_w,
                1e6 * c_w / ((double)(want - before) / ((double)ll / 10)));
+
+        /* Sustained: LOG_THREADS clients append 10 lines to pod after pod for 10 s. */
+        appender ap[LOG_THREADS];
+        pthread_t th[LOG_THREADS];
+        double line_len = (double)ll / 10, span = 10;
+        long b0 = server_metric("\ntrainyard_kube_log_bytes_total ");
+        double sc0 = cpu_s(g_srv_pid), fc0 = cpu_s(g_fake_pid), t0s = bench_mono_ms() / 1e3;
+        for (int k = 0; k < LOG_THREADS; k++) {
+            ap[k] = (appender){paths, npaths, (size_t)k, lines, t0s + span, 0};
+            if ((size_t)k >= npaths || pthread_create(&th[k], NULL, append_main, &ap[k]) != 0)
+                die("cannot start the log appenders");
+        }
+        long calls = 0;
+        for (int k = 0; k < LOG_THREADS; k++) {
+            pthread_join(th[k], NULL);
+            calls += ap[k].calls;
+        }
+        double t_app = bench_mono_ms() / 1e3 - t0s;
+        long b_app = server_metric("\ntrainyard_kube_log_bytes_total ") - b0;
+        double sc_app = cpu_s(g_srv_pid) - sc0, fc_app = cpu_s(g_fake_pid) - fc0;
+        long sus_kb, sus_peak;
+        rss(g_srv_pid, &sus_kb, &sus_peak);
+        long wantb = b0 + (long)(calls * (long)ll), gotb;
+        while ((gotb = server_metric("\ntrainyard_kube_log_bytes_total ")) < wantb) {
+            if (bench_mono_ms() / 1e3 - t0s > 600)
+                die("only %ld of %ld log bytes written after 600 s", gotb - b0, wantb - b0);
+            bench_sleep_us(20000);
+        }
+        double t_all = bench_mono_ms() / 1e3 - t0s;
+        printf("  sustained, %d clients appending 10 lines a call to the %zu pods' logs for %.1f s: "
+               "%.0f lines/s appended, %.0f lines/s written by the server meanwhile (all %ld "
+               "lines written after %.2f s: %.0f lines/s); server %.2f CPU s/s (%.1f us a line), "
+               "fake %.2f CPU s/s; server RSS %.1f MiB\n",
+               LOG_THREADS, npaths, t_app, calls * 10 / t_app, b_app / line_len / t_app,
+               calls * 10, t_all, calls * 10 / t_all, sc_app / t_app,
+               1e6 * sc_app / (b_app / line_len), fc_app / t_app, sus_kb / 1024.0);
+        for (size_t k = 0; k < npaths; k++)
+            free(paths[k]);
+        free(paths);
     }
 
     /* 5. Memory. */

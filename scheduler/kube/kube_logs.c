@@ -32,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +109,9 @@ struct kube_logs {
     char dir[PATH_MAX - 96];
     uint64_t rank_limit, job_limit;
     CURLM *m;
+    int ep;                       /* epoll of the transfers' sockets and wake_fd */
+    int wake_fd;                  /* an eventfd: kube_logs_pod() and free() wake the thread */
+    int64_t timer_at_ms;          /* monotonic: when curl wants its timeout action; -1: never */
     pthread_t thread;
     int started;
     pthread_mutex_t mu;           /* the table, every stream's ended and gone, the counters */
@@ -355,6 +360,14 @@ static int is_job_id(const char *s)
     return 1;
 }
 
+/* Wakes the thread from its wait. */
+static void wake(kube_logs *kl)
+{
+    uint64_t one = 1;
+    ssize_t n = write(kl->wake_fd, &one, sizeof one);
+    (void)n; /* a full counter wakes the thread as well */
+}
+
 void kube_logs_pod(kube_logs *kl, const json_t *pod, int deleted)
 {
     if (!kl || !pod)
@@ -415,7 +428,7 @@ void kube_logs_pod(kube_logs *kl, const json_t *pod, int deleted)
     }
     pthread_mutex_unlock(&kl->mu);
     if (s)
-        curl_multi_wakeup(kl->m);
+        wake(kl);
 }
 
 kube_log_state kube_logs_state(kube_logs *kl, const char *job_id, int attempt, int rank)
@@ -807,9 +820,64 @@ static void open_due(kube_logs *kl)
     kl->next_due_ms = next ? next : INT64_MAX;
 }
 
+/*
+ * The transfers are driven through curl's socket interface: the thread waits on an epoll of
+ * their sockets and curl handles only those that are ready, so that a line written to one log
+ * costs the same with one stream open as with thousands (curl_multi_poll() and _perform()
+ * look at every transfer each time).
+ */
+static int on_socket(CURL *h, curl_socket_t fd, int what, void *ud, void *sockp)
+{
+    kube_logs *kl = ud;
+    (void)h;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(kl->ep, EPOLL_CTL_DEL, fd, NULL);
+        curl_multi_assign(kl->m, fd, NULL);
+        return 0;
+    }
+    struct epoll_event ev = {.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) |
+                                       (what & CURL_POLL_OUT ? EPOLLOUT : 0u),
+                             .data.fd = fd};
+    if (sockp) {
+        epoll_ctl(kl->ep, EPOLL_CTL_MOD, fd, &ev);
+    } else if (epoll_ctl(kl->ep, EPOLL_CTL_ADD, fd, &ev) == 0 ||
+               (errno == EEXIST && epoll_ctl(kl->ep, EPOLL_CTL_MOD, fd, &ev) == 0)) {
+        curl_multi_assign(kl->m, fd, kl); /* any non-NULL pointer: the socket is in ep */
+    }
+    return 0;
+}
+
+static int on_timer(CURLM *m, long timeout_ms, void *ud)
+{
+    kube_logs *kl = ud;
+    (void)m;
+    kl->timer_at_ms = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+    return 0;
+}
+
+/* The transfers curl says have ended. */
+static void reap(kube_logs *kl)
+{
+    CURLMsg *msg;
+    int left = 0;
+    while ((msg = curl_multi_info_read(kl->m, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        kstream *s = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+        CURLcode cc = msg->data.result;
+        pthread_mutex_lock(&kl->mu);
+        stream_done(kl, s, cc, mono_ms());
+        pthread_mutex_unlock(&kl->mu);
+    }
+}
+
+#define KL_EVENTS 64
+
 static void *collector_main(void *arg)
 {
     kube_logs *kl = arg;
+    struct epoll_event evs[KL_EVENTS];
     for (;;) {
         pthread_mutex_lock(&kl->mu);
         if (kl->quit) {
@@ -822,20 +890,26 @@ static void *collector_main(void *arg)
         if (kl->next_due_ms != INT64_MAX && kl->next_due_ms - now < wait)
             wait = kl->next_due_ms > now ? (int)(kl->next_due_ms - now) : 0;
         pthread_mutex_unlock(&kl->mu);
-        curl_multi_poll(kl->m, NULL, 0, wait, NULL);
-        int running = 0, left = 0;
-        curl_multi_perform(kl->m, &running);
-        CURLMsg *msg;
-        while ((msg = curl_multi_info_read(kl->m, &left)) != NULL) {
-            if (msg->msg != CURLMSG_DONE)
+        if (kl->timer_at_ms >= 0 && kl->timer_at_ms - now < wait)
+            wait = kl->timer_at_ms > now ? (int)(kl->timer_at_ms - now) : 0;
+        int n = epoll_wait(kl->ep, evs, KL_EVENTS, wait), running = 0;
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.fd == kl->wake_fd) {
+                uint64_t v;
+                ssize_t got = read(kl->wake_fd, &v, sizeof v);
+                (void)got;
                 continue;
-            kstream *s = NULL;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
-            CURLcode cc = msg->data.result;
-            pthread_mutex_lock(&kl->mu);
-            stream_done(kl, s, cc, mono_ms());
-            pthread_mutex_unlock(&kl->mu);
+            }
+            int flags = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+                        (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+                        (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+            curl_multi_socket_action(kl->m, evs[i].data.fd, flags, &running);
         }
+        if (kl->timer_at_ms >= 0 && mono_ms() >= kl->timer_at_ms) {
+            kl->timer_at_ms = -1;
+            curl_multi_socket_action(kl->m, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        reap(kl);
     }
     return NULL;
 }
@@ -865,11 +939,25 @@ ty_err kube_logs_new(const kube_logs_opts *o, kube_logs **out, char *err, size_t
         kl->rank_limit = RANKLOG_MIN_LIMIT;
     kl->job_limit = o->job_limit ? o->job_limit : RANKLOG_JOB_LIMIT_FACTOR * kl->rank_limit;
     kl->next_due_ms = INT64_MAX;
+    kl->timer_at_ms = -1;
+    kl->ep = kl->wake_fd = -1;
     pthread_mutex_init(&kl->mu, NULL);
     if (!(kl->m = curl_multi_init())) {
         kube_logs_free(kl);
         return TY_ENOMEM;
     }
+    struct epoll_event ev = {.events = EPOLLIN};
+    if ((kl->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+        (kl->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
+        (ev.data.fd = kl->wake_fd, epoll_ctl(kl->ep, EPOLL_CTL_ADD, kl->wake_fd, &ev)) != 0) {
+        fmt(err, errlen, "kube logs: cannot make its epoll: %s", strerror(errno));
+        kube_logs_free(kl);
+        return TY_EIO;
+    }
+    curl_multi_setopt(kl->m, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(kl->m, CURLMOPT_SOCKETDATA, kl);
+    curl_multi_setopt(kl->m, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(kl->m, CURLMOPT_TIMERDATA, kl);
     if (pthread_create(&kl->thread, NULL, collector_main, kl) != 0) {
         kube_logs_free(kl);
         fmt(err, errlen, "kube logs: cannot start its thread");
@@ -888,7 +976,7 @@ void kube_logs_free(kube_logs *kl)
         pthread_mutex_lock(&kl->mu);
         kl->quit = 1;
         pthread_mutex_unlock(&kl->mu);
-        curl_multi_wakeup(kl->m);
+        wake(kl);
         pthread_join(kl->thread, NULL);
     }
     for (size_t b = 0; b < KL_BUCKETS; b++)
@@ -904,6 +992,10 @@ void kube_logs_free(kube_logs *kl)
         }
     if (kl->m)
         curl_multi_cleanup(kl->m);
+    if (kl->ep >= 0)
+        close(kl->ep);
+    if (kl->wake_fd >= 0)
+        close(kl->wake_fd);
     pthread_mutex_destroy(&kl->mu);
     free(kl);
 }
