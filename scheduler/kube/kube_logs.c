@@ -43,7 +43,7 @@
 
 #define KL_BUCKETS 1024
 #define KL_TS_MAX 48                  /* the longest timestamp read; longer is not one */
-#define KL_RECV_BUFFER (16 * 1024)    /* a transfer's receive buffer: one callback's most */
+#define KL_RECV_BUFFER (4 * 1024)     /* a transfer's receive buffer: one callback's most */
 #define KL_SIDE_SUFFIX ".since"
 #define KL_SIDE_LEN 112
 #define KL_REOPEN_MS 1000             /* a body that ended while the container runs */
