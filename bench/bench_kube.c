@@ -1076,13 +1076,14 @@ int main(int argc, char **argv)
         double line_len = (double)ll / 10, span = 10;
         long b0 = server_metric("\ntrainyard_kube_log_bytes_total ");
         double sc0 = cpu_s(g_srv_pid), fc0 = cpu_s(g_fake_pid), t0s = bench_mono_ms() / 1e3;
-        for (int k = 0; k < LOG_THREADS; k++) {
+        int nth = npaths < LOG_THREADS ? (int)npaths : LOG_THREADS;
+        for (int k = 0; k < nth; k++) {
             ap[k] = (appender){paths, npaths, (size_t)k, lines, t0s + span, 0};
-            if ((size_t)k >= npaths || pthread_create(&th[k], NULL, append_main, &ap[k]) != 0)
+            if (pthread_create(&th[k], NULL, append_main, &ap[k]) != 0)
                 die("cannot start the log appenders");
         }
         long calls = 0;
-        for (int k = 0; k < LOG_THREADS; k++) {
+        for (int k = 0; k < nth; k++) {
             pthread_join(th[k], NULL);
             calls += ap[k].calls;
         }
@@ -1098,13 +1099,14 @@ int main(int argc, char **argv)
             bench_sleep_us(20000);
         }
         double t_all = bench_mono_ms() / 1e3 - t0s;
-        printf("  sustained, %d clients appending 10 lines a call to the %zu pods' logs for %.1f s: "
-               "%.0f lines/s appended, %.0f lines/s written by the server meanwhile (all %ld "
-               "lines written after %.2f s: %.0f lines/s); server %.2f CPU s/s (%.1f us a line), "
-               "fake %.2f CPU s/s; server RSS %.1f MiB\n",
-               LOG_THREADS, npaths, t_app, calls * 10 / t_app, b_app / line_len / t_app,
-               calls * 10, t_all, calls * 10 / t_all, sc_app / t_app,
-               1e6 * sc_app / (b_app / line_len), fc_app / t_app, sus_kb / 1024.0);
+        if (calls > 0)
+            printf("  sustained, %d clients appending 10 lines a call to the %zu pods' logs for "
+                   "%.1f s: %.0f lines/s appended, %.0f lines/s written by the server meanwhile "
+                   "(all %ld lines written after %.2f s: %.0f lines/s); server %.2f CPU s/s "
+                   "(%.1f us a line), fake %.2f CPU s/s; server RSS %.1f MiB\n",
+                   nth, npaths, t_app, calls * 10 / t_app, b_app / line_len / t_app, calls * 10,
+                   t_all, calls * 10 / t_all, sc_app / t_app, 1e6 * sc_app / (b_app / line_len),
+                   fc_app / t_app, sus_kb / 1024.0);
         for (size_t k = 0; k < npaths; k++)
             free(paths[k]);
         free(paths);
