@@ -775,7 +775,7 @@ typedef struct limits_ctx {
 static ty_err limits_on(void *ud, kube_inv_view *view)
 {
     limits_ctx *c = ud;
-    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL};
+    kube_inventory ki = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL, NULL};
     kube_gang g = {.count = 1};
     kube_largest big;
     if (kube_largest_node(c->kb->p, &ki, &g, &big) == TY_OK) {

@@ -237,7 +237,7 @@ static ty_err cluster_on(void *ud, kube_inv_view *view)
         }
         return TY_OK;
     }
-    kube_inventory inv = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL};
+    kube_inventory inv = {view->nodes, view->nnodes, view->groups, view->ngroups, NULL, NULL};
     out->nodes = calloc(view->nnodes ? view->nnodes : 1, sizeof *out->nodes);
     out->groups = calloc(p->ngroups ? p->ngroups : 1, sizeof *out->groups);
     if (!out->nodes || !out->groups)

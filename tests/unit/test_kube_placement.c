@@ -590,7 +590,7 @@ static void test_a_group_the_cluster_names_otherwise(void **state)
     assert_int_equal(p.verdict, KUBE_PLACE);
     assert_int_equal(p.grow_nodes, 2);
     assert_string_equal(p.note, "");
-    kube_inventory inv = {c.nodes, c.n, c.groups, c.ngroups, NULL};
+    kube_inventory inv = {c.nodes, c.n, c.groups, c.ngroups, NULL, NULL};
     kube_type_capacity before;
     assert_int_equal(kube_type_capacity_of(prof, &inv, "a100", &before), TY_OK);
 
@@ -601,7 +601,7 @@ static void test_a_group_the_cluster_names_otherwise(void **state)
     group(&c, "p4d-od-2b", 1);
 
     const char *names[2] = {0};
-    inv = (kube_inventory){c.nodes, c.n, c.groups, c.ngroups, NULL};
+    inv = (kube_inventory){c.nodes, c.n, c.groups, c.ngroups, NULL, NULL};
     const kube_node_group *od2c = NULL, *spot2c = NULL;
     for (size_t i = 0; i < prof->ngroups; i++) {
         if (!strcmp(prof->groups[i].name, "p4d-od-2c"))
@@ -666,7 +666,7 @@ static void test_the_largest_node_a_rank_may_use(void **state)
     kube_gang cpu = {.count = 1};
     kube_gang a100 = {.count = 1, .gpus_per_rank = 1, .gpu_type = "a100"};
     kube_gang h100 = {.count = 1, .gpus_per_rank = 1, .gpu_type = "h100"};
-    kube_inventory inv = {c.nodes, 0, NULL, 0, NULL};
+    kube_inventory inv = {c.nodes, 0, NULL, 0, NULL, NULL};
     /* No node: nothing known. */
     assert_int_equal(kube_largest_node(prof, &inv, &cpu, &big), TY_OK);
     assert_int_equal(big.cpu_millis, 0);
