@@ -9,6 +9,7 @@
  */
 #define _XOPEN_SOURCE 700 /* nftw() */
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -17,6 +18,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -493,6 +495,47 @@ void ty_server_kill(ty_server *s)
     s->pid = 0;
 }
 
+/* True when the environment of process pid has a value under dir ("NAME=<dir>/..."). */
+static bool environ_under(const char *pid, const char *dir)
+{
+    char path[64], buf[65536];
+    snprintf(path, sizeof path, "/proc/%s/environ", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    size_t dlen = strlen(dir);
+    for (char *e = buf; e < buf + n; e += strlen(e) + 1) {
+        const char *eq = strchr(e, '=');
+        if (eq && strncmp(eq + 1, dir, dlen) == 0 && eq[1 + dlen] == '/')
+            return true;
+    }
+    return false;
+}
+
+/*
+ * SIGKILLs what the server left running under its directory: ranks the local backend
+ * started without a sandbox outlive a server killed with SIGKILL (sandboxed ones die with
+ * it), and would otherwise run on after the test.
+ */
+static void kill_leftover_ranks(const char *root)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || atoi(e->d_name) == getpid())
+            continue;
+        if (environ_under(e->d_name, root))
+            kill(atoi(e->d_name), SIGKILL);
+    }
+    closedir(d);
+}
+
 void ty_server_free(ty_server *s)
 {
     const char *keep = getenv("TY_IT_KEEP");
@@ -505,6 +548,8 @@ void ty_server_free(ty_server *s)
             break;
         }
     ty_server_kill(s);
+    if (s->root[0])
+        kill_leftover_ranks(s->root);
     if (s->root[0] && !(keep && strcmp(keep, "1") == 0))
         rm_tree(s->root);
     strv_free(s->args);
