@@ -342,6 +342,12 @@ def test_every_request_and_answer_of_the_client_conforms(server, recorder, tmp_p
     c.logs(j["id"], rank=0, attempt=1, tail=5)
     "".join(c.logs(j["id"], follow=True))
     c.metrics(j["id"], names=["loss", "accuracy"], max_points=10, since_step=0)
+    # The batch's jobs past ADMITTED and STARTING first (PENDING or RUNNING): the list below
+    # then has all 3 of them, one a page, so that page_token is sent too.
+    deadline = time.monotonic() + 120
+    while any(c.get(b["id"])["state"] not in ("PENDING", "RUNNING") for b in batch):
+        assert time.monotonic() < deadline, [c.get(b["id"])["state"] for b in batch]
+        time.sleep(0.05)
     list(c.list(state=["SUCCEEDED", "PENDING,RUNNING"], queue="default", labels=["c=2"],
                 name_prefix="contract", created_after="2000-01-01T00:00:00Z",
                 created_before="2100-01-01T00:00:00Z", page_size=1))
