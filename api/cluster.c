@@ -22,6 +22,7 @@
 #include "api/api.h"
 #include "api/api_int.h"
 #include "common/ty_time.h"
+#include "scheduler/quarantine.h"
 
 #define EVIDENCE_MAX 50 /* failures shown per quarantined node */
 
@@ -173,14 +174,17 @@ static json_t *evidence_of(const api_req *req, const store_node_quarantine *q, i
         if (f[i].time_ms > q->since_ms)
             break; /* after the quarantine began: not why it began */
         int visible = !team || store_job_visible(req->ctx->store, f[i].job_id, team) == TY_OK;
+        /* What kind of failure it was, read from the facts as when it was charged. */
+        quarantine_charge why = quarantine_attribute(f[i].exit_code, f[i].signal, f[i].cause);
         json_array_append_new(
-            out, json_pack("{s:o, s:i, s:i, s:o, s:o, s:o, s:s}", "job_id",
+            out, json_pack("{s:o, s:i, s:i, s:o, s:o, s:o, s:s, s:s}", "job_id",
                            visible ? json_string(f[i].job_id) : json_null(), "attempt",
                            f[i].attempt, "rank", f[i].rank, "time", time_json(f[i].time_ms),
                            "exit_code", f[i].exit_code >= 0 ? json_integer(f[i].exit_code)
                                                             : json_null(),
                            "signal", f[i].signal > 0 ? json_integer(f[i].signal) : json_null(),
-                           "cause", visible ? f[i].cause : "a job of another team"));
+                           "reason", why.reason, "cause",
+                           visible ? f[i].cause : "a job of another team"));
     }
     store_node_failures_free(f, n);
     return out;

@@ -3,6 +3,7 @@
  */
 #include "scheduler/quarantine.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,4 +57,59 @@ void quarantine_judge(const quarantine_input *in, quarantine_verdict *out)
                  "%d failures, but of %d job%s (at least %d needed)", out->counted, out->jobs,
                  out->jobs == 1 ? "" : "s", need_jobs);
     }
+}
+
+static int is(const char *s, const char *v)
+{
+    return s && !strcmp(s, v);
+}
+
+quarantine_cause quarantine_pod_cause(const char *status_reason, const char *disruption_reason)
+{
+    const char *d = disruption_reason && *disruption_reason ? disruption_reason : NULL;
+    if (is(d, "PreemptionByKubeScheduler") || is(d, "PreemptionByScheduler") ||
+        is(status_reason, "Preempting"))
+        return QUARANTINE_CAUSE_PREEMPTED;
+    if (is(d, "DeletionByTaintManager") || is(d, "DeletionByPodGC") ||
+        is(status_reason, "NodeLost") || is(status_reason, "Terminated") ||
+        is(status_reason, "Shutdown"))
+        return QUARANTINE_CAUSE_NODE_LOST;
+    if (d || is(status_reason, "Evicted"))
+        return QUARANTINE_CAUSE_EVICTED;
+    return QUARANTINE_CAUSE_NONE;
+}
+
+/* Whether text holds the worker's "rank N (host:port) lost" naming a lost peer. */
+static int names_lost_peer(const char *text)
+{
+    for (const char *p = strstr(text, "rank "); p; p = strstr(p + 1, "rank ")) {
+        const char *q = p + 5;
+        if (!isdigit((unsigned char)*q))
+            continue;
+        while (isdigit((unsigned char)*q))
+            q++;
+        if (*q != ' ' || q[1] != '(')
+            continue;
+        const char *close = strchr(q, ')');
+        if (close && !strncmp(close, ") lost", 6))
+            return 1;
+    }
+    return 0;
+}
+
+quarantine_charge quarantine_attribute(int exit_code, int signal, const char *detail)
+{
+    const char *d = detail ? detail : "";
+    (void)exit_code;
+    if (names_lost_peer(d))
+        return (quarantine_charge){0, "lost_peer"};
+    if (strstr(d, "OOMKilled") || strstr(d, "out of memory"))
+        return (quarantine_charge){1, "oom_killed"};
+    if (strstr(d, "NCCL") || strstr(d, "CUDA") || strstr(d, "Xid"))
+        return (quarantine_charge){1, "gpu_error"};
+    if (strstr(d, "the pod failed"))
+        return (quarantine_charge){1, "pod_failed"};
+    if (signal > 0)
+        return (quarantine_charge){1, "signal"};
+    return (quarantine_charge){1, "exit_code"};
 }

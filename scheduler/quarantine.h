@@ -66,4 +66,54 @@ typedef struct quarantine_verdict {
 /* Judges the node. Never fails: a policy value below 1 counts as 1. */
 void quarantine_judge(const quarantine_input *in, quarantine_verdict *out);
 
+/*
+ * What ends an attempt, and whether its node answers for it.
+ *
+ * A rank taken away - evicted, preempted, its node lost or reclaimed, stopped as asked - is not
+ * an application failure: its node is not charged. Kubernetes says so in the pod's status:
+ * quarantine_pod_cause() reads status.reason and the reason of a DisruptionTarget condition
+ * whose status is True (v1.26 and later):
+ *
+ *   PreemptionByKubeScheduler (v1.26), PreemptionByScheduler (v1.27+),
+ *   status.reason Preempting (the kubelet's, for a critical pod)       preempted
+ *   DeletionByTaintManager (NoExecute taint: a node not ready or
+ *   unreachable), DeletionByPodGC (a pod of a deleted node),
+ *   status.reason NodeLost, Terminated or Shutdown (the node shut
+ *   down: graceful node shutdown)                                    node lost
+ *   EvictionByEvictionAPI, TerminationByKubelet (node pressure),
+ *   status.reason Evicted, any other DisruptionTarget reason         evicted
+ *
+ * A rank that failed (a non-zero exit or a signal) is charged to its node, with the reason
+ * quarantine_attribute() reads from its exit code, signal and the backend's words beyond the
+ * status (the container's reason, such as OOMKilled; the pod's message when no container
+ * ran; the last line of the worker's own error report):
+ *
+ *   "rank N (host:port) lost: ..." (the worker names a lost peer)      lost_peer, not charged:
+ *                                    the peer's end is the cause, not this node
+ *   OOMKilled, "out of memory"                                        oom_killed
+ *   NCCL, CUDA, Xid                                                   gpu_error
+ *   "the pod failed..." (no container status: the kubelet refused
+ *   the pod, e.g. UnexpectedAdmissionError from a device plugin)     pod_failed
+ *   a signal                                                          signal
+ *   otherwise                                                         exit_code
+ */
+typedef enum quarantine_cause {
+    QUARANTINE_CAUSE_NONE = 0, /* nothing in the pod's status says it was taken away */
+    QUARANTINE_CAUSE_EVICTED,
+    QUARANTINE_CAUSE_PREEMPTED,
+    QUARANTINE_CAUSE_NODE_LOST,
+} quarantine_cause;
+
+/* status_reason, disruption_reason: NULL when absent. */
+quarantine_cause quarantine_pod_cause(const char *status_reason, const char *disruption_reason);
+
+typedef struct quarantine_charge {
+    int charge;         /* 1: the rank's node answers for the end */
+    const char *reason; /* "exit_code", "signal", "oom_killed", "gpu_error", "pod_failed",
+                           "lost_peer" (static) */
+} quarantine_charge;
+
+/* A failed rank's end: exit_code (-1: none), signal (0: none), detail (NULL or ""). */
+quarantine_charge quarantine_attribute(int exit_code, int signal, const char *detail);
+
 #endif

@@ -614,7 +614,9 @@ static void rank_ended(sched *s, sjob *j, const backend_event *ev)
         if (k->node && j->cause == END_NONE) { /* the attempt's failure: its node's too */
             size_t n = strlen(msg);
             snprintf(msg + n, sizeof msg - n, " on node %s", k->node);
-            sched_nodes_charge(s, j, ev->rank, ev, msg, sizeof msg);
+            /* unless the rank says another ended it (a lost peer): quarantine.h */
+            if (quarantine_attribute(ev->exit_code, ev->signal, ev->detail).charge)
+                sched_nodes_charge(s, j, ev->rank, ev, msg, sizeof msg);
         }
         TY_LOG(TY_LOG_INFO, "rank ended", "{s:s, s:i, s:i, s:s}", "job_id", j->id, "attempt",
                j->attempt, "rank", ev->rank, "cause", msg);

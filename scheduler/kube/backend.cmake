@@ -11,6 +11,6 @@ add_library(ty_kube_backend STATIC
   ${CMAKE_CURRENT_LIST_DIR}/kube_cluster.c
   ${CMAKE_CURRENT_LIST_DIR}/kube_logs.c)
 ty_target(ty_kube_backend)
-target_link_libraries(ty_kube_backend PUBLIC ty_kube_informer ty_kube_inventory ty_kube_render
+target_link_libraries(ty_kube_backend PUBLIC ty_kube_informer ty_kube_inventory ty_kube_render ty_quarantine
                       ty_kube_client ty_ranklog
                       ty_common PkgConfig::JANSSON Threads::Threads)

@@ -18,6 +18,7 @@
 
 #include "common/ty_time.h"
 #include "scheduler/kube/placement.h"
+#include "scheduler/quarantine.h"
 
 static const json_t *md(const json_t *o, const char *key)
 {
@@ -97,26 +98,50 @@ static const json_t *container(const json_t *pod)
                           0);
 }
 
-/* A DisruptionTarget condition's reason as the interface's disruption; 0 when none. */
+/* What the pod's status.reason and DisruptionTarget condition say took it away, as the
+ * interface's disruption (quarantine_pod_cause() decides); 0 when nothing did. */
 static backend_disruption disruption_of(const json_t *pod, char *why, size_t len)
 {
     const char *reason = str(pod, "status", "reason");
     const json_t *dt = condition(pod, "DisruptionTarget");
     const char *dr = dt && condition_true(pod, "DisruptionTarget") ? str(dt, "reason", NULL)
                                                                    : NULL;
-    const char *msg = dt ? str(dt, "message", NULL) : str(pod, "status", "message");
+    const char *msg = dr ? str(dt, "message", NULL) : str(pod, "status", "message");
     backend_disruption d = 0;
-    if ((reason && !strcmp(reason, "Preempting")) ||
-        (dr && !strcmp(dr, "PreemptionByKubeScheduler")))
+    switch (quarantine_pod_cause(reason, dr)) {
+    case QUARANTINE_CAUSE_PREEMPTED:
         d = BACKEND_DISRUPT_PREEMPTED;
-    else if (dr && (!strcmp(dr, "DeletionByTaintManager") || !strcmp(dr, "DeletionByPodGC")))
+        break;
+    case QUARANTINE_CAUSE_NODE_LOST:
         d = BACKEND_DISRUPT_NODE_LOST;
-    else if ((reason && !strcmp(reason, "Evicted")) || dr)
+        break;
+    case QUARANTINE_CAUSE_EVICTED:
         d = BACKEND_DISRUPT_EVICTED;
+        break;
+    case QUARANTINE_CAUSE_NONE:
+        break;
+    }
     if (d)
         kb_fmt(why, len, "%s%s%s", dr ? dr : reason ? reason : "", msg ? ": " : "",
                  msg ? msg : "");
     return d;
+}
+
+/* The last line of text that is not blank (its length in *len), or NULL. */
+static const char *last_line(const char *text, size_t *len)
+{
+    if (!text)
+        return NULL;
+    size_t end = strlen(text);
+    while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r' || text[end - 1] == ' '))
+        end--;
+    if (end == 0)
+        return NULL;
+    size_t start = end;
+    while (start > 0 && text[start - 1] != '\n')
+        start--;
+    *len = end - start;
+    return text + start;
 }
 
 static void end_failed(kbe *kb, backend_attempt *a, int r, const json_t *pod, uint64_t t0)
@@ -146,9 +171,13 @@ static void end_failed(kbe *kb, backend_attempt *a, int r, const json_t *pod, ui
         ev.disruption = BACKEND_DISRUPT_RECLAIMED;
     } else {
         ev.kind = BACKEND_EV_EXITED;
+        size_t llen = 0;
+        const char *last = last_line(tmsg, &llen);
         if (treason && strcmp(treason, "Error") && strcmp(treason, "Completed"))
-            kb_fmt(ev.detail, sizeof ev.detail, "%s%s%s", treason, tmsg ? ": " : "",
-                     tmsg ? tmsg : "");
+            kb_fmt(ev.detail, sizeof ev.detail, "%s%s%.*s", treason, last ? ": " : "",
+                   (int)llen, last ? last : "");
+        else if (last) /* the worker's own words: the end of its log (FallbackToLogsOnError) */
+            kb_fmt(ev.detail, sizeof ev.detail, "%.*s", (int)llen, last);
         else if (!term)
             kb_fmt(ev.detail, sizeof ev.detail, "the pod failed: %s",
                      str(pod, "status", "message") ? str(pod, "status", "message")

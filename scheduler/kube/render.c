@@ -526,6 +526,10 @@ static json_t *pod_spec(const kube_profile *p, const view *in, const need *n, co
     set(c, "resources",
         json_pack("{s:{s:s, s:s}, s:o}", "requests", "cpu", cpu, "memory", mem, "limits", limits),
         &bad);
+    /* A failed rank's last log lines become its terminated state's message: the worker's own
+     * error report (a lost peer, an NCCL or CUDA error) reaches the backend with its end, and
+     * the node ledger charges the right node (scheduler/quarantine.h). */
+    set(c, "terminationMessagePolicy", json_string("FallbackToLogsOnError"), &bad);
 
     /* /dev/shm first: NCCL and data loaders need more than the runtime's 64 MiB default. */
     json_t *vols = json_array();

@@ -8,7 +8,8 @@
  * jobs failed three times is taken out of rotation (an event on the job, the node listed with
  * its evidence, a metric), the next gang goes elsewhere and its Job excludes the node by name;
  * the quarantine outlives a server restart; an admin releases it and placement uses the node
- * again; a quarantine also ends on its own after release_seconds.
+ * again; a quarantine also ends on its own after release_seconds. Evictions and a rank naming a
+ * lost peer are not charged to the node; the evidence names each failure's kind.
  *
  * Usage: test_kube_cluster TRAINYARD OPENAPI FAKE_APISERVER (CTest passes them).
  */
@@ -626,6 +627,62 @@ static void test_group_named_otherwise(void **state)
     fake_ctl("DELETE", "/fake/nodes/usw2c-a100-od-9", NULL);
 }
 
+/* The name of the attempt's one pod (static buffer), once bound. */
+static const char *pod_name(const char *job, int attempt)
+{
+    static char name[256];
+    wait_bound(job, attempt);
+    json_t *items = fake_list(PODS, job, attempt);
+    snprintf(name, sizeof name, "%s",
+             ty_json_str(json_object_get(json_array_get(items, 0), "metadata"), "name"));
+    json_decref(items);
+    return name;
+}
+
+/* The attempt's pod writes text to its log, as its container would. */
+static void pod_log(const char *job, int attempt, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/fake/pods/" NS "/%s/log", pod_name(job, attempt));
+    fake_ctl("POST", path, text);
+}
+
+/*
+ * Ends that are not the node's are not charged to it: a rank evicted through the Eviction API
+ * (its pod's DisruptionTarget condition says EvictionByEvictionAPI), and a rank that failed
+ * naming a lost peer in its last words (the kubelet's FallbackToLogsOnError hands the end of its
+ * log over). The job's events say both; the node ledger counts neither.
+ */
+static void test_ends_not_charged(void **state)
+{
+    (void)state;
+    char id[64], path[512];
+    long long before = metric("trainyard_node_failures_total");
+    assert_true(before >= 0);
+    node_ctl(NODE_GOOD, "taint", HOLD);
+    submit("not-the-node", 0, id);
+    assert_string_equal(wait_bound(id, 1), NODE_BAD);
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    wait_state(id, "RUNNING");
+    snprintf(path, sizeof path, "/fake/pods/" NS "/%s/evict", pod_name(id, 1));
+    fake_ctl("POST", path, "{}");
+
+    /* Evicted: placed again, no restart spent; the second attempt names a lost peer. */
+    assert_string_equal(wait_bound(id, 2), NODE_BAD);
+    set_phase(id, 2, "{\"phase\": \"Running\"}");
+    pod_log(id, 2,
+            "epoch 1 loss 0.52\n"
+            "trainyard-worker: rank 1 (10.0.3.7:29500) lost: connection reset by peer\n");
+    set_phase(id, 2, "{\"phase\": \"Failed\", \"exitCode\": 1}");
+    wait_state(id, "FAILED");
+    if (!has_event(id, "rank 1 (10.0.3.7:29500) lost: connection reset by peer")) {
+        dump(id);
+        fail_msg("the rank's last words are not in its end");
+    }
+    assert_int_equal(metric("trainyard_node_failures_total"), before);
+    node_ctl(NODE_GOOD, "untaint", "{\"key\": \"test.trainyard.io/hold\"}");
+}
+
 /*
  * Two jobs fail three times on one node (the other A100 node of the zone held by a taint):
  * the node is quarantined, the next gang goes to the other node and its Job excludes the
@@ -638,6 +695,9 @@ static void test_quarantine_release_by_admin(void **state)
     char a[64], b[64];
     node_ctl(NODE_GOOD, "taint", HOLD);
     submit("flaky-a", 1, a);
+    wait_bound(a, 1);
+    pod_log(a, 1, "step 10\nRuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled "
+                  "cuda error\n");
     fail_on(a, 1, NODE_BAD, "{\"phase\": \"Failed\", \"exitCode\": 1}");
     fail_on(a, 2, NODE_BAD, "{\"phase\": \"Failed\", \"exitCode\": 137, \"reason\": \"OOMKilled\"}");
     wait_state(a, "FAILED");
@@ -656,10 +716,12 @@ static void test_quarantine_release_by_admin(void **state)
     const json_t *ev = json_object_get(q, "evidence");
     assert_int_equal(json_array_size(ev), 3);
     static const int codes[] = {1, 137, 2};
+    static const char *const reasons[] = {"gpu_error", "oom_killed", "exit_code"};
     for (size_t i = 0; i < 3; i++) {
         const json_t *f = json_array_get(ev, i);
         assert_string_equal(ty_json_str(f, "job_id"), i < 2 ? a : b);
         assert_int_equal(json_integer_value(json_object_get(f, "exit_code")), codes[i]);
+        assert_string_equal(ty_json_str(f, "reason"), reasons[i]);
         assert_non_null(json_string_value(json_object_get(f, "time")));
     }
     assert_non_null(strstr(ty_json_str(json_array_get(ev, 1), "cause"), "OOMKilled"));
@@ -765,6 +827,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_node_group),
         cmocka_unit_test(test_group_named_otherwise),
+        cmocka_unit_test(test_ends_not_charged),
         cmocka_unit_test(test_quarantine_release_by_admin),
         cmocka_unit_test(test_quarantine_release_by_time),
     };

@@ -3,6 +3,8 @@
  * notices: a node that ended attempts of several jobs often enough within the window is taken
  * out of rotation with a sentence saying so; one job failing again and again on a node, old
  * failures and and failures before a release do not take it away; a quarantine lasts release_seconds.
+ * A rank taken away (evicted, preempted, its node lost) or naming a lost peer is not its node's
+ * failure; the others are charged with their kind (OOMKilled, a GPU error, ...).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,11 +97,94 @@ static void test_defaults(void **state)
     assert_int_equal(p.release_seconds, 86400);
 }
 
+/*
+ * What a pod's status says took it away (the reasons of Kubernetes v1.26 and later): a pod taken
+ * away is not charged to its node, whatever its container's exit code.
+ */
+static void test_pod_causes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *status_reason, *disruption;
+        quarantine_cause want;
+    } table[] = {
+        {NULL, NULL, QUARANTINE_CAUSE_NONE},
+        {"", "", QUARANTINE_CAUSE_NONE},
+        {"UnexpectedAdmissionError", NULL, QUARANTINE_CAUSE_NONE}, /* the node refused it */
+        {"OutOfnvidia.com/gpu", NULL, QUARANTINE_CAUSE_NONE},
+        {NULL, "PreemptionByKubeScheduler", QUARANTINE_CAUSE_PREEMPTED}, /* v1.26 */
+        {NULL, "PreemptionByScheduler", QUARANTINE_CAUSE_PREEMPTED},     /* v1.27+ */
+        {"Preempting", NULL, QUARANTINE_CAUSE_PREEMPTED},
+        {NULL, "DeletionByTaintManager", QUARANTINE_CAUSE_NODE_LOST},
+        {NULL, "DeletionByPodGC", QUARANTINE_CAUSE_NODE_LOST},
+        {"NodeLost", NULL, QUARANTINE_CAUSE_NODE_LOST},
+        {"Terminated", NULL, QUARANTINE_CAUSE_NODE_LOST}, /* graceful node shutdown */
+        {"Shutdown", NULL, QUARANTINE_CAUSE_NODE_LOST},
+        {NULL, "EvictionByEvictionAPI", QUARANTINE_CAUSE_EVICTED},
+        {"Evicted", "TerminationByKubelet", QUARANTINE_CAUSE_EVICTED}, /* node pressure */
+        {"Evicted", NULL, QUARANTINE_CAUSE_EVICTED},
+        {NULL, "SomeFutureReason", QUARANTINE_CAUSE_EVICTED},
+        /* the condition's reason is the more precise */
+        {"Evicted", "DeletionByTaintManager", QUARANTINE_CAUSE_NODE_LOST},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        quarantine_cause got = quarantine_pod_cause(table[i].status_reason, table[i].disruption);
+        if (got != table[i].want)
+            fail_msg("status.reason %s, DisruptionTarget %s: got %d, want %d",
+                     table[i].status_reason ? table[i].status_reason : "(none)",
+                     table[i].disruption ? table[i].disruption : "(none)", (int)got,
+                     (int)table[i].want);
+    }
+}
+
+/*
+ * A failed rank's end: charged to its node with the kind of failure, unless the rank names a
+ * lost peer (the worker's "rank N (host:port) lost: ..."): then the peer ended it.
+ */
+static void test_attribution(void **state)
+{
+    (void)state;
+    static const struct {
+        int exit_code, signal;
+        const char *detail, *reason;
+        int charge;
+    } table[] = {
+        {1, 0, NULL, "exit_code", 1},
+        {1, 0, "", "exit_code", 1},
+        {-1, 9, "", "signal", 1},
+        {137, 0, "OOMKilled", "oom_killed", 1},
+        {-1, 9, "out of memory: the kernel killed it at its limit of 2Gi", "oom_killed", 1},
+        {1, 0, "trainyard-worker: NCCL error: unhandled cuda error", "gpu_error", 1},
+        {1, 0, "RuntimeError: CUDA error: an illegal memory access was encountered",
+         "gpu_error", 1},
+        {1, 0, "NVRM: Xid (PCI:0000:10:1c): 79, GPU has fallen off the bus", "gpu_error", 1},
+        {-1, 0, "the pod failed: Pod was rejected: UnexpectedAdmissionError", "pod_failed", 1},
+        {1, 0, "trainyard-worker: rank 1 (10.0.3.7:29500) lost: connection reset", "lost_peer",
+         0},
+        {1, 0, "rank 12 (usw2a-a100-od-1:29500) lost: no word for 30 s", "lost_peer", 0},
+        /* the same words about itself or about nothing are not a lost peer */
+        {1, 0, "rank 1 exited with code 1 (lost) on node n", "exit_code", 1},
+        {1, 0, "rank x (h:1) lost", "exit_code", 1},
+        /* how the node ledger keeps it: the rank's end as its job's event says it */
+        {137, 0, "rank 0 exited with code 137 (OOMKilled) on node usw2a-a100-od-0",
+         "oom_killed", 1},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        quarantine_charge c =
+            quarantine_attribute(table[i].exit_code, table[i].signal, table[i].detail);
+        if (c.charge != table[i].charge || strcmp(c.reason, table[i].reason))
+            fail_msg("\"%s\": got charge=%d %s", table[i].detail ? table[i].detail : "(null)",
+                     c.charge, c.reason);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_pod_causes),
+        cmocka_unit_test(test_attribution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -247,6 +247,10 @@ void fk_log_write(fk_store *st, const char *key, const char *data, size_t len, i
 int fk_log_parse_since(const char *v, int64_t *since_s);
 /* Where the last tail lines of a stored log begin (tail < 0: 0). */
 size_t fk_log_tail_start(const char *stored, long tail);
+/* What the kubelet makes a failed container's terminated.message of under
+ * terminationMessagePolicy FallbackToLogsOnError: the plain text of the log of key's last 80
+ * lines, at most their last 2,048 bytes (new); NULL when the log is empty. Lock held. */
+char *fk_log_termination_message(fk_store *st, const char *key);
 /* stored[from, to) as pods/log answers it (new, NUL-terminated, *len bytes); at_start: from is
  * at a line's start. limitBytes is the caller's. */
 char *fk_log_render(const char *stored, size_t from, size_t to, int at_start,

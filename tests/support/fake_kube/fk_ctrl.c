@@ -1182,6 +1182,18 @@ int fk_pod_set_phase(fk_store *st, const char *ns, const char *name, const char 
                               : !strcmp(phase, "Succeeded") ? "Completed"
                                                             : "Error",
                               "startedAt", start, "finishedAt", now, "containerID", cid);
+        /* A container that failed says why in the end of its log, as the kubelet reads it
+         * under FallbackToLogsOnError (the termination-log file is empty here). */
+        if (!running && strcmp(phase, "Succeeded") && exit_code != 0 &&
+            !strcmp(fk_str(c, "terminationMessagePolicy"), "FallbackToLogsOnError")) {
+            char key[512];
+            snprintf(key, sizeof key, "%s/%s", ns, name);
+            char *msg = fk_log_termination_message(st, key);
+            if (msg && state)
+                json_object_set_new(json_object_get(state, "terminated"), "message",
+                                    json_string(msg));
+            free(msg);
+        }
         json_array_append_new(cstats,
                               json_pack("{s:s, s:o, s:{}, s:b, s:i, s:s, s:s, s:s, s:b}", "name",
                                         fk_str(c, "name"), "state", state, "lastState", "ready",

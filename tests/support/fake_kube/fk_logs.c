@@ -165,6 +165,22 @@ size_t fk_log_tail_start(const char *stored, long tail)
     return 0;
 }
 
+/* The kubelet's kubecontainer.MaxContainerTerminationMessageLogLines and ...LogLength. */
+#define TERMINATION_LINES 80
+#define TERMINATION_BYTES 2048
+
+char *fk_log_termination_message(fk_store *st, const char *key)
+{
+    const char *stored = json_string_value(json_object_get(st->logs, key));
+    if (!stored || !*stored)
+        return NULL;
+    size_t len = 0;
+    char *text = plain(stored + fk_log_tail_start(stored, TERMINATION_LINES), &len);
+    if (text && len > TERMINATION_BYTES) /* a ring of that size keeps the end */
+        memmove(text, text + len - TERMINATION_BYTES, TERMINATION_BYTES + 1);
+    return text;
+}
+
 char *fk_log_render(const char *stored, size_t from, size_t to, int at_start,
                     const fk_log_opts *o, size_t *len)
 {
