@@ -324,6 +324,7 @@ static ty_err inode_make(const kube_inv *inv, const json_t *node, inode *in, kub
     for (size_t g = 0; group && g < inv->ngroups; g++)
         if (!strcmp(inv->groups[g], group))
             in->group = (int)g;
+    out->stray_group = in->group < 0 ? group : NULL;
     return TY_OK;
 }
 

@@ -11,8 +11,8 @@
  *
  * What a node contributes: its name, zone (topology.kubernetes.io/zone), labels, taints,
  * allocatable nvidia.com/gpu, cpu, memory, ephemeral-storage and pods, Ready condition,
- * spec.unschedulable, and the node group named by its eks.amazonaws.com/nodegroup label when
- * that group is one of the profile's. What a pod contributes: one pod slot, the nvidia.com/gpu it
+ * spec.unschedulable, and the node group named by its eks.amazonaws.com/nodegroup label: counted
+ * in that group's size when it is one of the profile's, else kept as the node's stray_group. What a pod contributes: one pod slot, the nvidia.com/gpu it
  * asks for (kube_inv_pod_gpus()) and its CPU, memory and ephemeral-storage requests
  * (kube_inv_pod_requests()), counted on spec.nodeName while it is bound and has not ended (phase
  * neither Succeeded nor Failed), whoever's pod it is: the backend feeds it every bound pod of the

@@ -16,7 +16,6 @@
 #include "common/ty_quantity.h"
 
 #define GPU_PRODUCT_LABEL "nvidia.com/gpu.product"
-#define GROUP_LABEL "eks.amazonaws.com/nodegroup"
 
 /* The resources a rank is counted by, each alone (slots a node has for it). */
 enum { RES_GPU, RES_PODS, RES_CPU, RES_MEMORY, RES_EPHEMERAL, RES_N };
@@ -245,14 +244,6 @@ static int group_size(const kube_inventory *inv, const char *name)
     return 0;
 }
 
-static const char *label_value(const kube_node *n, const char *key)
-{
-    for (size_t i = 0; i < n->nlabels; i++)
-        if (!strcmp(n->labels[i].key, key))
-            return n->labels[i].value;
-    return NULL;
-}
-
 static int has_class_labels(const kube_node *n, const kube_node_class *c)
 {
     for (size_t i = 0; c && i < c->nlabels; i++)
@@ -281,11 +272,9 @@ size_t kube_group_mismatch(const kube_profile *p, const kube_inventory *inv,
         return 0;
     for (size_t i = 0; i < inv->nnodes && n < max; i++) {
         const kube_node *node = &inv->nodes[i];
-        if (!node->zone || strcmp(node->zone, grp->zone))
-            continue;
-        const char *name = label_value(node, GROUP_LABEL);
-        if (!name || profile_has_group(p, name) || !has_class_labels(node, gpu) ||
-            !has_class_labels(node, cap))
+        const char *name = node->stray_group;
+        if (!name || !node->zone || strcmp(node->zone, grp->zone) || profile_has_group(p, name) ||
+            !has_class_labels(node, gpu) || !has_class_labels(node, cap))
             continue;
         int seen = 0;
         for (size_t k = 0; k < n && !seen; k++)

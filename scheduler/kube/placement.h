@@ -64,6 +64,8 @@ typedef struct kube_node {
     kube_res requested;   /* summed over the same pods as gpus_requested (pods: their number) */
     int ready;            /* the Ready condition is True */
     int unschedulable;    /* spec.unschedulable (cordoned) */
+    const char *stray_group; /* its eks.amazonaws.com/nodegroup label when that names no node
+                                group of the profile, else NULL (inventory.h fills it) */
 } kube_node;
 
 /* A node group's current size as the autoscaler sees it; its other facts come from the profile. */
@@ -154,9 +156,10 @@ ty_err kube_largest_node(const kube_profile *p, const kube_inventory *inv, const
  * name (its size in inv is 0) and nodes of grp's zone carrying the labels of its GPU type and
  * of its capacity type name in their eks.amazonaws.com/nodegroup label a group the profile does
  * not have - a profile written with other names than the cluster's (p4d-od-2a against
- * p4d-ondemand-2a). names (may be NULL) gets them, each once, at most max, borrowed from the
- * nodes' labels; returns how many there are (0: no mismatch). Readiness and cordons do not
- * matter: the node says what the group is called either way.
+ * p4d-ondemand-2a). names gets them, each once, at most max (>= 1), borrowed from the nodes;
+ * returns how many it found (0: no mismatch). Readiness and cordons do not matter: the node says
+ * what the group is called either way. The nodes' stray_group says which groups the profile
+ * lacks, so that a cluster whose nodes are all in the profile's groups costs one test a node.
  */
 size_t kube_group_mismatch(const kube_profile *p, const kube_inventory *inv,
                            const kube_node_group *grp, const char **names, size_t max);

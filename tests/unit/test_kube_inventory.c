@@ -44,6 +44,7 @@ static json_t *pod(const char *name, const char *node_name, int gpus, const char
 
 typedef struct seen {
     char names[8][64];
+    char stray[8][64]; /* each node's stray_group, "" for none */
     int alloc[8], used[8], ready[8], ntaints[8];
     size_t n;
     int sizes[2];
@@ -60,6 +61,8 @@ static ty_err look(void *ud, kube_inv_view *view)
         s->used[i] = view->nodes[i].gpus_requested;
         s->ready[i] = view->nodes[i].ready;
         s->ntaints[i] = (int)view->nodes[i].ntaints;
+        snprintf(s->stray[i], sizeof s->stray[i], "%s",
+                 view->nodes[i].stray_group ? view->nodes[i].stray_group : "");
     }
     snprintf(s->zone0, sizeof s->zone0, "%s", view->nnodes ? view->nodes[0].zone : "");
     assert_int_equal(view->ngroups, 2);
@@ -122,6 +125,9 @@ static void test_nodes_and_pods(void **state)
     feed_node(inv, NULL, node("c0", "us-west-2c", "other-group", 8, 1));
     assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
     assert_int_equal(used_of(&s, "c0"), 2);
+    /* A node of a group that is not the profile's keeps its group's name apart. */
+    for (size_t i = 0; i < s.n; i++)
+        assert_string_equal(s.stray[i], strcmp(s.names[i], "c0") ? "" : "other-group");
     assert_int_equal(used_of(&s, "b0"), 4); /* the last view's booking was on a copy */
 
     /* The pod is bound elsewhere, then ends: its GPUs move, then free. */

@@ -564,6 +564,10 @@ static void in_group(cluster *c, kube_node *n, const char *name)
     size_t i = (size_t)(n - c->nodes);
     assert_true(n->nlabels < MAX_LABELS);
     c->labels[i][n->nlabels++] = (kube_label){"eks.amazonaws.com/nodegroup", (char *)name};
+    int known = 0; /* as the inventory sees it */
+    for (size_t g = 0; g < prof->ngroups; g++)
+        known |= !strcmp(prof->groups[g].name, name);
+    n->stray_group = known ? NULL : name;
 }
 
 static kube_gang a100_od(int count, const char *zone)
