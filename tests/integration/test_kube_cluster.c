@@ -619,7 +619,11 @@ static void test_group_named_otherwise(void **state)
 
     submit_gang("one-in-2c", 1, "us-west-2c", one);
     assert_string_equal(wait_bound(one, 1), "usw2c-a100-od-9");
-    assert_true(has_event(one, "placed in us-west-2c: its rank fits on existing nodes"));
+    said = 0; /* the loop records the backend's events as it gets to them */
+    for (int t = 0; t < WAIT_S * 10 && !said; t++)
+        if (!(said = has_event(one, "placed in us-west-2c: its rank fits on existing nodes")))
+            ty_sleep_ms(100);
+    assert_true(said);
     set_phase(one, 1, "{\"phase\": \"Running\"}");
     wait_state(one, "RUNNING");
     set_phase(one, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
