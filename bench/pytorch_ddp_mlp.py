@@ -15,12 +15,10 @@ The timed region is the training loop only (data loading, process start and the 
 --warmup steps excluded), like trainyard-worker's samples_per_s.
 """
 import argparse
-import gzip
 import json
 import math
 import os
 import socket
-import struct
 import sys
 import time
 
@@ -30,17 +28,10 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-
-def read_idx(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    zero, dtype, ndims = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype != 0x08:
-        raise ValueError(f"{path}: not an idx file of unsigned bytes")
-    dims = struct.unpack(">" + "I" * ndims, raw[4:4 + 4 * ndims])
-    data = torch.frombuffer(bytearray(raw[4 + 4 * ndims:]), dtype=torch.uint8)
-    return data.reshape(dims)
+# The idx reader of the PyTorch example (examples/pytorch-ddp/train.py): one parser of the files.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                "pytorch-ddp"))
+from train import read_idx  # noqa: E402
 
 
 def find(data_dir, split, kind, nd):
