@@ -326,10 +326,13 @@ class CuttingProxy:
         self.cut()
 
 
-def test_wait_resumes_after_the_stream_is_cut(server, tmp_path, no_client_config):
+def wait_through_proxy(server, tmp_path, name):
+    """A job that runs until the file go exists, RUNNING, and a thread waiting for it through a
+    CuttingProxy, its stream answered: (admin client, job, go, proxy, waiter, result), where
+    result["job"] is wait()'s answer once the waiter has ended."""
     go = tmp_path / "go"
     admin = trainyard.Client(server.url, server.admin_token)
-    j = admin.submit(job("long", f"while [ ! -e {go} ]; do sleep 0.05; done"))
+    j = admin.submit(job(name, f"while [ ! -e {go} ]; do sleep 0.05; done"))
     until(lambda: admin.get(j["id"])["state"] == "RUNNING", what="RUNNING")
     proxy = CuttingProxy(server.port)
     c = trainyard.Client(proxy.url, server.admin_token)
@@ -337,6 +340,11 @@ def test_wait_resumes_after_the_stream_is_cut(server, tmp_path, no_client_config
     waiter = threading.Thread(target=lambda: result.update(job=c.wait(j["id"])))
     waiter.start()
     until(lambda: proxy.answered >= 1, what="the stream to be answered")
+    return admin, j, go, proxy, waiter, result
+
+
+def test_wait_resumes_after_the_stream_is_cut(server, tmp_path, no_client_config):
+    admin, j, go, proxy, waiter, result = wait_through_proxy(server, tmp_path, "long")
     proxy.cut()
     until(lambda: len(proxy.heads) >= 2, what="the stream to be resumed")
     go.touch()
@@ -348,16 +356,7 @@ def test_wait_resumes_after_the_stream_is_cut(server, tmp_path, no_client_config
 
 
 def test_wait_resumes_across_a_server_restart(server, tmp_path, no_client_config):
-    go = tmp_path / "go"
-    admin = trainyard.Client(server.url, server.admin_token)
-    j = admin.submit(job("survivor", f"while [ ! -e {go} ]; do sleep 0.05; done"))
-    until(lambda: admin.get(j["id"])["state"] == "RUNNING", what="RUNNING")
-    proxy = CuttingProxy(server.port)
-    c = trainyard.Client(proxy.url, server.admin_token)
-    result = {}
-    waiter = threading.Thread(target=lambda: result.update(job=c.wait(j["id"])))
-    waiter.start()
-    until(lambda: proxy.answered >= 1, what="the stream to be answered")
+    admin, j, go, proxy, waiter, result = wait_through_proxy(server, tmp_path, "survivor")
     server.stop()
     server.start()
     go.touch()
