@@ -90,10 +90,9 @@ static void node_ctl(const char *node, const char *what, const char *body)
 
 static json_t *fake_list(const char *collection, const char *job, int attempt)
 {
-    char path[512];
-    snprintf(path, sizeof path,
-             "%s?labelSelector=trainyard.io%%2Fjob-id%%3D%s%%2Ctrainyard.io%%2Fattempt%%3D%d",
-             collection, job, attempt);
+    char sel[256], path[512];
+    fk_selector(sel, sizeof sel, job, attempt);
+    snprintf(path, sizeof path, "%s?labelSelector=%s", collection, sel);
     fresp r = fake_call("GET", path, NULL);
     if (r.status != 200)
         fail_msg("GET %s: HTTP %ld", path, r.status);
@@ -122,23 +121,12 @@ static const char *wait_bound(const char *job, int attempt)
     return NULL;
 }
 
-/* The attempt's pods move to the phase in body; asked again while the fake answers 409. */
+/* The attempt's pods move to the phase in body (fk_set_phase()). */
 static void set_phase(const char *job, int attempt, const char *body)
 {
-    char path[512];
-    snprintf(path, sizeof path,
-             "/fake/pods/" NS "/phase?labelSelector=trainyard.io%%2Fjob-id%%3D%s%%2C"
-             "trainyard.io%%2Fattempt%%3D%d",
-             job, attempt);
-    for (int i = 0;; i++) {
-        fresp r = fake_call("POST", path, body);
-        json_decref(r.json);
-        if (r.status == 200)
-            return;
-        if (r.status != 409 || i == WAIT_S * 10)
-            fail_msg("POST %s: HTTP %ld", path, r.status);
-        ty_sleep_ms(100);
-    }
+    long st = fk_set_phase(g_fake, FAKE_TOKEN, NS, job, attempt, body, WAIT_S * 10);
+    if (st != 200)
+        fail_msg("attempt %d of %s: setting its pods' phase: HTTP %ld", attempt, job, st);
 }
 
 /* ---- the server ---------------------------------------------------------------------------- */

@@ -74,21 +74,12 @@ static long fake_call(const char *method, const char *path, const char *body, js
     return st;
 }
 
-static void selector(char *buf, size_t len, const char *job, int attempt)
-{
-    if (attempt > 0)
-        snprintf(buf, len, "trainyard.io%%2Fjob-id%%3D%s%%2Ctrainyard.io%%2Fattempt%%3D%d", job,
-                 attempt);
-    else
-        snprintf(buf, len, "trainyard.io%%2Fjob-id%%3D%s", job);
-}
-
 /* The list (new) of collection that the selector of job (and attempt, when > 0) picks. */
 static json_t *fake_list(const char *collection, const char *job, int attempt)
 {
     char sel[256], path[512];
     json_t *r = NULL;
-    selector(sel, sizeof sel, job, attempt);
+    fk_selector(sel, sizeof sel, job, attempt);
     snprintf(path, sizeof path, "%s?labelSelector=%s", collection, sel);
     if (fake_call("GET", path, NULL, &r) != 200)
         fail_msg("GET %s failed", path);
@@ -107,22 +98,14 @@ static size_t count_objects(const char *collection, const char *job, int attempt
  * asked again while the fake answers 409 (a pod not bound yet, or its Secret not there yet). */
 static void set_phase(const char *job, int attempt, const char *body)
 {
-    char sel[256], path[512];
     for (int i = 0; count_objects(PODS, job, attempt) == 0; i++) {
         if (i == WAIT_S * 10)
             fail_msg("attempt %d of %s: no pod", attempt, job);
         ty_sleep_ms(100);
     }
-    selector(sel, sizeof sel, job, attempt);
-    snprintf(path, sizeof path, "/fake/pods/" NS "/phase?labelSelector=%s", sel);
-    for (int i = 0;; i++) {
-        long st = fake_call("POST", path, body, NULL);
-        if (st == 200)
-            return;
-        if (st != 409 || i == WAIT_S * 10)
-            fail_msg("POST %s: HTTP %ld", path, st);
-        ty_sleep_ms(100);
-    }
+    long st = fk_set_phase(g_fake, FAKE_TOKEN, NS, job, attempt, body, WAIT_S * 10);
+    if (st != 200)
+        fail_msg("attempt %d of %s: setting its pods' phase: HTTP %ld", attempt, job, st);
 }
 
 /* ---- the server ---------------------------------------------------------- */
@@ -287,7 +270,7 @@ static void expect_preempted(const char *victim, const char *for_id, const char 
     assert_int_equal(count_objects(JOBS, victim, 1), 0);
     assert_int_equal(count_objects(PODS, victim, 1), 0);
     char sel[256], path[640], *text = NULL;
-    selector(sel, sizeof sel, victim, 1);
+    fk_selector(sel, sizeof sel, victim, 1);
     snprintf(path, sizeof path, PODS "?watch=1&labelSelector=%s&resourceVersion=%s&timeoutSeconds=1",
              sel, rv);
     assert_int_equal(fake_text("GET", path, NULL, &text), 200);

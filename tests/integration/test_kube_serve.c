@@ -96,19 +96,10 @@ static json_t *fake_list(const char *collection, const char *selector)
 #define PODS "/api/v1/namespaces/" NS "/pods"
 #define SERVICES "/api/v1/namespaces/" NS "/services"
 
-static void selector(char *buf, size_t len, const char *job, int attempt)
-{
-    if (attempt > 0)
-        snprintf(buf, len, "trainyard.io%%2Fjob-id%%3D%s%%2Ctrainyard.io%%2Fattempt%%3D%d", job,
-                 attempt);
-    else
-        snprintf(buf, len, "trainyard.io%%2Fjob-id%%3D%s", job);
-}
-
 static size_t count_objects(const char *collection, const char *job, int attempt)
 {
     char sel[256];
-    selector(sel, sizeof sel, job, attempt);
+    fk_selector(sel, sizeof sel, job, attempt);
     json_t *items = fake_list(collection, sel);
     size_t n = json_array_size(items);
     json_decref(items);
@@ -119,7 +110,7 @@ static size_t count_objects(const char *collection, const char *job, int attempt
 static json_t *wait_pods_bound(const char *job, int attempt, size_t n)
 {
     char sel[256];
-    selector(sel, sizeof sel, job, attempt);
+    fk_selector(sel, sizeof sel, job, attempt);
     for (int i = 0; i < WAIT_S * 10; i++) {
         json_t *items = fake_list(PODS, sel);
         size_t bound = 0, k;
@@ -138,24 +129,12 @@ static json_t *wait_pods_bound(const char *job, int attempt, size_t n)
     return NULL;
 }
 
-/* Every pod of the attempt moves to phase (a kubelet would). */
-/* Moves every pod of the attempt to the phase in body. The fake answers 409 while a pod is not
- * bound or its attempt's Secret (created just after the Job) is not there yet, as the kubelet
- * waits for it: asked again until it is. */
+/* Moves every pod of the attempt to the phase in body (fk_set_phase()). */
 static void set_phase(const char *job, int attempt, const char *body)
 {
-    char sel[256], path[512];
-    selector(sel, sizeof sel, job, attempt);
-    snprintf(path, sizeof path, "/fake/pods/" NS "/phase?labelSelector=%s", sel);
-    for (int i = 0;; i++) {
-        fresp r = fake_call("POST", path, body);
-        json_decref(r.json);
-        if (r.status == 200)
-            return;
-        if (r.status != 409 || i == WAIT_S * 10)
-            fail_msg("POST %s: HTTP %ld", path, r.status);
-        ty_sleep_ms(100);
-    }
+    long st = fk_set_phase(g_fake, FAKE_TOKEN, NS, job, attempt, body, WAIT_S * 10);
+    if (st != 200)
+        fail_msg("attempt %d of %s: setting its pods' phase: HTTP %ld", attempt, job, st);
 }
 
 static const char *pod_node(const json_t *pod)
@@ -477,7 +456,7 @@ static void test_secrets(void **state)
            "{\"value\": \"hf_secret_for_the_kube_test_42\", \"secret\": true}}",
            id);
     json_t *pods = wait_pods_bound(id, 1, 2);
-    selector(sel, sizeof sel, id, 1);
+    fk_selector(sel, sizeof sel, id, 1);
     json_t *jobs = fake_list(JOBS, sel), *secrets = NULL;
     for (int i = 0; i < WAIT_S * 10; i++) {
         secrets = fake_list(SECRETS, sel);
@@ -744,7 +723,7 @@ static void test_logs_outlive_pods(void **state)
     fake_ctl(path, "{\"phase\": \"Failed\", \"exitCode\": 1}");
     pods = wait_pods_bound(id, 2, 2);
     char sel[256];
-    selector(sel, sizeof sel, id, 1);
+    fk_selector(sel, sizeof sel, id, 1);
     /* Whatever of attempt 1 is left goes, as the Job's TTL would take it. */
     snprintf(path, sizeof path, PODS "?labelSelector=%s", sel);
     json_decref(fake_call("DELETE", path, NULL).json);
@@ -834,7 +813,7 @@ static void test_oom_then_success(void **state)
     set_phase(id, 1, "{\"phase\": \"Running\"}");
     json_decref(wait_state(id, "RUNNING"));
     char sel[256], path[512];
-    selector(sel, sizeof sel, id, 1);
+    fk_selector(sel, sizeof sel, id, 1);
     json_t *pods = fake_list(PODS, sel);
     snprintf(path, sizeof path, "/fake/pods/" NS "/%s/phase",
              ty_json_str(json_object_get(json_array_get(pods, 1), "metadata"), "name"));

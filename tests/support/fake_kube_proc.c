@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -87,4 +88,29 @@ long fk_request(const char *base, const char *token, const char *method, const c
     curl_slist_free_all(hd);
     curl_easy_cleanup(h);
     return status;
+}
+
+void fk_selector(char *buf, size_t len, const char *job, int attempt)
+{
+    if (attempt > 0)
+        snprintf(buf, len, "trainyard.io%%2Fjob-id%%3D%s%%2Ctrainyard.io%%2Fattempt%%3D%d", job,
+                 attempt);
+    else
+        snprintf(buf, len, "trainyard.io%%2Fjob-id%%3D%s", job);
+}
+
+long fk_set_phase(const char *base, const char *token, const char *ns, const char *job,
+                  int attempt, const char *body, int tries)
+{
+    char sel[256], path[512];
+    fk_selector(sel, sizeof sel, job, attempt);
+    snprintf(path, sizeof path, "/fake/pods/%s/phase?labelSelector=%s", ns, sel);
+    for (int i = 0;; i++) {
+        char *text = NULL;
+        long st = fk_request(base, token, "POST", path, body, &text);
+        free(text);
+        if (st != 409 || i >= tries)
+            return st;
+        nanosleep(&(struct timespec){.tv_nsec = 100 * 1000000L}, NULL);
+    }
 }

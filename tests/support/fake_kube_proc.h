@@ -20,4 +20,17 @@ pid_t fk_proc_start(const char *binary, const char *token, const char *nodes,
 long fk_request(const char *base, const char *token, const char *method, const char *path,
                 const char *body, char **text);
 
+/* The labelSelector, URL-encoded, that picks job's objects: those of one attempt when
+ * attempt > 0 (the backend's labels trainyard.io/job-id and trainyard.io/attempt). */
+void fk_selector(char *buf, size_t len, const char *job, int attempt);
+
+/*
+ * Moves every pod of the attempt of job in namespace ns to the phase in body, as a kubelet
+ * would (POST /fake/pods/NS/phase). The fake answers 409 while a pod is not bound or its
+ * attempt's Secret is not there yet: asked again every 100 ms, at most tries more times.
+ * Returns the last HTTP status (200: done).
+ */
+long fk_set_phase(const char *base, const char *token, const char *ns, const char *job,
+                  int attempt, const char *body, int tries);
+
 #endif
