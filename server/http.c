@@ -93,7 +93,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -114,6 +113,7 @@
 #include "common/ty_buf.h"
 #include "common/ty_crypto.h"
 #include "common/ty_log.h"
+#include "common/ty_mem.h"
 #include "common/ty_time.h"
 #include "server/reqlog.h"
 #include "server/router.h"
@@ -227,7 +227,6 @@ struct http_server {
     pthread_mutex_t large_mu;        /* guards large_free */
     pthread_cond_t large_cv;
     unsigned large_free;             /* slots for large bodies not taken */
-    _Atomic int64_t last_trim_ms;    /* when malloc_trim() last ran (monotonic) */
     int stopped;
     atomic_long inflight;            /* requests between the 1st call and on_completed */
     atomic_int draining;             /* responses carry Connection: close */
@@ -1498,15 +1497,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     return finish_request(srv, c, st);
 }
 
-/* malloc_trim(0), unless it ran less than a second ago. */
-static void trim_now(http_server *srv)
-{
-    int64_t now = (int64_t)(ty_time_mono_ns() / 1000000u);
-    int64_t last = atomic_load(&srv->last_trim_ms);
-    if (now - last >= 1000 && atomic_compare_exchange_strong(&srv->last_trim_ms, &last, now))
-        malloc_trim(0);
-}
-
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -1556,11 +1546,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
          * Hand the memory of a large request back to the system: glibc keeps
          * freed memory in the arena of the thread that used it, so batches
          * served by different connection threads would otherwise add up.
-         * At most once a second: trimming returns pages with madvise(), and
-         * every call costs a TLB shootdown on all the server's threads, which
-         * under a stream of metric reports cost more CPU than the reports.
+         * At most once a second (ty_mem_trim(), shared with the scheduler and
+         * the backends): trimming returns pages with madvise(), and every call
+         * costs a TLB shootdown on all the server's threads, which under a
+         * stream of metric reports cost more CPU than the reports.
          */
-        trim_now(srv);
+        ty_mem_trim();
         large_release(srv);
     }
     atomic_fetch_sub(&srv->inflight, 1);

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "common/ty_log.h"
+#include "common/ty_mem.h"
 #include "common/ty_time.h"
 #include "scheduler/ranklog.h"
 
@@ -51,6 +52,7 @@
 #define KL_ENDED_TRIES 8              /* failures before an ended pod's log is given up */
 #define KL_PRUNED_RING 64
 #define KL_POLL_MS 1000
+#define KL_TRIM_CHURN 64              /* streams opened or ended before memory is trimmed */
 
 #define LABEL_JOB_ID "trainyard.io/job-id"
 #define LABEL_ATTEMPT "trainyard.io/attempt"
@@ -127,6 +129,7 @@ struct kube_logs {
     size_t pruned_next;
     char out[2 * KL_RECV_BUFFER]; /* the thread's: what one callback writes */
     size_t outlen;
+    size_t churn;                 /* the thread's: transfers started or ended since the last trim */
 };
 
 static int64_t mono_ms(void)
@@ -732,6 +735,7 @@ static int stream_open(kube_logs *kl, kstream *s, int64_t now)
     s->open = 1;
     kl->nopen++; /* under mu: the caller's */
     kl->opened++;
+    kl->churn++;
     return 1;
 }
 
@@ -749,6 +753,7 @@ static void stream_done(kube_logs *kl, kstream *s, CURLcode cc, int64_t now)
     s->hdrs = NULL;
     s->open = 0;
     kl->nopen--;
+    kl->churn++;
     int ok = cc == CURLE_OK && code >= 200 && code < 300;
     if (ok && s->ended) {
         s->complete = 1;
@@ -910,6 +915,10 @@ static void *collector_main(void *arg)
             curl_multi_socket_action(kl->m, CURL_SOCKET_TIMEOUT, 0, &running);
         }
         reap(kl);
+        /* A wait that ran out after many transfers began or ended: give back what setting them
+         * up and tearing them down left in this thread's arena (ty_mem.h). */
+        if (n == 0 && kl->churn >= KL_TRIM_CHURN && ty_mem_trim())
+            kl->churn = 0;
     }
     return NULL;
 }
