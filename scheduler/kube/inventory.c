@@ -268,17 +268,19 @@ static void inode_clear(inode *in)
     memset(in, 0, sizeof *in);
 }
 
-/* Parses a copy of node into *in and *out (whose strings point into the copy). */
+/* Parses node into *in and *out (whose strings point into in->obj). */
 static ty_err inode_make(const kube_inv *inv, const json_t *node, inode *in, kube_node *out)
 {
     memset(in, 0, sizeof *in);
     memset(out, 0, sizeof *out);
     in->group = -1;
     /* Only what placement reads is kept (a node's status, images included, can be large):
-     * {"name", "labels", "taints"}; the facts below are read from the node itself. */
+     * {"name", "labels", "taints"}; the facts below are read from the node itself. The labels
+     * and taints are the node's own, shared (never changed: see kube_inv_node()), not copies:
+     * 3,000 nodes' labels were 7 MiB again beside the informer's. */
     const json_t *md = json_object_get(node, "metadata");
-    json_t *lab = json_deep_copy(json_object_get(md, "labels"));
-    json_t *tai = json_deep_copy(json_object_get(json_object_get(node, "spec"), "taints"));
+    json_t *lab = json_incref(json_object_get(md, "labels"));
+    json_t *tai = json_incref(json_object_get(json_object_get(node, "spec"), "taints"));
     const char *name = json_string_value(json_object_get(md, "name"));
     /* json_pack steals lab and tai, even when it fails */
     in->obj = json_pack("{s:s?, s:o?, s:o?}", "name", name, "labels", lab, "taints", tai);

@@ -43,7 +43,13 @@ ty_err kube_inv_new(const char *const *groups, size_t ngroups, kube_inv **out);
 /* Accepts NULL. */
 void kube_inv_free(kube_inv *inv);
 
-/* A node added or changed (node), or deleted (node NULL, old the last state). TY_ENOMEM. */
+/*
+ * A node added or changed (node), or deleted (node NULL, old the last state). TY_ENOMEM.
+ * node is borrowed, but its metadata.labels and spec.taints are kept by reference until the
+ * node changes again or is deleted: they must not be changed afterwards (an informer's cached
+ * objects are not; jansson's reference counts are atomic, so the informer may drop its own
+ * reference on its thread meanwhile).
+ */
 ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node);
 /*
  * A pod added or changed (pod), or deleted (pod NULL, old the last state). freed (may be NULL)
