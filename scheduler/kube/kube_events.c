@@ -428,9 +428,10 @@ static int keep(json_t *dst, const json_t *src, const char *k1, const char *k2)
     return json_object_set_new(in, k2, c);
 }
 
-/* dst[k1][k2] = src[k1][k2]'s items with only the given keys (each item an object). */
+/* dst[k1][k2] = src[k1][k2]'s items with only the given keys (each item an object); only the
+ * items whose "type" is one of types, unless types is NULL. */
 static int keep_items(json_t *dst, const json_t *src, const char *k1, const char *k2,
-                      const char *const *keys)
+                      const char *const *keys, const char *const *types)
 {
     const json_t *arr = json_object_get(json_object_get(src, k1), k2);
     if (!json_is_array(arr))
@@ -445,6 +446,12 @@ static int keep_items(json_t *dst, const json_t *src, const char *k1, const char
     size_t i;
     const json_t *item;
     json_array_foreach(arr, i, item) {
+        const char *type = json_string_value(json_object_get(item, "type"));
+        int wanted = !types;
+        for (size_t t = 0; !wanted && type && types[t]; t++)
+            wanted = !strcmp(type, types[t]);
+        if (!wanted)
+            continue;
         json_t *o = json_object();
         int bad = !o || json_array_append_new(out, o);
         for (size_t k = 0; !bad && keys[k]; k++)
@@ -487,19 +494,21 @@ static const char *const cond_keys[] = {"type", "status", "reason", "message", N
 
 /*
  * A pod of ours: what the inventory keeps (kube_inv_pod_slim(): node, phase, requests), the
- * labels, the completion index annotations, the pod's reason and message, its conditions
- * (type, status, reason, message) and its containers' names, states and restart counts.
+ * labels, the completion index annotations, the pod's reason and message, the conditions this
+ * file reads (PodScheduled and DisruptionTarget: type, status, reason, message; not Ready,
+ * Initialized, ContainersReady) and its containers' names, states and restart counts.
  */
 json_t *kb_pod_slim(void *ud, const json_t *pod)
 {
     static const char *const ann[] = {KB_ANN_INDEX, KB_ANN_VC_INDEX, NULL};
     static const char *const cs_keys[] = {"name", "state", "restartCount", NULL};
+    static const char *const cond_types[] = {"PodScheduled", "DisruptionTarget", NULL};
     (void)ud;
     json_t *o = kube_inv_pod_slim(pod);
     int bad = !o || keep_meta(o, pod, ann) || keep(o, pod, "status", "reason") ||
               keep(o, pod, "status", "message") || keep(o, pod, "status", "startTime") ||
-              keep_items(o, pod, "status", "conditions", cond_keys) ||
-              keep_items(o, pod, "status", "containerStatuses", cs_keys);
+              keep_items(o, pod, "status", "conditions", cond_keys, cond_types) ||
+              keep_items(o, pod, "status", "containerStatuses", cs_keys, NULL);
     if (bad) {
         json_decref(o);
         return NULL;
@@ -507,16 +516,19 @@ json_t *kb_pod_slim(void *ud, const json_t *pod)
     return o;
 }
 
-/* A node: metadata with its labels, spec.taints and unschedulable, status.allocatable and
- * capacity, the conditions (type, status, reason, message). Not its images or addresses. */
+/* A node: metadata with its labels, spec.taints and unschedulable, status.allocatable, the
+ * conditions' type and status (the inventory reads Ready's). Not its capacity, images,
+ * addresses, or its conditions' reasons and messages, which nothing reads: a cluster's 3,000
+ * nodes are cached for the server's whole life. */
 json_t *kb_node_slim(void *ud, const json_t *node)
 {
+    static const char *const node_cond_keys[] = {"type", "status", NULL};
     (void)ud;
     json_t *o = json_object();
     int bad = !o || keep_meta(o, node, NULL) || keep(o, node, "spec", "taints") ||
               keep(o, node, "spec", "unschedulable") ||
-              keep(o, node, "status", "allocatable") || keep(o, node, "status", "capacity") ||
-              keep_items(o, node, "status", "conditions", cond_keys);
+              keep(o, node, "status", "allocatable") ||
+              keep_items(o, node, "status", "conditions", node_cond_keys, NULL);
     if (bad) {
         json_decref(o);
         return NULL;
