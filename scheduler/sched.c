@@ -47,6 +47,17 @@
  * the attempt's TRAINYARD_RENDEZVOUS_SECRET, with which its ranks admit only
  * each other into their gang; that one is not even hashed into the store.
  *
+ * Which jobs a round visits. A round decides the jobs something happened to, not
+ * every job held: those an event or a cancel concerns, those admission linked or
+ * preempted, those whose changes the store refused or failed, and those still busy
+ * after the last round (a record to write, a RUNNING to commit). sched_touch() puts a
+ * job on the `touched` list; the round moves the list to `visiting`, decides it, and
+ * afterwards puts each job back on `touched` if it is still busy, or on `blocked` if it
+ * waits for capacity to restart (those are decided every round, as a capacity event or a
+ * release may let them go). Timers need no event: `due_ms` is the earliest timer of any
+ * job (kept as jobs are decided), and the first round at or after it decides every job
+ * and finds the next one. So does the first round, and every round while stopping.
+ *
  * Threads: everything here runs on the scheduler thread except
  * sched_get_stats() and sched_log_*(), which read `mu`-protected fields:
  * the job list and each rank's state (for follow).
@@ -181,14 +192,26 @@ sjob *sched_job_find(sched *s, const char *id)
     return NULL;
 }
 
-/* Puts every job of the list in n buckets, each chain in the list's order; under s->mu. */
+static size_t res_bucket(const sched *s, const backend_attempt *a)
+{
+    uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ULL; /* Fibonacci hashing */
+    return (size_t)(h >> 32) & (s->nbuckets - 1);
+}
+
+/* Puts every job of the list in n buckets, each chain in the list's order, and in as many
+ * by reservation; under s->mu. */
 static int rehash(sched *s, size_t n)
 {
-    sjob **b = calloc(n, sizeof *b);
-    if (!b)
+    sjob **b = calloc(n, sizeof *b), **rb = calloc(n, sizeof *rb);
+    if (!b || !rb) {
+        free(b);
+        free(rb);
         return -1;
+    }
     free(s->buckets);
+    free(s->rbuckets);
     s->buckets = b;
+    s->rbuckets = rb;
     s->nbuckets = n;
     for (sjob *j = s->jobs; j; j = j->next) {
         sjob **p = &s->buckets[bucket_of(s, j->id)];
@@ -196,16 +219,90 @@ static int rehash(sched *s, size_t n)
             p = &(*p)->hnext;
         j->hnext = NULL;
         *p = j;
+        j->rkey = NULL;
+        if (j->res) {
+            size_t r = res_bucket(s, j->res);
+            j->rkey = j->res;
+            j->rnext = rb[r];
+            rb[r] = j;
+        }
     }
     return 0;
 }
 
+/* Takes j out of the reservation index. */
+static void res_unindex(sched *s, sjob *j)
+{
+    if (!j->rkey)
+        return;
+    for (sjob **p = &s->rbuckets[res_bucket(s, j->rkey)]; *p; p = &(*p)->rnext)
+        if (*p == j) {
+            *p = j->rnext;
+            break;
+        }
+    j->rnext = NULL;
+    j->rkey = NULL;
+}
+
+/* Puts j in the reservation index under its reservation. */
+static void res_index(sched *s, sjob *j)
+{
+    res_unindex(s, j);
+    if (!j->res)
+        return;
+    size_t b = res_bucket(s, j->res);
+    j->rkey = j->res;
+    j->rnext = s->rbuckets[b];
+    s->rbuckets[b] = j;
+}
+
+/* The job whose reservation is a. The index is a cache checked against j->res: a job is
+ * put in it when linked, or when found through the list (its reservation changed). */
 static sjob *job_by_res(sched *s, const backend_attempt *a)
 {
+    if (s->nbuckets)
+        for (sjob *j = s->rbuckets[res_bucket(s, a)]; j; j = j->rnext)
+            if (j->rkey == a && j->res == a)
+                return j;
     for (sjob *j = s->jobs; j; j = j->next)
-        if (j->res == a)
+        if (j->res == a) {
+            if (s->nbuckets)
+                res_index(s, j);
             return j;
+        }
     return NULL;
+}
+
+/* ---- which jobs a round visits (see the top of this file) ------------------------ */
+
+static void list_add(sjob **head, sjob *j, int which)
+{
+    j->tnext = *head;
+    if (*head)
+        (*head)->tpprev = &j->tnext;
+    *head = j;
+    j->tpprev = head;
+    j->on = which;
+}
+
+static void list_del(sjob *j)
+{
+    if (!j->tpprev)
+        return;
+    *j->tpprev = j->tnext;
+    if (j->tnext)
+        j->tnext->tpprev = j->tpprev;
+    j->tnext = NULL;
+    j->tpprev = NULL;
+    j->on = ON_NONE;
+}
+
+void sched_touch(sched *s, sjob *j)
+{
+    if (j->on == ON_TOUCHED)
+        return;
+    list_del(j);
+    list_add(&s->touched, j, ON_TOUCHED);
 }
 
 /* Frees what the ranks own and makes them all pending again. */
@@ -379,6 +476,9 @@ void sched_job_link(sched *s, sjob *j)
         s->buckets[b] = j;
     }
     pthread_mutex_unlock(&s->mu);
+    if (s->nbuckets)
+        res_index(s, j);
+    sched_touch(s, j);
     queue_count *q = queue_get(s, j->queue);
     if (q)
         q->active++;
@@ -403,6 +503,9 @@ void sched_job_forget(sched *s, sjob *j)
             break;
         }
     pthread_mutex_unlock(&s->mu);
+    list_del(j);
+    if (s->nbuckets)
+        res_unindex(s, j);
     queue_count *q = queue_get(s, j->queue);
     if (q && q->active > 0)
         q->active--;
@@ -436,6 +539,9 @@ change *sched_push(round *r, sjob *j, job_state to, const char *reason, const ch
     change *c = &r->c[r->n++];
     memset(c, 0, sizeof *c);
     c->job = j;
+    j->lc_round = r;
+    j->lc_gen = r->gen;
+    j->lc_ix = r->n - 1;
     if (fmt) {
         va_list ap;
         va_start(ap, fmt);
@@ -453,17 +559,18 @@ change *sched_push(round *r, sjob *j, job_state to, const char *reason, const ch
     return c;
 }
 
+/* j's last change in r, or NULL. */
+static change *last_change(const round *r, const sjob *j)
+{
+    return j->lc_round == r && j->lc_gen == r->gen && j->lc_ix < r->n ? &r->c[j->lc_ix] : NULL;
+}
+
 /* Attaches j's record to its last change in the round, or a record-only change. */
 static void attach_record(round *r, sjob *j)
 {
     if (!j->dirty || !j->have_record)
         return;
-    change *c = NULL;
-    for (size_t i = r->n; i-- > 0;)
-        if (r->c[i].job == j) {
-            c = &r->c[i];
-            break;
-        }
+    change *c = last_change(r, j);
     if (!c && !(c = sched_push(r, j, j->state, NULL, NULL)))
         return;
     /* A transition into STARTING begins the next attempt (the store counts it). */
@@ -498,6 +605,7 @@ static void round_clear(round *r)
         free(r->c[i].preason);
     }
     r->n = 0;
+    r->gen++;
 }
 
 /* ---- deciding ---------------------------------------------------------------- */
@@ -634,6 +742,7 @@ static void on_event(sched *s, const backend_event *ev)
     sjob *j = job_by_res(s, ev->attempt);
     if (!j || !j->launched || ev->rank < -1 || ev->rank >= j->world)
         return; /* an attempt that ended already, or a bug of the backend */
+    sched_touch(s, j);
     int lo = ev->rank < 0 ? 0 : ev->rank, hi = ev->rank < 0 ? j->world : ev->rank + 1;
     switch (ev->kind) {
     case BACKEND_EV_PLACEMENT: {
@@ -1081,21 +1190,21 @@ static void recheck(sched *s, sjob *j)
  * to commit), then what each committed change asked for. */
 static void act_phase(sched *s, round *r)
 {
-    for (sjob *j = s->jobs; j; j = j->next) {
-        if (j->retry || j->recheck || j->want_stop == STOP_NONE)
-            continue;
-        if (j->alive > 0 && j->res)
-            s->be->ops->stop(s->be, j->res, j->want_stop == STOP_HARD);
-        j->want_stop = STOP_NONE;
-    }
+    /* A stop is wanted by a job decided this round or preempted by admission (touched). */
+    sjob *lists[2] = {s->visiting, s->touched};
+    for (int l = 0; l < 2; l++)
+        for (sjob *j = lists[l]; j; j = j->tnext) {
+            if (j->retry || j->recheck || j->want_stop == STOP_NONE)
+                continue;
+            if (j->alive > 0 && j->res)
+                s->be->ops->stop(s->be, j->res, j->want_stop == STOP_HARD);
+            j->want_stop = STOP_NONE;
+        }
     /* Once per job, on its last change's outcome. */
     for (size_t i = 0; i < r->n; i++) {
         change *c = &r->c[i];
         sjob *j = c->job;
-        int last = 1;
-        for (size_t k = i + 1; k < r->n && last; k++)
-            last = r->c[k].job != j;
-        if (!last)
+        if (!c->last)
             continue;
         if (j->retry) {
             j->retry = 0; /* j->state is where the store still has it (set in commit) */
@@ -1105,6 +1214,7 @@ static void act_phase(sched *s, round *r)
             j->recheck = 0;
             recheck(s, j);
             j->dirty = 1;
+            sched_touch(s, j);
             if (c->act == ACT_DISCARD || c->act == ACT_LAUNCH) {
                 if (!j->launched && j->state != JOB_CANCELLING && j->state != JOB_RESTARTING)
                     sched_job_forget(s, j); /* e.g. cancelled while PENDING: never ran */
@@ -1147,6 +1257,7 @@ static void commit(sched *s, round *r, round *next)
         return;
     }
     for (size_t i = 0; i < r->n; i++) {
+        r->c[i].last = last_change(r, r->c[i].job) == &r->c[i]; /* before any goes to next */
         if (r->c[i].u.to == JOB_STARTING && r->c[i].u.from != JOB_STARTING)
             mint_token(&r->c[i]);
         u[i] = r->c[i].u;
@@ -1162,6 +1273,8 @@ static void commit(sched *s, round *r, round *next)
             j->attempt = u[i].now_attempt;
             if (c->u.attempt_json)
                 j->dirty = 0;
+            if (u[i].now != c->u.to)
+                sched_touch(s, j); /* the store has it elsewhere: decided again */
         } else if (ue == TY_ECONFLICT || ue == TY_ENOTFOUND || ue == TY_EINTERNAL) {
             j->recheck = 1; /* the job is not where we thought: read it again */
         } else {
@@ -1172,6 +1285,7 @@ static void commit(sched *s, round *r, round *next)
             change *again = sched_push(next, j, c->u.to, c->u.reason, "%s", c->msg);
             carry(again, c);
             j->dirty = 1; /* the record goes with the retry */
+            sched_touch(s, j);
             s->commit_failed = 1;
             failed = ue;
         }
@@ -1205,8 +1319,10 @@ static void read_feed(sched *s)
             } else if (ch[i].to == JOB_CANCELLING) {
                 /* A client's cancel of a job that runs; the next decisions stop its gang. */
                 sjob *j = sched_job_find(s, ch[i].id);
-                if (j && !job_state_is_terminal(j->state))
+                if (j && !job_state_is_terminal(j->state)) {
                     j->state = JOB_CANCELLING;
+                    sched_touch(s, j);
+                }
             }
         }
         free(ch);
@@ -1215,26 +1331,63 @@ static void read_feed(sched *s)
     }
 }
 
-static int64_t next_deadline(sched *s)
+/* The earliest timer of j after now (0: none). A restart whose time has come and that
+ * waits for capacity has none: it is decided every round (the blocked list). */
+static int64_t job_due(const sjob *j, int64_t now)
 {
-    int64_t d = 0;
-    for (sjob *j = s->jobs; j; j = j->next) {
-        int64_t t = 0;
-        if (j->alive > 0 && j->kill_at_ms && !j->kill_sent)
-            t = j->kill_at_ms;
-        if (j->state == JOB_RESTARTING && !j->launched && (!t || j->restart_at_ms < t))
-            t = j->restart_at_ms;
-        if (j->timeout_s > 0 && j->first_start_ms > 0 && j->cause == END_NONE) {
-            int64_t to = j->first_start_ms + j->timeout_s * 1000;
-            if (!t || to < t)
-                t = to;
-        }
-        if (t && (!d || t < d))
-            d = t;
+    int64_t t = 0;
+    if (j->alive > 0 && j->kill_at_ms && !j->kill_sent)
+        t = j->kill_at_ms;
+    if (j->state == JOB_RESTARTING && !j->launched && j->restart_at_ms > now &&
+        (!t || j->restart_at_ms < t))
+        t = j->restart_at_ms;
+    if (j->timeout_s > 0 && j->first_start_ms > 0 && j->cause == END_NONE) {
+        int64_t to = j->first_start_ms + j->timeout_s * 1000;
+        if (!t || to < t)
+            t = to;
     }
-    if (s->qnext_release_ms && (!d || s->qnext_release_ms < d))
-        d = s->qnext_release_ms;
-    return d;
+    return t;
+}
+
+/* After the act phase: each job decided this round goes back on `touched` if it is still
+ * busy, on `blocked` if it waits for capacity to restart, else off every list; its timer
+ * counts towards due_ms. */
+static void settle(sched *s, int64_t now)
+{
+    while (s->visiting) {
+        sjob *j = s->visiting;
+        list_del(j);
+        if (j->need_running || (j->dirty && j->have_record))
+            list_add(&s->touched, j, ON_TOUCHED);
+        else if (j->state == JOB_RESTARTING && !j->launched)
+            list_add(&s->blocked, j, ON_BLOCKED);
+        int64_t t = job_due(j, now);
+        if (t && (!s->due_ms || t < s->due_ms))
+            s->due_ms = t;
+    }
+}
+
+/* Moves the jobs this round decides onto `visiting`: every job held, or those touched and
+ * blocked. */
+static void gather(sched *s, int64_t now)
+{
+    if (s->full_pass || atomic_load(&s->stopping) || (s->due_ms && now >= s->due_ms)) {
+        s->full_pass = 0;
+        s->due_ms = 0; /* found again by settle() */
+        for (sjob *j = s->jobs; j; j = j->next)
+            if (j->on != ON_VISITING) {
+                list_del(j);
+                list_add(&s->visiting, j, ON_VISITING);
+            }
+        return;
+    }
+    sjob *lists[2] = {s->touched, s->blocked};
+    for (int l = 0; l < 2; l++)
+        for (sjob *j = lists[l], *nx; j; j = nx) {
+            nx = j->tnext;
+            list_del(j);
+            list_add(&s->visiting, j, ON_VISITING);
+        }
 }
 
 static void run_round(sched *s, round *r, round *next)
@@ -1257,18 +1410,22 @@ static void run_round(sched *s, round *r, round *next)
         change *c = sched_push(r, next->c[i].job, next->c[i].u.to, next->c[i].u.reason, "%s",
                                next->c[i].msg);
         carry(c, &next->c[i]);
+        sched_touch(s, next->c[i].job);
     }
     round_clear(next);
-    for (sjob *j = s->jobs, *nx; j; j = nx) {
-        nx = j->next;
+    gather(s, now);
+    for (sjob *j = s->visiting; j; j = j->tnext)
         decide_job(s, r, j, now);
-    }
     if (s->admit_wanted && !atomic_load(&s->stopping))
         sched_admit(s, r, now);
-    for (sjob *j = s->jobs; j; j = j->next)
-        attach_record(r, j);
+    /* Records: of the jobs decided, and of those admission linked or preempted. */
+    sjob *lists[2] = {s->visiting, s->touched};
+    for (int l = 0; l < 2; l++)
+        for (sjob *j = lists[l]; j; j = j->tnext)
+            attach_record(r, j);
     commit(s, r, next);
     round_clear(r);
+    settle(s, now);
     pthread_mutex_lock(&s->mu);
     s->rounds++;
     pthread_mutex_unlock(&s->mu);
@@ -1285,6 +1442,7 @@ static void *sched_main(void *arg)
         attach_record(&r, j);
     commit(s, &r, &next);
     round_clear(&r);
+    s->full_pass = 1; /* the first round decides every job recovered */
 
     struct pollfd pfd[2] = {{.fd = s->wake_fd, .events = POLLIN},
                             {.fd = s->be->ops->event_fd(s->be), .events = POLLIN}};
@@ -1299,15 +1457,15 @@ static void *sched_main(void *arg)
                 break;
         }
         int timeout = -1;
-        int busy = next.n > 0 || s->admit_wanted;
-        for (sjob *j = s->jobs; j && !busy; j = j->next)
-            busy = j->need_running || (j->dirty && j->have_record);
+        int busy = next.n > 0 || s->admit_wanted || s->touched;
         if (s->commit_failed || s->read_failed) {
             timeout = 200;
         } else if (busy) {
             timeout = 0;
         } else {
-            int64_t d = next_deadline(s);
+            int64_t d = s->due_ms;
+            if (s->qnext_release_ms && (!d || s->qnext_release_ms < d))
+                d = s->qnext_release_ms;
             if (d) {
                 int64_t wait = d - ty_time_now_ms();
                 timeout = wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
@@ -1356,6 +1514,7 @@ void sched_stop(sched *s)
     }
     store_set_change_hook(s->st, NULL, NULL);
     free(s->buckets);
+    free(s->rbuckets);
     for (size_t i = 0; i < s->nlimits; i++)
         free((char *)s->limits[i].queue);
     free(s->limits);
@@ -1479,14 +1638,10 @@ static int rank_running(sched *s, const char *id, int attempt, int rank)
 {
     int running = 0;
     pthread_mutex_lock(&s->mu);
-    if (!s->stopped && !atomic_load(&s->stopping))
-        for (sjob *j = s->jobs; j; j = j->next)
-            if (strcmp(j->id, id) == 0) {
-                running =
-                    j->attempt == attempt && rank < j->world &&
-                    (j->ranks[rank].state == RANK_RUNNING || j->ranks[rank].state == RANK_PENDING);
-                break;
-            }
+    sjob *j = !s->stopped && !atomic_load(&s->stopping) ? sched_job_find(s, id) : NULL;
+    if (j)
+        running = j->attempt == attempt && rank < j->world &&
+                  (j->ranks[rank].state == RANK_RUNNING || j->ranks[rank].state == RANK_PENDING);
     pthread_mutex_unlock(&s->mu);
     return running;
 }

@@ -720,6 +720,7 @@ void sched_admit(sched *s, round *r, int64_t now)
                      p->for_id, team);
         j->preempt_kind = p->kind;
         sched_stop_gang(s, j, END_PREEMPTED, msg, now);
+        sched_touch(s, j); /* its stop is asked in this round's act phase */
         TY_LOG(TY_LOG_INFO, "scheduler: preempting a job", "{s:s, s:s, s:s}", "job_id", j->id,
                "for", p->for_id, "kind", p->kind == ADMIT_RECLAIM ? "reclaim" : "priority");
     }

@@ -83,6 +83,18 @@ typedef struct srank {
 typedef struct sjob {
     struct sjob *next;
     struct sjob *hnext; /* the next in its bucket of sched's buckets */
+    /* The work list the job is on (sched's touched, visiting or blocked), NULL: none. A
+     * round decides only the jobs on these lists (see "Which jobs a round visits" in
+     * sched.c). */
+    struct sjob *tnext, **tpprev;
+    enum { ON_NONE, ON_TOUCHED, ON_VISITING, ON_BLOCKED } on;
+    /* Its place among sched's rbuckets, by the reservation it was found under (rkey). */
+    struct sjob *rnext;
+    const backend_attempt *rkey;
+    /* Its last change: lc_round's c[lc_ix], while lc_round's gen is lc_gen. */
+    const void *lc_round;
+    unsigned long lc_gen;
+    size_t lc_ix;
     char id[STORE_ID_LEN + 1];
     char *queue;
     char *team; /* the owning team */
@@ -168,6 +180,12 @@ struct sched {
     int admit_wanted;
     int commit_failed; /* the last commit failed: pause before trying again */
     int read_failed;   /* admission could not read the store: pause before trying again */
+    /* The jobs the next round decides (touched), those it decides now (visiting) and
+     * those that wait for capacity to restart (blocked: decided every round). */
+    sjob *touched, *visiting, *blocked;
+    int full_pass;   /* the next round decides every job held */
+    int64_t due_ms;  /* no job's timer falls before this (0: none); the round at or after
+                        it decides every job and finds the next one */
     queue_count *queues;
     size_t nqueues, capqueues;
     sweep_count *sweeps;
@@ -182,6 +200,7 @@ struct sched {
     sjob *jobs;
     sjob **buckets; /* the same jobs by id (sched_job_find()), chained by hnext */
     size_t nbuckets;
+    sjob **rbuckets; /* scheduler thread: by reservation (nbuckets of them), chained by rnext */
     uint64_t njobs, running_ranks, rounds, launches, restarts_total;
     uint64_t preemptions[2]; /* attempts ended by a preemption: [0] reclaim, [1] priority */
     uint64_t admissions, admission_wait_ms; /* jobs admitted, their waits since submission */
@@ -209,6 +228,7 @@ typedef struct change {
     sjob *job;
     store_update u;
     act act;
+    int last; /* the job's last change in the round (set by the commit) */
     char msg[320];
     char *record;                            /* owned */
     char *preason;                           /* owned: u.pending_reason's text */
@@ -218,6 +238,7 @@ typedef struct change {
 typedef struct round {
     change *c;
     size_t n, cap;
+    unsigned long gen; /* changes since the last round_clear() (sjob's lc_gen) */
 } round;
 
 /* sched.c: jobs as the loop holds them, and a round's changes */
@@ -231,6 +252,7 @@ ty_err sched_job_new(const store_job *row, sjob **out);
 void sched_job_view(const sjob *j, int attempt, backend_job *bj);
 void sched_job_link(sched *s, sjob *j);
 void sched_job_forget(sched *s, sjob *j);
+void sched_touch(sched *s, sjob *j); /* the next round decides j */
 void sched_set_act(change *c, act a);
 change *sched_push(round *r, sjob *j, job_state to, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
