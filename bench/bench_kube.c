@@ -937,7 +937,8 @@ int main(int argc, char **argv)
                  infs[i]);
         printf(" %s %.1f", infs[i], (double)server_metric(needle) / jobs);
     }
-    printf("\n");
+    printf("; scheduler rounds %.2f\n",
+           (double)server_metric("\ntrainyard_scheduler_rounds_total ") / jobs);
 
     /* 2. Every pod Running. */
     t0 = (bench_mono_ms() / 1e3);
