@@ -81,6 +81,7 @@
 #include "common/ty_crypto.h"
 #include "common/ty_json.h"
 #include "common/ty_log.h"
+#include "common/ty_mem.h"
 #include "common/ty_quantity.h"
 #include "common/ty_time.h"
 
@@ -1444,6 +1445,7 @@ static void *sched_main(void *arg)
     round_clear(&r);
     s->full_pass = 1; /* the first round decides every job recovered */
 
+    int64_t trimmed_seq = s->feed_seq; /* the change feed when memory was last trimmed */
     struct pollfd pfd[2] = {{.fd = s->wake_fd, .events = POLLIN},
                             {.fd = s->be->ops->event_fd(s->be), .events = POLLIN}};
     for (;;) {
@@ -1471,6 +1473,11 @@ static void *sched_main(void *arg)
                 timeout = wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
             }
         }
+        /* Going idle after rounds that moved jobs: hand back the garbage they made (ty_mem.h).
+         * When another thread trimmed within the second, the next time the loop goes idle
+         * (a wake-up only for this would be a round). */
+        if (timeout != 0 && s->feed_seq != trimmed_seq && ty_mem_trim())
+            trimmed_seq = s->feed_seq;
         if (timeout != 0 && poll(pfd, pfd[1].fd >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
             break;
         if (pfd[0].revents & POLLIN) {
