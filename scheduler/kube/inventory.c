@@ -40,6 +40,10 @@ struct kube_inv {
     unsigned long shape; /* kube_inv_view.shape */
     kube_node *scratch; /* the copy a view hands out */
     size_t scratch_cap;
+    unsigned long gen;  /* changes whenever a node or what is counted on one changes */
+    /* kube_inv_with_kept(): whose the scratch is, as it left it, and of which gen and epoch */
+    const void *kept_key;
+    unsigned long kept_gen, kept_epoch;
     json_t *index;    /* node name -> index into nodes */
     json_t *used;     /* node name -> [GPUs, CPU m, memory, ephemeral, pods] of the counted pods
                          bound there */
@@ -399,6 +403,7 @@ static void used_on(const kube_inv *inv, const char *node, int *gpus, kube_res *
 /* Adds (sign 1) or takes back (-1) what a pod requests on node (known or not); under mu. */
 static ty_err add_used(kube_inv *inv, const char *node, int sign, int gpus, const kube_res *d)
 {
+    inv->gen++;
     int g;
     kube_res r;
     used_on(inv, node, &g, &r);
@@ -437,6 +442,7 @@ ty_err kube_inv_node(kube_inv *inv, const json_t *old, const json_t *node)
         return TY_ENOMEM;
     ty_err e = TY_OK;
     pthread_mutex_lock(&inv->mu);
+    inv->gen++;
     const json_t *idx = json_object_get(inv->index, name);
     if (!node) {
         if (idx) {
@@ -581,27 +587,52 @@ out:
     return e;
 }
 
+/* Copies the nodes into the scratch (unless keep and they are there as key's last call left
+ * them) and calls fn; under inv->mu. */
+static ty_err with_view(kube_inv *inv, const void *key, unsigned long epoch, kube_inv_fn fn,
+                        void *ud)
+{
+    int kept = key && inv->kept_key == key && inv->kept_gen == inv->gen &&
+               inv->kept_epoch == epoch;
+    if (!kept) {
+        if (inv->scratch_cap < inv->n) {
+            kube_node *s = realloc(inv->scratch, inv->n * sizeof *s);
+            if (!s) {
+                inv->kept_key = NULL;
+                return TY_ENOMEM;
+            }
+            inv->scratch = s;
+            inv->scratch_cap = inv->n;
+        }
+        if (inv->n)
+            memcpy(inv->scratch, inv->flat, inv->n * sizeof *inv->scratch);
+        for (size_t g = 0; g < inv->ngroups; g++)
+            inv->sizes[g] = (kube_group_size){inv->groups[g], 0};
+        for (size_t i = 0; i < inv->n; i++)
+            if (inv->nodes[i].group >= 0)
+                inv->sizes[inv->nodes[i].group].size++;
+    }
+    kube_inv_view view = {inv->scratch, inv->n, inv->sizes, inv->ngroups, inv, inv->shape, kept};
+    ty_err e = fn(ud, &view);
+    inv->kept_key = key;
+    inv->kept_gen = inv->gen;
+    inv->kept_epoch = epoch;
+    return e;
+}
+
 ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud)
 {
     pthread_mutex_lock(&inv->mu);
-    if (inv->scratch_cap < inv->n) {
-        kube_node *s = realloc(inv->scratch, inv->n * sizeof *s);
-        if (!s) {
-            pthread_mutex_unlock(&inv->mu);
-            return TY_ENOMEM;
-        }
-        inv->scratch = s;
-        inv->scratch_cap = inv->n;
-    }
-    if (inv->n)
-        memcpy(inv->scratch, inv->flat, inv->n * sizeof *inv->scratch);
-    for (size_t g = 0; g < inv->ngroups; g++)
-        inv->sizes[g] = (kube_group_size){inv->groups[g], 0};
-    for (size_t i = 0; i < inv->n; i++)
-        if (inv->nodes[i].group >= 0)
-            inv->sizes[inv->nodes[i].group].size++;
-    kube_inv_view view = {inv->scratch, inv->n, inv->sizes, inv->ngroups, inv, inv->shape};
-    ty_err e = fn(ud, &view);
+    ty_err e = with_view(inv, NULL, 0, fn, ud);
+    pthread_mutex_unlock(&inv->mu);
+    return e;
+}
+
+ty_err kube_inv_with_kept(kube_inv *inv, const void *key, unsigned long epoch, kube_inv_fn fn,
+                          void *ud)
+{
+    pthread_mutex_lock(&inv->mu);
+    ty_err e = with_view(inv, key, epoch, fn, ud);
     pthread_mutex_unlock(&inv->mu);
     return e;
 }

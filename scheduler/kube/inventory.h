@@ -73,9 +73,19 @@ typedef struct kube_inv_view {
     const kube_inv *inv;          /* for kube_inv_job_pods() */
     unsigned long shape; /* changes whenever a node comes or goes or its labels or taints change:
                             what kube_class_match() computed of the nodes holds while it stays */
+    int kept; /* kube_inv_with_kept(): the nodes are as the key's last call left them */
 } kube_inv_view;
 typedef ty_err (*kube_inv_fn)(void *ud, kube_inv_view *view);
 ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud);
+/*
+ * The same, except that the scratch copy is handed out as the last call with the same key
+ * left it (view.kept 1) while nothing changed since: no node and nothing counted on one (no
+ * pod bound or ended), no other call used the scratch, and the caller's epoch is the same (the
+ * caller changes it when what it wrote in the scratch no longer holds). Else a fresh copy
+ * (view.kept 0). For a caller that books into the scratch and books again what is new only.
+ */
+ty_err kube_inv_with_kept(kube_inv *inv, const void *key, unsigned long epoch, kube_inv_fn fn,
+                          void *ud);
 
 /*
  * The nvidia.com/gpu a pod asks for, as the scheduler counts it: the sum over its containers

@@ -381,14 +381,20 @@ static int ranks_not_counted(const kube_inv_view *view, const backend_attempt *a
  * scratch view. One booker per zone, GPU type and capacity that has such gangs: a decision
  * costs O(nodes + pending ranks x log nodes), however many gangs wait for their pods. An
  * attempt whose ranks are all bound books nothing and makes no booker (most of them, once a
- * sweep's pods are placed).
+ * sweep's pods are placed). On a kept scratch (view->kept: the bookings of the last placement
+ * are still there and hold) only the attempts not booked in it yet are: the gang placed last,
+ * mostly, so that a burst of placements in one round books each pending rank once, not once
+ * per placement.
  */
 static void book_pending(kbe *kb, const kube_inv_view *view, const backend_attempt *skip)
 {
     kube_node *nodes = view->nodes;
     size_t nnodes = view->nnodes;
+    if (!view->kept)
+        for (backend_attempt *a = kb->attempts; a; a = a->next)
+            a->in_scratch = 0;
     for (const backend_attempt *lead = kb->attempts; lead; lead = lead->next) {
-        if (lead == skip || !lead->zone[0] || lead->booked_pass ||
+        if (lead == skip || !lead->zone[0] || lead->booked_pass || lead->in_scratch ||
             !ranks_not_counted(view, lead))
             continue;
         /* The first pending attempt of a class makes its booker; later attempts of the same
@@ -400,7 +406,8 @@ static void book_pending(kbe *kb, const kube_inv_view *view, const backend_attem
                             zone_index(kb, view), &g, lead->zone, &bk) != TY_OK)
             bk = NULL; /* the placement then counts less as taken: the scheduler still decides */
         for (backend_attempt *a = (backend_attempt *)lead; a; a = a->next) {
-            if (a == skip || !a->zone[0] || a->booked_pass || !same_class(a, lead))
+            if (a == skip || !a->zone[0] || a->booked_pass || a->in_scratch ||
+                !same_class(a, lead))
                 continue;
             a->booked_pass = 1;
             gang_of(a, NULL, &g);
@@ -408,8 +415,13 @@ static void book_pending(kbe *kb, const kube_inv_view *view, const backend_attem
         }
         kube_booker_free(bk);
     }
-    for (backend_attempt *a = kb->attempts; a; a = a->next)
+    for (backend_attempt *a = kb->attempts; a; a = a->next) {
+        /* Booked now, or with nothing to book while its pods stay counted (a pod bound or
+         * ended changes the inventory, and the next view is fresh). */
+        if (a != skip && a->zone[0])
+            a->in_scratch = 1;
         a->booked_pass = 0;
+    }
 }
 
 /*
@@ -488,7 +500,12 @@ static ty_err place(kbe *kb, backend_attempt *a, const char *avoid, kube_placeme
                     char *why, size_t whylen)
 {
     place_ctx c = {kb, a, avoid, out, why, whylen};
-    ty_err e = kube_inv_with(kb->inv, place_on, &c);
+    pthread_mutex_lock(&kb->mu);
+    if (a->in_scratch) /* placed again: its booking in the kept scratch goes */
+        kb->book_epoch++;
+    unsigned long epoch = kb->book_epoch;
+    pthread_mutex_unlock(&kb->mu);
+    ty_err e = kube_inv_with_kept(kb->inv, kb, epoch, place_on, &c);
     if (e == TY_ENOMEM)
         why_set(why, whylen, "kube backend: the inventory: %s", ty_strerror(e));
     if (e != TY_OK)
@@ -604,6 +621,7 @@ static void launch_failed_locked(kbe *kb, backend_attempt *a, const char *msg)
     a->live = 0;
     a->grow_deadline_ms = 0;
     kb->launch_failures++;
+    kb->book_epoch++;
     kb_push(kb, &ev, 0);
 }
 
@@ -616,6 +634,7 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     /* The informers' threads read the attempt: it changes under the lock. */
     pthread_mutex_lock(&kb->mu);
     a->live = 0; /* the previous attempt's late events are not wanted */
+    kb->book_epoch++; /* its gang may change (world, resources) */
     if (job->world_size != a->world) {
         krank *r = calloc((size_t)(job->world_size > 0 ? job->world_size : 1), sizeof *r);
         if (!r) {
@@ -742,6 +761,7 @@ static void kb_release(backend *b, backend_attempt *a)
     pthread_mutex_lock(&kb->mu);
     attempt_unlink(kb, a);
     kb->used_ranks -= a->world;
+    kb->book_epoch++;
     /* Events of this attempt not yet observed would point at freed memory: they go. */
     size_t k = 0;
     for (size_t i = 0; i < kb->qlen; i++)
@@ -1184,6 +1204,7 @@ static void withdraw(kbe *kb, backend_attempt *a, const char *detail)
     a->grow_deadline_ms = 0;
     a->unsched_since_ms = 0;
     kb->withdrawn++;
+    kb->book_epoch++;
     kb_push(kb, &ev, 0);
 }
 

@@ -151,6 +151,7 @@ void kb_exclude_nodes(backend *b, const char *const *nodes, size_t n)
     kb->excluded_names = names;
     kb->nexcluded = k;
     kb->excluded = set;
+    kb->book_epoch++; /* nodes marked unschedulable in a kept scratch may be back */
     pthread_mutex_unlock(&kb->mu);
 }
 

@@ -52,6 +52,7 @@ struct backend_attempt {
     char gpu_type[64], capacity[32], want_zone[64];
     char zone[64];                 /* the zone booked and pinned; "" when none */
     int booked_pass;               /* book_pending() counted it in the current pass */
+    int in_scratch;                /* booked in the inventory's kept scratch (place_on()) */
     char avoid[64];                /* the zone the next placement avoids (reclaimed, withdrawn) */
     int attempt;                   /* the attempt launched last (0 before) */
     int launched_once;
@@ -138,6 +139,9 @@ typedef struct kbe {
     pthread_t workers[KB_WRITERS];
     uint64_t created, adopted, launch_failures, withdrawn;
     json_t *placements;            /* result -> count */
+    unsigned long book_epoch;      /* changes when a booking kept in the inventory's scratch no
+                                      longer holds (an attempt released, launched, withdrawn or
+                                      placed again; nodes excluded): kube_inv_with_kept() */
     json_t *excluded;              /* node name -> true: quarantined (exclude_nodes()) */
     char **excluded_names;         /* the same names, for rendering */
     size_t nexcluded;
