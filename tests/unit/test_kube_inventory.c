@@ -478,6 +478,61 @@ static void test_the_shape_of_the_nodes(void **state)
     kube_inv_free(inv);
 }
 
+/* kube_inv_with_kept()'s callback: books one GPU on the first node, and says what it got. */
+typedef struct kept_seen {
+    int kept, used0;
+} kept_seen;
+
+static ty_err book_one(void *ud, kube_inv_view *view)
+{
+    kept_seen *k = ud;
+    k->kept = view->kept;
+    k->used0 = view->nodes[0].gpus_requested;
+    view->nodes[0].gpus_requested++;
+    return TY_OK;
+}
+
+/* A kept scratch comes back as its key's last call left it while nothing changed; a pod
+ * bound, a node changed, another caller of the scratch or another epoch make it fresh. */
+static void test_kept_scratch(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    kept_seen k;
+    int key, other;
+    seen s = {0};
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    feed_node(inv, NULL, node("n1", "us-west-2a", "p4d-od-2a", 8, 1));
+    assert_int_equal(kube_inv_with_kept(inv, &key, 1, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 0);
+    assert_int_equal(k.used0, 0);
+    assert_int_equal(kube_inv_with_kept(inv, &key, 1, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 1);
+    assert_int_equal(k.used0, 1); /* the last call's booking is there */
+    assert_int_equal(kube_inv_with_kept(inv, &other, 1, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 0);
+    assert_int_equal(k.used0, 0);
+    assert_int_equal(kube_inv_with_kept(inv, &other, 2, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 0); /* the caller's epoch changed */
+    assert_int_equal(kube_inv_with_kept(inv, &other, 2, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 1);
+    feed_pod(inv, NULL, pod("p1", "n1", 2, "Running"));
+    assert_int_equal(kube_inv_with_kept(inv, &other, 2, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 0);
+    assert_int_equal(k.used0, 2); /* the bound pod, counted; no booking of before */
+    assert_int_equal(kube_inv_with(inv, look, &s), TY_OK);
+    assert_int_equal(kube_inv_with_kept(inv, &other, 2, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 0);
+    assert_int_equal(kube_inv_with_kept(inv, &other, 2, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 1);
+    feed_node(inv, node("n1", "us-west-2a", "p4d-od-2a", 8, 1),
+              node("n1", "us-west-2a", "p4d-od-2a", 8, 0));
+    assert_int_equal(kube_inv_with_kept(inv, &other, 2, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 0);
+    assert_int_equal(k.used0, 2);
+    kube_inv_free(inv);
+}
+
 static void test_many(void **state)
 {
     (void)state;
@@ -644,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_late_changes_from_the_other_informer),
         cmocka_unit_test(test_pods_per_job),
         cmocka_unit_test(test_the_shape_of_the_nodes),
+        cmocka_unit_test(test_kept_scratch),
         cmocka_unit_test(test_cpu_memory_storage_and_pod_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
