@@ -707,6 +707,7 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     act_queue(kb, act);
     a->grow_deadline_ms =
         a->grow_nodes > 0 ? ty_time_now_ms() + kb->p->scale_up_timeout_seconds * 1000 : 0;
+    kb_growth_due(kb, a->grow_deadline_ms);
     if (a->zone[0])
         push_placement(kb, a, stayed[0] ? stayed : NULL);
     if (a->grow_nodes > 0) {
@@ -1208,6 +1209,12 @@ static void withdraw(kbe *kb, backend_attempt *a, const char *detail)
     kb_push(kb, &ev, 0);
 }
 
+void kb_growth_due(kbe *kb, int64_t t)
+{
+    if (t > 0 && (!kb->growth_due_ms || t < kb->growth_due_ms))
+        kb->growth_due_ms = t;
+}
+
 /*
  * Attempts waiting for a node group past the profile's scale_up_timeout_seconds, and attempts
  * whose pods stayed unschedulable for its unschedulable_timeout_seconds (while no group grows
@@ -1218,7 +1225,17 @@ static void check_growth(kbe *kb)
 {
     int64_t now = ty_time_now_ms();
     char d[BACKEND_DETAIL_MAX];
+    if (!kb->growth_due_ms || now < kb->growth_due_ms)
+        return; /* no clock runs out yet: the attempts are not walked */
+    kb->growth_due_ms = 0; /* found again below: the clocks still to run out */
     for (backend_attempt *a = kb->attempts; a; a = a->next) {
+        int64_t unsched_at = a->unsched_since_ms
+                                 ? a->unsched_since_ms + kb->p->unschedulable_timeout_seconds * 1000
+                                 : 0;
+        if (a->grow_deadline_ms > now)
+            kb_growth_due(kb, a->grow_deadline_ms);
+        if (unsched_at > now)
+            kb_growth_due(kb, unsched_at);
         if (!a->live || a->stopping)
             continue;
         if (a->grow_deadline_ms && now >= a->grow_deadline_ms) {

@@ -314,8 +314,10 @@ void kb_pod_changed(kbe *kb, const json_t *pod, int deleted, uint64_t t0)
         /* The withdrawal's clock (kube_backend.c's check_growth) runs from the first refusal
          * while any rank is refused; the event quotes the scheduler's latest words. */
         k->unschedulable = 1;
-        if (!a->unsched_since_ms)
+        if (!a->unsched_since_ms) {
             a->unsched_since_ms = ty_time_now_ms();
+            kb_growth_due(kb, a->unsched_since_ms + kb->p->unschedulable_timeout_seconds * 1000);
+        }
         kb_fmt(a->unsched_msg, sizeof a->unsched_msg, "%s",
                msg                          ? msg
                : str(sched, "reason", NULL) ? str(sched, "reason", NULL)

@@ -135,6 +135,8 @@ typedef struct kbe {
     kb_action *ahead, **atail;     /* the writes not taken yet, in the order asked */
     char busy[KB_WRITERS][32];     /* the job of each writer's write in flight ("" idle) */
     int64_t growth_checked_ms;     /* when check_growth() last ran */
+    int64_t growth_due_ms;         /* no attempt's scale-up or unschedulable clock runs out
+                                      before this (0: none runs): kb_growth_due() */
     int quit, nworkers;
     pthread_t workers[KB_WRITERS];
     uint64_t created, adopted, launch_failures, withdrawn;
@@ -151,6 +153,9 @@ typedef struct kbe {
 } kbe;
 
 void kb_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A scale-up or unschedulable clock runs out at t (> 0): check_growth() walks the attempts
+ * then; under kb->mu. */
+void kb_growth_due(kbe *kb, int64_t t);
 
 /* Under kb->mu. */
 void kb_push(kbe *kb, backend_event *ev, uint64_t t0);
