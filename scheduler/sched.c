@@ -1191,16 +1191,14 @@ static void recheck(sched *s, sjob *j)
  * to commit), then what each committed change asked for. */
 static void act_phase(sched *s, round *r)
 {
-    /* A stop is wanted by a job decided this round or preempted by admission (touched). */
-    sjob *lists[2] = {s->visiting, s->touched};
-    for (int l = 0; l < 2; l++)
-        for (sjob *j = lists[l]; j; j = j->tnext) {
-            if (j->retry || j->recheck || j->want_stop == STOP_NONE)
-                continue;
-            if (j->alive > 0 && j->res)
-                s->be->ops->stop(s->be, j->res, j->want_stop == STOP_HARD);
-            j->want_stop = STOP_NONE;
-        }
+    /* A stop is wanted by a job decided this round or preempted by admission. */
+    for (sjob *j = s->visiting; j; j = j->tnext) {
+        if (j->retry || j->recheck || j->want_stop == STOP_NONE)
+            continue;
+        if (j->alive > 0 && j->res)
+            s->be->ops->stop(s->be, j->res, j->want_stop == STOP_HARD);
+        j->want_stop = STOP_NONE;
+    }
     /* Once per job, on its last change's outcome. */
     for (size_t i = 0; i < r->n; i++) {
         change *c = &r->c[i];
@@ -1419,11 +1417,15 @@ static void run_round(sched *s, round *r, round *next)
         decide_job(s, r, j, now);
     if (s->admit_wanted && !atomic_load(&s->stopping))
         sched_admit(s, r, now);
-    /* Records: of the jobs decided, and of those admission linked or preempted. */
-    sjob *lists[2] = {s->visiting, s->touched};
-    for (int l = 0; l < 2; l++)
-        for (sjob *j = lists[l]; j; j = j->tnext)
-            attach_record(r, j);
+    /* The jobs admission linked or preempted are this round's too: their records, stops and
+     * timers go with it (and need no round of their own). */
+    while (s->touched) {
+        sjob *j = s->touched;
+        list_del(j);
+        list_add(&s->visiting, j, ON_VISITING);
+    }
+    for (sjob *j = s->visiting; j; j = j->tnext)
+        attach_record(r, j);
     commit(s, r, next);
     round_clear(r);
     settle(s, now);
@@ -1439,10 +1441,14 @@ static void *sched_main(void *arg)
     s->admit_wanted = 1;
     sched_nodes_load(s, ty_time_now_ms()); /* before anything is placed */
     sched_recover(s, &r);
-    for (sjob *j = s->jobs; j; j = j->next)
+    for (sjob *j = s->jobs; j; j = j->next) {
+        list_del(j);
+        list_add(&s->visiting, j, ON_VISITING);
         attach_record(&r, j);
+    }
     commit(s, &r, &next);
     round_clear(&r);
+    settle(s, ty_time_now_ms());
     s->full_pass = 1; /* the first round decides every job recovered */
 
     int64_t trimmed_seq = s->feed_seq; /* the change feed when memory was last trimmed */
