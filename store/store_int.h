@@ -292,7 +292,9 @@ void store_op_moved(store_op *op, job_state from, job_state to);
  * updates.
  *
  * store_job_load() reads the job with that id on c into *job (new strings);
- * TY_ENOTFOUND when there is none.
+ * TY_ENOTFOUND when there is none. store_job_load_state() reads only what a
+ * move needs (seq, id, state, attempt, updated_ms; no strings), as the
+ * scheduler's updates do for every change they write.
  *
  * store_job_move(), writer only, moves *job (as read in this transaction) to
  * `to`: writes the state, the attempt (+1 into STARTING), updated_ms and the
@@ -305,6 +307,7 @@ void store_op_moved(store_op *op, job_state from, job_state to);
  * move, e.g. why a PENDING job waits.
  */
 ty_err store_job_load(store_conn *c, const char *id, store_job *job);
+ty_err store_job_load_state(store_conn *c, const char *id, store_job *job);
 ty_err store_job_move(store_conn *w, store_job *job, job_state to, const char *reason,
                       const char *message);
 ty_err store_job_note(store_conn *w, const store_job *job, const char *reason,

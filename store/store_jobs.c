@@ -74,6 +74,8 @@ static const char SQL_IDEM_PUT[] =
     "VALUES (?1, ?2, ?3, ?4, ?5)";
 static const char SQL_LAST_ID[] = "SELECT id FROM jobs ORDER BY seq DESC LIMIT 1";
 static const char SQL_JOB_BY_ID[] = "SELECT " STORE_JOB_COLUMNS " FROM jobs WHERE id = ?1";
+static const char SQL_JOB_STATE_BY_ID[] =
+    "SELECT seq, state, attempt, updated_ms FROM jobs WHERE id = ?1";
 static const char SQL_JOB_VISIBLE[] =
     "SELECT 1 FROM jobs WHERE id = ?1 AND (?2 IS NULL OR team = ?2)";
 static const char SQL_JOBS_RANGE[] =
@@ -152,6 +154,30 @@ ty_err store_job_from_row(sqlite3_stmt *st, void *job)
         return TY_ENOMEM;
     }
     return TY_OK;
+}
+
+ty_err store_job_load_state(store_conn *c, const char *id, store_job *job)
+{
+    sqlite3_stmt *st = NULL;
+    memset(job, 0, sizeof *job);
+    if (strlen(id) != STORE_ID_LEN)
+        return TY_ENOTFOUND;
+    ty_err e = store_conn_stmt(c, SQL_JOB_STATE_BY_ID, 0, &st);
+    if (e != TY_OK)
+        return e;
+    store_bind_text(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        memcpy(job->id, id, STORE_ID_LEN + 1);
+        job->seq = sqlite3_column_int64(st, 0);
+        job->state = (job_state)sqlite3_column_int(st, 1);
+        job->attempt = sqlite3_column_int(st, 2);
+        job->updated_at_ms = sqlite3_column_int64(st, 3);
+    } else {
+        e = rc == SQLITE_DONE ? TY_ENOTFOUND : store_sqlite_err(rc);
+    }
+    sqlite3_reset(st);
+    return e;
 }
 
 ty_err store_job_load(store_conn *c, const char *id, store_job *job)

@@ -204,7 +204,7 @@ static ty_err update_one(store_conn *w, store_update *u)
     u->now_attempt = 0;
     if (!update_valid(u))
         return TY_EINVAL;
-    if ((e = store_job_load(w, u->id, &job)) != TY_OK)
+    if ((e = store_job_load_state(w, u->id, &job)) != TY_OK)
         return e;
     job_state cur = job.state;
     int cur_attempt = job.attempt;
