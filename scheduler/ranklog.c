@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "common/ty_log.h"
+#include "common/ty_thread.h"
 
 #define RANKLOG_CHUNK (64 * 1024)     /* one read of a pipe; one step of the tail scan */
 #define RANKLOG_EPOLL_BATCH 32
@@ -342,6 +343,7 @@ static void sink_remove(ranklog_pump *p, sink *s)
 
 static void *pump_main(void *arg)
 {
+    ty_thread_name("ty-ranklog");
     ranklog_pump *p = arg;
     struct epoll_event ev[RANKLOG_EPOLL_BATCH];
     for (;;) {

@@ -84,6 +84,7 @@
 #include "common/ty_mem.h"
 #include "common/ty_quantity.h"
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -1436,6 +1437,7 @@ static void run_round(sched *s, round *r, round *next)
 
 static void *sched_main(void *arg)
 {
+    ty_thread_name("ty-sched");
     sched *s = arg;
     round r = {0}, next = {0};
     s->admit_wanted = 1;

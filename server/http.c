@@ -115,6 +115,7 @@
 #include "common/ty_log.h"
 #include "common/ty_mem.h"
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 #include "server/reqlog.h"
 #include "server/router.h"
 
@@ -676,6 +677,7 @@ static void cut_connection(http_server *srv, conn_state *cs, uint64_t now)
 
 static void *watchdog_main(void *arg)
 {
+    ty_thread_name("ty-http-watch");
     http_server *srv = arg;
     uint64_t tick_ns = srv->deadline_ns / 4;
     if (tick_ns > (uint64_t)WATCHDOG_TICK_MS * 1000000u)

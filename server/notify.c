@@ -30,6 +30,7 @@
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 
 #ifndef TY_VERSION
 #define TY_VERSION "0.0.0"
@@ -343,6 +344,7 @@ static void wait_locked(notify *n, int64_t wait_ms)
 
 static void *run(void *arg)
 {
+    ty_thread_name("ty-notify");
     notify *n = arg;
     while (!atomic_load(&n->stop)) {
         pthread_mutex_lock(&n->mu);

@@ -19,6 +19,7 @@
 #include "common/ty_log.h"
 #include "common/ty_metrics.h"
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 
 #define DEFAULT_INTERVAL_MS 60000
 #define DEFAULT_BATCH_ROWS 1000
@@ -79,6 +80,7 @@ static void pass(retention *r)
 
 static void *run(void *arg)
 {
+    ty_thread_name("ty-retention");
     retention *r = arg;
     while (!atomic_load(&r->stop)) {
         pass(r);

@@ -63,6 +63,7 @@
 
 #include "common/ty_log.h"
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 
 #define STORE_GROUP_MAX_ROWS 16384  /* jobs inserted by one group, about */
 #define STORE_CKPT_SOFT_PAGES 2048  /* 8 MiB of WAL: background checkpoint */
@@ -592,6 +593,7 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int pages)
 
 static void *writer_main(void *arg)
 {
+    ty_thread_name("ty-store");
     store *s = arg;
     size_t max_ops = (size_t)s->opt.max_group_ops;
     for (;;) {
@@ -630,6 +632,7 @@ static void *writer_main(void *arg)
 
 static void *checkpointer_main(void *arg)
 {
+    ty_thread_name("ty-store-ckpt");
     store *s = arg;
     pthread_mutex_lock(&s->ckmu);
     for (;;) {

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 
 struct ty_informer {
     ty_kclient *c;
@@ -355,9 +356,25 @@ static ty_err watch_once(ty_informer *inf, int *need_list, int *progressed, char
     return rc;
 }
 
+/* "ty-inf-" and the resource the informer lists ("pods", "jobs", "nodes"), "-sel" when a
+ * selector narrows it across namespaces (the cluster's bound pods). */
+static void name_thread(const char *path)
+{
+    char res[64] = "", name[32];
+    size_t n = strcspn(path, "?");
+    size_t i = n;
+    while (i > 0 && path[i - 1] != '/')
+        i--;
+    snprintf(res, sizeof res, "%.*s", (int)(n - i), path + i);
+    snprintf(name, sizeof name, "ty-inf-%s%s", res,
+             strstr(path, "fieldSelector") && !strstr(path, "/namespaces/") ? "-sel" : "");
+    ty_thread_name(name);
+}
+
 static void *run(void *arg)
 {
     ty_informer *inf = arg;
+    name_thread(inf->path);
     char err[512] = "";
     int need_list = 1, failures = 0, progressed;
     ty_err rc;

@@ -23,6 +23,7 @@
 
 #include "common/ty_quantity.h"
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 #include "scheduler/kube/kpick.h"
 #include "scheduler/kube/placement.h"
 #include "scheduler/kube/render.h"
@@ -1299,6 +1300,7 @@ typedef struct writer_arg {
 
 static void *worker_main(void *arg)
 {
+    ty_thread_name("ty-kube-write");
     kbe *kb = ((writer_arg *)arg)->kb;
     int w = ((writer_arg *)arg)->w;
     free(arg);

@@ -40,6 +40,7 @@
 #include "common/ty_log.h"
 #include "common/ty_mem.h"
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 #include "scheduler/ranklog.h"
 
 #define KL_BUCKETS 1024
@@ -881,6 +882,7 @@ static void reap(kube_logs *kl)
 
 static void *collector_main(void *arg)
 {
+    ty_thread_name("ty-kube-logs");
     kube_logs *kl = arg;
     struct epoll_event evs[KL_EVENTS];
     for (;;) {

@@ -37,6 +37,7 @@
 
 #include "common/ty_log.h"
 #include "common/ty_time.h"
+#include "common/ty_thread.h"
 
 /* ---- the walk -------------------------------------------------------------- */
 
@@ -248,6 +249,7 @@ typedef struct walk_item {
 
 static void *disk_main(void *arg)
 {
+    ty_thread_name("ty-local-disk");
     local_disk *m = arg;
     walk_item *items = NULL;
     size_t cap = 0;

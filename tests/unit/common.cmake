@@ -4,3 +4,4 @@ ty_unit_test(test_job_state ${CMAKE_CURRENT_LIST_DIR}/test_job_state.c ty_job_st
 ty_unit_test(test_ty_json ${CMAKE_CURRENT_LIST_DIR}/test_ty_json.c ty_common)
 ty_unit_test(test_ty_addr ${CMAKE_CURRENT_LIST_DIR}/test_ty_addr.c ty_common)
 ty_unit_test(test_ty_quantity ${CMAKE_CURRENT_LIST_DIR}/test_ty_quantity.c ty_common)
+ty_unit_test(test_ty_thread ${CMAKE_CURRENT_LIST_DIR}/test_ty_thread.c ty_common)
