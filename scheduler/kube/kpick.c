@@ -1,7 +1,8 @@
 /*
- * kpick.c - see kpick.h. A reader over the text: values the pick names whole are handed to
- * jansson by their extent; objects it names members of are walked member by member; everything
- * else is skipped by its structure.
+ * kpick.c - see kpick.h. A reader over the text: objects and arrays are walked member by
+ * member, keeping what the pick names (all of a value it names whole); everything else is
+ * skipped by its structure. Kept strings without escapes and the literals are built here;
+ * numbers and strings with escapes are handed to jansson by their extent.
  */
 #include "scheduler/kube/kpick.h"
 
@@ -89,23 +90,61 @@ static int skip_value(rd *r)
     return r->p > s ? 0 : fail(r, "a value was expected");
 }
 
-/* One value kept whole: jansson parses its extent. */
-static json_t *whole(rd *r)
+/* A scalar kept: a string without escapes and true, false and null are built here (jansson's
+ * own constructors check a string's UTF-8 as its parser does); a number or a string with
+ * escapes is handed to jansson by its extent. */
+static json_t *scalar(rd *r)
 {
     json_error_t jerr;
     ws(r);
     const char *s = r->p;
-    if (skip_value(r))
-        return NULL;
-    json_t *v = json_loadb(s, (size_t)(r->p - s), JSON_DECODE_ANY, &jerr);
+    json_t *v;
+    int esc = 0;
+    if (r->p < r->end && *r->p == '"') {
+        if (skip_string(r, &esc))
+            return NULL;
+        v = esc ? json_loadb(s, (size_t)(r->p - s), JSON_DECODE_ANY, &jerr)
+                : json_stringn(s + 1, (size_t)(r->p - s) - 2);
+    } else {
+        if (skip_value(r))
+            return NULL;
+        size_t n = (size_t)(r->p - s);
+        if (n == 4 && !memcmp(s, "true", 4))
+            v = json_true();
+        else if (n == 5 && !memcmp(s, "false", 5))
+            v = json_false();
+        else if (n == 4 && !memcmp(s, "null", 4))
+            v = json_null();
+        else
+            v = json_loadb(s, n, JSON_DECODE_ANY, &jerr);
+    }
     if (!v)
         fail(r, "a value kept is not valid JSON");
     return v;
 }
 
+static json_t *walk_object(rd *r, const json_t *pick, int depth);
+static json_t *walk_array(rd *r, const json_t *pick, int depth);
+
+/* One value kept whole, nested in n objects or arrays of it (as jansson counts its depth:
+ * at most 2048 of them). */
+static json_t *whole(rd *r, int n)
+{
+    ws(r);
+    if (r->p >= r->end || (*r->p != '{' && *r->p != '['))
+        return scalar(r);
+    if (n >= KPICK_MAX_DEPTH) {
+        fail(r, "nested too deep");
+        return NULL;
+    }
+    return *r->p == '{' ? walk_object(r, NULL, n + 1) : walk_array(r, NULL, n + 1);
+}
+
 static json_t *pick_value(rd *r, const json_t *pick, int depth);
 
-static json_t *pick_array(rd *r, const json_t *pick, int depth)
+/* An array: each element by pick, or whole when pick is NULL (depth: how deep the array is,
+ * counted from the document with a pick, from the value kept whole without). */
+static json_t *walk_array(rd *r, const json_t *pick, int depth)
 {
     json_t *out = json_array();
     if (!out) {
@@ -119,8 +158,10 @@ static json_t *pick_array(rd *r, const json_t *pick, int depth)
         return out;
     }
     for (;;) {
-        json_t *v = pick_value(r, pick, depth + 1);
-        if (!v || json_array_append_new(out, v)) {
+        json_t *v = pick ? pick_value(r, pick, depth + 1) : whole(r, depth);
+        if (!v)
+            break;
+        if (json_array_append_new(out, v)) {
             fail(r, "out of memory");
             break;
         }
@@ -140,7 +181,8 @@ static json_t *pick_array(rd *r, const json_t *pick, int depth)
     return NULL;
 }
 
-static json_t *pick_object(rd *r, const json_t *pick, int depth)
+/* An object: the members pick names (all of them, whole, when pick is NULL). */
+static json_t *walk_object(rd *r, const json_t *pick, int depth)
 {
     json_t *out = json_object();
     if (!out) {
@@ -180,15 +222,19 @@ static json_t *pick_object(rd *r, const json_t *pick, int depth)
             break;
         }
         r->p++;
-        const json_t *sub = json_object_getn(pick, key, klen);
+        const json_t *sub = pick ? json_object_getn(pick, key, klen) : NULL;
         int bad;
-        if (!sub) {
+        if (pick && !sub) {
             bad = skip_value(r) != 0;
         } else {
-            json_t *v = pick_value(r, json_is_object(sub) ? sub : NULL, depth + 1);
-            bad = !v || json_object_setn_new(out, key, klen, v) != 0;
-            if (bad)
-                fail(r, "out of memory");
+            json_t *v = pick ? pick_value(r, json_is_object(sub) ? sub : NULL, depth + 1)
+                             : whole(r, depth);
+            bad = !v;
+            /* jansson refuses a key that is not UTF-8, as its parser does */
+            if (v && json_object_setn_new(out, key, klen, v)) {
+                fail(r, "a key is not valid UTF-8, or out of memory");
+                bad = 1;
+            }
         }
         json_decref(decoded);
         if (bad)
@@ -209,6 +255,8 @@ static json_t *pick_object(rd *r, const json_t *pick, int depth)
     return NULL;
 }
 
+/* A value at depth (counted from the document) by pick: whole when pick is NULL or the value
+ * is not an object or array. */
 static json_t *pick_value(rd *r, const json_t *pick, int depth)
 {
     ws(r);
@@ -217,8 +265,8 @@ static json_t *pick_value(rd *r, const json_t *pick, int depth)
         return NULL;
     }
     if (!pick || r->p >= r->end || (*r->p != '{' && *r->p != '['))
-        return whole(r);
-    return *r->p == '{' ? pick_object(r, pick, depth) : pick_array(r, pick, depth);
+        return whole(r, 0);
+    return *r->p == '{' ? walk_object(r, pick, depth) : walk_array(r, pick, depth);
 }
 
 json_t *ty_kpick_parse(const char *text, size_t len, const json_t *pick, char *err,

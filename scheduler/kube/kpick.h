@@ -14,9 +14,11 @@
  * is not there is not there in the result either; a value that is not an object where the pick
  * has one is kept whole.
  *
- * The parts kept are parsed by jansson (so they are checked as it checks them); the parts
- * skipped are checked only for their structure (strings closed, brackets balanced, nesting at
- * most 2048 deep), which is all it takes to find where they end.
+ * The parts kept are checked as jansson's parser checks them (their numbers and strings with
+ * escapes are parsed by jansson, the other strings checked for UTF-8 by its constructors; the
+ * objects and arrays around them are built member by member here, without a parser set up per
+ * value); the parts skipped are checked only for their structure (strings closed, brackets
+ * balanced, nesting at most 2048 deep), which is all it takes to find where they end.
  */
 #ifndef TY_SCHEDULER_KUBE_KPICK_H
 #define TY_SCHEDULER_KUBE_KPICK_H

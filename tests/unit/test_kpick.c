@@ -118,11 +118,74 @@ static void test_refused(void **state)
     json_decref(pick);
 }
 
+/* A value kept whole is what jansson makes of it: the same value, or refused alike. */
+static void test_whole_as_jansson(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {
+        "{\"a\": 1, \"a\": 2}",                 /* the last of a duplicate key */
+        "[\"\", \"x\", \"\u00e9t\u00e9\", \"\\u00e9\\n\\\"\"]",
+        "[true, false, null, 0, -0, 1.5, -1.5e3, 2E2, 9223372036854775807]",
+        "{\"k\": {\"deep\": [[], {}, [{}], {\"x\": [null]}]}}",
+        "9223372036854775808",                  /* too big an integer */
+        "[01]", "[-]", "[1.]", "[.5]", "[+1]", "[1e]",
+        "[nul]", "[truex]", "[True]", "[1,]", "{\"a\": 1,}", "{,}", "[,1]", "{\"a\"}",
+        "[\"\\u0000\"]",                        /* NUL, refused without JSON_ALLOW_NUL */
+        "[\"\\ud800\"]",                        /* a lone surrogate */
+        "[\"\\x\"]",                            /* not an escape */
+        "[\"\xff\"]", "[\"\xc3\"]", "[\"\xc3\xa9\"]",   /* UTF-8: bad, cut short, good */
+        "{\"\xff\": 1}", "{\"\xc3\xa9\": 1}",
+        "{\"\\u006b\": \"v\"}",                 /* an escaped key */
+    };
+    json_t *pick = json_pack("{s:b}", "keep", 1);
+    assert_non_null(pick);
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        json_t *want = json_loads(texts[i], JSON_DECODE_ANY, NULL);
+        json_t *got = ty_kpick_parse(texts[i], strlen(texts[i]), NULL, NULL, 0);
+        if (want ? !got || !json_equal(got, want) : got != NULL)
+            fail_msg("text %zu (%s): jansson %s it, the pick %s it", i, texts[i],
+                     want ? "takes" : "refuses", got ? "takes" : "refuses");
+        json_decref(got);
+        /* The same as a member kept whole. */
+        char *member = malloc(strlen(texts[i]) + 16);
+        assert_non_null(member);
+        size_t n = (size_t)sprintf(member, "{\"keep\": %s}", texts[i]);
+        got = ty_kpick_parse(member, n, pick, NULL, 0);
+        if (want ? !got || !json_equal(json_object_get(got, "keep"), want) : got != NULL)
+            fail_msg("member %zu (%s): jansson %s it, the pick %s it", i, texts[i],
+                     want ? "takes" : "refuses", got ? "takes" : "refuses");
+        json_decref(got);
+        free(member);
+        json_decref(want);
+    }
+    /* Nesting: 2048 arrays in a value kept whole are taken, as jansson takes them; 2049 not. */
+    for (size_t n = 2047; n <= 2049; n++) {
+        char *deep = malloc(2 * n + 16);
+        assert_non_null(deep);
+        size_t k = (size_t)sprintf(deep, "{\"keep\": ");
+        size_t at = k;
+        for (size_t i = 0; i < n; i++)
+            deep[k++] = '[';
+        for (size_t i = 0; i < n; i++)
+            deep[k++] = ']';
+        deep[k++] = '}';
+        json_t *want = json_loadb(deep + at, 2 * n, JSON_DECODE_ANY, NULL);
+        json_t *got = ty_kpick_parse(deep, k, pick, NULL, 0);
+        assert_int_equal(want != NULL, got != NULL);
+        assert_int_equal(got != NULL, n <= 2048);
+        json_decref(got);
+        json_decref(want);
+        free(deep);
+    }
+    json_decref(pick);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_picks),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_whole_as_jansson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
