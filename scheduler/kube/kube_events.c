@@ -371,16 +371,19 @@ json_t *kb_bound_pod_slim(void *ud, const json_t *pod)
 /*
  * What a watch parses of a pod (kpick.h), for the namespace's informer and the bound pods':
  * everything kb_pod_slim() and kube_inv_pod_slim() read, and not the rest of the pod (its
- * containers' env, volumes, managed fields). A field either of them reads must be named here.
+ * containers' env, volumes, managed fields, the annotations and the members of conditions and
+ * container statuses the slim record leaves out). A field either of them reads must be named
+ * here.
  */
 static const char pod_pick[] =
     "{\"metadata\": {\"namespace\": true, \"name\": true, \"uid\": true, "
-    "\"resourceVersion\": true, \"labels\": true, \"annotations\": true, "
-    "\"deletionTimestamp\": true},"
+    "\"resourceVersion\": true, \"labels\": true, \"annotations\": {\"" KB_ANN_INDEX "\": true, "
+    "\"" KB_ANN_VC_INDEX "\": true}, \"deletionTimestamp\": true},"
     " \"spec\": {\"nodeName\": true, \"overhead\": true, \"containers\": {\"name\": true, "
     "\"resources\": true}, \"initContainers\": {\"name\": true, \"resources\": true}},"
     " \"status\": {\"phase\": true, \"reason\": true, \"message\": true, \"startTime\": true, "
-    "\"conditions\": true, \"containerStatuses\": true}}";
+    "\"conditions\": {\"type\": true, \"status\": true, \"reason\": true, \"message\": true}, "
+    "\"containerStatuses\": {\"name\": true, \"state\": true, \"restartCount\": true}}}";
 
 /* What a watch parses of a Job: what kb_job_slim() reads. */
 static const char job_pick[] =
