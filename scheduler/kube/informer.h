@@ -52,7 +52,9 @@ typedef void (*ty_inf_synced_cb)(void *ud);
 /*
  * What the cache keeps of an object the server sent (borrowed): a new, smaller object, or NULL
  * without memory. It must keep metadata.namespace, name, uid and resourceVersion, which the
- * cache is keyed and compared by. Consumers then see only what it returns.
+ * cache is keyed and compared by. Consumers then see only what it returns. It may hold values
+ * of the object sent rather than copies: nothing changes that object, and the informer drops
+ * it once transformed.
  */
 typedef json_t *(*ty_inf_transform_cb)(void *ud, const json_t *obj);
 

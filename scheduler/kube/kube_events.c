@@ -409,8 +409,9 @@ json_t *kb_job_pick(void)
  * kept here too.
  */
 
-/* dst[k1][k2] = a copy of src[k1][k2] (src[k1] when k2 is NULL), when there is one; -1 when
- * out of memory. */
+/* dst[k1][k2] = src[k1][k2] (src[k1] when k2 is NULL), when there is one; -1 when out of
+ * memory. The value is shared, not copied: neither the object the server sent nor the record
+ * made of it is ever changed. */
 static int keep(json_t *dst, const json_t *src, const char *k1, const char *k2)
 {
     const json_t *v = json_object_get(src, k1);
@@ -418,9 +419,7 @@ static int keep(json_t *dst, const json_t *src, const char *k1, const char *k2)
         v = json_object_get(v, k2);
     if (!v)
         return 0;
-    json_t *c = json_deep_copy(v);
-    if (!c)
-        return -1;
+    json_t *c = json_incref((json_t *)v);
     if (!k2)
         return json_object_set_new(dst, k1, c);
     json_t *in = json_object_get(dst, k1);
@@ -490,7 +489,7 @@ static int keep_meta(json_t *dst, const json_t *src, const char *const *ann)
             if (bad)
                 break;
         }
-        bad = json_object_set_new(to, ann[k], json_deep_copy(v)) != 0;
+        bad = json_object_set_new(to, ann[k], json_incref((json_t *)v)) != 0;
     }
     return bad ? -1 : 0;
 }
