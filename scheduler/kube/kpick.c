@@ -32,23 +32,29 @@ static int fail(rd *r, const char *why)
 /* Past one string (r->p at its '"'); *esc set when it holds an escape. */
 static int skip_string(rd *r, int *esc)
 {
-    if (r->p >= r->end || *r->p != '"')
+    const char *p = r->p, *end = r->end;
+    if (p >= end || *p != '"')
         return fail(r, "a string was expected");
-    r->p++;
-    while (r->p < r->end) {
-        unsigned char c = (unsigned char)*r->p++;
-        if (c == '"')
+    p++;
+    while (p < end) {
+        unsigned char c = (unsigned char)*p++;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        if (c == '"') {
+            r->p = p;
             return 0;
-        if (c == '\\') {
-            if (r->p >= r->end)
-                break;
-            r->p++;
-            if (esc)
-                *esc = 1;
-        } else if (c < 0x20) {
+        }
+        if (c != '\\') {
+            r->p = p;
             return fail(r, "a control character in a string");
         }
+        if (p >= end)
+            break;
+        p++;
+        if (esc)
+            *esc = 1;
     }
+    r->p = end;
     return fail(r, "a string is not closed");
 }
 
@@ -56,38 +62,43 @@ static int skip_string(rd *r, int *esc)
 static int skip_value(rd *r)
 {
     ws(r);
-    if (r->p >= r->end)
+    const char *p = r->p, *end = r->end;
+    if (p >= end)
         return fail(r, "a value was expected");
-    char c = *r->p;
+    char c = *p;
     if (c == '"')
         return skip_string(r, NULL);
     if (c == '{' || c == '[') {
         int depth = 0;
-        while (r->p < r->end) {
-            c = *r->p;
+        while (p < end) {
+            c = *p;
             if (c == '"') {
+                r->p = p;
                 if (skip_string(r, NULL))
                     return -1;
+                p = r->p;
                 continue;
             }
             if (c == '{' || c == '[') {
-                if (++depth > KPICK_MAX_DEPTH)
+                if (++depth > KPICK_MAX_DEPTH) {
+                    r->p = p;
                     return fail(r, "nested too deep");
-            } else if (c == '}' || c == ']') {
-                if (--depth == 0) {
-                    r->p++;
-                    return 0;
                 }
+            } else if ((c == '}' || c == ']') && --depth == 0) {
+                r->p = p + 1;
+                return 0;
             }
-            r->p++;
+            p++;
         }
+        r->p = p;
         return fail(r, "an object or array is not closed");
     }
-    const char *s = r->p;
-    while (r->p < r->end && ((*r->p >= '0' && *r->p <= '9') || (*r->p >= 'a' && *r->p <= 'z') ||
-                             *r->p == '-' || *r->p == '+' || *r->p == '.' || *r->p == 'E'))
-        r->p++;
-    return r->p > s ? 0 : fail(r, "a value was expected");
+    const char *s = p;
+    while (p < end && ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || *p == '-' ||
+                       *p == '+' || *p == '.' || *p == 'E'))
+        p++;
+    r->p = p;
+    return p > s ? 0 : fail(r, "a value was expected");
 }
 
 /* A scalar kept: a string without escapes and true, false and null are built here (jansson's
