@@ -194,24 +194,52 @@ void kube_inv_pod_requests(const json_t *pod, kube_res *out)
         add_clamped(out->ephemeral_bytes, scaled(json_object_get(ov, "ephemeral-storage"), 0));
 }
 
+/* obj[key] = v (a string held, not copied) or null when v is not a string; -1 without memory. */
+static int set_str(json_t *obj, const char *key, const json_t *v)
+{
+    return json_object_set_new(obj, key,
+                               json_is_string(v) ? json_incref((json_t *)v) : json_null());
+}
+
 json_t *kube_inv_pod_slim(const json_t *pod)
 {
+    static const char *const keys[] = {"namespace", "name", "uid", "resourceVersion"};
     const json_t *md = json_object_get(pod, "metadata");
+    const json_t *job = json_object_get(json_object_get(md, "labels"), KUBE_LABEL_JOB_ID);
     kube_res r;
     kube_inv_pod_requests(pod, &r);
-    json_t *slim =
-        json_pack("{s:{s:s?, s:s?, s:s?, s:s?}, s:{s:s?}, s:{s:s?}, s:i, s:[I, I, I]}",
-                  "metadata", "namespace", str_at(md, "namespace", NULL), "name",
-                  str_at(md, "name", NULL), "uid", str_at(md, "uid", NULL), "resourceVersion",
-                  str_at(md, "resourceVersion", NULL), "spec", "nodeName",
-                  str_at(pod, "spec", "nodeName"), "status", "phase",
-                  str_at(pod, "status", "phase"), KUBE_INV_SLIM_GPUS, kube_inv_pod_gpus(pod),
-                  KUBE_INV_SLIM_REQUESTS, (json_int_t)r.cpu_millis, (json_int_t)r.memory_bytes,
-                  (json_int_t)r.ephemeral_bytes);
-    const char *job = str_at(json_object_get(md, "labels"), KUBE_LABEL_JOB_ID, NULL);
-    if (slim && job &&
-        json_object_set_new(json_object_get(slim, "metadata"), "labels",
-                            json_pack("{s:s}", KUBE_LABEL_JOB_ID, job))) {
+    int gpus = kube_inv_pod_gpus(pod);
+    /* Built member by member (json_pack() parses its format on every call, every watch event
+     * of every pod), holding the pod's own strings rather than copies. */
+    json_t *slim = json_object(), *m = json_object(), *spec = json_object(),
+           *status = json_object(), *req = json_array(), *labels = NULL;
+    int bad = !slim || !m || !spec || !status || !req;
+    if (bad) {
+        json_decref(slim);
+        json_decref(m);
+        json_decref(spec);
+        json_decref(status);
+        json_decref(req);
+        return NULL;
+    }
+    /* Each set takes its value, even when it fails. */
+    bad = json_object_set_new(slim, "metadata", m) != 0;
+    bad |= json_object_set_new(slim, "spec", spec) != 0;
+    bad |= json_object_set_new(slim, "status", status) != 0;
+    bad |= json_object_set_new(slim, KUBE_INV_SLIM_GPUS, json_integer(gpus)) != 0;
+    bad |= json_object_set_new(slim, KUBE_INV_SLIM_REQUESTS, req) != 0;
+    for (size_t k = 0; !bad && k < sizeof keys / sizeof keys[0]; k++)
+        bad = set_str(m, keys[k], json_object_get(md, keys[k])) != 0;
+    bad = bad ||
+          set_str(spec, "nodeName", json_object_get(json_object_get(pod, "spec"), "nodeName")) ||
+          set_str(status, "phase", json_object_get(json_object_get(pod, "status"), "phase")) ||
+          json_array_append_new(req, json_integer((json_int_t)r.cpu_millis)) ||
+          json_array_append_new(req, json_integer((json_int_t)r.memory_bytes)) ||
+          json_array_append_new(req, json_integer((json_int_t)r.ephemeral_bytes));
+    if (!bad && json_is_string(job))
+        bad = !(labels = json_object()) || json_object_set_new(m, "labels", labels) ||
+              json_object_set_new(labels, KUBE_LABEL_JOB_ID, json_incref((json_t *)job));
+    if (bad) {
         json_decref(slim);
         return NULL;
     }
