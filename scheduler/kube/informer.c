@@ -360,7 +360,7 @@ static ty_err watch_once(ty_informer *inf, int *need_list, int *progressed, char
  * selector narrows it across namespaces (the cluster's bound pods). */
 static void name_thread(const char *path)
 {
-    char res[64] = "", name[32];
+    char res[64] = "", name[sizeof res + 16]; /* ty_thread_name() cuts it to 15 */
     size_t n = strcspn(path, "?");
     size_t i = n;
     while (i > 0 && path[i - 1] != '/')
