@@ -28,7 +28,7 @@
 /* Threads that perform the API writes, each over its own keep-alive connection (the client's
  * pooled handles): creates and deletes of different jobs go out at once, those of one job in
  * the order they were asked. */
-#define KB_WRITERS 8
+#define KB_WRITERS 16
 /* spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed, query-escaped. */
 #define KB_BOUND_PODS_SELECTOR \
     "spec.nodeName%21%3D%2Cstatus.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
