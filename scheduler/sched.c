@@ -79,12 +79,13 @@
 
 #include "common/ty_buf.h"
 #include "common/ty_crypto.h"
+#include "common/ty_hash.h"
 #include "common/ty_json.h"
 #include "common/ty_log.h"
 #include "common/ty_mem.h"
 #include "common/ty_quantity.h"
-#include "common/ty_time.h"
 #include "common/ty_thread.h"
+#include "common/ty_time.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -174,10 +175,7 @@ static void sweep_add(sched *s, int64_t sweep, int delta)
 
 static size_t bucket_of(const sched *s, const char *id)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (const unsigned char *c = (const unsigned char *)id; *c; c++)
-        h = (h ^ *c) * 1099511628211ULL;
-    return (size_t)(h & (s->nbuckets - 1));
+    return (size_t)(ty_fnv1a_str(id) & (s->nbuckets - 1));
 }
 
 sjob *sched_job_find(sched *s, const char *id)

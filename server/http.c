@@ -112,10 +112,11 @@
 
 #include "common/ty_buf.h"
 #include "common/ty_crypto.h"
+#include "common/ty_hash.h"
 #include "common/ty_log.h"
 #include "common/ty_mem.h"
-#include "common/ty_time.h"
 #include "common/ty_thread.h"
+#include "common/ty_time.h"
 #include "server/reqlog.h"
 #include "server/router.h"
 
@@ -383,9 +384,7 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
 
 static size_t ip_hash(const unsigned char *ip)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (int i = 0; i < 16; i++)
-        h = (h ^ ip[i]) * 1099511628211ull;
+    uint64_t h = ty_fnv1a(TY_FNV1A_INIT, ip, 16);
     return (size_t)(h ^ (h >> 29));
 }
 

@@ -21,9 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/ty_hash.h"
 #include "common/ty_quantity.h"
-#include "common/ty_time.h"
 #include "common/ty_thread.h"
+#include "common/ty_time.h"
 #include "scheduler/kube/kpick.h"
 #include "scheduler/kube/placement.h"
 #include "scheduler/kube/render.h"
@@ -137,10 +138,7 @@ static int kb_event_fd(backend *b)
 
 static size_t bucket_of(const kbe *kb, const char *job_id)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (const unsigned char *c = (const unsigned char *)job_id; *c; c++)
-        h = (h ^ *c) * 1099511628211ULL;
-    return (size_t)(h & (kb->nbuckets - 1));
+    return (size_t)(ty_fnv1a_str(job_id) & (kb->nbuckets - 1));
 }
 
 /* Rebuilds the buckets for n of them, each chain in the list's order (newest first). */

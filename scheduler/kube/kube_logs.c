@@ -37,10 +37,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/ty_hash.h"
 #include "common/ty_log.h"
 #include "common/ty_mem.h"
-#include "common/ty_time.h"
 #include "common/ty_thread.h"
+#include "common/ty_time.h"
 #include "scheduler/ranklog.h"
 
 #define KL_BUCKETS 1024
@@ -295,11 +296,9 @@ static void side_write(kube_logs *kl, kstream *s)
 
 static size_t bucket(const char *job, int attempt, int rank)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = job; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    h = (h ^ (uint64_t)attempt) * 1099511628211ull;
-    h = (h ^ (uint64_t)rank) * 1099511628211ull;
+    uint64_t h = ty_fnv1a_str(job);
+    h = ty_fnv1a(h, &attempt, sizeof attempt);
+    h = ty_fnv1a(h, &rank, sizeof rank);
     return (size_t)(h % KL_BUCKETS);
 }
 
