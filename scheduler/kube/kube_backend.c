@@ -317,44 +317,52 @@ static const unsigned char *class_match(kbe *kb, const kube_inv_view *view, cons
         m->gpu = gpu;
         m->cap = cap;
     }
-    if (m->valid && m->shape == view->shape && m->n == view->nnodes)
-        return m->match;
-    m->valid = 0;
-    if (m->cap_n < view->nnodes) {
-        unsigned char *grown = realloc(m->match, view->nnodes);
+    int fresh;
+    unsigned char *v = kb_node_bytes_of(&m->match, view, &fresh);
+    if (!v || !fresh)
+        return v;
+    if (kube_class_match(kb->p, view->nodes, view->nnodes, g, v) != TY_OK)
+        return NULL;
+    kb_node_bytes_done(&m->match, view);
+    return v;
+}
+
+unsigned char *kb_node_bytes_of(kb_node_bytes *b, const kube_inv_view *view, int *fresh)
+{
+    *fresh = 0;
+    if (b->valid && b->shape == view->shape && b->n == view->nnodes)
+        return b->v;
+    b->valid = 0;
+    if (b->cap < view->nnodes || !b->v) {
+        unsigned char *grown = realloc(b->v, view->nnodes ? view->nnodes : 1);
         if (!grown)
             return NULL;
-        m->match = grown;
-        m->cap_n = view->nnodes;
+        b->v = grown;
+        b->cap = view->nnodes;
     }
-    if (kube_class_match(kb->p, view->nodes, view->nnodes, g, m->match) != TY_OK)
-        return NULL;
-    m->valid = 1;
-    m->shape = view->shape;
-    m->n = view->nnodes;
-    return m->match;
+    *fresh = 1;
+    return b->v;
+}
+
+void kb_node_bytes_done(kb_node_bytes *b, const kube_inv_view *view)
+{
+    b->valid = 1;
+    b->shape = view->shape;
+    b->n = view->nnodes;
 }
 
 /* kube_zone_index() of the view's nodes, worked out again only when its shape changed (a
  * zone is a label); NULL when not known. In kube_inv_with()'s callbacks, like class_match(). */
 static const unsigned char *zone_index(kbe *kb, const kube_inv_view *view)
 {
-    if (kb->zone_valid && kb->zone_shape == view->shape && kb->zone_n == view->nnodes)
-        return kb->zone_of;
-    kb->zone_valid = 0;
-    if (kb->zone_cap < view->nnodes) {
-        unsigned char *grown = realloc(kb->zone_of, view->nnodes);
-        if (!grown)
-            return NULL;
-        kb->zone_of = grown;
-        kb->zone_cap = view->nnodes;
-    }
-    if (kube_zone_index(kb->p, view->nodes, view->nnodes, kb->zone_of) != TY_OK)
+    int fresh;
+    unsigned char *v = kb_node_bytes_of(&kb->zones, view, &fresh);
+    if (!v || !fresh)
+        return v;
+    if (kube_zone_index(kb->p, view->nodes, view->nnodes, v) != TY_OK)
         return NULL;
-    kb->zone_valid = 1;
-    kb->zone_shape = view->shape;
-    kb->zone_n = view->nnodes;
-    return kb->zone_of;
+    kb_node_bytes_done(&kb->zones, view);
+    return v;
 }
 
 /* Two attempts whose pods are eligible for the same nodes of the same zone. */
@@ -1669,9 +1677,9 @@ static void kb_free(backend *b)
     kube_logs_free(kb->logs); /* after the informers: their callbacks feed it */
     kube_inv_free(kb->inv);
     for (size_t i = 0; i < kb->nmatches; i++)
-        free(kb->matches[i].match);
-    free(kb->zone_of);
-    free(kb->unknown);
+        free(kb->matches[i].match.v);
+    free(kb->zones.v);
+    free(kb->unknown.v);
     free(kb->buckets);
     while (kb->ahead) {
         kb_action *act = kb->ahead;

@@ -211,30 +211,23 @@ static ty_err cluster_on(void *ud, kube_inv_view *view)
         kbe *kb = c->kb;
         /* What the labels decide is kept until the view's shape changes (every /metrics
          * counts these); only nodes with GPUs can be unknown, and their GPUs are read now. */
-        if (!kb->unknown_valid || kb->unknown_shape != view->shape ||
-            kb->unknown_n != view->nnodes) {
-            kb->unknown_valid = 0;
-            if (kb->unknown_cap < view->nnodes) {
-                unsigned char *grown = realloc(kb->unknown, view->nnodes);
-                if (!grown)
-                    return TY_ENOMEM;
-                kb->unknown = grown;
-                kb->unknown_cap = view->nnodes;
-            }
+        int fresh;
+        unsigned char *unknown = kb_node_bytes_of(&kb->unknown, view, &fresh);
+        if (!unknown)
+            return TY_ENOMEM;
+        if (fresh) {
             for (size_t i = 0; i < view->nnodes; i++) {
                 node_class nc;
                 classify(p, node_label, &view->nodes[i], 1, &nc);
-                kb->unknown[i] = (unsigned char)(nc.unknown_gpu | nc.unknown_group << 1);
+                unknown[i] = (unsigned char)(nc.unknown_gpu | nc.unknown_group << 1);
             }
-            kb->unknown_valid = 1;
-            kb->unknown_shape = view->shape;
-            kb->unknown_n = view->nnodes;
+            kb_node_bytes_done(&kb->unknown, view);
         }
         for (size_t i = 0; i < view->nnodes; i++) {
             if (view->nodes[i].gpus_allocatable <= 0)
                 continue;
-            c->unknown_gpu += kb->unknown[i] & 1;
-            c->unknown_group += kb->unknown[i] >> 1 & 1;
+            c->unknown_gpu += unknown[i] & 1;
+            c->unknown_group += unknown[i] >> 1 & 1;
         }
         return TY_OK;
     }

@@ -88,14 +88,20 @@ typedef struct kb_action {
     int report;                    /* DELETE: a failure is a STOP_FAILED (a stop asked it) */
 } kb_action;
 
+/* A byte per node of the inventory's view, worked out from the nodes' labels and taints, so
+ * kept until the view's shape changes (kube_inv_view.shape): kb_node_bytes_of(). */
+typedef struct kb_node_bytes {
+    unsigned char *v;
+    size_t n, cap;
+    unsigned long shape;
+    int valid;
+} kb_node_bytes;
+
 /* What the labels and taints of the inventory's nodes decide for one GPU type and capacity
  * (kube_class_match()), as of the view's shape. */
 typedef struct kb_match {
     const kube_node_class *gpu, *cap; /* the profile's; NULL: none, any */
-    int valid;
-    unsigned long shape;
-    size_t n, cap_n;
-    unsigned char *match;
+    kb_node_bytes match;
 } kb_match;
 
 #define KB_MATCHES 32
@@ -113,14 +119,9 @@ typedef struct kbe {
     kb_match matches[KB_MATCHES];  /* read and written only in kube_inv_with()'s callbacks,
                                       which its lock serializes */
     size_t nmatches;
-    unsigned char *zone_of;        /* kube_zone_index() of the view's nodes, when zone_valid; */
-    size_t zone_n, zone_cap;       /* kept like the matches, until the view's shape changes */
-    unsigned long zone_shape;
-    int zone_valid;
-    unsigned char *unknown;        /* per node of the view, when unknown_valid: what classify() */
-    size_t unknown_n, unknown_cap; /* says of it with GPUs (1: GPU type, 2: node group unknown), */
-    unsigned long unknown_shape;   /* kept like the zones */
-    int unknown_valid;
+    kb_node_bytes zones;           /* kube_zone_index() of the view's nodes */
+    kb_node_bytes unknown;         /* what classify() says of each node with GPUs (1: GPU type,
+                                      2: node group unknown) */
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;
     backend_attempt *attempts;
@@ -153,6 +154,11 @@ typedef struct kbe {
 } kbe;
 
 void kb_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* b's bytes if they were worked out for this view's shape (*fresh 0); else b's buffer grown to
+ * the view's nodes (*fresh 1): the caller fills it, then kb_node_bytes_done(). NULL: out of
+ * memory. In kube_inv_with()'s callbacks, which the inventory's lock serializes. */
+unsigned char *kb_node_bytes_of(kb_node_bytes *b, const kube_inv_view *view, int *fresh);
+void kb_node_bytes_done(kb_node_bytes *b, const kube_inv_view *view);
 /* A scale-up or unschedulable clock runs out at t (> 0): check_growth() walks the attempts
  * then; under kb->mu. */
 void kb_growth_due(kbe *kb, int64_t t);
