@@ -552,8 +552,7 @@ change *sched_push(round *r, sjob *j, job_state to, const char *reason, const ch
     c->u.from = j->state;
     c->u.to = to;
     c->u.reason = reason;
-    c->u.message = c->msg;
-    c->u.restarts = -1;
+    c->u.restarts = -1; /* u.message is set by commit(): r->c may move before then */
     /* The next change of this job in the round starts where this one ends. */
     j->state = to;
     return c;
@@ -1259,6 +1258,7 @@ static void commit(sched *s, round *r, round *next)
         if (r->c[i].u.to == JOB_STARTING && r->c[i].u.from != JOB_STARTING)
             mint_token(&r->c[i]);
         u[i] = r->c[i].u;
+        u[i].message = r->c[i].msg; /* the round pushes no more: r->c stays where it is */
     }
     ty_err e = r->n ? store_jobs_update(s->st, u, r->n) : TY_OK, failed = TY_OK;
     s->commit_failed = 0;

@@ -593,6 +593,50 @@ static int job_restarts(fixture *f, const char *id)
     return r;
 }
 
+/*
+ * A round that decides more changes than the last one could hold (here 300 admissions and
+ * starts in the first round) writes each with its own message: the round's array grows while
+ * it is filled, and what the store writes is read from where each change is at the commit.
+ */
+static void test_large_round_keeps_each_message(void **state)
+{
+    fixture *f = *state;
+    submit_many(f, "default", 300);
+    start_fake(f, 300);
+    store_job *jobs = NULL;
+    size_t n = 0;
+    int64_t next = 0;
+    store_job_filter flt = {.limit = 300};
+    for (int waited = 0; waited < WAIT_MS; waited += 50) {
+        store_stats st;
+        store_get_stats(f->st, &st);
+        if (st.jobs_by_state[JOB_SUCCEEDED] == 300)
+            break;
+        sleep_ms(50);
+    }
+    assert_int_equal(store_jobs_list(f->st, &flt, &jobs, &n, &next), TY_OK);
+    assert_int_equal(n, 300);
+    for (size_t i = 0; i < n; i++) {
+        store_event *ev = NULL;
+        size_t ne = 0;
+        int admitted = 0, starting = 0;
+        assert_int_equal(store_job_events(f->st, jobs[i].id, &ev, &ne), TY_OK);
+        for (size_t k = 0; k < ne; k++) {
+            if (!strcmp(ev[k].reason, "Admitted")) {
+                assert_string_equal(ev[k].message, "queue default, priority 0");
+                admitted++;
+            } else if (!strcmp(ev[k].reason, "Starting")) {
+                assert_string_equal(ev[k].message, "attempt 1: 1 rank");
+                starting++;
+            }
+        }
+        assert_int_equal(admitted, 1);
+        assert_int_equal(starting, 1);
+        store_events_free(ev, ne);
+    }
+    store_jobs_free(jobs, n);
+}
+
 /* STARTING until the backend says every rank runs; then RUNNING, with where they run. */
 static void test_fake_running_when_ranks_run(void **state)
 {
@@ -1647,6 +1691,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission_across_queues, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_queue_costs_no_rounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_round_keeps_each_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_never_fits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_75_unasked_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_then_resume, setup, teardown),
