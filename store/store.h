@@ -225,7 +225,7 @@ typedef struct store_update {
                                     be the job's attempt after the transition (a transition into
                                     STARTING increments it), else TY_ECONFLICT */
     const char *attempt_json;    /* JSON object text stored verbatim: as a row of the job's
-                                    attempts and as its current attempt (store_job.attempt_json) */
+                                    attempts, read back as store_job.attempt_json */
     int restarts;                /* the job's new restart count; -1 = unchanged */
     const unsigned char *job_token_hash; /* NULL, or with a transition into STARTING: the
                                     SHA-256 (32 bytes) of the new attempt's job token, stored

@@ -103,9 +103,12 @@ job_state store_column_state(sqlite3_stmt *st, int col);
  * migration's triggers write the same shift. */
 #define STORE_PENDING_BUCKET_SHIFT 10
 
+/* The current attempt's record is its row of attempts (one seek of that table's key); a
+ * query that names these columns reads FROM jobs, not an alias. */
 #define STORE_JOB_COLUMNS                                                                          \
     "seq, id, name, queue, priority, state, attempt, created_ms, updated_ms, spec, restarts, "     \
-    "attempt_json, sweep, sweep_parallelism, team, owner, pending_reason, preempted"
+    "(SELECT a.record FROM attempts AS a WHERE a.job_seq = jobs.seq AND a.attempt = jobs.attempt), " \
+    "sweep, sweep_parallelism, team, owner, pending_reason, preempted"
 
 /* Fills the store_job *job (new strings) from a row of STORE_JOB_COLUMNS; a
  * store_row_fn. */

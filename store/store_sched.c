@@ -16,9 +16,11 @@
  *
  * Attempt records. The scheduler keeps what it knows of an attempt (backend
  * names, ranks, exit codes) as a JSON object it rewrites as the attempt goes
- * on. Each write upserts the attempt's row in attempts and copies the record
- * into jobs.attempt_json, so reading a job shows its current attempt without
- * a join, and the history of attempts stays readable after a restart.
+ * on. Each write upserts the attempt's row in attempts, once: reading a job
+ * takes its current attempt's record from there (one seek of the table's key,
+ * STORE_JOB_COLUMNS), and the history of attempts stays readable after a
+ * restart. Before schema 19 the record was also copied into the jobs row,
+ * which rewrote the whole row, spec and all, for every record written.
  *
  * The admission order is per (queue, sweep) line, a walk of the partial index
  * jobs_pending_queue (queue, sweep, priority descending, then seq): only
@@ -58,9 +60,7 @@ static const char SQL_RELEASE_UPDATE[] = "RELEASE upd";
 static const char SQL_UPSERT_ATTEMPT[] =
     "INSERT INTO attempts (job_seq, attempt, record) VALUES (?1, ?2, ?3) "
     "ON CONFLICT (job_seq, attempt) DO UPDATE SET record = excluded.record";
-static const char SQL_SET_RECORDS[] =
-    "UPDATE jobs SET attempt_json = coalesce(?2, attempt_json), restarts = coalesce(?3, restarts) "
-    "WHERE seq = ?1";
+static const char SQL_SET_RESTARTS[] = "UPDATE jobs SET restarts = ?2 WHERE seq = ?1";
 
 /* ?5 is the sweep's seq, or NULL for the jobs outside sweeps: `IS` matches both in the index. */
 static const char SQL_PENDING_AT[] =
@@ -157,10 +157,9 @@ static int update_valid(const store_update *u)
 /* Writes the attempt record and the restart count of an update that passed its checks. */
 static ty_err write_records(store_conn *w, const store_job *job, const store_update *u)
 {
-    int record = u->attempt > 0 && u->attempt_json;
     sqlite3_stmt *st = NULL;
     ty_err e;
-    if (record) {
+    if (u->attempt > 0 && u->attempt_json) {
         if ((e = store_conn_stmt(w, SQL_UPSERT_ATTEMPT, 0, &st)) != TY_OK)
             return e;
         sqlite3_bind_int64(st, 1, job->seq);
@@ -169,16 +168,12 @@ static ty_err write_records(store_conn *w, const store_job *job, const store_upd
         if ((e = store_step_done(st)) != TY_OK)
             return e;
     }
-    if (!record && u->restarts < 0)
+    if (u->restarts < 0)
         return TY_OK;
-    if ((e = store_conn_stmt(w, SQL_SET_RECORDS, 0, &st)) != TY_OK)
+    if ((e = store_conn_stmt(w, SQL_SET_RESTARTS, 0, &st)) != TY_OK)
         return e;
     sqlite3_bind_int64(st, 1, job->seq);
-    store_bind_text(st, 2, record ? u->attempt_json : NULL); /* NULL keeps the column */
-    if (u->restarts >= 0)
-        sqlite3_bind_int(st, 3, u->restarts);
-    else
-        sqlite3_bind_null(st, 3);
+    sqlite3_bind_int(st, 2, u->restarts);
     return store_step_done(st);
 }
 

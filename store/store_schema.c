@@ -65,6 +65,8 @@
  *  17  pending_counts: the PENDING jobs of each line (team, queue, sweep or 0), priority and
  *      bucket of 1,024 seqs (seq >> 10), kept by the insertion and a trigger, so the place of a job in its line
  *      is a sum over buckets plus a count within one bucket (store_jobs_line_places)
+ *  18  node_failures, node_quarantine: the node ledger
+ *  19  jobs.attempt_json dropped: the current attempt's record is its row of attempts
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -468,6 +470,15 @@ static const char *const migrations[] = {
     "  released_ms   INTEGER NOT NULL DEFAULT 0,"
     "  released_by   TEXT NOT NULL DEFAULT ''"
     ") STRICT, WITHOUT ROWID;",
+    /* 19: the current attempt's record is read from attempts (STORE_JOB_COLUMNS), not kept
+     * a second time in jobs.attempt_json: each record the scheduler writes rewrote the
+     * job's row, spec and all, besides its row of attempts. Both were always written
+     * together; a record that reached only the jobs row is copied over first. */
+    "INSERT INTO attempts (job_seq, attempt, record)"
+    "  SELECT seq, attempt, attempt_json FROM jobs"
+    "  WHERE attempt > 0 AND attempt_json IS NOT NULL"
+    "  ON CONFLICT (job_seq, attempt) DO NOTHING;"
+    "ALTER TABLE jobs DROP COLUMN attempt_json;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -428,6 +428,53 @@ static void test_version_17_gets_the_node_ledger(void **state)
     tdir_remove(&t);
 }
 
+/*
+ * Version 18 to 19: the current attempt's record moves out of the jobs row. A job keeps the
+ * record it had (read back from attempts), a record that reached only the jobs row is kept,
+ * and the next record written is the one read.
+ */
+static void test_version_18_reads_records_from_attempts(void **state)
+{
+    (void)state;
+    tdir t;
+    tdir_make(&t);
+    static const char v18_rows[] =
+        "INSERT INTO jobs (id, name, queue, priority, state, attempt, created_ms, updated_ms, "
+        "spec, attempt_json) VALUES "
+        "('01j0000000000000000000000a', 'a', 'q', 0, 3, 2, 1000, 1000, '{}', '{\"attempt\":2}'),"
+        "('01j0000000000000000000000b', 'b', 'q', 0, 3, 1, 1001, 1001, '{}', '{\"attempt\":1}'),"
+        "('01j0000000000000000000000c', 'c', 'q', 0, 0, 0, 1002, 1002, '{}', NULL);"
+        "INSERT INTO attempts (job_seq, attempt, record) VALUES "
+        "(1, 1, '{\"attempt\":1,\"old\":true}'), (1, 2, '{\"attempt\":2}');";
+    db_at_version(t.db, 18, v18_rows);
+    store *s = open_store(&t);
+    assert_int_equal(db_int(t.db, "PRAGMA user_version"), store_schema_version());
+    assert_int_equal(
+        db_int(t.db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'attempt_json'"),
+        0);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(s, "01j0000000000000000000000a", &j), TY_OK);
+    assert_string_equal(j->attempt_json, "{\"attempt\":2}");
+    store_jobs_free(j, 1);
+    assert_int_equal(store_job_get(s, "01j0000000000000000000000b", &j), TY_OK);
+    assert_string_equal(j->attempt_json, "{\"attempt\":1}"); /* copied over */
+    store_jobs_free(j, 1);
+    assert_int_equal(store_job_get(s, "01j0000000000000000000000c", &j), TY_OK);
+    assert_null(j->attempt_json);
+    store_jobs_free(j, 1);
+
+    store_update u = {.id = "01j0000000000000000000000a", .from = JOB_RUNNING,
+                      .to = JOB_RUNNING, .attempt = 2, .attempt_json = "{\"attempt\":2,\"n\":1}",
+                      .restarts = -1};
+    assert_int_equal(store_jobs_update(s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_OK);
+    assert_int_equal(store_job_get(s, "01j0000000000000000000000a", &j), TY_OK);
+    assert_string_equal(j->attempt_json, "{\"attempt\":2,\"n\":1}");
+    store_jobs_free(j, 1);
+    store_close(s);
+    tdir_remove(&t);
+}
+
 static void test_foreign_database_is_refused(void **state)
 {
     (void)state;
@@ -485,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_version_12_gets_teams),
         cmocka_unit_test(test_version_16_gets_pending_counts),
         cmocka_unit_test(test_version_17_gets_the_node_ledger),
+        cmocka_unit_test(test_version_18_reads_records_from_attempts),
         cmocka_unit_test(test_foreign_database_is_refused),
         cmocka_unit_test(test_garbage_file_is_refused),
         cmocka_unit_test(test_unopenable_path_fails_cleanly),
