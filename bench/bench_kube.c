@@ -78,6 +78,7 @@
 
 static char g_fake[64], g_srv[64], g_dir[] = "/tmp/ty-bench-kube-XXXXXX";
 static pid_t g_fake_pid = -1, g_srv_pid = -1;
+static char g_srv_log[340]; /* the running server's log */
 
 static void die(const char *fmt, ...)
 {
@@ -148,9 +149,24 @@ static long fake(const char *method, const char *path, const char *body, json_t 
     return call(g_hf, g_fake, FAKE_TOKEN, method, path, body, out);
 }
 
+/* Dies when the server has exited (a crash, a sanitizer's report): nothing would answer. */
+static void check_server(void)
+{
+    int st;
+    if (g_srv_pid > 0 && waitpid(g_srv_pid, &st, WNOHANG) == g_srv_pid) {
+        g_srv_pid = -1;
+        if (WIFSIGNALED(st))
+            die("the server exited on signal %d; its log is %s", WTERMSIG(st), g_srv_log);
+        die("the server exited with status %d; its log is %s", WEXITSTATUS(st), g_srv_log);
+    }
+}
+
 static long srv(const char *method, const char *path, const char *body, json_t **out)
 {
-    return call(g_hs, g_srv, TOKEN, method, path, body, out);
+    long st = call(g_hs, g_srv, TOKEN, method, path, body, out);
+    if (st <= 0)
+        check_server();
+    return st;
 }
 
 /* Starts argv with stdout to a pipe (when port_line) or to log; returns the pid. */
@@ -254,6 +270,8 @@ static long server_metric(const char *needle)
     if (curl_easy_perform(g_hs) == CURLE_OK && b.p && (m = strstr(b.p, needle)))
         v = strtol(m + strlen(needle), NULL, 10);
     free(b.p);
+    if (v < 0)
+        check_server();
     return v;
 }
 
@@ -596,6 +614,7 @@ static void start_server(const char *trainyard, const char *profile, const char 
     snprintf(kubeconfig, sizeof kubeconfig, "%s/kubeconfig", dir);
     snprintf(db, sizeof db, "%s/data/trainyard.db", dir);
     snprintf(log, sizeof log, "%s/server.log", dir);
+    snprintf(g_srv_log, sizeof g_srv_log, "%s", log);
     FILE *kf = fopen(kubeconfig, "w");
     if (!kf)
         die("%s: %s", kubeconfig, strerror(errno));
