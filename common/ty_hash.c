@@ -3,6 +3,8 @@
  */
 #include "common/ty_hash.h"
 
+#include <string.h>
+
 #define FNV1A_PRIME 1099511628211ULL
 
 uint64_t ty_fnv1a(uint64_t h, const void *p, size_t n)
@@ -15,8 +17,5 @@ uint64_t ty_fnv1a(uint64_t h, const void *p, size_t n)
 
 uint64_t ty_fnv1a_str(const char *s)
 {
-    uint64_t h = TY_FNV1A_INIT;
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
-        h = (h ^ *c) * FNV1A_PRIME;
-    return h;
+    return ty_fnv1a(TY_FNV1A_INIT, s, strlen(s));
 }
