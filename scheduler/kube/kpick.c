@@ -298,3 +298,47 @@ json_t *ty_kpick_parse(const char *text, size_t len, const json_t *pick, char *e
                  text ? (size_t)(r.p - text) : 0);
     return v;
 }
+
+int ty_kpick_string(const char *text, size_t len, const char *const *path, size_t n, char *out,
+                    size_t outlen)
+{
+    rd r = {text, text + len, NULL};
+    const char *s;
+    int esc = 0;
+    if (!text || !outlen)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t want = strlen(path[i]);
+        ws(&r);
+        if (r.p >= r.end || *r.p != '{')
+            return -1;
+        r.p++;
+        for (;;) {
+            ws(&r);
+            s = r.p;
+            esc = 0;
+            if (skip_string(&r, &esc))
+                return -1;
+            size_t klen = (size_t)(r.p - s) - 2;
+            ws(&r);
+            if (r.p >= r.end || *r.p != ':')
+                return -1;
+            r.p++;
+            if (!esc && klen == want && !memcmp(s + 1, path[i], want))
+                break;
+            if (skip_value(&r))
+                return -1;
+            ws(&r);
+            if (r.p >= r.end || *r.p != ',')
+                return -1; /* the object ends (or breaks) without it */
+            r.p++;
+        }
+    }
+    ws(&r);
+    s = r.p;
+    esc = 0;
+    if (skip_string(&r, &esc) || esc)
+        return -1;
+    snprintf(out, outlen, "%.*s", (int)(r.p - s) - 2, s + 1);
+    return 0;
+}

@@ -34,4 +34,14 @@
 json_t *ty_kpick_parse(const char *text, size_t len, const json_t *pick, char *err,
                        size_t errlen);
 
+/*
+ * The string at a path of n member names in the JSON object text (for example "metadata",
+ * "uid"), copied into out (outlen bytes, cut to fit) without reading past it: the rest of the
+ * text is neither parsed nor checked. That suits a large answer read for one field, when its
+ * sender (an API server's 2xx) is trusted for its structure. A key or the string itself written
+ * with escapes does not match. 0 when found; -1 when not there or not a string.
+ */
+int ty_kpick_string(const char *text, size_t len, const char *const *path, size_t n, char *out,
+                    size_t outlen);
+
 #endif

@@ -180,12 +180,55 @@ static void test_whole_as_jansson(void **state)
     json_decref(pick);
 }
 
+typedef struct string_case {
+    const char *text;
+    const char *expected; /* NULL: not found */
+} string_case;
+
+/* metadata.uid of an answer: found after skipped members, not read past. */
+static void test_string_at_path(void **state)
+{
+    (void)state;
+    static const char *const path[] = {"metadata", "uid"};
+    static const string_case sc[] = {
+        {"{\"kind\":\"Job\",\"metadata\":{\"name\":\"j\",\"labels\":{\"uid\":\"no\"},"
+         "\"uid\":\"3f2a\"},\"spec\":{}}", "3f2a"},
+        /* What follows the member is not read: a body cut there still answers. */
+        {"{ \"metadata\" : { \"uid\" : \"u-1\" , \"name\": [", "u-1"},
+        /* A member named uid elsewhere does not count. */
+        {"{\"spec\":{\"uid\":\"x\"},\"metadata\":{\"name\":\"j\"}}", NULL},
+        {"{\"metadata\":{\"uid\":7}}", NULL},
+        {"{\"metadata\":\"uid\"}", NULL},
+        {"[{\"metadata\":{\"uid\":\"a\"}}]", NULL},
+        {"{\"metadata\":{\"uid\":\"a\\\"b\"}}", NULL},
+        {"{\"metadata\":{\"uid\":\"abc", NULL},
+        {"", NULL},
+    };
+    char out[16];
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+        strcpy(out, "?");
+        int rc = ty_kpick_string(sc[i].text, strlen(sc[i].text), path, 2, out, sizeof out);
+        if (sc[i].expected) {
+            assert_int_equal(rc, 0);
+            assert_string_equal(out, sc[i].expected);
+        } else {
+            assert_int_equal(rc, -1);
+        }
+    }
+    /* Cut to fit the buffer given. */
+    const char *t = "{\"metadata\":{\"uid\":\"0123456789abcdef\"}}";
+    char small[5];
+    assert_int_equal(ty_kpick_string(t, strlen(t), path, 2, small, sizeof small), 0);
+    assert_string_equal(small, "0123");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_picks),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_whole_as_jansson),
+        cmocka_unit_test(test_string_at_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
