@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/ty_hash.h"
+#include "common/ty_json.h"
 #include "common/ty_quantity.h"
 #include "common/ty_thread.h"
 #include "common/ty_time.h"
@@ -932,14 +933,16 @@ static void report_launch_failure(kbe *kb, const kb_action *act, const char *msg
 static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const json_t *obj,
                               char *uid, size_t uidlen, int *adopted, char *err, size_t errlen)
 {
-    char *body = json_dumps(obj, JSON_COMPACT);
+    ty_buf body;
     ty_kresp r = {0};
-    if (!body) {
+    ty_buf_init(&body, 0);
+    if (ty_json_write(&body, obj) != TY_OK) {
+        ty_buf_free(&body);
         why_set(err, errlen, "out of memory");
         return TY_ENOMEM;
     }
-    ty_err e = ty_kclient_request(kb->c, "POST", path, body, &r, err, errlen);
-    free(body);
+    ty_err e = ty_kclient_request(kb->c, "POST", path, body.data, &r, err, errlen);
+    ty_buf_free(&body);
     if (e == TY_EEXISTS) {
         char one[512];
         kb_fmt(one, sizeof one, "%s/%s", path, name);
@@ -958,13 +961,11 @@ static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const
         pthread_mutex_unlock(&kb->mu);
     }
     if (e == TY_OK && uid) {
-        /* Of the object the server answers with, only its uid is parsed. */
-        json_t *pick = json_pack("{s:{s:b}}", "metadata", "uid", 1);
-        json_t *j = r.body && pick ? ty_kpick_parse(r.body, r.body_len, pick, NULL, 0) : NULL;
-        json_decref(pick);
-        const char *u = json_string_value(json_object_get(json_object_get(j, "metadata"), "uid"));
-        kb_fmt(uid, uidlen, "%s", u ? u : "");
-        json_decref(j);
+        /* Of the object the server answers with (all of it, status and managed fields), only
+         * its uid is read; metadata comes first. */
+        static const char *const uid_path[] = {"metadata", "uid"};
+        if (ty_kpick_string(r.body, r.body_len, uid_path, 2, uid, uidlen))
+            uid[0] = '\0';
     }
     ty_kresp_clear(&r);
     return e;
