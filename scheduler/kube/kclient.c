@@ -155,6 +155,12 @@ void ty_kstop_request(ty_kstop *s)
 
 /* ---- handles ----------------------------------------------------------------------------------*/
 
+static void conn_opts(ty_kclient *c, CURL *h);
+static size_t on_header(char *p, size_t size, size_t n, void *ud);
+static size_t on_body(char *p, size_t size, size_t n, void *ud);
+
+/* A handle from the pool, keeping its live connection and its options: what reaches the server
+ * is set when the handle is made, what each request needs is set by perform(). */
 static CURL *handle_get(ty_kclient *c)
 {
     CURL *h = NULL;
@@ -162,10 +168,11 @@ static CURL *handle_get(ty_kclient *c)
     if (c->npool > 0)
         h = c->pool[--c->npool];
     pthread_mutex_unlock(&c->pool_lock);
-    if (h)
-        curl_easy_reset(h);     /* options go; the live connection stays */
-    else
-        h = curl_easy_init();
+    if (!h && (h = curl_easy_init()) != NULL) {
+        conn_opts(c, h);
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    }
     return h;
 }
 
@@ -489,15 +496,14 @@ static void add_header(struct curl_slist **l, const char *line, int *oom)
         *oom = 1;
 }
 
-/* What every handle needs to reach the server: identity, TLS, client certificate, timeouts
- * of the connection. curl_msg (CURL_ERROR_SIZE) must outlive the transfer. */
-static void conn_opts(ty_kclient *c, CURL *h, const ty_kube_cred *cred, char *curl_msg)
+/* What every handle needs to reach the server: identity, TLS, timeouts of the connection. The
+ * client certificate, which a renewal may change, is set for each request. */
+static void conn_opts(ty_kclient *c, CURL *h)
 {
     ty_kube_tls tls;
     curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->o.connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     ty_kubeconfig_tls(c->kc, &tls);
@@ -508,6 +514,11 @@ static void conn_opts(ty_kclient *c, CURL *h, const ty_kube_cred *cred, char *cu
         struct curl_blob b = {(void *)tls.ca_pem, tls.ca_len, CURL_BLOB_NOCOPY};
         curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
     }
+}
+
+/* The client certificate of this request's credentials, when they have one. */
+static void cert_opts(CURL *h, const ty_kube_cred *cred)
+{
     if (cred->cert_pem && cred->key_pem) {
         struct curl_blob cb = {cred->cert_pem, cred->cert_len, CURL_BLOB_COPY};
         struct curl_blob kb = {cred->key_pem, cred->key_len, CURL_BLOB_COPY};
@@ -606,31 +617,33 @@ static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const ch
             rc = TY_ENOMEM;
             break;
         }
+        /* Every option a request sets, each request sets (the handle keeps the last one's). */
         curl_easy_setopt(h, CURLOPT_URL, url.data);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-        conn_opts(c, h, &cred, curl_msg);
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
+        cert_opts(h, &cred);
         if (watch) {
             /* The server ends the stream after timeoutSeconds; past a margin it is dead. */
             curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ((long)watch->timeout_s + 30) * 1000L);
             curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
             curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
             curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+            curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL);
         } else {
             curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->o.timeout_ms);
+            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
             curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
         }
-        if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0)
-            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-        if (body) {
-            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        } else if (strcmp(method, "POST") == 0) {
-            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
-            curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        if (body || strcmp(method, "POST") == 0) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                             (curl_off_t)(body ? strlen(body) : 0));
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+        } else {
+            curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
         }
-        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST,
+                         strcmp(method, "GET") && strcmp(method, "POST") ? method : NULL);
         curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
         if (watch)
             atomic_fetch_add(&c->watches, 1);
@@ -638,8 +651,14 @@ static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const ch
         cc = curl_easy_perform(h);
         ty_kube_cred_clear(&cred);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->code);
-        /* Drop the pointers into this attempt's stack and headers; the connection stays. */
-        curl_easy_reset(h);
+        /* Drop the pointers into this attempt's stack, headers and body; the connection and
+         * the other options stay. */
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, NULL);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, NULL);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
         for (struct curl_slist *l = hdrs; l; l = l->next)
             OPENSSL_cleanse(l->data, strlen(l->data));
         curl_slist_free_all(hdrs);
@@ -977,7 +996,9 @@ ty_err ty_kstream_open(ty_kclient *c, const char *path, size_t max_buffer, ty_ks
      * dead one (TCP keep-alive finds a dead peer). */
     curl_easy_setopt(s->h, CURLOPT_URL, s->url);
     curl_easy_setopt(s->h, CURLOPT_HTTPHEADER, s->hdrs);
-    conn_opts(c, s->h, &cred, s->curl_msg);
+    conn_opts(c, s->h);
+    cert_opts(s->h, &cred);
+    curl_easy_setopt(s->h, CURLOPT_ERRORBUFFER, s->curl_msg);
     curl_easy_setopt(s->h, CURLOPT_HEADERFUNCTION, stream_header);
     curl_easy_setopt(s->h, CURLOPT_HEADERDATA, s);
     curl_easy_setopt(s->h, CURLOPT_WRITEFUNCTION, stream_body);
@@ -1132,7 +1153,9 @@ ty_err ty_kclient_easy_get(ty_kclient *c, CURL *h, const char *path, struct curl
     if (!oom) {
         curl_easy_setopt(h, CURLOPT_URL, url.data); /* libcurl copies it */
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
-        conn_opts(c, h, &cred, curl_msg);
+        conn_opts(c, h);
+        cert_opts(h, &cred);
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
     }
     ty_buf_free(&url);
     ty_kube_cred_clear(&cred);

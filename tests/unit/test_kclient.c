@@ -51,6 +51,7 @@ typedef struct seen {
     char ctype[64];
     char auth[256];
     char agent[64];
+    char clen[16];                      /* Content-Length, "" when none */
     int client_cert;                    /* TLS: a client certificate the CA verifies */
 } seen;
 
@@ -214,6 +215,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         copy_header(c, "Content-Type", sn->ctype, sizeof(sn->ctype));
         copy_header(c, "Authorization", sn->auth, sizeof(sn->auth));
         copy_header(c, "User-Agent", sn->agent, sizeof(sn->agent));
+        copy_header(c, "Content-Length", sn->clen, sizeof(sn->clen));
         sn->client_cert = verified_client_cert(c);
     }
     pthread_mutex_unlock(&s->lock);
@@ -447,12 +449,20 @@ static void test_create_strict(void **state)
                                         "{\"spec\":{\"suspend\":false}}", &r, err, sizeof(err)),
                      TY_OK);
     ty_kresp_clear(&r);
+    /* One pooled handle carries them all: what a request does not use is not left over from
+     * the one before (the PATCH's method and body, the DELETE's method). */
+    assert_int_equal(ty_kclient_request(e->c, "DELETE", JOBS "/ty-1-a1", NULL, &r, err,
+                                        sizeof(err)), TY_OK);
+    ty_kresp_clear(&r);
+    assert_int_equal(ty_kclient_request(e->c, "POST", JOBS, NULL, &r, err, sizeof(err)), TY_OK);
+    ty_kresp_clear(&r);
     assert_int_equal(ty_kclient_request(e->c, "GET", JOBS "/ty-1-a1", NULL, &r, err,
                                         sizeof(err)), TY_OK);
     ty_kresp_clear(&r);
 
     seen *s = e->srv.seen;
-    assert_int_equal(e->srv.nseen, 3);
+    assert_int_equal(e->srv.nseen, 5);
+    assert_int_equal(atomic_load(&e->srv.connections), 1);
     assert_string_equal(s[0].method, "POST");
     assert_string_equal(s[0].path, JOBS);
     assert_non_null(strstr(s[0].query, "&fieldValidation=Strict&"));
@@ -463,8 +473,16 @@ static void test_create_strict(void **state)
     assert_non_null(strstr(s[1].query, "&dryRun=All&"));
     assert_non_null(strstr(s[1].query, "&fieldValidation=Strict&"));
     assert_string_equal(s[1].ctype, "application/merge-patch+json");
-    assert_string_equal(s[2].method, "GET");
-    assert_null(strstr(s[2].query, "fieldValidation"));
+    assert_string_equal(s[1].clen, "26");
+    assert_string_equal(s[2].method, "DELETE");
+    assert_string_equal(s[2].clen, "");
+    assert_string_equal(s[2].ctype, "");
+    assert_string_equal(s[3].method, "POST");
+    assert_string_equal(s[3].clen, "0");
+    assert_string_equal(s[4].method, "GET");
+    assert_string_equal(s[4].clen, "");
+    assert_string_equal(s[4].auth, "Bearer test-token");
+    assert_null(strstr(s[4].query, "fieldValidation"));
 }
 
 /* 429 with Retry-After, then 201: one retry, and the caller sees the 201. */
