@@ -516,7 +516,8 @@ static void conn_opts(ty_kclient *c, CURL *h)
     }
 }
 
-/* The client certificate of this request's credentials, when they have one. */
+/* The client certificate of this request's credentials; none when they have none (a handle
+ * kept from a request whose credentials had one drops it). */
 static void cert_opts(CURL *h, const ty_kube_cred *cred)
 {
     if (cred->cert_pem && cred->key_pem) {
@@ -526,6 +527,9 @@ static void cert_opts(CURL *h, const ty_kube_cred *cred)
         curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
         curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
         curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
+    } else {
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, NULL);
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, NULL);
     }
 }
 
