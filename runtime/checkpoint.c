@@ -15,6 +15,7 @@
 
 #include "runtime/comm.h"
 #include "runtime/rt_error.h"
+#include "runtime/rt_fs.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoint floats are little-endian");
 
@@ -45,30 +46,6 @@ static ty_err shard_path(char *buf, size_t len, const char *dir, int64_t step, i
     if (n < 0 || (size_t)n >= len) {
         rt_errf(err, errlen, "checkpoint path too long");
         return TY_EINVAL;
-    }
-    return TY_OK;
-}
-
-/* mkdir -p; existing directories are fine. */
-static ty_err make_dirs(const char *path, char *err, size_t errlen)
-{
-    char buf[PATH_BYTES];
-    size_t len = strlen(path);
-    if (len == 0 || len >= sizeof buf) {
-        rt_errf(err, errlen, "bad checkpoint directory \"%s\"", path);
-        return TY_EINVAL;
-    }
-    memcpy(buf, path, len + 1);
-    for (size_t i = 1; i <= len; i++) {
-        if (buf[i] != '/' && buf[i] != '\0')
-            continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            rt_errf(err, errlen, "mkdir %s: %s", buf, strerror(errno));
-            return TY_EIO;
-        }
-        buf[i] = c;
     }
     return TY_OK;
 }
@@ -203,7 +180,7 @@ ty_err ckpt_write_shard(const char *dir, int64_t step, const shard_layout *layou
     if ((rc = step_path(sdir, sizeof sdir, dir, step, err, errlen)) != TY_OK ||
         (rc = shard_path(path, sizeof path, dir, step, layout->rank, layout->world, "", err,
                          errlen)) != TY_OK ||
-        (rc = make_dirs(sdir, err, errlen)) != TY_OK)
+        (rc = rt_make_dirs(sdir, "checkpoint directory", err, errlen)) != TY_OK)
         return rc;
     memcpy(head, shard_magic, sizeof shard_magic);
     put_u32(head + 8, FORMAT_VERSION);

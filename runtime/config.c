@@ -394,7 +394,7 @@ const char *config_usage(void)
            "  --checkpoint-dir D      sharded checkpoints; the newest is resumed (TRAINYARD_CHECKPOINT_DIR)\n"
            "  --checkpoint-every K    steps between checkpoints, 0 = only at the end (500)\n"
            "  --keep-checkpoints N    complete checkpoints kept (2)\n"
-           "  --output-dir D          params.f32 and result.json at the end (TRAINYARD_OUTPUT_DIR)\n"
+           "  --output-dir D          params.f32 and result.json at the end, D made (TRAINYARD_OUTPUT_DIR)\n"
            "  --log-every K           steps between log lines (100)\n"
            "  --timeout S             seconds before a silent peer counts as lost (30)\n"
            "  --nproc N               launch N local ranks on 127.0.0.1 (like torchrun --standalone)\n"

@@ -24,6 +24,7 @@
 #include "runtime/report.h"
 #include "runtime/rng.h"
 #include "runtime/rt_error.h"
+#include "runtime/rt_fs.h"
 #include "runtime/shard.h"
 
 #define DATA_ORDER_SALT 0x646174616f726472ULL /* keeps the data order apart from the init stream */
@@ -632,7 +633,12 @@ ty_err train_run(const worker_config *cfg, const volatile sig_atomic_t *stop, FI
     rc = load_data(&t, err, errlen);
     if (rc == TY_OK)
         rc = build(&t, err, errlen);
-    ty_err ag = agree(&t, rc == TY_OK, "loading the data", err, errlen);
+    /* Where rank 0 writes the result, made now: a path that cannot be written fails the run
+     * before it trains, not after. */
+    if (rc == TY_OK && cfg->rank == 0 && cfg->output_dir)
+        rc = rt_make_dirs(cfg->output_dir, "output directory", err, errlen);
+    ty_err ag = agree(&t, rc == TY_OK, "loading the data (or making the output directory)", err,
+                     errlen);
     if (rc != TY_OK || ag != TY_OK) {
         rc = rc != TY_OK ? rc : ag;
         goto out;
@@ -712,7 +718,11 @@ ty_err train_run(const worker_config *cfg, const volatile sig_atomic_t *stop, FI
         }
         free(text);
     }
-    emit(&t, done);
+    /* Done only once the result is where it was asked to be. */
+    if (rc == TY_OK)
+        emit(&t, done);
+    else
+        json_decref(done);
 out:
     if (rc != TY_OK && t.out)
         emit(&t, json_pack("{s:s,s:s}", "event", "error", "message", err ? err : ""));

@@ -176,6 +176,34 @@ static void test_errors(void **state)
     free(run(&c, NULL, &rep, TY_EINVAL));
 }
 
+/* An output directory that is not there is made; one that cannot be made fails the run before
+ * it trains, and no "done" is told. */
+static void test_output_directory(void **state)
+{
+    (void)state;
+    worker_config c;
+    train_report rep;
+    char nested[4300], blocked[4400], path[4400];
+    snprintf(nested, sizeof nested, "%s/new/out", dir);
+    small_config(&c, NULL);
+    c.output_dir = nested;
+    free(run(&c, NULL, &rep, TY_OK));
+    snprintf(path, sizeof path, "%s/result.json", nested);
+    char *result = rt_read_file(path, NULL);
+    assert_non_null(result);
+    free(result);
+
+    /* Under a regular file: nothing can be made there. */
+    snprintf(blocked, sizeof blocked, "%s/result.json/out", nested);
+    small_config(&c, NULL);
+    c.output_dir = blocked;
+    char *text = run(&c, NULL, &rep, TY_EIO);
+    assert_int_equal(rep.steps, 0);
+    assert_null(strstr(text, "\"event\":\"done\""));
+    assert_non_null(strstr(text, "output directory"));
+    free(text);
+}
+
 int main(void)
 {
     /* In order: later cases use the first run's checkpoints and report. */
@@ -184,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_finished_run_resumes_to_the_same_model),
         cmocka_unit_test(test_stop_request_checkpoints_and_resumes),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_output_directory),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
