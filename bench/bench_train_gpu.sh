@@ -54,8 +54,10 @@ fi
 echo "| model | trainyard-worker samples/s | step ms | GEMM TFLOP/s | PyTorch samples/s | step ms | ratio |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 for hidden in 512,512 8192,8192; do
+    # Epochs enough that --max-steps ends the run (an epoch is 15 steps at this batch; the
+    # default 15 epochs would stop it at 225).
     ty=$("$worker" train --device cuda --data "$data" --batch 4096 --hidden "$hidden" \
-        --max-steps "$steps" --log-every 100000 | grep '"event":"done"')
+        --epochs 1000 --max-steps "$steps" --log-every 100000 | grep '"event":"done"')
     ty_sps=$(echo "$ty" | grep -o '"samples_per_s":[0-9.]*' | cut -d: -f2)
     ty_ms=$(awk -v s="$ty_sps" 'BEGIN { printf "%.3f", 4096 * 1000 / s }')
     # Forward, and backward's two products per layer: 6 * batch * weights.
