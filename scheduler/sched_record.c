@@ -18,6 +18,7 @@
 
 #include "common/ty_buf.h"
 #include "common/ty_crypto.h"
+#include "common/ty_hash.h"
 #include "common/ty_json.h"
 #include "common/ty_log.h"
 #include "common/ty_quantity.h"
@@ -31,66 +32,140 @@ static const char *const attempt_state_names[] = {"starting", "running", "stoppi
 
 /* ---- the attempt record --------------------------------------------------- */
 
-static json_t *time_or_null(int64_t ms)
+/* The record is written straight into text, member by member (a tree of jansson values built
+ * and dumped for each of the several records a job's start writes was a tenth of the scheduler
+ * thread). Members keep the order readers have always seen. */
+
+typedef struct out {
+    ty_buf b;
+    ty_err e; /* the first failure sticks: later writes do nothing */
+} out;
+
+static void raw(out *o, const char *s)
 {
-    char buf[32];
-    return ms > 0 ? json_string(ty_time_format_rfc3339(ms, buf, sizeof buf)) : json_null();
+    if (!o->e)
+        o->e = ty_buf_puts(&o->b, s);
 }
 
-static json_t *int_or_null(int v, int present)
+/* A string value, or null for NULL. */
+static void str(out *o, const char *s)
 {
-    return present ? json_integer(v) : json_null();
+    if (!o->e)
+        o->e = s ? ty_json_put_string(&o->b, s, SIZE_MAX) : ty_buf_puts(&o->b, "null");
+}
+
+static void num(out *o, long long v, int present)
+{
+    if (!o->e)
+        o->e = present ? ty_buf_printf(&o->b, "%lld", v) : ty_buf_puts(&o->b, "null");
+}
+
+static void when(out *o, int64_t ms)
+{
+    char t[32];
+    str(o, ms > 0 ? ty_time_format_rfc3339(ms, t, sizeof t) : NULL);
+}
+
+static void put_rank(out *o, const srank *k, int r)
+{
+    int ended = k->state >= RANK_SUCCEEDED;
+    raw(o, r ? ",{\"rank\":" : "{\"rank\":");
+    num(o, r, 1);
+    raw(o, ",\"state\":");
+    str(o, rank_state_names[k->state]);
+    raw(o, ",\"exit_code\":");
+    num(o, k->exit_code, ended && k->exit_code >= 0);
+    raw(o, ",\"signal\":");
+    num(o, k->signal, ended && k->signal > 0);
+    raw(o, ",\"started_at\":");
+    when(o, k->started_ms);
+    raw(o, ",\"ended_at\":");
+    when(o, k->ended_ms);
+    /* Where it runs, as far as the backend said: a pid here, a pod and a node there. */
+    if (k->pid > 0) {
+        raw(o, ",\"pid\":");
+        num(o, k->pid, 1);
+    }
+    if (k->pod) {
+        raw(o, ",\"pod\":");
+        str(o, k->pod);
+    }
+    if (k->node) {
+        raw(o, ",\"node\":");
+        str(o, k->node);
+    }
+    raw(o, "}");
+}
+
+/* Where the backend placed the attempt, with the nodes its ranks were given, each once in the
+ * order of the ranks. */
+static void put_placement(out *o, const sjob *j)
+{
+    const char *key;
+    json_t *v;
+    raw(o, ",\"placement\":{");
+    json_object_foreach(j->placement, key, v)
+    {
+        if (strcmp(key, "nodes") && !o->e) {
+            str(o, key);
+            raw(o, ":");
+            if (!o->e)
+                o->e = ty_json_write(&o->b, v);
+            raw(o, ",");
+        }
+    }
+    raw(o, "\"nodes\":[");
+    /* The names written, in an open-addressed set: a gang has up to thousands of ranks. */
+    size_t cap = 16, n = 0;
+    while (cap < (size_t)j->world * 2)
+        cap *= 2;
+    const char **set = calloc(cap, sizeof *set);
+    if (!set && !o->e)
+        o->e = TY_ENOMEM;
+    for (int r = 0; !o->e && r < j->world; r++) {
+        const char *node = j->ranks[r].node;
+        if (!node)
+            continue;
+        size_t at = (size_t)ty_fnv1a_str(node) & (cap - 1);
+        while (set[at] && strcmp(set[at], node))
+            at = (at + 1) & (cap - 1);
+        if (set[at])
+            continue;
+        set[at] = node;
+        raw(o, n++ ? "," : "");
+        str(o, node);
+    }
+    free(set);
+    raw(o, "]}");
 }
 
 /* The record of j's current attempt, number `attempt`, as JSON text (new). */
 char *sched_record_text(const sjob *j, int attempt)
 {
-    json_t *ranks = json_array();
-    for (int r = 0; ranks && r < j->world; r++) {
-        const srank *k = &j->ranks[r];
-        int ended = k->state >= RANK_SUCCEEDED;
-        json_t *o = json_pack("{s:i, s:s, s:o, s:o, s:o, s:o}", "rank", r, "state",
-                              rank_state_names[k->state], "exit_code",
-                              int_or_null(k->exit_code, ended && k->exit_code >= 0), "signal",
-                              int_or_null(k->signal, ended && k->signal > 0), "started_at",
-                              time_or_null(k->started_ms), "ended_at", time_or_null(k->ended_ms));
-        /* Where it runs, as far as the backend said: a pid here, a pod and a node there. */
-        if (o && k->pid > 0)
-            json_object_set_new(o, "pid", json_integer(k->pid));
-        if (o && k->pod)
-            json_object_set_new(o, "pod", json_string(k->pod));
-        if (o && k->node)
-            json_object_set_new(o, "node", json_string(k->node));
-        json_array_append_new(ranks, o);
-    }
-    json_t *rec = json_pack("{s:i, s:s, s:o, s:o, s:o, s:s, s:o}", "attempt", attempt, "state",
-                            attempt_state_names[j->astate], "started_at",
-                            time_or_null(j->a_started_ms), "ended_at", time_or_null(j->a_ended_ms),
-                            "reason", j->a_reason ? json_string(j->a_reason) : json_null(),
-                            "message", j->a_message, "ranks", ranks ? ranks : json_null());
-    /* Where the backend placed it, with the nodes its ranks were given. */
-    json_t *pl = j->placement ? json_deep_copy(j->placement) : NULL;
-    json_t *nodes = pl ? json_array() : NULL, *seen = pl ? json_object() : NULL;
-    for (int r = 0; nodes && seen && r < j->world; r++) {
-        const char *node = j->ranks[r].node;
-        if (node && !json_object_get(seen, node) && !json_object_set_new(seen, node, json_true()))
-            json_array_append_new(nodes, json_string(node));
-    }
-    json_decref(seen);
-    if (pl && nodes)
-        json_object_set_new(pl, "nodes", nodes);
-    else
-        json_decref(nodes);
-    if (rec && pl)
-        json_object_set_new(rec, "placement", pl);
-    else
-        json_decref(pl);
+    out o = {{0}, TY_OK};
     char *text = NULL;
-    ty_buf b = {0};
-    if (rec && ty_json_write(&b, rec) == TY_OK)
-        ty_buf_steal(&b, &text, NULL);
-    ty_buf_free(&b);
-    json_decref(rec);
+    raw(&o, "{\"attempt\":");
+    num(&o, attempt, 1);
+    raw(&o, ",\"state\":");
+    str(&o, attempt_state_names[j->astate]);
+    raw(&o, ",\"started_at\":");
+    when(&o, j->a_started_ms);
+    raw(&o, ",\"ended_at\":");
+    when(&o, j->a_ended_ms);
+    raw(&o, ",\"reason\":");
+    str(&o, j->a_reason);
+    raw(&o, ",\"message\":");
+    str(&o, j->a_message);
+    raw(&o, ",\"ranks\":[");
+    for (int r = 0; r < j->world; r++)
+        put_rank(&o, &j->ranks[r], r);
+    raw(&o, "]");
+    if (j->placement)
+        put_placement(&o, j);
+    raw(&o, "}");
+    if (!o.e)
+        ty_buf_steal(&o.b, &text, NULL);
+    ty_buf_free(&o.b);
     return text;
 }
 

@@ -38,6 +38,7 @@
 #include "common/ty_log.h"
 #include "scheduler/local/local.h"
 #include "scheduler/sched.h"
+#include "scheduler/sched_int.h"
 #include "store/store.h"
 #include "store/store_int.h"
 #include "tests/support/fake_backend.h"
@@ -1682,10 +1683,59 @@ static void test_priority_preemption_within_team(void **state)
     assert_int_equal(count_call(f, "stop", nlow, "soft"), 0);
 }
 
+/* The attempt record as readers see it: its members in their order, nulls for what is not
+ * known, the escapes, and each node of the ranks once under placement. */
+static void test_record_text(void **state)
+{
+    (void)state;
+    srank ranks[4] = {
+        {.state = RANK_FAILED, .exit_code = 3, .started_ms = 1700000000000, .ended_ms =
+         1700000001500, .pod = "p-0", .node = "n\"1"},
+        {.state = RANK_RUNNING, .exit_code = -1, .pid = 42, .node = "n2"},
+        {.state = RANK_KILLED, .exit_code = -1, .signal = 9, .node = "n\"1"},
+        {.state = RANK_PENDING, .exit_code = -1},
+    };
+    sjob j = {.world = 4, .ranks = ranks, .astate = ATT_FAILED, .a_started_ms = 1700000000000,
+              .a_reason = "Failed"};
+    snprintf(j.a_message, sizeof j.a_message, "rank 0 exited with code 3\n\xff");
+    char *text = sched_record_text(&j, 2);
+    assert_non_null(text);
+    assert_string_equal(
+        text,
+        "{\"attempt\":2,\"state\":\"failed\",\"started_at\":\"2023-11-14T22:13:20.000Z\","
+        "\"ended_at\":null,\"reason\":\"Failed\",\"message\":\"rank 0 exited with code "
+        "3\\n\\uFFFD\",\"ranks\":[{\"rank\":0,\"state\":\"failed\",\"exit_code\":3,"
+        "\"signal\":null,\"started_at\":\"2023-11-14T22:13:20.000Z\",\"ended_at\":"
+        "\"2023-11-14T22:13:21.500Z\",\"pod\":\"p-0\",\"node\":\"n\\\"1\"},{\"rank\":1,"
+        "\"state\":\"running\",\"exit_code\":null,\"signal\":null,\"started_at\":null,"
+        "\"ended_at\":null,\"pid\":42,\"node\":\"n2\"},{\"rank\":2,\"state\":\"killed\","
+        "\"exit_code\":null,\"signal\":9,\"started_at\":null,\"ended_at\":null,\"node\":"
+        "\"n\\\"1\"},{\"rank\":3,\"state\":\"pending\",\"exit_code\":null,\"signal\":"
+        "null,\"started_at\":null,\"ended_at\":null}]}");
+    free(text);
+
+    j.placement = json_pack("{s:s, s:s, s:[{s:s, s:i}]}", "zone", "us-west-2a", "capacity",
+                            "spot", "waiting_for", "group", "g", "nodes", 2);
+    j.a_reason = NULL;
+    j.a_message[0] = '\0';
+    text = sched_record_text(&j, 1);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"reason\":null,\"message\":\"\","));
+    assert_non_null(strstr(text, "null}],\"placement\":{\"zone\":\"us-west-2a\",\"capacity\":"
+                                 "\"spot\",\"waiting_for\":[{\"group\":\"g\",\"nodes\":2}],"
+                                 "\"nodes\":[\"n\\\"1\",\"n2\"]}}"));
+    json_t *back = json_loads(text, 0, NULL);
+    assert_non_null(back);
+    json_decref(back);
+    free(text);
+    json_decref(j.placement);
+}
+
 int main(void)
 {
     ty_log_set_level(TY_LOG_WARN);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_text),
         cmocka_unit_test_setup_teardown(test_priority_then_age, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_backfill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_limit, setup, teardown),
