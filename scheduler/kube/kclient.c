@@ -153,41 +153,6 @@ void ty_kstop_request(ty_kstop *s)
     atomic_store(&s->stop, 1);
 }
 
-/* ---- handles ----------------------------------------------------------------------------------*/
-
-static void conn_opts(ty_kclient *c, CURL *h);
-static size_t on_header(char *p, size_t size, size_t n, void *ud);
-static size_t on_body(char *p, size_t size, size_t n, void *ud);
-
-/* A handle from the pool, keeping its live connection and its options: what reaches the server
- * is set when the handle is made, what each request needs is set by perform(). */
-static CURL *handle_get(ty_kclient *c)
-{
-    CURL *h = NULL;
-    pthread_mutex_lock(&c->pool_lock);
-    if (c->npool > 0)
-        h = c->pool[--c->npool];
-    pthread_mutex_unlock(&c->pool_lock);
-    if (!h && (h = curl_easy_init()) != NULL) {
-        conn_opts(c, h);
-        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    }
-    return h;
-}
-
-static void handle_put(ty_kclient *c, CURL *h)
-{
-    pthread_mutex_lock(&c->pool_lock);
-    if (c->npool < POOL_MAX) {
-        c->pool[c->npool++] = h;
-        h = NULL;
-    }
-    pthread_mutex_unlock(&c->pool_lock);
-    if (h)
-        curl_easy_cleanup(h);
-}
-
 /* ---- rate limit and backoff -------------------------------------------------------------------*/
 
 static void sleep_ms(int64_t ms, ty_kstop *stop)
@@ -531,6 +496,35 @@ static void cert_opts(CURL *h, const ty_kube_cred *cred)
         curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, NULL);
         curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, NULL);
     }
+}
+
+/* A handle from the pool, keeping its live connection and its options: what reaches the server
+ * is set when the handle is made, what each request needs is set by perform(). */
+static CURL *handle_get(ty_kclient *c)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&c->pool_lock);
+    if (c->npool > 0)
+        h = c->pool[--c->npool];
+    pthread_mutex_unlock(&c->pool_lock);
+    if (!h && (h = curl_easy_init()) != NULL) {
+        conn_opts(c, h);
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    }
+    return h;
+}
+
+static void handle_put(ty_kclient *c, CURL *h)
+{
+    pthread_mutex_lock(&c->pool_lock);
+    if (c->npool < POOL_MAX) {
+        c->pool[c->npool++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&c->pool_lock);
+    if (h)
+        curl_easy_cleanup(h);
 }
 
 /*
