@@ -166,8 +166,11 @@ static json_t *evidence_of(const api_req *req, const store_node_quarantine *q, i
     store_node_failure *f = NULL;
     size_t n = 0;
     json_t *out = json_array();
-    if (!out || store_node_failures(req->ctx->store, q->node, q->since_ms - window_ms,
-                                    EVIDENCE_MAX * 4, &f, &n) != TY_OK)
+    /* The failures the quarantine counted: after its window's start and the node's release
+     * before it (counted_from_ms; 0 in rows older than that column: the window). */
+    int64_t after = q->counted_from_ms > 0 ? q->counted_from_ms : q->since_ms - window_ms - 1;
+    if (!out ||
+        store_node_failures(req->ctx->store, q->node, after + 1, EVIDENCE_MAX * 4, &f, &n) != TY_OK)
         return out;
     const char *team = api_team_filter(req);
     for (size_t i = 0; i < n && json_array_size(out) < EVIDENCE_MAX; i++) {

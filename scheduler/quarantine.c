@@ -25,6 +25,7 @@ void quarantine_judge(const quarantine_input *in, quarantine_verdict *out)
     int64_t window_ms = (p->window_seconds > 0 ? p->window_seconds : 1) * 1000;
     int64_t from = in->now_ms - window_ms; /* exclusive */
     memset(out, 0, sizeof *out);
+    out->counted_after_ms = in->released_ms > from ? in->released_ms : from;
     for (size_t i = 0; i < in->n; i++) {
         const quarantine_failure *f = &in->f[i];
         if (f->time_ms <= from || f->time_ms > in->now_ms || f->time_ms <= in->released_ms ||

@@ -51,16 +51,18 @@ typedef struct quarantine_input {
     const quarantine_failure *f; /* the node's failures, any order */
     size_t n;
     int64_t now_ms;
-    int64_t released_ms;         /* the node's last release, 0 for none */
+    int64_t released_ms; /* the node's last release, 0 for none */
 } quarantine_input;
 
 typedef struct quarantine_verdict {
-    int quarantine;          /* 1: take the node out of rotation now */
-    int counted;             /* failures that counted */
-    int jobs;                /* different jobs among them */
-    int64_t release_at_ms;   /* with quarantine: when it comes back on its own */
-    char reason[256];        /* with quarantine: the sentence a person reads ("3 failures of 2
-                                jobs within 3600 s"); else why not */
+    int quarantine;           /* 1: take the node out of rotation now */
+    int counted;              /* failures that counted */
+    int jobs;                 /* different jobs among them */
+    int64_t counted_after_ms; /* the failures counted are those after this and up to now:
+                                 the window's start, or the node's last release if later */
+    int64_t release_at_ms;    /* with quarantine: when it comes back on its own */
+    char reason[256];         /* with quarantine: the sentence a person reads ("3 failures of 2
+                                 jobs within 3600 s"); else why not */
 } quarantine_verdict;
 
 /* Judges the node. Never fails: a policy value below 1 counts as 1. */

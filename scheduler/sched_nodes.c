@@ -160,7 +160,8 @@ void sched_nodes_charge(sched *s, sjob *j, int rank, const backend_event *ev, ch
     store_node_quarantine q = {.node = (char *)node,
                                .since_ms = now,
                                .release_at_ms = v.release_at_ms,
-                               .reason = v.reason};
+                               .reason = v.reason,
+                               .counted_from_ms = v.counted_after_ms};
     if ((e = store_node_quarantine_put(s->st, &q)) != TY_OK) {
         TY_LOG(TY_LOG_WARN, "scheduler: cannot quarantine a node", "{s:s, s:s}", "node", node,
                "error", ty_strerror(e));

@@ -693,11 +693,12 @@ typedef struct store_node_failure {
 
 typedef struct store_node_quarantine {
     char *node;
-    int64_t since_ms;      /* when it was quarantined */
-    int64_t release_at_ms; /* when it is released on its own */
-    char *reason;          /* the policy's sentence */
-    int64_t released_ms;   /* 0 while quarantined */
-    char *released_by;     /* "" while quarantined; a token's name, or "expired" */
+    int64_t since_ms;        /* when it was quarantined */
+    int64_t release_at_ms;   /* when it is released on its own */
+    char *reason;            /* the policy's sentence */
+    int64_t counted_from_ms; /* the failures it counted are after this (0: not kept) */
+    int64_t released_ms;     /* 0 while quarantined */
+    char *released_by;       /* "" while quarantined; a token's name, or "expired" */
 } store_node_quarantine;
 
 /* Frees the members of n rows and the array. Accept NULL. */

@@ -27,19 +27,20 @@ static const char SQL_FAILURES_ALL[] =
     " SELECT * FROM node_failures WHERE time_ms >= ?2"
     " ORDER BY time_ms DESC, seq DESC LIMIT ?3) ORDER BY time_ms, seq";
 static const char SQL_QUARANTINE_PUT[] =
-    "INSERT INTO node_quarantine (node, since_ms, release_at_ms, reason) VALUES (?1, ?2, ?3, ?4)"
+    "INSERT INTO node_quarantine (node, since_ms, release_at_ms, reason, counted_from_ms)"
+    " VALUES (?1, ?2, ?3, ?4, ?5)"
     " ON CONFLICT (node) DO UPDATE SET since_ms = excluded.since_ms,"
-    " release_at_ms = excluded.release_at_ms, reason = excluded.reason, released_ms = 0,"
-    " released_by = ''";
+    " release_at_ms = excluded.release_at_ms, reason = excluded.reason,"
+    " counted_from_ms = excluded.counted_from_ms, released_ms = 0, released_by = ''";
 static const char SQL_RELEASE[] =
     "UPDATE node_quarantine SET released_ms = ?2, released_by = ?3"
     " WHERE node = ?1 AND released_ms = 0";
 static const char SQL_QUARANTINES[] =
-    "SELECT node, since_ms, release_at_ms, reason, released_ms, released_by FROM node_quarantine"
-    " ORDER BY node";
+    "SELECT node, since_ms, release_at_ms, reason, released_ms, released_by, counted_from_ms"
+    " FROM node_quarantine ORDER BY node";
 static const char SQL_QUARANTINES_ACTIVE[] =
-    "SELECT node, since_ms, release_at_ms, reason, released_ms, released_by FROM node_quarantine"
-    " WHERE released_ms = 0 ORDER BY node";
+    "SELECT node, since_ms, release_at_ms, reason, released_ms, released_by, counted_from_ms"
+    " FROM node_quarantine WHERE released_ms = 0 ORDER BY node";
 
 void store_node_failures_free(store_node_failure *f, size_t n)
 {
@@ -101,6 +102,7 @@ static ty_err quarantine_apply(store_conn *w, store_op *op)
     sqlite3_bind_int64(st, 2, q->since_ms);
     sqlite3_bind_int64(st, 3, q->release_at_ms);
     store_bind_text(st, 4, q->reason);
+    sqlite3_bind_int64(st, 5, q->counted_from_ms);
     return store_step_done(st);
 }
 
@@ -186,6 +188,7 @@ static ty_err quarantine_from_row(sqlite3_stmt *st, void *item)
     q->since_ms = sqlite3_column_int64(st, 1);
     q->release_at_ms = sqlite3_column_int64(st, 2);
     q->released_ms = sqlite3_column_int64(st, 4);
+    q->counted_from_ms = sqlite3_column_int64(st, 6);
     q->node = store_column_dup(st, 0);
     q->reason = store_column_dup(st, 3);
     q->released_by = store_column_dup(st, 5);

@@ -67,6 +67,7 @@
  *      is a sum over buckets plus a count within one bucket (store_jobs_line_places)
  *  18  node_failures, node_quarantine: the node ledger
  *  19  jobs.attempt_json dropped: the current attempt's record is its row of attempts
+ *  20  node_quarantine.counted_from_ms: where the failures that condemned the node begin
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -479,6 +480,10 @@ static const char *const migrations[] = {
     "  WHERE attempt > 0 AND attempt_json IS NOT NULL"
     "  ON CONFLICT (job_seq, attempt) DO NOTHING;"
     "ALTER TABLE jobs DROP COLUMN attempt_json;",
+    /* 20: a quarantine keeps where the failures it counted begin (after the window's start and
+     * after the node's last release), so that its evidence is those failures: the upsert of a
+     * new quarantine forgets the release before it. 0 for rows written before: the window. */
+    "ALTER TABLE node_quarantine ADD COLUMN counted_from_ms INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -772,14 +772,15 @@ static void test_quarantine_release_by_admin(void **state)
 }
 
 /*
- * With release_seconds 2, a node quarantined again (failures before its release no longer
- * count: it takes three new ones) comes back on its own.
+ * With release_seconds 5, a node quarantined again (failures before its release no longer
+ * count: it takes three new ones) shows only the new failures as its evidence, and comes back
+ * on its own.
  */
 static void test_quarantine_release_by_time(void **state)
 {
     (void)state;
     char a[64], b[64];
-    assert_int_equal(write_profile(2), 0);
+    assert_int_equal(write_profile(5), 0);
     restart_server();
     node_ctl(NODE_GOOD, "taint", HOLD);
     submit("again-a", 0, a);
@@ -791,10 +792,16 @@ static void test_quarantine_release_by_time(void **state)
     fail_on(b, 2, NODE_BAD, "{\"phase\": \"Failed\", \"exitCode\": 1}");
     wait_state(b, "FAILED");
     assert_true(has_event(b, "node " NODE_BAD " quarantined"));
+    json_t *q = quarantined(NODE_BAD);
+    assert_non_null(q);
+    const json_t *ev = json_object_get(q, "evidence");
+    assert_int_equal(json_array_size(ev), 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(ty_json_str(json_array_get(ev, i), "job_id"), i == 0 ? a : b);
+    json_decref(q);
     node_ctl(NODE_GOOD, "untaint", "{\"key\": \"test.trainyard.io/hold\"}");
     for (int k = 0; k < WAIT_S * 10; k++) {
-        json_t *q = quarantined(NODE_BAD);
-        if (!q) {
+        if (!(q = quarantined(NODE_BAD))) {
             assert_int_equal(metric("trainyard_nodes_quarantined"), 0);
             return;
         }

@@ -84,6 +84,10 @@ static void test_table(void **state)
             int64_t rel = c->p.release_seconds > 0 ? c->p.release_seconds : 1;
             assert_int_equal(v.release_at_ms, c->now_ms + rel * 1000);
         }
+        /* Where the counted failures begin: the window's start, or the release if later. */
+        int64_t window = (c->p.window_seconds > 0 ? c->p.window_seconds : 1) * 1000;
+        int64_t from = c->now_ms - window;
+        assert_int_equal(v.counted_after_ms, c->released_ms > from ? c->released_ms : from);
     }
 }
 

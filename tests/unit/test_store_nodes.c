@@ -63,8 +63,11 @@ static void test_quarantine_and_release(void **state)
     tdir t;
     tdir_make(&t);
     store *s = open_store(&t);
-    store_node_quarantine q = {.node = "n1", .since_ms = 1000, .release_at_ms = 9000,
-                               .reason = "3 failures of 2 jobs within 3600 s"};
+    store_node_quarantine q = {.node = "n1",
+                               .since_ms = 1000,
+                               .release_at_ms = 9000,
+                               .reason = "3 failures of 2 jobs within 3600 s",
+                               .counted_from_ms = 500};
     assert_int_equal(store_node_quarantine_put(s, &q), TY_OK);
     q.node = "n2";
     assert_int_equal(store_node_quarantine_put(s, &q), TY_OK);
@@ -80,6 +83,7 @@ static void test_quarantine_and_release(void **state)
     assert_int_equal(n, 1);
     assert_string_equal(got[0].node, "n1");
     assert_int_equal(got[0].release_at_ms, 9000);
+    assert_int_equal(got[0].counted_from_ms, 500);
     assert_string_equal(got[0].released_by, "");
     store_node_quarantines_free(got, n);
     assert_int_equal(store_node_quarantines(s, 0, &got, &n), TY_OK);
@@ -87,14 +91,16 @@ static void test_quarantine_and_release(void **state)
     assert_string_equal(got[1].released_by, "admin");
     assert_int_equal(got[1].released_ms, 2000);
     store_node_quarantines_free(got, n);
-    /* Quarantined again: the new one replaces the released one. */
+    /* Quarantined again: the new one replaces the released one, and counts from its release. */
     q.since_ms = 3000;
     q.release_at_ms = 4000;
+    q.counted_from_ms = 2000;
     assert_int_equal(store_node_quarantine_put(s, &q), TY_OK);
     assert_int_equal(store_node_quarantines(s, 1, &got, &n), TY_OK);
     assert_int_equal(n, 2);
     assert_int_equal(got[1].since_ms, 3000);
     assert_int_equal(got[1].released_ms, 0);
+    assert_int_equal(got[1].counted_from_ms, 2000);
     store_node_quarantines_free(got, n);
     store_close(s);
     tdir_remove(&t);
