@@ -298,6 +298,12 @@ typedef struct backend backend;
 typedef struct backend_ops {
     const char *name;           /* "local", "kubernetes" */
     /*
+     * 1: what an attempt runs outlives the server (objects in a cluster) and recover() adopts
+     * it, so a graceful stop of the server leaves every gang running for the next start to
+     * adopt; 0: the ranks die with the server, and a graceful stop stops every gang first.
+     */
+    int adopts;
+    /*
      * Books the capacity the gang of `job` needs, from what the backend knows
      * now (never a request to the outside). TY_OK: *out holds it (nothing
      * runs yet) and keeps it across every attempt until release(). TY_EAGAIN:

@@ -991,7 +991,9 @@ static void decide_job(sched *s, round *r, sjob *j, int64_t now)
         snprintf(msg, sizeof msg, "timeout_seconds (%lld) exceeded", (long long)j->timeout_s);
         sched_stop_gang(s, j, END_TIMEOUT, msg, now);
     }
-    if (stopping && j->alive > 0)
+    /* A server that stops ends the gangs that die with it; on a backend that adopts, they
+     * run on and the next start adopts them (sched_recover.c). */
+    if (stopping && j->alive > 0 && !s->be->ops->adopts)
         sched_stop_gang(s, j, END_SHUTDOWN, "the server shut down", now);
     if (j->alive > 0 && j->kill_at_ms && now >= j->kill_at_ms && !j->kill_sent) {
         j->kill_sent = 1;
@@ -1458,14 +1460,17 @@ static void *sched_main(void *arg)
         run_round(s, &r, &next);
         int stopping = atomic_load(&s->stopping);
         if (stopping) {
+            /* Done once every change is written and, unless the backend adopts what runs,
+             * every gang has ended. */
             int alive = 0;
-            for (sjob *j = s->jobs; j; j = j->next)
+            for (sjob *j = s->jobs; j && !s->be->ops->adopts; j = j->next)
                 alive |= j->alive > 0 || j->launched;
             if (!alive && next.n == 0)
                 break;
         }
         int timeout = -1;
-        int busy = next.n > 0 || s->admit_wanted || s->touched;
+        /* While stopping nothing is admitted, so a wish to admit is no work to do. */
+        int busy = next.n > 0 || (s->admit_wanted && !stopping) || s->touched;
         if (s->commit_failed || s->read_failed) {
             timeout = 200;
         } else if (busy) {

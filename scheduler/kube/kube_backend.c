@@ -1713,6 +1713,7 @@ static void kb_free(backend *b)
 
 static const backend_ops kb_ops = {
     .name = "kubernetes",
+    .adopts = 1,
     .reserve = kb_reserve,
     .launch = kb_launch,
     .event_fd = kb_event_fd,

@@ -981,6 +981,49 @@ static void test_server_killed_adopts(void **state)
     json_decref(j);
 }
 
+/*
+ * A graceful stop (SIGTERM, as a rollout of the server's Deployment sends) while a gang runs:
+ * the server exits at once and leaves the Job and its pods as they are; the next start adopts
+ * the attempt (no ServerShutdown, no second Job, no restart) and follows it to the end.
+ */
+static void test_server_stopped_leaves_gang(void **state)
+{
+    (void)state;
+    char id[64], err[512];
+    int status = -1;
+    submit("outlives", "\"workers\": {\"count\": 2}", id);
+    json_decref(wait_pods_bound(id, 1, 2));
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    ty_client_free(g_cli);
+    int stopped = ty_server_stop(g_srv, 10000, &status, err, sizeof err);
+    /* What the stop left, read before the next start could adopt or change it. */
+    char sel[256];
+    fk_selector(sel, sizeof sel, id, 1);
+    json_t *items = fake_list(JOBS, sel);
+    size_t pods = count_objects(PODS, id, 1);
+    assert_int_equal(ty_server_restart(g_srv, err, sizeof err), 0);
+    g_cli = ty_client_new(g_srv, TY_TEST_ADMIN_TOKEN);
+    assert_int_equal(stopped, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(json_array_size(items), 1);
+    assert_null(json_object_get(json_object_get(json_array_get(items, 0), "metadata"),
+                                "deletionTimestamp"));
+    json_decref(items);
+    assert_int_equal(pods, 2);
+
+    json_t *j = wait_state(id, "RUNNING");
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 1);
+    json_decref(j);
+    set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    j = wait_state(id, "SUCCEEDED");
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+    json_decref(j);
+    assert_false(has_event(id, "ServerShutdown", ""));
+    assert_int_equal(count_objects(JOBS, id, 0), 1);
+}
+
 /* 500s and 429s on the writes and dropped watches: the job still reaches its true state. */
 static void test_api_faults(void **state)
 {
@@ -1174,6 +1217,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_scale_from_zero),
         cmocka_unit_test(test_server_killed_adopts),
+        cmocka_unit_test(test_server_stopped_leaves_gang),
         cmocka_unit_test(test_logs_outlive_pods),
         cmocka_unit_test(test_api_faults),
         cmocka_unit_test(test_metrics),

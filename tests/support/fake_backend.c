@@ -29,6 +29,7 @@ struct backend_attempt {
 
 typedef struct fake_backend {
     backend base;
+    backend_ops ops;    /* fake_ops, with adopts as fake_set_adopts() said */
     pthread_mutex_t mu;
     pthread_cond_t cv;  /* the call log grew */
     int efd;
@@ -389,7 +390,8 @@ backend *fake_backend_new(int slots)
     fake_backend *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
-    f->base.ops = &fake_ops;
+    f->ops = fake_ops;
+    f->base.ops = &f->ops;
     f->slots = slots;
     f->stop_ends = 1;
     pthread_mutex_init(&f->mu, NULL);
@@ -399,6 +401,11 @@ backend *fake_backend_new(int slots)
         return NULL;
     }
     return &f->base;
+}
+
+void fake_set_adopts(backend *b, int on)
+{
+    ((fake_backend *)b)->ops.adopts = on;
 }
 
 void fake_set_slots(backend *b, int slots)

@@ -32,6 +32,9 @@ backend *fake_backend_new(int slots);
  * of it ("not now" when too few are free), and free_resources() reports the free ones. Call
  * before the scheduler starts (the type's name is borrowed by the loop). */
 void fake_set_gpus(backend *b, const char *type, int gpus);
+/* 1: the fake claims what Kubernetes does, that a gang outlives the server (backend_ops.adopts);
+ * 0 (default): as the local backend, it does not. Call before the scheduler starts. */
+void fake_set_adopts(backend *b, int on);
 /* Changes the capacity (no event: see fake_emit_capacity). */
 void fake_set_slots(backend *b, int slots);
 /* 1 (default): a stop ends every running rank at once; 0: ranks end only when told. */

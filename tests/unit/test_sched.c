@@ -1062,6 +1062,45 @@ static void test_fake_adopt_on_recover(void **state)
 }
 
 /*
+ * On a backend whose gangs outlive the server (Kubernetes), a graceful stop leaves the gang
+ * running: no stop is asked, the job stays RUNNING in its attempt, and the next start adopts
+ * it: no new attempt, no restart spent.
+ */
+static void test_fake_stop_leaves_gang_to_adopt(void **state)
+{
+    fixture *f = *state;
+    char id[27];
+    assert_non_null(f->be = fake_backend_new(4));
+    fake_set_adopts(f->be, 1);
+    start_fake(f, 4);
+    submit(f, "runs-on", "default", 0, 2, 0, "true", id);
+    expect_call(f, "launch", id, "1", 1);
+    assert_int_equal(fake_emit_running(f->be, id, -1, "n1"), 0);
+    store_jobs_free(wait_state(f, id, 1u << JOB_RUNNING), 1);
+    sched_stop(f->sc);
+    f->sc = NULL;
+    assert_int_equal(count_call(f, "stop", id, "soft") + count_call(f, "stop", id, "hard"), 0);
+    store_job *j = NULL;
+    assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+    assert_string_equal(job_state_name(j->state), "RUNNING");
+    assert_int_equal(j->attempt, 1);
+    store_jobs_free(j, 1);
+
+    fake_adopt_next(f->be, id, 2);
+    start_fake(f, 4);
+    expect_call(f, "recover", id, "adopted", 1);
+    assert_int_equal(fake_emit_running(f->be, id, -1, "n1"), 0);
+    assert_int_equal(fake_emit_exit(f->be, id, -1, 0, 0, NULL), 0);
+    expect_done(f, id, JOB_SUCCEEDED);
+    assert_int_equal(store_job_get(f->st, id, &j), TY_OK);
+    assert_int_equal(j->attempt, 1);
+    assert_int_equal(j->restarts, 0);
+    store_jobs_free(j, 1);
+    assert_int_equal(count_call(f, "launch", id, "2"), 0);
+    assert_int_equal(count_reason(f, id, "ServerShutdown"), 0);
+}
+
+/*
  * A backend in front of the fake that keeps the TRAINYARD_TOKEN of each launch (the fake
  * keeps no env); everything else goes to the fake, which the test drives as usual.
  */
@@ -1755,6 +1794,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fake_stop_failure_asked_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_capacity_wakes_waiting_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_adopt_on_recover, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_stop_leaves_gang_to_adopt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_job_token_per_attempt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_secrets_reach_the_launch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_secrets_unopened_fail_the_launch, setup,
