@@ -495,6 +495,8 @@ static int cmd_token(int argc, char **argv)
     }
     /* Keep the store's own log lines (if any) quiet: this is an interactive command. */
     ty_log_set_level(TY_LOG_WARN);
+    /* A database this creates is the server's, as private as serve makes its own. */
+    umask(077);
     return token_cli_run(&cfg, stdout, stderr);
 }
 

@@ -1872,6 +1872,33 @@ static void test_token_cli_while_running(void **state)
     free(errout);
 }
 
+/* A database the token CLI creates is the server's own: no other user may read it. */
+static void test_token_cli_new_database_private(void **state)
+{
+    char db[512], path[560], err[512];
+    int wstatus;
+    struct stat st;
+
+    (void)state;
+    snprintf(db, sizeof db, "%s/by-the-cli/trainyard.db", ty_server_dir(g_srv));
+    const char *args[] = {"token", "create", "--name", "first", "--scope", "admin", "--db", db,
+                          NULL};
+    if (ty_run(args, NULL, 20000, &wstatus, NULL, NULL, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    const char *const suffixes[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s%s", db, suffixes[i]);
+        if (stat(path, &st) != 0)
+            continue; /* -wal and -shm go with the last connection */
+        if (st.st_mode & 077)
+            fail_msg("%s has mode %03o", path, (unsigned)(st.st_mode & 0777));
+    }
+    snprintf(path, sizeof path, "%s/by-the-cli", ty_server_dir(g_srv));
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 077, 0);
+}
+
 /* ---- cases with their own server ----------------------------------------- */
 
 static void test_admin_token_file(void **state)
@@ -2136,6 +2163,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_open_endpoints),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_token_cli_while_running),
+        cmocka_unit_test(test_token_cli_new_database_private),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(test_cli_help_and_usage_errors),
