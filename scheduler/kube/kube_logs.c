@@ -55,6 +55,7 @@
 #define KL_PRUNED_RING 64
 #define KL_POLL_MS 1000
 #define KL_TRIM_CHURN 64              /* streams opened or ended before memory is trimmed */
+#define KL_WARN_EVERY_MS 10000        /* at most one line a while about streams that fail */
 
 #define LABEL_JOB_ID "trainyard.io/job-id"
 #define LABEL_ATTEMPT "trainyard.io/attempt"
@@ -132,6 +133,8 @@ struct kube_logs {
     char out[2 * KL_RECV_BUFFER]; /* the thread's: what one callback writes */
     size_t outlen;
     size_t churn;                 /* the thread's: transfers started or ended since the last trim */
+    int64_t warn_next_ms;         /* monotonic: when the next line about failing streams may go */
+    size_t failing;               /* streams failed for the first time since the last such line */
 };
 
 static int64_t mono_ms(void)
@@ -774,12 +777,20 @@ static void stream_done(kube_logs *kl, kstream *s, CURLcode cc, int64_t now)
         return;
     }
     s->failures++;
+    /* A stream's first failure is told, in one line a while for all of them: when the API
+     * server goes away, every followed pod fails at once (a line each was 1,000 lines). */
     if (!s->warned) {
         s->warned = 1;
-        TY_LOG(TY_LOG_WARN, "kube logs: a pod's log stream failed, retrying", "{s:s,s:i,s:s}",
-               "pod", s->pod, "code", (int)code,
-               "error", s->errlen ? s->errbody : s->curl_msg[0] ? s->curl_msg
-                                                            : curl_easy_strerror(cc));
+        kl->failing++;
+        if (now >= kl->warn_next_ms) {
+            TY_LOG(TY_LOG_WARN, "kube logs: pods' log streams failed, retrying",
+                   "{s:I,s:s,s:i,s:s}", "streams", (json_int_t)kl->failing, "pod", s->pod,
+                   "code", (int)code,
+                   "error", s->errlen ? s->errbody : s->curl_msg[0] ? s->curl_msg
+                                                                : curl_easy_strerror(cc));
+            kl->failing = 0;
+            kl->warn_next_ms = now + KL_WARN_EVERY_MS;
+        }
     }
     if (s->ended && s->failures >= KL_ENDED_TRIES) {
         drop(kl, s);

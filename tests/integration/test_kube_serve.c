@@ -1024,6 +1024,44 @@ static void test_server_stopped_leaves_gang(void **state)
     assert_int_equal(count_objects(JOBS, id, 0), 1);
 }
 
+/* Lines of the server's log that contain text. */
+static int log_count(const char *text)
+{
+    char *log = ty_server_log(g_srv);
+    int n = 0;
+    for (const char *p = log ? strstr(log, text) : NULL; p; p = strstr(p + 1, text))
+        n++;
+    free(log);
+    return n;
+}
+
+/*
+ * When every pod's log stream fails at once (the API server answers 500 to pods/log), the
+ * server says so in one line, not one a pod; the job is not disturbed.
+ */
+static void test_log_stream_failures_told_once(void **state)
+{
+    (void)state;
+    static const char line[] = "pods' log streams failed, retrying";
+    char id[64];
+    int before = log_count(line);
+    fake_ctl("/fake/faults", "{\"method\": \"GET\", \"path\": \"/api/v1/namespaces/" NS
+                             "/pods/\", \"count\": 100000, \"status\": 500}");
+    submit("quiet-logs", "\"workers\": {\"count\": 4}", id);
+    json_decref(wait_pods_bound(id, 1, 4));
+    set_phase(id, 1, "{\"phase\": \"Running\"}");
+    json_decref(wait_state(id, "RUNNING"));
+    for (int i = 0; i < WAIT_S * 10 && log_count(line) == before; i++)
+        ty_sleep_ms(100);
+    assert_int_equal(log_count(line), before + 1);
+    ty_sleep_ms(2000); /* the other three fail (and retry) meanwhile */
+    assert_int_equal(log_count(line), before + 1);
+    fresp r = fake_call("DELETE", "/fake/faults", NULL);
+    json_decref(r.json);
+    set_phase(id, 1, "{\"phase\": \"Succeeded\", \"exitCode\": 0}");
+    json_decref(wait_state(id, "SUCCEEDED"));
+}
+
 /* 500s and 429s on the writes and dropped watches: the job still reaches its true state. */
 static void test_api_faults(void **state)
 {
@@ -1220,6 +1258,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_server_stopped_leaves_gang),
         cmocka_unit_test(test_logs_outlive_pods),
         cmocka_unit_test(test_api_faults),
+        cmocka_unit_test(test_log_stream_failures_told_once),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_no_zone_waits_for_nodes),
         cmocka_unit_test(test_unschedulable_placed_elsewhere),
