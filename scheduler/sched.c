@@ -1497,7 +1497,8 @@ static void *sched_main(void *arg)
             (void)got;
         }
     }
-    /* Shutting down: jobs that did not run hold reservations only. */
+    /* Shutting down: the jobs left hold reservations only (their gangs ended, or run on where
+     * the backend adopts them at the next start). */
     while (s->jobs) {
         sjob *j = s->jobs;
         sched_job_forget(s, j);

@@ -94,15 +94,18 @@ ty_err sched_start(const sched_options *opt, sched **out, char *err, size_t errl
 
 /*
  * Begins stopping, returns at once: log followers end, no job is admitted any
- * more and every running gang is asked to stop. Call before shutting the HTTP
- * server down, then sched_stop(). Accepts NULL.
+ * more and every running gang is asked to stop, unless the backend adopts what
+ * runs (backend_ops.adopts: Kubernetes), whose gangs are left running. Call
+ * before shutting the HTTP server down, then sched_stop(). Accepts NULL.
  */
 void sched_shutdown(sched *s);
 
 /*
  * Stops every running gang (SIGTERM, SIGKILL after the grace period), records
  * each as RESTARTING (reason ServerShutdown; the next start resumes it as a
- * new attempt), joins the thread and frees s. Accepts NULL.
+ * new attempt), joins the thread and frees s. On a backend that adopts, it
+ * stops none: it writes what the scheduler decided, and the next start adopts
+ * every gang. Accepts NULL.
  */
 void sched_stop(sched *s);
 
