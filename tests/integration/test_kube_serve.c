@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "tests/support/fake_kube_proc.h"
+#include "tests/support/rbac_granted.h"
 #include "tests/support/ty_harness.h"
 
 #ifndef TY_KUBE_PROFILE
@@ -1230,6 +1231,46 @@ static void test_metrics(void **state)
     ty_resp_destroy(r);
 }
 
+/*
+ * Every request the server made of the API server in all the tests above (the fake counts
+ * those whose User-Agent is trainyard's) is one the RBAC in deploy/ grants: nothing it does
+ * would be forbidden on a real cluster (test_deploy holds deploy/ to the same table).
+ */
+static void test_requests_within_rbac(void **state)
+{
+    (void)state;
+    fresp r = fake_call("GET", "/fake/requests", NULL);
+    assert_int_equal(r.status, 200);
+    assert_true(json_object_size(r.json) > 0);
+    const char *key;
+    json_t *verbs;
+    json_object_foreach(r.json, key, verbs)
+    {
+        const char *verb;
+        json_t *count;
+        json_object_foreach(verbs, verb, count)
+        {
+            int granted = 0;
+            for (size_t i = 0; i < sizeof rbac_granted / sizeof rbac_granted[0] && !granted;
+                 i++) {
+                const rbac_grant *g = &rbac_granted[i];
+                char k[256], vs[128], *save = NULL;
+                snprintf(k, sizeof k, "%s|%s|%s", g->kind, g->group, g->resource);
+                if (strcmp(k, key) != 0)
+                    continue;
+                snprintf(vs, sizeof vs, "%s", g->verbs);
+                for (char *v = strtok_r(vs, " ", &save); v && !granted;
+                     v = strtok_r(NULL, " ", &save))
+                    granted = !strcmp(v, verb);
+            }
+            if (!granted)
+                fail_msg("the server asked to %s %s (%lld times), which deploy/ does not grant",
+                         verb, key, (long long)json_integer_value(count));
+        }
+    }
+    json_decref(r.json);
+}
+
 int main(int argc, char **argv)
 {
     char err[512];
@@ -1262,6 +1303,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_no_zone_waits_for_nodes),
         cmocka_unit_test(test_unschedulable_placed_elsewhere),
+        cmocka_unit_test(test_requests_within_rbac),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     ty_harness_cleanup();

@@ -31,6 +31,7 @@
 #include <yaml.h>
 
 #include "tests/support/oas.h"
+#include "tests/support/rbac_granted.h"
 
 #ifndef TY_DEPLOY_DIR
 #error "TY_DEPLOY_DIR (the repository's deploy/) must be defined"
@@ -532,21 +533,6 @@ static void test_kustomizations_name_existing_files(void **state)
 /* ------------------------------------------------------------------------------------------ */
 /* RBAC                                                                                       */
 
-/* What the Kubernetes backend calls, and so all it may do. */
-static const struct {
-    const char *kind, *group, *resource, *verbs;
-} granted[] = {
-    {"Role", "batch", "jobs", "create get list watch delete patch"},
-    {"Role", "batch.volcano.sh", "jobs", "create get list watch delete patch"},
-    {"Role", "", "pods", "get list watch delete"},
-    {"Role", "", "pods/log", "get"},
-    {"Role", "", "services", "create get list watch delete"},
-    {"Role", "", "events", "create patch list"},
-    {"Role", "", "secrets", "create get"}, /* an attempt's Secret; the collector deletes it */
-    {"ClusterRole", "", "nodes", "get list watch"},
-    {"ClusterRole", "", "pods", "get list watch"}, /* other tenants' GPUs, read-only */
-};
-
 static void test_rbac_grants_exactly_what_the_backend_needs(void **state)
 {
     fixture *f = *state;
@@ -584,21 +570,20 @@ static void test_rbac_grants_exactly_what_the_backend_needs(void **state)
             }
         }
     }
-    for (i = 0; i < sizeof granted / sizeof granted[0]; i++) {
+    for (i = 0; i < sizeof rbac_granted / sizeof rbac_granted[0]; i++) {
+        const rbac_grant *g = &rbac_granted[i];
         char key[256], verbs[128], *save = NULL;
         size_t nverbs = 0;
-        snprintf(key, sizeof key, "%s|%s|%s", granted[i].kind, granted[i].group,
-                 granted[i].resource);
+        snprintf(key, sizeof key, "%s|%s|%s", g->kind, g->group, g->resource);
         json_t *have = json_object_get(grants, key);
         if (!have)
-            fail_msg("the %s grants nothing on %s", granted[i].kind, key);
-        snprintf(verbs, sizeof verbs, "%s", granted[i].verbs);
+            fail_msg("the %s grants nothing on %s", g->kind, key);
+        snprintf(verbs, sizeof verbs, "%s", g->verbs);
         for (char *v = strtok_r(verbs, " ", &save); v; v = strtok_r(NULL, " ", &save), nverbs++)
             if (!json_object_get(have, v))
-                fail_msg("the %s does not grant %s on %s", granted[i].kind, v, key);
+                fail_msg("the %s does not grant %s on %s", g->kind, v, key);
         if (json_object_size(have) != nverbs)
-            fail_msg("the %s grants more than \"%s\" on %s", granted[i].kind, granted[i].verbs,
-                     key);
+            fail_msg("the %s grants more than \"%s\" on %s", g->kind, g->verbs, key);
         json_object_del(grants, key);
     }
     if (json_object_size(grants) != 0) {

@@ -21,6 +21,7 @@
  *   DELETE /fake/faults
  *   POST   /fake/watches/drop               ends every open watch
  *   POST   /fake/compact                    forgets the event window (410 for older rvs)
+ *   GET    /fake/requests                   what Trainyard asked, by RBAC verb (fk_http.c)
  *   POST   /fake/kubelet                    {"terminating": true|false}: whether a bound pod
  *                                            deleted with a grace period stays (Terminating,
  *                                            its GPUs held) until a phase change ends it or

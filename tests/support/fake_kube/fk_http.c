@@ -28,6 +28,12 @@
 
 static fk_store g_st;
 static const char *g_token;
+/* What Trainyard asked of this API server (requests whose User-Agent starts "trainyard/"), as
+ * RBAC sees it: {"Role|group|resource": {"verb": count}} ("ClusterRole|..." for a request
+ * across namespaces or of a cluster-scoped resource; "pods/log" for a subresource). GET
+ * /fake/requests answers it, for tests that hold the server to the RBAC deploy/ grants. */
+static pthread_mutex_t g_asked_mu = PTHREAD_MUTEX_INITIALIZER;
+static json_t *g_asked;
 
 typedef struct reqbuf {
     char *data;
@@ -799,6 +805,26 @@ static const char *verb_of(const char *method, const route *rt, int watching)
     return "delete";
 }
 
+static void note_asked(struct MHD_Connection *c, const char *verb, const route *rt)
+{
+    const char *ua = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent");
+    if (!ua || strncmp(ua, "trainyard/", 10) != 0)
+        return;
+    const fk_res *r = &fk_resources[rt->res];
+    char key[256];
+    snprintf(key, sizeof key, "%s|%s|%s%s%s", rt->ns[0] ? "Role" : "ClusterRole", r->group,
+             r->plural, rt->sub[0] ? "/" : "", rt->sub);
+    pthread_mutex_lock(&g_asked_mu);
+    if (!g_asked)
+        g_asked = json_object();
+    json_t *verbs = json_object_get(g_asked, key);
+    if (!verbs)
+        json_object_set_new(g_asked, key, verbs = json_object());
+    json_t *n = json_object_get(verbs, verb);
+    json_object_set_new(verbs, verb, json_integer(n ? json_integer_value(n) + 1 : 1));
+    pthread_mutex_unlock(&g_asked_mu);
+}
+
 static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, const char *url,
                                 const reqbuf *b)
 {
@@ -813,6 +839,12 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
     if (!strcmp(method, "GET") &&
         (!strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/livez")))
         return send_text(c, 200, "text/plain; charset=utf-8", "ok", 2, NULL);
+    if (!strcmp(method, "GET") && !strcmp(url, "/fake/requests")) {
+        pthread_mutex_lock(&g_asked_mu);
+        json_t *copy = g_asked ? json_deep_copy(g_asked) : json_object();
+        pthread_mutex_unlock(&g_asked_mu);
+        return send_json(c, 200, copy, NULL);
+    }
     if (!strncmp(url, "/fake/", 6)) {
         const char *err = NULL;
         int code = fk_control(&g_st, method, url, arg(c, "labelSelector"), b->data, b->len, &err);
@@ -879,6 +911,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
     }
     if (!routed)
         return not_found_resource(c);
+    note_asked(c, verb_of(method, &rt, watching), &rt);
     if (!strcmp(method, "GET")) {
         if (!rt.name[0])
             return watching ? do_watch(c, &rt) : do_list(c, &rt);
@@ -1075,6 +1108,7 @@ int main(int argc, char **argv)
     MHD_stop_daemon(d);
     pthread_join(tick, NULL);
     fk_store_fini(&g_st);
+    json_decref(g_asked);
     json_decref(sw);
     json_decref(crd_doc);
     return 0;
