@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -169,14 +170,19 @@ static long srv(const char *method, const char *path, const char *body, json_t *
     return st;
 }
 
-/* Starts argv with stdout to a pipe (when port_line) or to log; returns the pid. */
+/* Starts argv with stdout to a pipe (when port_line) or to log; returns the pid. The child
+ * dies with the bench (killed or interrupted, it leaves no server or fake behind, whose CPU
+ * would weigh on the next runs' figures). */
 static pid_t spawn(char *const argv[], char *const env[], int *port_fd, const char *log)
 {
     int fds[2] = {-1, -1};
     if (port_fd && pipe(fds) != 0)
         die("pipe: %s", strerror(errno));
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
         if (port_fd) {
             dup2(fds[1], 1);
             close(fds[0]);
