@@ -1463,8 +1463,9 @@ static void *sched_main(void *arg)
             /* Done once every change is written and, unless the backend adopts what runs,
              * every gang has ended. */
             int alive = 0;
-            for (sjob *j = s->jobs; j && !s->be->ops->adopts; j = j->next)
-                alive |= j->alive > 0 || j->launched;
+            if (!s->be->ops->adopts)
+                for (sjob *j = s->jobs; j; j = j->next)
+                    alive |= j->alive > 0 || j->launched;
             if (!alive && next.n == 0)
                 break;
         }
