@@ -9,15 +9,16 @@
  * rate limit of its own): --sweep one-rank jobs created through `trainyard serve` with its
  * default client settings (the time from submitting them in one :batch until the server has
  * created every object of theirs), beside the same objects created straight on the API
- * server by --concurrency threads on keep-alive connections (the Job, then its Secret and
- * Service owned by it, as the backend renders them: scheduler/kube/render.h). The direct
+ * server by --concurrency threads on keep-alive connections (the Job, then its Secret owned by
+ * it, as the backend renders them: scheduler/kube/render.h; the one headless Service that
+ * names the ranks is made beforehand, as the server makes it once). The direct
  * creation runs before and after Trainyard's (with the server idle) and the ratio is against
  * their mean, so that the fake's growing store weighs on both sides alike.
  *
  * Then a fresh fake and server with no client-side rate limit (--kube-qps 0), printing:
  *   1. creation: --jobs jobs of --ranks ranks (1 GPU each) submitted in batches of 1,000;
- *      jobs/s from submission until every job's batch/v1 Job, Secret and Service exists in
- *      the API server, and the server's CPU per job meanwhile;
+ *      jobs/s from submission until every job's batch/v1 Job and Secret (and the rank
+ *      Service) exist in the API server, and the server's CPU per job meanwhile;
  *   2. every pod set Running at once: seconds until the server shows every job RUNNING, and
  *      the server's resident memory then (--jobs jobs running);
  *   3. status latency with every job running: for --samples jobs one at a time, the pods
@@ -73,9 +74,10 @@
 #define FAKE_TOKEN "bench-cluster-token"
 #define NS "trainyard"
 #define DIRECT_NS "direct"
-/* Objects the server creates per attempt: the Job, its Secret (TRAINYARD_TOKEN and the
- * rendezvous secret) and its Service. */
-#define OBJECTS_PER_JOB 3
+/* Objects the server creates per attempt: the Job and its Secret (TRAINYARD_TOKEN and the
+ * rendezvous secret); and, once for all of them, the headless Service that names the ranks. */
+#define OBJECTS_PER_JOB 2
+#define OBJECTS_ONCE 1
 
 static char g_fake[64], g_srv[64], g_dir[] = "/tmp/ty-bench-kube-XXXXXX";
 static pid_t g_fake_pid = -1, g_srv_pid = -1;
@@ -729,8 +731,8 @@ static int post_direct(CURL *h, const char *collection, json_t *obj, char *uid, 
     return st == 201 ? 0 : -1;
 }
 
-/* One thread of the baseline: takes the next job and creates its Job, then its Secret and its
- * Service owned by the Job, as the backend does, on this thread's keep-alive connection. */
+/* One thread of the baseline: takes the next job and creates its Job, then its Secret owned by
+ * the Job, as the backend does, on this thread's keep-alive connection. */
 static void *direct_main(void *arg)
 {
     direct *d = arg;
@@ -753,7 +755,7 @@ static void *direct_main(void *arg)
                           .memory_bytes = 2147483648.0,
                           .gpus_per_rank = 1, .gpu_type = "a100", .zone = "auto",
                           .capacity = "on-demand", .name = name, .ncommand = 1};
-        json_t *job = NULL, *sec = NULL, *svc = NULL;
+        json_t *job = NULL, *sec = NULL;
         msg[0] = '\0';
         int bad = kube_render_job_typed(d->p, &bj, zones[i % 3], NULL, 0, &job, msg,
                                         sizeof msg) != TY_OK ||
@@ -764,13 +766,10 @@ static void *direct_main(void *arg)
                                  sizeof uid) != 0;
         bad = bad || kube_render_set_owner(d->p, sec, uid) != TY_OK ||
               post_direct(h, "/api/v1/namespaces/" DIRECT_NS "/secrets", sec, NULL, 0) != 0;
-        bad = bad || kube_render_service_typed(d->p, &bj, uid, &svc, msg, sizeof msg) != TY_OK ||
-              post_direct(h, "/api/v1/namespaces/" DIRECT_NS "/services", svc, NULL, 0) != 0;
         if (bad)
             atomic_fetch_add(&d->failed, 1);
         json_decref(job);
         json_decref(sec);
-        json_decref(svc);
     }
     curl_easy_cleanup(h);
     return NULL;
@@ -808,19 +807,26 @@ static void side_by_side(const char *trainyard, const char *fakebin, const char 
     if (kube_profile_load(profile, &p, msg, sizeof msg) != TY_OK)
         die("%s", msg);
     start_fake(fakebin, nodes_path);
+    json_t *svc = NULL;
+    CURL *h = curl_easy_init();
+    if (!h || kube_render_rank_service(p, &svc, msg, sizeof msg) != TY_OK ||
+        post_direct(h, "/api/v1/namespaces/" DIRECT_NS "/services", svc, NULL, 0) != 0)
+        die("cannot create the rank Service: %s", msg);
+    json_decref(svc);
+    curl_easy_cleanup(h);
     double d1 = create_direct(p, sweep, conc, 1);
     start_server(trainyard, profile, "sweep", NULL);
     bench_sleep_us(500000); /* the informers' first lists are behind it */
     double cpu0 = cpu_s(g_srv_pid), t0 = bench_mono_ms() / 1e3;
     submit(sweep, 1, "s");
-    double ty = wait_created((long)OBJECTS_PER_JOB * sweep, t0, 10);
+    double ty = wait_created((long)OBJECTS_PER_JOB * sweep + OBJECTS_ONCE, t0, 10);
     double cpu = cpu_s(g_srv_pid) - cpu0;
     double d2 = create_direct(p, sweep, conc, 2);
     long throttled = server_metric("\ntrainyard_kube_throttled_total ");
     stop_both();
     kube_profile_free(p);
     double base = (d1 + d2) / 2;
-    printf("side by side (%d nodes): %d one-rank jobs (a Job, Secret and Service each)\n"
+    printf("side by side (%d nodes): %d one-rank jobs (a Job and a Secret each)\n"
            "  direct at concurrency %d: %.2f s before, %.2f s after (%.0f jobs/s)\n"
            "  through trainyard, default client settings: %.2f s (%.0f jobs/s; server CPU "
            "%.2f ms a job; %ld requests held by the rate limiter)\n"
@@ -939,13 +945,13 @@ int main(int argc, char **argv)
      * held (it sums each team's usage in SQL), CPU that creation does not need and that
      * polling every 250 ms added to this phase's figure (0.2 to 0.4 ms a job); the time is
      * then known to a second (3 to 5 % of this phase). */
-    double t_created = wait_created((long)OBJECTS_PER_JOB * jobs, t0, 1000);
+    double t_created = wait_created((long)OBJECTS_PER_JOB * jobs + OBJECTS_ONCE, t0, 1000);
     long created;
     double cpu = cpu_s(g_srv_pid) - cpu0, fcpu = cpu_s(g_fake_pid) - fcpu0;
     if ((created = count_kube_jobs()) != jobs)
         die("%ld batch/v1 Jobs in the API server, %d expected", created, jobs);
-    printf("creation: %d jobs of %d ranks submitted in %.2f s; every batch/v1 Job, Secret and "
-           "Service created after %.2f s: %.0f jobs/s\n",
+    printf("creation: %d jobs of %d ranks submitted in %.2f s; every batch/v1 Job and Secret "
+           "created after %.2f s: %.0f jobs/s\n",
            jobs, ranks, t_sub, t_created, jobs / t_created);
     printf("  meanwhile the server used %.2f CPU s (%.2f ms a job: %.0f jobs/s per core), the "
            "fake API server %.2f CPU s\n",

@@ -711,7 +711,6 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     kube_render_name(job->id, (unsigned)job->attempt, act->name, sizeof act->name);
     act->obj = obj;
     act->secret = secret;
-    kb_fmt(act->job_name, sizeof act->job_name, "%s", job->name ? job->name : "");
     act_queue(kb, act);
     a->grow_deadline_ms =
         a->grow_nodes > 0 ? ty_time_now_ms() + kb->p->scale_up_timeout_seconds * 1000 : 0;
@@ -1046,13 +1045,82 @@ static ty_err create_secret(kbe *kb, kb_action *act, const char *uid, char *err,
     return create_or_adopt(kb, path, act->name, act->secret, NULL, 0, NULL, err, errlen);
 }
 
+/* How long the rank Service, once known to exist, is taken to exist without asking: one deleted
+ * by hand is made again within this, at the next launch. */
+#define KB_RANK_SERVICE_RECHECK_MS 60000
+
+/*
+ * Makes sure the headless Service that names every rank (render.h) exists before a Job is
+ * created: created when missing; when there (409), taken if it is headless and selects our pods,
+ * refused otherwise (its ranks would get no DNS names). Asked at most once a
+ * KB_RANK_SERVICE_RECHECK_MS; a writer that comes while another asks waits for its answer.
+ */
+static ty_err ensure_rank_service(kbe *kb, char *err, size_t errlen)
+{
+    static const char *const ip_path[] = {"spec", "clusterIP"};
+    static const char *const sel_path[] = {"spec", "selector", KUBE_LABEL_SERVICE};
+    char path[512], one[640], msg[256], ip[16] = "", sel[64] = "";
+    json_t *svc = NULL;
+    ty_kresp r = {0};
+    ty_buf body;
+    ty_err e = TY_OK;
+
+    pthread_mutex_lock(&kb->svc_mu);
+    int64_t now = ty_time_now_ms();
+    if (kb->svc_known_ms && now - kb->svc_known_ms < KB_RANK_SERVICE_RECHECK_MS)
+        goto out;
+    ty_buf_init(&body, 0);
+    if ((e = kube_render_rank_service(kb->p, &svc, msg, sizeof msg)) != TY_OK ||
+        (e = ty_json_write(&body, svc)) != TY_OK) {
+        kb_fmt(err, errlen, "the Service %s: %s", KUBE_RANK_SERVICE,
+               e == TY_ENOMEM ? "out of memory" : msg);
+        goto done;
+    }
+    kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/services", kb->ns);
+    e = ty_kclient_request(kb->c, "POST", path, body.data, &r, err, errlen);
+    if (e == TY_OK) {
+        pthread_mutex_lock(&kb->mu);
+        kb->created++;
+        pthread_mutex_unlock(&kb->mu);
+        fprintf(stderr, "kube backend: created the headless Service %s/%s that names the ranks\n",
+                kb->ns, KUBE_RANK_SERVICE);
+    } else if (e == TY_EEXISTS) {
+        kb_fmt(one, sizeof one, "%s/%s", path, KUBE_RANK_SERVICE);
+        ty_kresp_clear(&r);
+        e = ty_kclient_request(kb->c, "GET", one, NULL, &r, err, errlen);
+        if (e == TY_OK &&
+            (ty_kpick_string(r.body, r.body_len, ip_path, 2, ip, sizeof ip) || strcmp(ip, "None") ||
+             ty_kpick_string(r.body, r.body_len, sel_path, 3, sel, sizeof sel) ||
+             strcmp(sel, KUBE_RANK_SERVICE))) {
+            kb_fmt(err, errlen,
+                   "the Service %s/%s exists but is not headless (clusterIP None) with the "
+                   "selector %s=%s: the ranks would have no DNS names; delete it and Trainyard "
+                   "makes it again",
+                   kb->ns, KUBE_RANK_SERVICE, KUBE_LABEL_SERVICE, KUBE_RANK_SERVICE);
+            e = TY_ECONFLICT;
+        }
+    }
+    if (e == TY_OK)
+        kb->svc_known_ms = now;
+done:
+    ty_kresp_clear(&r);
+    ty_buf_free(&body);
+    json_decref(svc);
+out:
+    pthread_mutex_unlock(&kb->svc_mu);
+    return e;
+}
+
 static void do_create(kbe *kb, kb_action *act)
 {
-    char path[512], err[1024] = "", uid[128] = "", msg[512];
+    char path[512], err[1024] = "", uid[128] = "";
     workload_path(kb, NULL, path, sizeof path);
     int adopted = 0;
-    ty_err e = create_or_adopt(kb, path, act->name, act->obj, uid, sizeof uid, &adopted, err,
-                               sizeof err);
+    /* A gang whose names do not resolve cannot meet: no Job before its Service. */
+    ty_err e = kb->p->volcano ? TY_OK : ensure_rank_service(kb, err, sizeof err);
+    if (e == TY_OK)
+        e = create_or_adopt(kb, path, act->name, act->obj, uid, sizeof uid, &adopted, err,
+                            sizeof err);
     if (e != TY_OK) {
         report_launch_failure(kb, act, err);
         return;
@@ -1066,24 +1134,6 @@ static void do_create(kbe *kb, kb_action *act)
     }
     if (kb->p->volcano) {
         replay_pods(kb, act->job_id, act->attempt);
-        return;
-    }
-    json_t *svc = NULL;
-    /* The Service shows only the job's id, attempt and name. */
-    backend_job bj = {.id = act->job_id, .attempt = act->attempt,
-                      .name = act->job_name[0] ? act->job_name : NULL};
-    e = kube_render_service_typed(kb->p, &bj, uid, &svc, msg, sizeof msg);
-    if (e == TY_OK) {
-        kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/services", kb->ns);
-        e = create_or_adopt(kb, path, act->name, svc, NULL, 0, NULL, err, sizeof err);
-    } else {
-        kb_fmt(err, sizeof err, "%s", msg);
-    }
-    json_decref(svc);
-    if (e != TY_OK) {
-        /* A gang without its Service cannot meet: take the Job back, then say why. */
-        take_back(kb, act);
-        report_launch_failure(kb, act, err);
         return;
     }
     /* The pods of a Job that already existed changed before this attempt could hear of them;
@@ -1707,6 +1757,7 @@ static void kb_free(backend *b)
     kb_excluded_free(kb->excluded_names, kb->nexcluded);
     json_decref(kb->unknown_logged);
     pthread_cond_destroy(&kb->cv);
+    pthread_mutex_destroy(&kb->svc_mu);
     pthread_mutex_destroy(&kb->mu);
     free(kb);
 }
@@ -1780,6 +1831,7 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
     kb->efd = -1;
     kb->atail = &kb->ahead;
     pthread_mutex_init(&kb->mu, NULL);
+    pthread_mutex_init(&kb->svc_mu, NULL);
     pthread_cond_init(&kb->cv, NULL);
     kb_fmt(kb->ns, sizeof kb->ns, "%s", cfg->namespace_ ? cfg->namespace_ : cfg->profile->namespace);
     ty_err e = TY_OK;

@@ -82,7 +82,6 @@ typedef struct kb_action {
     json_t *obj;                   /* CREATE: the workload */
     json_t *secret;                /* CREATE: the attempt's Secret (its values), created once
                                       the workload exists and owned by it; NULL for none */
-    char job_name[256];            /* CREATE: the job's name, for the Service ("" for none) */
     int grace;                     /* DELETE: gracePeriodSeconds, -1 for the default */
     int hard;                      /* DELETE: the pods too, at once */
     int report;                    /* DELETE: a failure is a STOP_FAILED (a stop asked it) */
@@ -122,6 +121,8 @@ typedef struct kbe {
     kb_node_bytes zones;           /* kube_zone_index() of the view's nodes */
     kb_node_bytes unknown;         /* what classify() says of each node with GPUs (1: GPU type,
                                       2: node group unknown) */
+    pthread_mutex_t svc_mu;        /* the rank Service's check (ensure_rank_service()) */
+    int64_t svc_known_ms;          /* when it was last known to exist (0: not yet); svc_mu */
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;
     backend_attempt *attempts;

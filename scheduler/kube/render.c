@@ -354,7 +354,7 @@ static json_t *env_list(const kube_profile *p, const view *in, const need *n,
     if (p->volcano)
         snprintf(buf, sizeof buf, "%s-" VOLCANO_TASK "-0.%s", name, name);
     else
-        snprintf(buf, sizeof buf, "%s-0.%s", name, name);
+        snprintf(buf, sizeof buf, "%s-0." KUBE_RANK_SERVICE, name);
     env_value(env, "MASTER_ADDR", buf, &bad);
     snprintf(buf, sizeof buf, "%d", p->master_port);
     env_value(env, "MASTER_PORT", buf, &bad);
@@ -458,7 +458,7 @@ static json_t *pod_spec(const kube_profile *p, const view *in, const need *n, co
 
     set(pod, "restartPolicy", json_string("Never"), &bad);
     if (!p->volcano)
-        set(pod, "subdomain", json_string(name), &bad);
+        set(pod, "subdomain", json_string(KUBE_RANK_SERVICE), &bad);
     if (p->volcano) {
         json_int_t t = in->timeout_s;
         if (t > 0)
@@ -590,9 +590,12 @@ static json_t *batch_job(const kube_profile *p, const view *in, const need *n,
         set(js, "activeDeadlineSeconds", json_integer(timeout), &bad);
     if (ttl >= 0)
         set(js, "ttlSecondsAfterFinished", json_integer(ttl), &bad);
-    set(js, "template",
-        json_pack("{s:o, s:o}", "metadata", metadata(p, NULL, in, 0), "spec",
-                  pod_spec(p, in, n, name)),
+    /* The rank Service selects the pods by this label. */
+    json_t *tmeta = metadata(p, NULL, in, 0);
+    if (tmeta)
+        set(json_object_get(tmeta, "labels"), KUBE_LABEL_SERVICE, json_string(KUBE_RANK_SERVICE),
+            &bad);
+    set(js, "template", json_pack("{s:o, s:o}", "metadata", tmeta, "spec", pod_spec(p, in, n, name)),
         &bad);
     set(job, "spec", js, &bad);
     if (bad) {
@@ -692,63 +695,24 @@ ty_err kube_render_job_typed(const kube_profile *p, const backend_job *job, cons
     return render_job(p, &v, out, msg, msglen);
 }
 
-/* Renders the Service of v (consumed: freed here). */
-static ty_err render_service(const kube_profile *p, view *v, const char *job_uid, json_t **out,
-                             char *msg, size_t msglen)
+ty_err kube_render_rank_service(const kube_profile *p, json_t **out, char *msg, size_t msglen)
 {
-    char name[KUBE_NAME_MAX];
-    if (p->volcano || !job_uid || !*job_uid || kube_render_name(v->job_id, v->attempt, name,
-                                                                sizeof name)) {
-        view_free(v);
-        if (p->volcano)
-            return fail(NULL, 0, msg, msglen, "", "with Volcano, its svc plugin makes the Service");
-        if (!job_uid || !*job_uid)
-            return fail(NULL, 0, msg, msglen, "", "the Service needs the created Job's uid");
-        return fail(NULL, 0, msg, msglen, "", "bad job id or attempt");
-    }
-
-    json_t *meta = metadata(p, name, v, 1);
-    int bad = !meta;
-    /* Owned by the Job, so that deleting the Job (Background propagation) deletes the Service.
-     * No blockOwnerDeletion: it would need update rights on jobs/finalizers. */
-    set(meta, "ownerReferences",
-        json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion", "batch/v1", "kind", "Job", "name",
-                  name, "uid", job_uid, "controller", 1),
-        &bad);
+    if (!p || !out)
+        return TY_EINVAL;
+    if (p->volcano)
+        return fail(NULL, 0, msg, msglen, "", "with Volcano, its svc plugin makes the Service");
+    /* Headless (no virtual IP, no kube-proxy rules): a DNS name for each selected pod, before
+     * it is ready, so that rank 0's name resolves while the others wait for it. */
     json_t *svc = json_pack(
-        "{s:s, s:s, s:o, s:{s:s, s:b, s:o, s:[{s:s, s:i, s:i, s:s}]}}", "apiVersion", "v1", "kind",
-        "Service", "metadata", meta, "spec", "clusterIP", "None", "publishNotReadyAddresses", 1,
-        "selector", attempt_labels(v->job_id, v->attempt), "ports", "name", "rendezvous", "port",
-        p->master_port, "targetPort", p->master_port, "protocol", "TCP");
-    view_free(v);
-    if (!svc || bad) {
-        json_decref(svc);
+        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:b, s:{s:s}, s:[{s:s, s:i, s:i, s:s}]}}", "apiVersion",
+        "v1", "kind", "Service", "metadata", "name", KUBE_RANK_SERVICE, "namespace", p->namespace,
+        "spec", "clusterIP", "None", "publishNotReadyAddresses", 1, "selector", KUBE_LABEL_SERVICE,
+        KUBE_RANK_SERVICE, "ports", "name", "rendezvous", "port", p->master_port, "targetPort",
+        p->master_port, "protocol", "TCP");
+    if (!svc)
         return TY_ENOMEM;
-    }
     *out = svc;
     return TY_OK;
-}
-
-ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, const char *job_uid,
-                           json_t **out, char *msg, size_t msglen)
-{
-    view v;
-    if (!p || !in || !out)
-        return TY_EINVAL;
-    if (view_of_spec(in->spec, in->job_id, in->attempt, in->zone, &v) != TY_OK)
-        return TY_ENOMEM;
-    return render_service(p, &v, job_uid, out, msg, msglen);
-}
-
-ty_err kube_render_service_typed(const kube_profile *p, const backend_job *job,
-                                 const char *job_uid, json_t **out, char *msg, size_t msglen)
-{
-    view v;
-    if (!p || !job || !out)
-        return TY_EINVAL;
-    if (view_of_job(job, NULL, &v) != TY_OK)
-        return TY_ENOMEM;
-    return render_service(p, &v, job_uid, out, msg, msglen);
 }
 
 /* ---- the Secret ---- */

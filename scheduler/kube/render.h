@@ -9,16 +9,17 @@
  * Objects of an attempt (names from kube_render_name(), "ty-<job id>-a<attempt>"):
  *
  *  - Without Volcano: a batch/v1 Job (Indexed, parallelism = completions = workers.count,
- *    backoffLimit 0: restarts are the gang's) and a headless Service named like it that gives pod
- *    i the DNS name "<name>-<i>.<name>" (the pods' hostname and subdomain). The Service carries an
- *    ownerReference to the Job so that deleting the Job deletes it; it therefore needs the Job's
- *    uid, and is rendered in a second step: create the Job, then render the Service with the uid
- *    of the created Job (the 201 answer's metadata.uid) and create it. Pods may start before the
- *    Service exists; their names resolve as soon as it does (publishNotReadyAddresses).
+ *    backoffLimit 0: restarts are the gang's). Its pods' hostname is "<name>-<i>" (the Job
+ *    controller's, for Indexed Jobs) and their subdomain KUBE_RANK_SERVICE; they carry the label
+ *    KUBE_LABEL_SERVICE, which the one headless Service of the namespace
+ *    (kube_render_rank_service) selects, so pod i has the DNS name "<name>-<i>.trainyard-ranks".
+ *    That Service is every attempt's: it is made once, not per attempt, and owned by no Job.
+ *    Pods may start before it exists; their names resolve as soon as it does
+ *    (publishNotReadyAddresses).
  *  - With Volcano (profile->volcano): one batch.volcano.sh/v1alpha1 Job, one task "rank" of N
  *    replicas, minAvailable N, maxRetry 0 and no policies (Trainyard owns restarts). Volcano's
- *    svc plugin makes the headless Service and sets hostname/subdomain; pod i is
- *    "<name>-rank-<i>.<name>". There is no Service to render (kube_render_service refuses).
+ *    svc plugin makes a headless Service per Job and sets hostname/subdomain; pod i is
+ *    "<name>-rank-<i>.<name>". There is no Service to render (kube_render_rank_service refuses).
  *
  * Every object and pod carries the labels trainyard.io/job-id and trainyard.io/attempt (what the
  * backend lists and adopts by) and the annotation trainyard.io/job-name. Each pod gets the env
@@ -62,6 +63,11 @@
 #define KUBE_LABEL_ATTEMPT "trainyard.io/attempt"
 #define KUBE_ANNOTATION_JOB_NAME "trainyard.io/job-name"
 
+/* The headless Service that names every batch/v1 rank, and the label (valued with its name) on
+ * each pod it selects. */
+#define KUBE_RANK_SERVICE "trainyard-ranks"
+#define KUBE_LABEL_SERVICE "trainyard.io/service"
+
 /* A name's buffer: "ty-" + a 26-character id + "-a" + attempt digits, with room to spare. */
 #define KUBE_NAME_MAX 64
 
@@ -96,12 +102,12 @@ ty_err kube_render_job(const kube_profile *p, const kube_render_in *in, json_t *
                        size_t msglen);
 
 /*
- * The headless Service of a batch/v1 attempt, owned by the Job whose uid is job_uid (the created
- * Job's metadata.uid). *out is new. TY_EINVAL with Volcano (its svc plugin makes the Service),
- * for an empty uid or a bad id/attempt.
+ * The headless Service KUBE_RANK_SERVICE in the profile's namespace: it selects every pod
+ * labelled KUBE_LABEL_SERVICE=KUBE_RANK_SERVICE, publishes them before they are ready and names
+ * the profile's master_port. The same for every attempt. *out is new. TY_EINVAL with Volcano
+ * (its svc plugin makes a Service per Job).
  */
-ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, const char *job_uid,
-                           json_t **out, char *msg, size_t msglen);
+ty_err kube_render_rank_service(const kube_profile *p, json_t **out, char *msg, size_t msglen);
 
 /*
  * The same from the typed job the backend is given (job->id, job->attempt; borrowed): what the
@@ -112,8 +118,6 @@ ty_err kube_render_service(const kube_profile *p, const kube_render_in *in, cons
 ty_err kube_render_job_typed(const kube_profile *p, const backend_job *job, const char *zone,
                              const char *const *avoid_nodes, size_t navoid_nodes, json_t **out,
                              char *msg, size_t msglen);
-ty_err kube_render_service_typed(const kube_profile *p, const backend_job *job,
-                                 const char *job_uid, json_t **out, char *msg, size_t msglen);
 
 /*
  * The attempt's v1 Secret (type Opaque), named like the Job: one data key per variable of

@@ -107,7 +107,7 @@ static void pods_phase(const char *job, int attempt, const char *phase, int code
     }
 }
 
-/* The list of a job's objects of one kind ("pods", "services", "jobs"), new. */
+/* The list of a job's objects of one kind ("pods", "secrets", "jobs"), new. */
 static json_t *objects(const char *kind, const char *job)
 {
     char path[512];
@@ -119,7 +119,7 @@ static json_t *objects(const char *kind, const char *job)
     return items;
 }
 
-/* The objects once there are n of them (the worker creates the Service after the Job), new. */
+/* The objects once there are n of them (the worker creates the Secret after the Job), new. */
 static json_t *objects_n(const char *kind, const char *job, size_t n)
 {
     json_t *l = objects(kind, job);
@@ -130,6 +130,33 @@ static json_t *objects_n(const char *kind, const char *job, size_t n)
         l = objects(kind, job);
     }
     return l;
+}
+
+/*
+ * The job's pods are named through the one headless Service of the namespace: it exists,
+ * headless, selects what the Job's pod template is labelled with, is the pods' subdomain, and
+ * the job has no Service of its own.
+ */
+static void expect_rank_service(const char *job_id, const json_t *job)
+{
+    json_t *svc = api("GET", "/api/v1/namespaces/" NS "/services/trainyard-ranks", NULL, 200);
+    const json_t *ss = json_object_get(svc, "spec");
+    assert_string_equal(json_string_value(json_object_get(ss, "clusterIP")), "None");
+    assert_true(json_is_true(json_object_get(ss, "publishNotReadyAddresses")));
+    const json_t *tmpl = json_object_get(json_object_get(job, "spec"), "template");
+    const json_t *labels = json_object_get(json_object_get(tmpl, "metadata"), "labels");
+    const char *k;
+    const json_t *v;
+    assert_int_equal(json_object_size(json_object_get(ss, "selector")), 1);
+    json_object_foreach((json_t *)json_object_get(ss, "selector"), k, v)
+        assert_true(json_equal(json_object_get(labels, k), v));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(tmpl, "spec"), "subdomain")),
+        "trainyard-ranks");
+    json_t *own = objects("services", job_id);
+    assert_int_equal(json_array_size(own), 0);
+    json_decref(own);
+    json_decref(svc);
 }
 
 static const char *pod_of_rank(json_t *pods, int rank)
@@ -314,13 +341,14 @@ static void test_gang_succeeds(void **state)
     assert_int_equal(used, 2);
     json_t *pods = launch_placed(a, &j);
 
-    /* One Job and one Service, labelled, the gang pinned to the zone with the most room. */
-    json_t *jobs = objects("jobs", id), *svcs = objects_n("services", id, 1);
+    /* One Job, labelled, its pods named through the rank Service; the gang pinned to the zone
+     * with the most room. */
+    json_t *jobs = objects("jobs", id);
     assert_int_equal(json_array_size(jobs), 1);
-    assert_int_equal(json_array_size(svcs), 1);
     const json_t *labels =
-        json_object_get(json_object_get(json_array_get(svcs, 0), "metadata"), "labels");
+        json_object_get(json_object_get(json_array_get(jobs, 0), "metadata"), "labels");
     assert_string_equal(json_string_value(json_object_get(labels, "trainyard.io/attempt")), "1");
+    expect_rank_service(id, json_array_get(jobs, 0));
     assert_true(pinned_to(id, 1, "us-west-2b"));
     /* Rendered from the typed job: its name, its command apart from its args. */
     const json_t *md = json_object_get(json_array_get(jobs, 0), "metadata");
@@ -354,7 +382,6 @@ static void test_gang_succeeds(void **state)
     assert_int_equal(used, 0);
     json_decref(pods);
     json_decref(jobs);
-    json_decref(svcs);
 }
 
 static void test_oom_killed(void **state)
@@ -801,10 +828,8 @@ static void test_secrets(void **state)
     }
     free(text);
     free(ptext);
-    json_t *svcs = objects_n("services", id, 1); /* the worker creates it after the Secret */
-    assert_int_equal(json_array_size(svcs), 1);
-    json_decref(svcs);
-    /* Counted once the worker has the answer, just after the object appears. */
+    /* The rank Service, the Job and the Secret, counted once the worker has the answer, just
+     * after the object appears. */
     for (int i = 0; i < 250 && metric("trainyard_kube_objects_created_total ") != 3; i++) {
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
@@ -846,15 +871,17 @@ static void test_secret_exists_already(void **state)
 
     backend_attempt *a = reserve_ok(&j);
     json_t *pods = launch_placed(a, &j);
-    json_t *svcs = objects_n("services", id, 1);
-    assert_int_equal(json_array_size(svcs), 1); /* the launch went on past the Secret */
-    assert_false(seen(BACKEND_EV_LAUNCH_FAILED, -2, 200));
+    /* The launch went on past the Secret. */
+    for (int i = 0; i < 250 && metric("trainyard_kube_objects_adopted_total ") != 1; i++) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     assert_int_equal(metric("trainyard_kube_objects_adopted_total "), 1);
+    assert_false(seen(BACKEND_EV_LAUNCH_FAILED, -2, 200));
     run_all(&j, a);
     g_b->ops->stop(g_b, a, 1);
     expect(BACKEND_EV_DISRUPTED, 0, a);
     g_b->ops->release(g_b, a);
-    json_decref(svcs);
     json_decref(pods);
 }
 
@@ -1216,10 +1243,56 @@ static void test_faults_and_dropped_watches(void **state)
     pods_phase(id, 1, "Succeeded", 0, "");
     for (int r = 0; r < 2; r++)
         assert_int_equal(expect(BACKEND_EV_EXITED, r, a)->exit_code, 0);
-    json_t *svcs = objects_n("services", id, 1);
-    assert_int_equal(json_array_size(svcs), 1);
+    /* The rank Service's create was retried past its 429. */
+    json_decref(api("GET", "/api/v1/namespaces/" NS "/services/trainyard-ranks", NULL, 200));
     g_b->ops->release(g_b, a);
-    json_decref(svcs);
+    json_decref(pods);
+}
+
+/*
+ * A rank Service made beforehand (by an earlier server, or by hand) is taken as it is when it
+ * does its work; one of that name that is not headless or selects other pods refuses the
+ * launch, saying what to do, and no Job is created for ranks whose names would not resolve.
+ */
+static void test_rank_service_taken_or_refused(void **state)
+{
+    (void)state;
+    const char *id = "01kbe00000000000000000000s";
+    json_decref(api("POST", "/api/v1/namespaces/" NS "/services",
+                    "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
+                    "\"trainyard-ranks\"},\"spec\":{\"selector\":{\"app\":\"web\"},\"ports\":"
+                    "[{\"port\":80}]}}",
+                    201));
+    backend_job j = job_of(id, 1, 1, 0, NULL, "on-demand");
+    backend_attempt *a = reserve_ok(&j);
+    g_b->ops->launch(g_b, a, &j);
+    backend_event *ev = expect(BACKEND_EV_LAUNCH_FAILED, -1, a);
+    assert_non_null(strstr(ev->detail, "trainyard-ranks"));
+    assert_non_null(strstr(ev->detail, "not headless"));
+    assert_non_null(strstr(ev->detail, "delete it"));
+    json_t *none = objects("jobs", id);
+    assert_int_equal(json_array_size(none), 0);
+    json_decref(none);
+
+    /* Deleted, and made again by hand as Trainyard makes it: taken, and the next attempt runs. */
+    json_decref(api("DELETE", "/api/v1/namespaces/" NS "/services/trainyard-ranks", NULL, 200));
+    json_t *svc = NULL;
+    char msg[256], *body;
+    assert_int_equal(kube_render_rank_service(g_prof, &svc, msg, sizeof msg), TY_OK);
+    assert_non_null(body = json_dumps(svc, JSON_COMPACT));
+    json_decref(api("POST", "/api/v1/namespaces/" NS "/services", body, 201));
+    free(body);
+    json_decref(svc);
+    j.attempt = 2;
+    json_t *pods = launch_placed(a, &j);
+    json_t *jobs = objects("jobs", id);
+    assert_int_equal(json_array_size(jobs), 1);
+    expect_rank_service(id, json_array_get(jobs, 0));
+    assert_int_equal(metric("trainyard_kube_objects_created_total "), 1); /* the Job alone */
+    g_b->ops->stop(g_b, a, 1);
+    expect(BACKEND_EV_DISRUPTED, 0, a);
+    g_b->ops->release(g_b, a);
+    json_decref(jobs);
     json_decref(pods);
 }
 
@@ -1387,6 +1460,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_recover_adopts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_faults_and_dropped_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejected_launch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rank_service_taken_or_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_tenants_gpus, setup, teardown),

@@ -393,8 +393,9 @@ static void test_cpu_and_memory_beyond_the_largest_node(void **state)
 }
 
 /*
- * Two ranks of 4 A100s on spot: one Job and one Service, every pod pinned to the same zone,
- * RUNNING once both pods run (ranks carry pod and node), SUCCEEDED when both succeed.
+ * Two ranks of 4 A100s on spot: one Job (its pods named through the one rank Service, no
+ * Service of its own), every pod pinned to the same zone, RUNNING once both pods run (ranks
+ * carry pod and node), SUCCEEDED when both succeed.
  */
 static void test_success(void **state)
 {
@@ -405,7 +406,13 @@ static void test_success(void **state)
            id);
     json_t *pods = wait_pods_bound(id, 1, 2);
     assert_int_equal(count_objects(JOBS, id, 0), 1);
-    assert_int_equal(count_objects(SERVICES, id, 0), 1);
+    assert_int_equal(count_objects(SERVICES, id, 0), 0);
+    fresp svc = fake_call("GET", SERVICES "/trainyard-ranks", NULL);
+    assert_int_equal(svc.status, 200);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(svc.json, "spec"), "clusterIP")),
+        "None");
+    json_decref(svc.json);
     const char *zone = pod_zone_affinity(json_array_get(pods, 0));
     assert_non_null(zone);
     assert_string_equal(zone, pod_zone_affinity(json_array_get(pods, 1)));
@@ -1071,7 +1078,7 @@ static void test_api_faults(void **state)
     fake_ctl("/fake/faults", "{\"method\": \"POST\", \"path\": \"/apis/batch/v1/\", "
                              "\"count\": 2, \"status\": 500}");
     fake_ctl("/fake/faults", "{\"method\": \"POST\", \"path\": \"/api/v1/namespaces/" NS
-                             "/services\", \"count\": 1, \"status\": 429, \"retryAfter\": 1}");
+                             "/secrets\", \"count\": 1, \"status\": 429, \"retryAfter\": 1}");
     submit("faults", "\"workers\": {\"count\": 2}", id);
     json_decref(wait_pods_bound(id, 1, 2));
     fake_ctl("/fake/watches/drop", "{}");

@@ -232,8 +232,9 @@ static void assert_same(const json_t *a, const json_t *b)
     free(y);
 }
 
-/* Renders (Job and, without Volcano, Service) into {"job":..., "service":...} (new), from the
- * typed job the backend is given; the normalized spec must render the same bytes. */
+/* Renders the Job (and, without Volcano, the rank Service) into {"job":..., "service":...}
+ * (new), from the typed job the backend is given; the normalized spec must render the same
+ * bytes. */
 static json_t *render(const kube_profile *p, const char *spec_text, unsigned attempt,
                       const char *zone)
 {
@@ -251,12 +252,8 @@ static json_t *render(const kube_profile *p, const char *spec_text, unsigned att
     json_decref(from_spec);
     json_t *both = json_pack("{s:o}", "job", job);
     if (!p->volcano) {
-        if (kube_render_service_typed(p, &t.job, JOB_UID, &svc, msg, sizeof msg) != TY_OK)
-            fail_msg("render_service_typed: %s", msg);
-        if (kube_render_service(p, &in, JOB_UID, &from_spec, msg, sizeof msg) != TY_OK)
-            fail_msg("render_service: %s", msg);
-        assert_same(svc, from_spec);
-        json_decref(from_spec);
+        if (kube_render_rank_service(p, &svc, msg, sizeof msg) != TY_OK)
+            fail_msg("render_rank_service: %s", msg);
         json_object_set_new(both, "service", svc);
         validate_k8s(job, "io.k8s.api.batch.v1.Job");
         validate_k8s(svc, "io.k8s.api.core.v1.Service");
@@ -318,7 +315,9 @@ static void test_plain(void **state)
     assert_null(json_object_get(js, "activeDeadlineSeconds"));
     const json_t *pod = pod_spec_of(job);
     assert_string_equal(json_string_value(json_object_get(pod, "restartPolicy")), "Never");
-    assert_string_equal(json_string_value(json_object_get(pod, "subdomain")), "ty-" JOB_ID "-a1");
+    /* Every attempt's pods are named through the one rank Service. */
+    assert_string_equal(json_string_value(json_object_get(pod, "subdomain")), "trainyard-ranks");
+    assert_string_equal(env_of(job, "MASTER_ADDR"), "ty-" JOB_ID "-a1-0.trainyard-ranks");
     /* No GPUs: no GPU selector, toleration or limit; on-demand nodes by default. */
     const json_t *sel = json_object_get(pod, "nodeSelector");
     assert_null(json_object_get(sel, "nvidia.com/gpu.product"));
@@ -331,16 +330,17 @@ static void test_plain(void **state)
         json_string_value(json_object_get(json_object_get(res, "requests"), "memory")), "2Gi");
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(res, "limits"), "memory")), "2Gi");
-    /* The Service: headless, its pods' names published before they are ready, owned by the Job
-     * and selecting exactly the attempt's pods. */
+    /* The rank Service: headless, its pods' names published before they are ready, named as
+     * the pods' subdomain, owned by no Job (it outlives every attempt) and selecting the pods of
+     * every attempt. */
     const json_t *svc = json_object_get(r, "service");
     const json_t *ss = json_object_get(svc, "spec");
     assert_string_equal(json_string_value(json_object_get(ss, "clusterIP")), "None");
     assert_true(json_is_true(json_object_get(ss, "publishNotReadyAddresses")));
-    const json_t *owner =
-        json_array_get(json_object_get(json_object_get(svc, "metadata"), "ownerReferences"), 0);
-    assert_string_equal(json_string_value(json_object_get(owner, "uid")), JOB_UID);
-    assert_string_equal(json_string_value(json_object_get(owner, "kind")), "Job");
+    const json_t *smeta = json_object_get(svc, "metadata");
+    assert_string_equal(json_string_value(json_object_get(smeta, "name")), "trainyard-ranks");
+    assert_null(json_object_get(smeta, "ownerReferences"));
+    assert_int_equal(json_object_size(json_object_get(ss, "selector")), 1);
     const json_t *pod_labels = json_object_get(
         json_object_get(json_object_get(json_object_get(job, "spec"), "template"), "metadata"),
         "labels");
@@ -479,7 +479,7 @@ static void test_env_contract(void **state)
                         "field:metadata.annotations['batch.kubernetes.io/job-completion-index']");
     assert_string_equal(env_of(job, "WORLD_SIZE"), "8");
     assert_string_equal(env_of(job, "LOCAL_RANK"), "0");
-    assert_string_equal(env_of(job, "MASTER_ADDR"), "ty-" JOB_ID "-a3-0.ty-" JOB_ID "-a3");
+    assert_string_equal(env_of(job, "MASTER_ADDR"), "ty-" JOB_ID "-a3-0.trainyard-ranks");
     assert_string_equal(env_of(job, "MASTER_PORT"), "23456");
     assert_string_equal(env_of(job, "TRAINYARD_JOB_ID"), JOB_ID);
     assert_string_equal(env_of(job, "TRAINYARD_ATTEMPT"), "3");
@@ -609,8 +609,7 @@ static void test_secrets(void **state)
     t.secret_names[ns + 1] = "TRAINYARD_RENDEZVOUS_SECRET";
     assert_true(kube_render_has_secrets(&t.job));
     assert_int_equal(kube_render_job_typed(example, &t.job, NULL, NULL, 0, &job, msg, sizeof msg), TY_OK);
-    assert_int_equal(kube_render_service_typed(example, &t.job, JOB_UID, &svc, msg, sizeof msg),
-                     TY_OK);
+    assert_int_equal(kube_render_rank_service(example, &svc, msg, sizeof msg), TY_OK);
     assert_int_equal(kube_render_secret_typed(example, &t.job, &sec, msg, sizeof msg), TY_OK);
     validate_k8s(job, "io.k8s.api.batch.v1.Job");
     validate_k8s(sec, "io.k8s.api.core.v1.Secret");
@@ -693,14 +692,14 @@ static void test_volcano(void **state)
     assert_string_equal(env_of(job, "RANK"), "field:metadata.annotations['volcano.sh/task-index']");
     assert_int_equal(json_integer_value(json_object_get(pod_spec_of(job), "activeDeadlineSeconds")),
                      600);
-    /* Volcano's svc plugin makes the Service: there is none to render. */
-    json_t *spec = normalized("{" BASE ",\"workers\":{\"count\":3}}");
-    kube_render_in in = {spec, JOB_ID, 1, NULL};
+    /* Volcano's svc plugin makes a Service per Job: there is none to render. */
     json_t *svc = NULL;
     char msg[128] = "";
-    assert_int_equal(kube_render_service(p, &in, JOB_UID, &svc, msg, sizeof msg), TY_EINVAL);
+    assert_int_equal(kube_render_rank_service(p, &svc, msg, sizeof msg), TY_EINVAL);
     assert_null(svc);
-    json_decref(spec);
+    assert_null(json_object_get(
+        json_object_get(json_object_get(json_object_get(task, "template"), "metadata"), "labels"),
+        "trainyard.io/service"));
     json_decref(r);
     kube_profile_free(p);
 }
@@ -748,19 +747,6 @@ static void test_specs_that_cannot_run_name_their_field(void **state)
     json_decref(spec);
     kube_profile_free(p);
     kube_profile_free(none);
-}
-
-static void test_service_needs_the_jobs_uid(void **state)
-{
-    (void)state;
-    json_t *spec = normalized("{" BASE ",\"workers\":{\"count\":1}}");
-    kube_render_in in = {spec, JOB_ID, 1, NULL};
-    json_t *svc = NULL;
-    char msg[128] = "";
-    assert_int_equal(kube_render_service(example, &in, "", &svc, msg, sizeof msg), TY_EINVAL);
-    assert_int_equal(kube_render_service(example, &in, NULL, &svc, msg, sizeof msg), TY_EINVAL);
-    assert_null(svc);
-    json_decref(spec);
 }
 
 /* ---- names ---- */
@@ -886,7 +872,6 @@ int main(void)
         cmocka_unit_test(test_volcano),
         cmocka_unit_test(test_secrets),
         cmocka_unit_test(test_specs_that_cannot_run_name_their_field),
-        cmocka_unit_test(test_service_needs_the_jobs_uid),
         cmocka_unit_test(test_names_are_valid_for_every_object),
         cmocka_unit_test(test_strict_validation_catches_an_unknown_field),
         cmocka_unit_test(test_same_input_same_bytes),
