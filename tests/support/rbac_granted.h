@@ -18,8 +18,9 @@ static const rbac_grant rbac_granted[] = {
     /* Followed; a gang's pods deleted when their Job's deletion leaves them. */
     {"Role", "", "pods", "get list watch delete"},
     {"Role", "", "pods/log", "get"},
-    /* An attempt's Service and Secret: created, read back after a restart; the garbage
-     * collector deletes them with their Job. */
+    /* The ranks' one headless Service: created once, read back when it exists already. An
+     * attempt's Secret: created, read back after a restart; the garbage collector deletes it
+     * with its Job. */
     {"Role", "", "services", "create get"},
     {"Role", "", "secrets", "create get"},
     {"ClusterRole", "", "nodes", "get list watch"},
