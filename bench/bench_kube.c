@@ -809,6 +809,7 @@ static void side_by_side(const char *trainyard, const char *fakebin, const char 
     start_fake(fakebin, nodes_path);
     json_t *svc = NULL;
     CURL *h = curl_easy_init();
+    msg[0] = '\0';
     if (!h || kube_render_rank_service(p, &svc, msg, sizeof msg) != TY_OK ||
         post_direct(h, "/api/v1/namespaces/" DIRECT_NS "/services", svc, NULL, 0) != 0)
         die("cannot create the rank Service: %s", msg);

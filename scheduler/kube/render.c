@@ -595,8 +595,8 @@ static json_t *batch_job(const kube_profile *p, const view *in, const need *n,
     if (tmeta)
         set(json_object_get(tmeta, "labels"), KUBE_LABEL_SERVICE, json_string(KUBE_RANK_SERVICE),
             &bad);
-    set(js, "template", json_pack("{s:o, s:o}", "metadata", tmeta, "spec", pod_spec(p, in, n, name)),
-        &bad);
+    set(js, "template",
+        json_pack("{s:o, s:o}", "metadata", tmeta, "spec", pod_spec(p, in, n, name)), &bad);
     set(job, "spec", js, &bad);
     if (bad) {
         json_decref(job);
