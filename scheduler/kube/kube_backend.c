@@ -1045,15 +1045,15 @@ static ty_err create_secret(kbe *kb, kb_action *act, const char *uid, char *err,
     return create_or_adopt(kb, path, act->name, act->secret, NULL, 0, NULL, err, errlen);
 }
 
-/* How long the rank Service, once known to exist, is taken to exist without asking: one deleted
- * by hand is made again within this, at the next launch. */
+/* How long the rank Service, once known to exist, is taken to exist without asking, by
+ * default: one deleted by hand is made again within this, at the next launch. */
 #define KB_RANK_SERVICE_RECHECK_MS 60000
 
 /*
  * Makes sure the headless Service that names every rank (render.h) exists before a Job is
  * created: created when missing; when there (409), taken if it is headless and selects our pods,
- * refused otherwise (its ranks would get no DNS names). Asked at most once a
- * KB_RANK_SERVICE_RECHECK_MS; a writer that comes while another asks waits for its answer.
+ * refused otherwise (its ranks would get no DNS names). Asked at most once every
+ * kb->svc_recheck_ms; a writer that comes while another asks waits for its answer.
  */
 static ty_err ensure_rank_service(kbe *kb, char *err, size_t errlen)
 {
@@ -1067,7 +1067,7 @@ static ty_err ensure_rank_service(kbe *kb, char *err, size_t errlen)
 
     pthread_mutex_lock(&kb->svc_mu);
     int64_t now = ty_time_now_ms();
-    if (kb->svc_known_ms && now - kb->svc_known_ms < KB_RANK_SERVICE_RECHECK_MS)
+    if (kb->svc_known_ms && now - kb->svc_known_ms < kb->svc_recheck_ms)
         goto out;
     ty_buf_init(&body, 0);
     if ((e = kube_render_rank_service(kb->p, &svc, msg, sizeof msg)) != TY_OK ||
@@ -1832,6 +1832,8 @@ ty_err kube_backend_new(const kube_backend_config *cfg, backend **out, char *err
     kb->atail = &kb->ahead;
     pthread_mutex_init(&kb->mu, NULL);
     pthread_mutex_init(&kb->svc_mu, NULL);
+    kb->svc_recheck_ms = cfg->rank_service_recheck_ms > 0 ? cfg->rank_service_recheck_ms
+                                                          : KB_RANK_SERVICE_RECHECK_MS;
     pthread_cond_init(&kb->cv, NULL);
     kb_fmt(kb->ns, sizeof kb->ns, "%s", cfg->namespace_ ? cfg->namespace_ : cfg->profile->namespace);
     ty_err e = TY_OK;

@@ -55,6 +55,9 @@ typedef struct kube_backend_config {
                                        kube_logs.h); NULL: no logs are kept or served */
     uint64_t log_limit;             /* bytes kept of one rank's log; 0: ranklog.h's default */
     uint64_t job_log_limit;         /* bytes a job's previous attempts' logs keep; 0: 4 x that */
+    int64_t rank_service_recheck_ms; /* how long the ranks' Service, once known to exist, is
+                                        not asked for again (a deleted one comes back at the
+                                        first launch after this); 0: 60000 */
 } kube_backend_config;
 
 /*

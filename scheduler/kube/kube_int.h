@@ -123,6 +123,7 @@ typedef struct kbe {
                                       2: node group unknown) */
     pthread_mutex_t svc_mu;        /* the rank Service's check (ensure_rank_service()) */
     int64_t svc_known_ms;          /* when it was last known to exist (0: not yet); svc_mu */
+    int64_t svc_recheck_ms;        /* kube_backend_config's rank_service_recheck_ms */
     pthread_mutex_t mu;            /* everything below */
     pthread_cond_t cv;
     backend_attempt *attempts;

@@ -43,6 +43,7 @@ static ty_kubeconfig *g_kc;
 static ty_kclient *g_c;       /* the test's own client, for the fake's API */
 static kube_profile *g_prof;
 static backend *g_b;
+static int64_t g_recheck_ms; /* the next new_backend()'s rank_service_recheck_ms; 0: default */
 
 /* Every event observed in the case, in order; `taken` marks those a check consumed. */
 #define MAX_EVENTS 512
@@ -1321,6 +1322,39 @@ static void test_rejected_launch(void **state)
     json_decref(pods);
 }
 
+/* A rank Service deleted by hand is made again by the first launch after the recheck interval
+ * (60 s by default; 100 ms here), before that launch's Job. */
+static void test_rank_service_made_again(void **state)
+{
+    (void)state;
+    g_b->ops->free(g_b);
+    g_recheck_ms = 100;
+    g_b = new_backend();
+    g_recheck_ms = 0;
+    const char *ids[] = {"01kbe00000000000000000000u", "01kbe00000000000000000000v"};
+    for (int k = 0; k < 2; k++) {
+        if (k == 1) {
+            json_decref(
+                api("DELETE", "/api/v1/namespaces/" NS "/services/trainyard-ranks", NULL, 200));
+            struct timespec ts = {0, 150 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        backend_job j = job_of(ids[k], 1, 1, 0, NULL, "on-demand");
+        backend_attempt *a = reserve_ok(&j);
+        json_t *pods = launch_placed(a, &j);
+        json_t *jobs = objects("jobs", ids[k]);
+        assert_int_equal(json_array_size(jobs), 1);
+        expect_rank_service(ids[k], json_array_get(jobs, 0));
+        g_b->ops->stop(g_b, a, 1);
+        expect(BACKEND_EV_DISRUPTED, 0, a);
+        g_b->ops->release(g_b, a);
+        json_decref(jobs);
+        json_decref(pods);
+    }
+    /* The Service twice and the two Jobs. */
+    assert_int_equal(metric("trainyard_kube_objects_created_total "), 4);
+}
+
 /* ---- setup ----------------------------------------------------------------------------------- */
 
 static backend *new_backend(void)
@@ -1341,6 +1375,7 @@ static backend *new_backend(void)
         .sync_timeout_ms = 10000,
         .informer_backoff_ms = 20,
         .logs_dir = logs,
+        .rank_service_recheck_ms = g_recheck_ms,
     };
     backend *b = NULL;
     char err[1024] = "";
@@ -1461,6 +1496,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_faults_and_dropped_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejected_launch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rank_service_taken_or_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rank_service_made_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_tenants_gpus, setup, teardown),
