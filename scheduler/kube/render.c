@@ -703,12 +703,15 @@ ty_err kube_render_rank_service(const kube_profile *p, json_t **out, char *msg, 
         return fail(NULL, 0, msg, msglen, "", "with Volcano, its svc plugin makes the Service");
     /* Headless (no virtual IP, no kube-proxy rules): a DNS name for each selected pod, before
      * it is ready, so that rank 0's name resolves while the others wait for it. */
+    /* Labelled as deploy/ labels the server's own objects: `kubectl get all -l
+     * app.kubernetes.io/name=trainyard` lists it with them. */
     json_t *svc = json_pack(
-        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:b, s:{s:s}, s:[{s:s, s:i, s:i, s:s}]}}", "apiVersion",
-        "v1", "kind", "Service", "metadata", "name", KUBE_RANK_SERVICE, "namespace", p->namespace,
-        "spec", "clusterIP", "None", "publishNotReadyAddresses", 1, "selector", KUBE_LABEL_SERVICE,
-        KUBE_RANK_SERVICE, "ports", "name", "rendezvous", "port", p->master_port, "targetPort",
-        p->master_port, "protocol", "TCP");
+        "{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:{s:s, s:b, s:{s:s}, s:[{s:s, s:i, s:i, s:s}]}}",
+        "apiVersion", "v1", "kind", "Service", "metadata", "name", KUBE_RANK_SERVICE, "namespace",
+        p->namespace, "labels", "app.kubernetes.io/name", "trainyard", "spec", "clusterIP", "None",
+        "publishNotReadyAddresses", 1, "selector", KUBE_LABEL_SERVICE, KUBE_RANK_SERVICE, "ports",
+        "name", "rendezvous", "port", p->master_port, "targetPort", p->master_port, "protocol",
+        "TCP");
     if (!svc)
         return TY_ENOMEM;
     *out = svc;

@@ -340,6 +340,9 @@ static void test_plain(void **state)
     const json_t *smeta = json_object_get(svc, "metadata");
     assert_string_equal(json_string_value(json_object_get(smeta, "name")), "trainyard-ranks");
     assert_null(json_object_get(smeta, "ownerReferences"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(smeta, "labels"),
+                                                          "app.kubernetes.io/name")),
+                        "trainyard");
     assert_int_equal(json_object_size(json_object_get(ss, "selector")), 1);
     const json_t *pod_labels = json_object_get(
         json_object_get(json_object_get(json_object_get(job, "spec"), "template"), "metadata"),
