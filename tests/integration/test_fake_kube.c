@@ -1969,6 +1969,18 @@ static void test_node_lost(void **state)
     json_t *c = json_array_get(json_object_get(s, "conditions"), 0);
     assert_string_equal(json_string_value(json_object_get(c, "reason")), "BackoffLimitExceeded");
     json_decref(s);
+    /* Gone once the Job controller has let go of it (its tracking finalizer), which may come
+     * after the Job's condition on a loaded machine: wait, so the watch below has it all. */
+    snprintf(path, sizeof path, "/api/v1/namespaces/transcripts/pods/%s", p0);
+    long gone = 0;
+    for (int i = 0; i < 500 && gone != 404; i++) {
+        resp *g = call("GET", path, NULL);
+        gone = g->status;
+        resp_free(g);
+        if (gone != 404)
+            sleep_ms(20);
+    }
+    assert_int_equal(gone, 404);
     /* The pod's last writes, through a watch from before the job. */
     watcher w = {.mu = PTHREAD_MUTEX_INITIALIZER};
     snprintf(w.path, sizeof w.path,
