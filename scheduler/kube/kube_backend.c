@@ -688,6 +688,13 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     /* The secrets are rendered now, while the scheduler's copy of them is at hand. */
     if (e == TY_OK && kube_render_has_secrets(job))
         e = kube_render_secret_typed(kb->p, job, &secret, msg, sizeof msg);
+    /* The writer sends text: the tree is serialized and freed on this thread. */
+    char *body = NULL;
+    ty_buf text = {0};
+    if (e == TY_OK && (e = ty_json_write(&text, obj)) == TY_OK)
+        e = ty_buf_steal(&text, &body, NULL);
+    ty_buf_free(&text);
+    json_decref(obj);
     kb_action *act = e == TY_OK ? calloc(1, sizeof *act) : NULL;
 
     pthread_mutex_lock(&kb->mu);
@@ -701,7 +708,7 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     if (!act) {
         launch_failed_locked(kb, a, e == TY_OK || e == TY_ENOMEM ? "out of memory" : msg);
         pthread_mutex_unlock(&kb->mu);
-        json_decref(obj);
+        free(body);
         json_decref(secret);
         return;
     }
@@ -709,7 +716,7 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     kb_fmt(act->job_id, sizeof act->job_id, "%s", job->id);
     act->attempt = job->attempt;
     kube_render_name(job->id, (unsigned)job->attempt, act->name, sizeof act->name);
-    act->obj = obj;
+    act->body = body;
     act->secret = secret;
     act_queue(kb, act);
     a->grow_deadline_ms =
@@ -928,20 +935,12 @@ static void report_launch_failure(kbe *kb, const kb_action *act, const char *msg
     pthread_mutex_unlock(&kb->mu);
 }
 
-/* POSTs obj to path; 409 AlreadyExists GETs the existing one (deterministic names: ours). */
-static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const json_t *obj,
+/* POSTs body (JSON text) to path; 409 AlreadyExists GETs the existing one (deterministic names: ours). */
+static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const char *body,
                               char *uid, size_t uidlen, int *adopted, char *err, size_t errlen)
 {
-    ty_buf body;
     ty_kresp r = {0};
-    ty_buf_init(&body, 0);
-    if (ty_json_write(&body, obj) != TY_OK) {
-        ty_buf_free(&body);
-        why_set(err, errlen, "out of memory");
-        return TY_ENOMEM;
-    }
-    ty_err e = ty_kclient_request(kb->c, "POST", path, body.data, &r, err, errlen);
-    ty_buf_free(&body);
+    ty_err e = ty_kclient_request(kb->c, "POST", path, body, &r, err, errlen);
     if (e == TY_EEXISTS) {
         char one[512];
         kb_fmt(one, sizeof one, "%s/%s", path, name);
@@ -1041,8 +1040,17 @@ static ty_err create_secret(kbe *kb, kb_action *act, const char *uid, char *err,
                                                  : "the created workload has no uid");
         return e;
     }
+    ty_buf body;
+    ty_buf_init(&body, 0);
+    if (ty_json_write(&body, act->secret) != TY_OK) {
+        ty_buf_free(&body);
+        kb_fmt(err, errlen, "out of memory");
+        return TY_ENOMEM;
+    }
     kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/secrets", kb->ns);
-    return create_or_adopt(kb, path, act->name, act->secret, NULL, 0, NULL, err, errlen);
+    e = create_or_adopt(kb, path, act->name, body.data, NULL, 0, NULL, err, errlen);
+    ty_buf_free(&body);
+    return e;
 }
 
 /* How long the rank Service, once known to exist, is taken to exist without asking, by
@@ -1119,7 +1127,7 @@ static void do_create(kbe *kb, kb_action *act)
     /* A gang whose names do not resolve cannot meet: no Job before its Service. */
     ty_err e = kb->p->volcano ? TY_OK : ensure_rank_service(kb, err, sizeof err);
     if (e == TY_OK)
-        e = create_or_adopt(kb, path, act->name, act->obj, uid, sizeof uid, &adopted, err,
+        e = create_or_adopt(kb, path, act->name, act->body, uid, sizeof uid, &adopted, err,
                             sizeof err);
     if (e != TY_OK) {
         report_launch_failure(kb, act, err);
@@ -1385,7 +1393,7 @@ static void *worker_main(void *arg)
             do_create(kb, act);
         else
             do_delete(kb, act);
-        json_decref(act->obj);
+        free(act->body);
         json_decref(act->secret);
         free(act);
         pthread_mutex_lock(&kb->mu);
@@ -1735,7 +1743,7 @@ static void kb_free(backend *b)
     while (kb->ahead) {
         kb_action *act = kb->ahead;
         kb->ahead = act->next;
-        json_decref(act->obj);
+        free(act->body);
         json_decref(act->secret);
         free(act);
     }

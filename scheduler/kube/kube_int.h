@@ -79,7 +79,9 @@ typedef struct kb_action {
     char job_id[32];
     int attempt;
     char name[KUBE_NAME_MAX];
-    json_t *obj;                   /* CREATE: the workload */
+    char *body;                    /* CREATE: the workload, as JSON text: serialized and freed
+                                      where it was rendered, which is cheaper for malloc than
+                                      freeing a tree on another thread */
     json_t *secret;                /* CREATE: the attempt's Secret (its values), created once
                                       the workload exists and owned by it; NULL for none */
     int grace;                     /* DELETE: gracePeriodSeconds, -1 for the default */
