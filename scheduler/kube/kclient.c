@@ -212,7 +212,8 @@ typedef struct xfer {
     /* Watches only. */
     const ty_kwatch_opts *watch;
     int streaming;                  /* a 200 arrived: the body is events */
-    ty_buf line;
+    ty_buf line;                    /* what came of the event being read */
+    size_t scanned;                 /* bytes of line known to hold no newline */
     char *last_rv;
     size_t rvlen;
     long events;
@@ -359,10 +360,12 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
                  x->watch->path, x->c->o.max_body);
         return 0;
     }
+    /* An event of a few kilobytes comes in pieces: what was searched is not searched again. */
     size_t start = 0;
-    for (size_t i = 0; i < x->line.len; i++) {
-        if (x->line.data[i] != '\n')
-            continue;
+    const char *nl;
+    while (x->scanned < x->line.len &&
+           (nl = memchr(x->line.data + x->scanned, '\n', x->line.len - x->scanned))) {
+        size_t i = (size_t)(nl - x->line.data);
         if (i > start) {
             ty_err rc = watch_event(x, x->line.data + start, i - start);
             if (rc != TY_OK || x->error_event) {
@@ -370,13 +373,14 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
                 return 0;
             }
         }
-        start = i + 1;
+        start = x->scanned = i + 1;
     }
     if (start > 0) {
         memmove(x->line.data, x->line.data + start, x->line.len - start);
         x->line.len -= start;
         x->line.data[x->line.len] = '\0';
     }
+    x->scanned = x->line.len;
     return len;
 }
 
