@@ -193,8 +193,8 @@ static ty_err relist(ty_informer *inf, char *err, size_t errlen)
     if (!l.map)
         return TY_ENOMEM;
     err[0] = '\0';
-    rc = ty_kclient_list(inf->c, inf->path, inf->o.page_limit, on_item, &l, rv, sizeof(rv),
-                         &resp, err, errlen);
+    rc = ty_kclient_list(inf->c, inf->path, inf->o.page_limit, inf->o.metadata_only, on_item, &l,
+                         rv, sizeof(rv), &resp, err, errlen);
     ty_kresp_clear(&resp);
     if (rc != TY_OK) {
         json_decref(l.map);
@@ -332,6 +332,7 @@ static ty_err watch_once(ty_informer *inf, int *need_list, int *progressed, char
         .ud = inf,
         .stop = &inf->kstop,
         .pick = inf->o.pick,
+        .metadata_only = inf->o.metadata_only,
     };
     err[0] = '\0';
     rc = ty_kclient_watch(inf->c, &wo, last, sizeof(last), &resp, err, errlen);

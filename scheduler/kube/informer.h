@@ -70,6 +70,9 @@ typedef struct ty_informer_opts {
     const json_t *pick;           /* what a watch parses of each object (kclient.h, kpick.h),
                                      borrowed, outliving the informer: everything transform
                                      reads and the metadata above; NULL: all of it */
+    int metadata_only;            /* list and watch the objects' metadata alone: all a
+                                     consumer of owners and labels needs (client-go's
+                                     metadata informer); the server sends nothing else */
     void *ud;
 } ty_informer_opts;
 

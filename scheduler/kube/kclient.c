@@ -536,8 +536,8 @@ static void handle_put(ty_kclient *c, CURL *h)
  * watches. Returns as the header says.
  */
 static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const char *path,
-                      const char *body, const ty_kwatch_opts *watch, char *last_rv,
-                      size_t rvlen, ty_kresp *resp, char *err, size_t errlen)
+                      const char *accept, const char *body, const ty_kwatch_opts *watch,
+                      char *last_rv, size_t rvlen, ty_kresp *resp, char *err, size_t errlen)
 {
     int64_t deadline = ty_time_now_ms() + c->o.retry_deadline_ms;
     int renewed = 0, retry = 0, attempts = 0;
@@ -596,7 +596,7 @@ static ty_err perform(ty_kclient *c, ty_kverb verb, const char *method, const ch
         }
         CURL *h = x.h;
 
-        add_header(&hdrs, "Accept: application/json", &oom);
+        add_header(&hdrs, accept ? accept : "Accept: application/json", &oom);
         if (body)
             add_header(&hdrs, strcmp(method, "PATCH") == 0
                               ? "Content-Type: application/merge-patch+json"
@@ -779,11 +779,24 @@ ty_err ty_kclient_request(ty_kclient *c, const char *method, const char *path, c
         set_err(err, errlen, "kube client: bad method or path");
         return TY_EINVAL;
     }
-    return perform(c, verb_of(method), method, path, body, NULL, NULL, 0, resp, err, errlen);
+    return perform(c, verb_of(method), method, path, NULL, body, NULL, NULL, 0, resp, err,
+                   errlen);
 }
 
-ty_err ty_kclient_list(ty_kclient *c, const char *path, int limit, ty_klist_cb cb, void *ud,
-                       char *rv, size_t rvlen, ty_kresp *resp, char *err, size_t errlen)
+/*
+ * What a metadata-only read asks for, as client-go's metadata client does: each object as a
+ * PartialObjectMetadata (meta.k8s.io/v1), its metadata alone; a list as a
+ * PartialObjectMetadataList. A server that cannot sends whole objects (the plain JSON after the
+ * comma), which have the same metadata.
+ */
+#define ACCEPT_PARTIAL "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," \
+                       "application/json"
+#define ACCEPT_PARTIAL_LIST                                                                   \
+    "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+ty_err ty_kclient_list(ty_kclient *c, const char *path, int limit, int metadata_only,
+                       ty_klist_cb cb, void *ud, char *rv, size_t rvlen, ty_kresp *resp,
+                       char *err, size_t errlen)
 {
     char *cont = NULL;
     ty_buf p;
@@ -809,7 +822,8 @@ ty_err ty_kclient_list(ty_kclient *c, const char *path, int limit, ty_klist_cb c
         }
         if (rc != TY_OK)
             break;
-        rc = perform(c, TY_KVERB_LIST, "GET", p.data, NULL, NULL, NULL, 0, resp, err, errlen);
+        rc = perform(c, TY_KVERB_LIST, "GET", p.data, metadata_only ? ACCEPT_PARTIAL_LIST : NULL,
+                     NULL, NULL, NULL, 0, resp, err, errlen);
         if (rc != TY_OK)
             break;
         j = resp->body ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
@@ -867,8 +881,8 @@ ty_err ty_kclient_watch(ty_kclient *c, const ty_kwatch_opts *o, char *last_rv, s
         ty_kwatch_opts wo = *o;
         wo.timeout_s = timeout;
         wo.pick = evpick;
-        rc = perform(c, TY_KVERB_WATCH, "GET", p.data, NULL, &wo, last_rv, rvlen, resp, err,
-                     errlen);
+        rc = perform(c, TY_KVERB_WATCH, "GET", p.data, o->metadata_only ? ACCEPT_PARTIAL : NULL,
+                     NULL, &wo, last_rv, rvlen, resp, err, errlen);
     }
     json_decref(evpick);
     ty_buf_free(&p);

@@ -94,11 +94,13 @@ ty_err ty_kclient_request(ty_kclient *c, const char *method, const char *path, c
  * (0: the server's choice, no paging). cb sees every item (borrowed) in order; a cb error ends
  * the list and is returned. rv (may be NULL) gets the list's resourceVersion, from which to
  * watch. An expired continue token (410 Expired: the pages would not be consistent) returns
- * TY_EAGAIN: list again from the start.
+ * TY_EAGAIN: list again from the start. With metadata_only the server is asked for each item's
+ * metadata alone (a PartialObjectMetadata); one that cannot sends whole items.
  */
 typedef ty_err (*ty_klist_cb)(void *ud, json_t *item);
-ty_err ty_kclient_list(ty_kclient *c, const char *path, int limit, ty_klist_cb cb, void *ud,
-                       char *rv, size_t rvlen, ty_kresp *resp, char *err, size_t errlen);
+ty_err ty_kclient_list(ty_kclient *c, const char *path, int limit, int metadata_only,
+                       ty_klist_cb cb, void *ud, char *rv, size_t rvlen, ty_kresp *resp,
+                       char *err, size_t errlen);
 
 typedef enum ty_kwatch_type {
     TY_KWATCH_ADDED,
@@ -130,6 +132,8 @@ typedef struct ty_kwatch_opts {
                                      NULL: all of it. cb sees only that (metadata's
                                      resourceVersion must be in it); an ERROR event's Status is
                                      parsed whole */
+    int metadata_only;            /* each object's metadata alone (PartialObjectMetadata), as
+                                     for ty_kclient_list() */
 } ty_kwatch_opts;
 
 /*

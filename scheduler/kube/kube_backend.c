@@ -1814,6 +1814,8 @@ static ty_err start_informer(kbe *kb, const char *path, ty_inf_event_cb cb,
         o.on_synced = nodes_synced;
     o.transform = transform;
     o.pick = pick;
+    /* Of a workload only its metadata is kept (kb_job_slim()): the server sends no more. */
+    o.metadata_only = transform == kb_job_slim;
     o.ud = kb;
     if (backoff_ms > 0) {
         o.backoff_base_ms = backoff_ms;

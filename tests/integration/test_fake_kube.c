@@ -92,7 +92,9 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
 }
 
 /* Sends one request; auth: the token, NULL for none, or another token. */
-static resp *call_as(const char *auth, const char *method, const char *path, const char *body)
+/* A call that accepts `accept` (a whole header line; NULL: JSON), with the token auth. */
+static resp *call_accept(const char *accept, const char *auth, const char *method,
+                         const char *path, const char *body)
 {
     resp *r = calloc(1, sizeof *r);
     assert_non_null(r);
@@ -102,7 +104,7 @@ static resp *call_as(const char *auth, const char *method, const char *path, con
     char url[4096], hdr[256];
     snprintf(url, sizeof url, "%s%s", g_base, path);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    h = curl_slist_append(h, "Accept: application/json");
+    h = curl_slist_append(h, accept ? accept : "Accept: application/json");
     if (auth) {
         snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
         h = curl_slist_append(h, hdr);
@@ -129,6 +131,11 @@ static resp *call_as(const char *auth, const char *method, const char *path, con
     if (r->body && !strncmp(r->ctype, "application/json", 16))
         r->json = json_loadb(r->body, r->len, 0, NULL);
     return r;
+}
+
+static resp *call_as(const char *auth, const char *method, const char *path, const char *body)
+{
+    return call_accept(NULL, auth, method, path, body);
 }
 
 static resp *call(const char *method, const char *path, const char *body)
@@ -984,6 +991,7 @@ static void test_lists(void **state)
 
 typedef struct watcher {
     char path[1024];
+    const char *accept; /* NULL: JSON */
     resp *r;
     pthread_mutex_t mu;
     int done;
@@ -992,7 +1000,7 @@ typedef struct watcher {
 static void *watch_thread(void *arg)
 {
     watcher *w = arg;
-    resp *r = call("GET", w->path, NULL);
+    resp *r = call_accept(w->accept, g_token, "GET", w->path, NULL);
     pthread_mutex_lock(&w->mu);
     w->r = r;
     w->done = 1;
@@ -1089,6 +1097,92 @@ static void test_watch_job(void **state)
     json_decref(t);
     resp_free(w.r);
     delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/watch-idx?propagationPolicy=Background");
+    json_decref(names);
+}
+
+/* An object as a PartialObjectMetadata: its metadata alone, and it says so. */
+static void expect_partial(const json_t *o, const char *what)
+{
+    if (strcmp(json_string_value(json_object_get(o, "kind")), "PartialObjectMetadata") ||
+        strcmp(json_string_value(json_object_get(o, "apiVersion")), "meta.k8s.io/v1") ||
+        !json_object_get(json_object_get(o, "metadata"), "resourceVersion") ||
+        json_object_size(o) != 3)
+        fail_msg("%s: not a PartialObjectMetadata: %s", what, json_dumps(o, JSON_COMPACT));
+}
+
+/* Metadata alone, as client-go's metadata informers ask for it: a PartialObjectMetadataList
+ * for a list, PartialObjectMetadata for a get and for each object of a watch (bookmarks
+ * included); the other one of the two is 406 NotAcceptable, as the apiserver answers it. */
+static void test_metadata_only(void **state)
+{
+    (void)state;
+    static const char *const as_list =
+        "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+        "application/json";
+    static const char *const as_one =
+        "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+    json_t *names = create_indexed_job("meta-idx");
+    const char *sel = "/apis/batch/v1/namespaces/transcripts/jobs?fieldSelector=metadata.name"
+                      "%3Dmeta-idx";
+    resp *r = call_accept(as_list, g_token, "GET", sel, NULL);
+    EXPECT_STATUS(r, 200);
+    const json_t *l = r->json;
+    assert_string_equal(json_string_value(json_object_get(l, "kind")),
+                        "PartialObjectMetadataList");
+    assert_string_equal(json_string_value(json_object_get(l, "apiVersion")), "meta.k8s.io/v1");
+    char rv[32];
+    snprintf(rv, sizeof rv, "%s",
+             json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")));
+    assert_true(rv[0] != '\0');
+    assert_int_equal(json_array_size(json_object_get(l, "items")), 1);
+    const json_t *item = json_array_get(json_object_get(l, "items"), 0);
+    expect_partial(item, "list item");
+    const json_t *md = json_object_get(item, "metadata");
+    assert_string_equal(json_string_value(json_object_get(md, "name")), "meta-idx");
+    assert_non_null(json_object_get(md, "uid"));
+    resp_free(r);
+
+    r = call_accept(as_list, g_token, "GET", "/apis/batch/v1/namespaces/transcripts/jobs/meta-idx",
+                    NULL);
+    EXPECT_STATUS(r, 406);
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "NotAcceptable");
+    resp_free(r);
+    r = call_accept(as_one, g_token, "GET", sel, NULL);
+    EXPECT_STATUS(r, 406);
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "NotAcceptable");
+    resp_free(r);
+    r = call_accept(as_one, g_token, "GET", "/apis/batch/v1/namespaces/transcripts/jobs/meta-idx",
+                    NULL);
+    EXPECT_STATUS(r, 200);
+    expect_partial(r->json, "get");
+    resp_free(r);
+
+    watcher w = {.mu = PTHREAD_MUTEX_INITIALIZER, .accept = as_one};
+    snprintf(w.path, sizeof w.path,
+             "%s&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=3&watch=true", sel, rv);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, watch_thread, &w), 0);
+    /* The Job's status changes: its metadata's resourceVersion does too. */
+    fake("/fake/pods/transcripts/phase?labelSelector=job-name%3Dmeta-idx",
+         "{\"phase\":\"Running\"}");
+    pthread_join(th, NULL);
+    EXPECT_STATUS(w.r, 200);
+    json_t *got = watch_events(w.r);
+    int modified = 0, bookmarks = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(got, i, ev)
+    {
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        expect_partial(json_object_get(ev, "object"), type);
+        modified += !strcmp(type, "MODIFIED");
+        bookmarks += !strcmp(type, "BOOKMARK");
+    }
+    assert_true(modified > 0);
+    assert_true(bookmarks > 0);
+    json_decref(got);
+    resp_free(w.r);
+    delete_ok("/apis/batch/v1/namespaces/transcripts/jobs/meta-idx?propagationPolicy=Background");
     json_decref(names);
 }
 
@@ -2042,6 +2136,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_scheduler_counts_pods_cpu_and_memory),
         cmocka_unit_test(test_lists),
         cmocka_unit_test(test_watch_job),
+        cmocka_unit_test(test_metadata_only),
         cmocka_unit_test(test_watch_pods_from_now),
         cmocka_unit_test(test_taint_untaint),
         cmocka_unit_test(test_pod_log),

@@ -52,6 +52,7 @@ typedef struct seen {
     char auth[256];
     char agent[64];
     char clen[16];                      /* Content-Length, "" when none */
+    char accept[128];
     int client_cert;                    /* TLS: a client certificate the CA verifies */
 } seen;
 
@@ -216,6 +217,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         copy_header(c, "Authorization", sn->auth, sizeof(sn->auth));
         copy_header(c, "User-Agent", sn->agent, sizeof(sn->agent));
         copy_header(c, "Content-Length", sn->clen, sizeof(sn->clen));
+        copy_header(c, "Accept", sn->accept, sizeof(sn->accept));
         sn->client_cert = verified_client_cert(c);
     }
     pthread_mutex_unlock(&s->lock);
@@ -766,7 +768,7 @@ static void test_list_paging(void **state)
            "{\"metadata\":{\"name\":\"d\"}}]}\n");
     script(&e->srv, 200, "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"100\"},"
            "\"items\":[{\"metadata\":{\"name\":\"e\"}}]}\n");
-    assert_int_equal(ty_kclient_list(e->c, "/api/v1/namespaces/ns/pods?labelSelector=a%3Db", 2,
+    assert_int_equal(ty_kclient_list(e->c, "/api/v1/namespaces/ns/pods?labelSelector=a%3Db", 2, 0,
                                      collect_names, names, rv, sizeof(rv), &r, err, sizeof(err)),
                      TY_OK);
     ty_kresp_clear(&r);
@@ -778,6 +780,24 @@ static void test_list_paging(void **state)
     assert_null(strstr(e->srv.seen[0].query, "continue"));
     assert_non_null(strstr(e->srv.seen[1].query, "&continue=tok/1+=&"));
     assert_non_null(strstr(e->srv.seen[2].query, "&continue=tok2&"));
+    assert_string_equal(e->srv.seen[0].accept, "application/json");
+
+    /* Metadata alone, asked as client-go's metadata client asks, with whole objects as the
+     * fallback of a server that cannot. */
+    names[0] = '\0';
+    script(&e->srv, 200, "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":"
+           "\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"101\"},\"items\":[{\"kind\":"
+           "\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":"
+           "{\"name\":\"f\"}}]}\n");
+    assert_int_equal(ty_kclient_list(e->c, "/apis/batch/v1/namespaces/ns/jobs", 0, 1,
+                                     collect_names, names, rv, sizeof(rv), &r, err, sizeof(err)),
+                     TY_OK);
+    ty_kresp_clear(&r);
+    assert_string_equal(names, "f,");
+    assert_string_equal(rv, "101");
+    assert_string_equal(e->srv.seen[3].accept,
+                        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+                        "application/json");
 
     char *expired = transcript_body("10d-list-continue-token-expired.json");
     names[0] = '\0';
@@ -785,7 +805,7 @@ static void test_list_paging(void **state)
            "\"continue\":\"old\"},\"items\":[{\"metadata\":{\"name\":\"a\"}}]}\n");
     script(&e->srv, 410, expired);
     free(expired);
-    assert_int_equal(ty_kclient_list(e->c, "/api/v1/pods", 1, collect_names, names, rv,
+    assert_int_equal(ty_kclient_list(e->c, "/api/v1/pods", 1, 0, collect_names, names, rv,
                                      sizeof(rv), &r, err, sizeof(err)), TY_EAGAIN);
     assert_int_equal(r.code, 410);
     assert_string_equal(r.reason, "Expired");
@@ -821,13 +841,14 @@ static void test_watch_bookmarks(void **state)
     ty_kclient_stats st;
     char err[512] = "", rv[32] = "";
     ty_kwatch_opts o = {"/api/v1/namespaces/transcripts/pods", "39095", 40, on_event, &w, NULL,
-                        NULL};
+                        NULL, 0};
     script(&e->srv, 200, NULL);
     assert_int_equal(script_transcript_events(&e->srv, "09-watch-pods-bookmarks.json"), 17);
     assert_int_equal(ty_kclient_watch(e->c, &o, rv, sizeof(rv), &r, err, sizeof(err)), TY_OK);
     ty_kresp_clear(&r);
     assert_string_equal(w.types, "AMMMMMDMDMDMDMDBB");
     assert_string_equal(rv, "39123");   /* the last bookmark's */
+    assert_string_equal(e->srv.seen[0].accept, "application/json");
     seen *s = &e->srv.seen[0];
     assert_string_equal(s->path, "/api/v1/namespaces/transcripts/pods");
     assert_non_null(strstr(s->query, "&watch=1&"));
@@ -849,7 +870,7 @@ static void test_watch_expired(void **state)
     ty_kclient_stats st;
     char err[512] = "", rv[32] = "keep";
     ty_kwatch_opts o = {"/api/v1/namespaces/transcripts/pods", "1", 10, on_event, &w, NULL,
-                        NULL};
+                        NULL, 0};
     script(&e->srv, 200, NULL);
     script_transcript_events(&e->srv, "10-watch-too-old-resource-version.json");
     assert_int_equal(ty_kclient_watch(e->c, &o, rv, sizeof(rv), &r, err, sizeof(err)),
@@ -887,7 +908,7 @@ static void test_watch_pick(void **state)
     char err[512] = "", rv[32] = "";
     json_t *pick = json_pack("{s:{s:b, s:b}}", "metadata", "name", 1, "resourceVersion", 1);
     ty_kwatch_opts o = {"/api/v1/namespaces/transcripts/pods", "39095", 40, on_picked, &w, NULL,
-                        pick};
+                        pick, 0};
     script(&e->srv, 200, NULL);
     assert_int_equal(script_transcript_events(&e->srv, "09-watch-pods-bookmarks.json"), 17);
     assert_int_equal(ty_kclient_watch(e->c, &o, rv, sizeof(rv), &r, err, sizeof(err)), TY_OK);
@@ -938,7 +959,7 @@ static void test_watch_stop(void **state)
     pthread_t th;
     assert_non_null(t);
     t->e = e;
-    t->o = (ty_kwatch_opts){"/api/v1/pods", NULL, 300, on_event, NULL, &stop, NULL};
+    t->o = (ty_kwatch_opts){"/api/v1/pods", NULL, 300, on_event, NULL, &stop, NULL, 0};
     script(&e->srv, 200, NULL);
     script_event(&e->srv, "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"metadata\":"
                           "{\"name\":\"p\",\"resourceVersion\":\"5\"}}}");
@@ -963,7 +984,7 @@ static void test_watch_retry_and_garbage(void **state)
     watch_log w = {0};
     ty_kresp r = {0};
     char err[512] = "", rv[32] = "";
-    ty_kwatch_opts o = {"/api/v1/pods", "3", 5, on_event, &w, NULL, NULL};
+    ty_kwatch_opts o = {"/api/v1/pods", "3", 5, on_event, &w, NULL, NULL, 0};
     script(&e->srv, 429, "{\"kind\":\"Status\",\"message\":\"slow down\","
            "\"reason\":\"TooManyRequests\",\"code\":429}\n");
     script(&e->srv, 200, NULL);
@@ -985,7 +1006,7 @@ static void test_watch_chunking(void **state)
     watch_log w = {0};
     ty_kresp r = {0};
     char err[512] = "", rv[32] = "";
-    ty_kwatch_opts o = {"/api/v1/pods", "1", 5, on_event, &w, NULL, NULL};
+    ty_kwatch_opts o = {"/api/v1/pods", "1", 5, on_event, &w, NULL, NULL, 0};
     script(&e->srv, 200, NULL);
     script_chunk(&e->srv, "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourc", 1);
     script_chunk(&e->srv, "eVersion\":\"10\"}}}\n{\"type\":\"DELETED\",\"object\":"
@@ -1043,7 +1064,7 @@ static void test_size_limits(void **state)
     ty_kresp r = {0};
     watch_log w = {0};
     char err[512] = "", rv[32] = "", big[300];
-    ty_kwatch_opts wo = {"/api/v1/pods", "1", 5, on_event, &w, NULL, NULL};
+    ty_kwatch_opts wo = {"/api/v1/pods", "1", 5, on_event, &w, NULL, NULL, 0};
     fast_opts(&o);
     o.max_body = 128;
     reopen(e, &o);

@@ -229,6 +229,7 @@ typedef struct fk_watch_req {
     const char *resource_version;
     const char *timeout_seconds;
     int bookmarks; /* allowWatchBookmarks=true */
+    int metadata_only; /* Accept: ...;as=PartialObjectMetadata;g=meta.k8s.io;v=v1 */
 } fk_watch_req;
 /* A streaming 200 response (new) for a watch, or NULL with err (a bad selector). */
 struct MHD_Response *fk_watch_response(fk_store *st, const fk_watch_req *req, char *err,

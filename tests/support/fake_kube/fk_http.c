@@ -256,6 +256,69 @@ static char *continue_token(long long rv, const char *start)
     return tok;
 }
 
+/*
+ * What the Accept header asks a read to be served as, negotiated as the apiserver does: the
+ * first media range it can serve wins. 0: the objects themselves (application/json, or no
+ * header); 1: their metadata alone, as client-go's metadata informers ask for it
+ * ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" for a list,
+ * "...;as=PartialObjectMetadata;..." for a watch or a get); -1: the other one of these two, which
+ * the apiserver answers with 406 NotAcceptable. Ranges the fake cannot serve (as=Table, YAML,
+ * protobuf) are passed over; when none is left it serves JSON.
+ */
+static int accept_meta(struct MHD_Connection *c, int list)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", h ? h : "");
+    char *save = NULL;
+    for (char *r = strtok_r(buf, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
+        char *psave = NULL, *type = strtok_r(r, ";", &psave);
+        const char *as = NULL, *g = NULL, *v = NULL;
+        while (type && *type == ' ')
+            type++;
+        if (!type || (strncmp(type, "application/json", 16) && strncmp(type, "*/*", 3) &&
+                      strncmp(type, "application/*", 13)))
+            continue;
+        for (char *kv = strtok_r(NULL, ";", &psave); kv; kv = strtok_r(NULL, ";", &psave)) {
+            while (*kv == ' ')
+                kv++;
+            if (!strncmp(kv, "as=", 3))
+                as = kv + 3;
+            else if (!strncmp(kv, "g=", 2))
+                g = kv + 2;
+            else if (!strncmp(kv, "v=", 2))
+                v = kv + 2;
+        }
+        if (!as)
+            return 0;
+        int partial = !strcmp(as, "PartialObjectMetadata");
+        int partial_list = !strcmp(as, "PartialObjectMetadataList");
+        if (!(partial || partial_list) || !g || strcmp(g, "meta.k8s.io") || !v || strcmp(v, "v1"))
+            continue;
+        return partial_list == list ? 1 : -1;
+    }
+    return 0;
+}
+
+static enum MHD_Result not_acceptable(struct MHD_Connection *c, int list)
+{
+    return send_status(c,
+                       fk_status(406, "NotAcceptable",
+                                 list ? "you requested PartialObjectMetadata, but the requested "
+                                        "object is a list"
+                                      : "you requested PartialObjectMetadataList, but the "
+                                        "requested object is not a list",
+                                 NULL),
+                       NULL);
+}
+
+/* obj (borrowed) as a PartialObjectMetadata (new). */
+static json_t *partial_of(const json_t *obj)
+{
+    return json_pack("{s:s, s:s, s:O}", "kind", "PartialObjectMetadata", "apiVersion",
+                     "meta.k8s.io/v1", "metadata", json_object_get(obj, "metadata"));
+}
+
 static const char *list_kind(int res, char *buf, size_t len)
 {
     snprintf(buf, len, "%sList", fk_resources[res].kind);
@@ -269,6 +332,9 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
     const char *rvq = arg(c, "resourceVersion"), *rvm = arg(c, "resourceVersionMatch");
     char err[256], kbuf[64];
     fk_sel *sel = NULL;
+    int meta = accept_meta(c, 1);
+    if (meta < 0)
+        return not_acceptable(c, 1);
     if (fk_sel_parse(ls, &sel, err, sizeof err) != 0)
         return send_status(c, fk_status(400, "BadRequest", err, NULL), NULL);
     char msg[1200];
@@ -353,6 +419,20 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
             json_object_set_new(md, "remainingItemCount", json_integer(remaining));
     }
     fk_sel_free(sel);
+    if (meta) {
+        /* Each item says what it is, as the apiserver's PartialObjectMetadataList does. */
+        json_t *partial = json_array();
+        size_t k;
+        json_t *item;
+        json_array_foreach(items, k, item)
+            json_array_append_new(partial, partial_of(item));
+        json_decref(items);
+        return send_json(c, 200,
+                         json_pack("{s:s, s:s, s:o, s:o}", "kind", "PartialObjectMetadataList",
+                                   "apiVersion", "meta.k8s.io/v1", "metadata", md, "items",
+                                   partial),
+                         NULL);
+    }
     json_t *out =
         json_pack("{s:s, s:s, s:o, s:o}", "kind", list_kind(rt->res, kbuf, sizeof kbuf),
                   "apiVersion", fk_resources[rt->res].api_version, "metadata", md, "items", items);
@@ -362,6 +442,9 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
 static enum MHD_Result do_watch(struct MHD_Connection *c, const route *rt)
 {
     const char *bm = arg(c, "allowWatchBookmarks");
+    int meta = accept_meta(c, 0);
+    if (meta < 0)
+        return not_acceptable(c, 0);
     fk_watch_req req = {
         .res = rt->res,
         .ns = rt->ns,
@@ -370,6 +453,7 @@ static enum MHD_Result do_watch(struct MHD_Connection *c, const route *rt)
         .resource_version = arg(c, "resourceVersion"),
         .timeout_seconds = arg(c, "timeoutSeconds"),
         .bookmarks = bm && (!strcmp(bm, "true") || !strcmp(bm, "1")),
+        .metadata_only = meta,
     };
     char err[1200];
     struct MHD_Response *r = fk_watch_response(&g_st, &req, err, sizeof err);
@@ -917,9 +1001,12 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
             return watching ? do_watch(c, &rt) : do_list(c, &rt);
         if (!strcmp(rt.sub, "log"))
             return do_log(c, &rt);
+        int meta = accept_meta(c, 0);
+        if (meta < 0)
+            return not_acceptable(c, 0);
         pthread_mutex_lock(&g_st.mu);
         json_t *o = fk_get(&g_st, rt.res, rt.ns, rt.name);
-        json_t *copy = o ? json_deep_copy(o) : NULL;
+        json_t *copy = !o ? NULL : meta ? partial_of(o) : json_deep_copy(o);
         pthread_mutex_unlock(&g_st.mu);
         return copy ? send_json(c, 200, copy, NULL)
                     : send_status(c, not_found(rt.res, rt.name), NULL);

@@ -34,6 +34,7 @@ typedef struct watch {
     size_t initial_next;
     time_t deadline, next_bookmark;
     int bookmarks;
+    int metadata_only; /* each object as a PartialObjectMetadata: its metadata alone */
     unsigned drop_gen;
     int expired; /* send one ERROR event, then end */
     int done;
@@ -62,7 +63,11 @@ static json_t *bookmark(int res, uint64_t rv)
 
 static void set_line(watch *w, const char *type, json_t *obj)
 {
-    json_t *ev = json_pack("{s:s, s:O}", "type", type, "object", obj);
+    json_t *ev = w->metadata_only && strcmp(type, "ERROR")
+                     ? json_pack("{s:s, s:{s:s, s:s, s:O}}", "type", type, "object", "kind",
+                                 "PartialObjectMetadata", "apiVersion", "meta.k8s.io/v1",
+                                 "metadata", json_object_get(obj, "metadata"))
+                     : json_pack("{s:s, s:O}", "type", type, "object", obj);
     char *text = json_dumps(ev, JSON_COMPACT);
     json_decref(ev);
     free(w->line);
@@ -203,6 +208,7 @@ struct MHD_Response *fk_watch_response(fk_store *st, const fk_watch_req *req, ch
     time_t now = time(NULL);
     w->deadline = now + (timeout > 0 ? timeout : 1800);
     w->bookmarks = req->bookmarks;
+    w->metadata_only = req->metadata_only;
     /* About every minute, and about 2 s before the deadline (09). */
     w->next_bookmark = now + 60 < w->deadline - 2 ? now + 60 : w->deadline - 2;
     pthread_mutex_lock(&st->mu);
