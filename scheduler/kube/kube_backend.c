@@ -935,7 +935,8 @@ static void report_launch_failure(kbe *kb, const kb_action *act, const char *msg
     pthread_mutex_unlock(&kb->mu);
 }
 
-/* POSTs body (JSON text) to path; 409 AlreadyExists GETs the existing one (deterministic names: ours). */
+/* POSTs body (JSON text) to path; 409 AlreadyExists GETs the existing one (deterministic names:
+ * ours). */
 static ty_err create_or_adopt(kbe *kb, const char *path, const char *name, const char *body,
                               char *uid, size_t uidlen, int *adopted, char *err, size_t errlen)
 {

@@ -118,6 +118,48 @@ static void test_refused(void **state)
     json_decref(pick);
 }
 
+/*
+ * Strings of every length up to 40 with an escape, a quote, a control character or UTF-8 at
+ * every position, skipped and kept: kept as jansson keeps them, refused where it refuses them.
+ * A string cut short at the end of the text is refused without a byte read past it (the
+ * sanitizers' builds would see one).
+ */
+static void test_strings_every_length(void **state)
+{
+    (void)state;
+    static const char *const inserts[] = {"", "\\\"", "\\\\", "\\n", "\x01", "\xc3\xa9", "\""};
+    static const char xs[] = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    static const char ys[] = "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy";
+    json_t *pick = json_pack("{s:b}", "keep", 1);
+    for (size_t len = 0; len <= 40; len++)
+        for (size_t at = 0; at <= len; at++)
+            for (size_t k = 0; k < sizeof inserts / sizeof inserts[0]; k++) {
+                char str[128], text[320];
+                snprintf(str, sizeof str, "%.*s%s%.*s", (int)at, xs, inserts[k], (int)(len - at),
+                         ys);
+                snprintf(text, sizeof text, "{\"skip\": \"%s\", \"keep\": \"%s\"}", str, str);
+                json_t *whole = json_loads(text, 0, NULL);
+                json_t *got = ty_kpick_parse(text, strlen(text), pick, NULL, 0);
+                json_t *want = whole ? json_pack("{s:O}", "keep", json_object_get(whole, "keep"))
+                                     : NULL;
+                if (!want != !got || (got && !json_equal(got, want)))
+                    fail_msg("%s: %s, jansson %s", text, got ? "kept" : "refused",
+                             whole ? "keeps it" : "refuses it");
+                json_decref(got);
+                json_decref(want);
+                json_decref(whole);
+            }
+    for (size_t len = 0; len <= 40; len++) {
+        char *cut = malloc(len + 7);
+        assert_non_null(cut);
+        memcpy(cut, "{\"a\": \"", 7);
+        memset(cut + 7, 'x', len);
+        assert_null(ty_kpick_parse(cut, len + 7, pick, NULL, 0));
+        free(cut);
+    }
+    json_decref(pick);
+}
+
 /* A value kept whole is what jansson makes of it: the same value, or refused alike. */
 static void test_whole_as_jansson(void **state)
 {
@@ -227,6 +269,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_picks),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_strings_every_length),
         cmocka_unit_test(test_whole_as_jansson),
         cmocka_unit_test(test_string_at_path),
     };
