@@ -691,8 +691,9 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
     /* The writer sends text: the tree is serialized and freed on this thread. */
     char *body = NULL;
     ty_buf text = {0};
-    if (e == TY_OK && (e = ty_json_write(&text, obj)) == TY_OK)
-        e = ty_buf_steal(&text, &body, NULL);
+    if (e == TY_OK && ((e = ty_json_write(&text, obj)) != TY_OK ||
+                       (e = ty_buf_steal(&text, &body, NULL)) != TY_OK))
+        kb_fmt(msg, sizeof msg, "the rendered workload: %s", ty_strerror(e));
     ty_buf_free(&text);
     json_decref(obj);
     kb_action *act = e == TY_OK ? calloc(1, sizeof *act) : NULL;

@@ -274,14 +274,16 @@ static int accept_meta(struct MHD_Connection *c, int list)
     for (char *r = strtok_r(buf, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
         char *psave = NULL, *type = strtok_r(r, ";", &psave);
         const char *as = NULL, *g = NULL, *v = NULL;
-        while (type && *type == ' ')
-            type++;
-        if (!type || (strncmp(type, "application/json", 16) && strncmp(type, "*/*", 3) &&
-                      strncmp(type, "application/*", 13)))
+        if (!type)
+            continue;
+        type += strspn(type, " \t");
+        type[strcspn(type, " \t")] = '\0';
+        if (strcmp(type, "application/json") && strcmp(type, "*/*") &&
+            strcmp(type, "application/*"))
             continue;
         for (char *kv = strtok_r(NULL, ";", &psave); kv; kv = strtok_r(NULL, ";", &psave)) {
-            while (*kv == ' ')
-                kv++;
+            kv += strspn(kv, " \t");
+            kv[strcspn(kv, " \t")] = '\0';
             if (!strncmp(kv, "as=", 3))
                 as = kv + 3;
             else if (!strncmp(kv, "g=", 2))
