@@ -613,6 +613,18 @@ static ty_err kb_reserve(backend *b, const backend_job *job, backend_attempt **o
     return TY_OK;
 }
 
+/* obj as compact JSON text, a request's body: *out new; TY_ENOMEM, or TY_EINVAL past 128
+ * levels. */
+static ty_err json_text(const json_t *obj, char **out)
+{
+    ty_buf b = {0};
+    ty_err e = ty_json_write(&b, obj);
+    if (e == TY_OK)
+        e = ty_buf_steal(&b, out, NULL);
+    ty_buf_free(&b);
+    return e;
+}
+
 static void act_queue(kbe *kb, kb_action *act)
 {
     act->next = NULL;
@@ -690,11 +702,8 @@ static void kb_launch(backend *b, backend_attempt *a, const backend_job *job)
         e = kube_render_secret_typed(kb->p, job, &secret, msg, sizeof msg);
     /* The writer sends text: the tree is serialized and freed on this thread. */
     char *body = NULL;
-    ty_buf text = {0};
-    if (e == TY_OK && ((e = ty_json_write(&text, obj)) != TY_OK ||
-                       (e = ty_buf_steal(&text, &body, NULL)) != TY_OK))
+    if (e == TY_OK && (e = json_text(obj, &body)) != TY_OK)
         kb_fmt(msg, sizeof msg, "the rendered workload: %s", ty_strerror(e));
-    ty_buf_free(&text);
     json_decref(obj);
     kb_action *act = e == TY_OK ? calloc(1, sizeof *act) : NULL;
 
@@ -1042,16 +1051,14 @@ static ty_err create_secret(kbe *kb, kb_action *act, const char *uid, char *err,
                                                  : "the created workload has no uid");
         return e;
     }
-    ty_buf body;
-    ty_buf_init(&body, 0);
-    if (ty_json_write(&body, act->secret) != TY_OK) {
-        ty_buf_free(&body);
+    char *body;
+    if (json_text(act->secret, &body) != TY_OK) {
         kb_fmt(err, errlen, "out of memory");
         return TY_ENOMEM;
     }
     kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/secrets", kb->ns);
-    e = create_or_adopt(kb, path, act->name, body.data, NULL, 0, NULL, err, errlen);
-    ty_buf_free(&body);
+    e = create_or_adopt(kb, path, act->name, body, NULL, 0, NULL, err, errlen);
+    free(body);
     return e;
 }
 
@@ -1072,22 +1079,21 @@ static ty_err ensure_rank_service(kbe *kb, char *err, size_t errlen)
     char path[512], one[640], msg[256], ip[16] = "", sel[64] = "";
     json_t *svc = NULL;
     ty_kresp r = {0};
-    ty_buf body;
+    char *body = NULL;
     ty_err e = TY_OK;
 
     pthread_mutex_lock(&kb->svc_mu);
     int64_t now = ty_time_now_ms();
     if (kb->svc_known_ms && now - kb->svc_known_ms < kb->svc_recheck_ms)
         goto out;
-    ty_buf_init(&body, 0);
     if ((e = kube_render_rank_service(kb->p, &svc, msg, sizeof msg)) != TY_OK ||
-        (e = ty_json_write(&body, svc)) != TY_OK) {
+        (e = json_text(svc, &body)) != TY_OK) {
         kb_fmt(err, errlen, "the Service %s: %s", KUBE_RANK_SERVICE,
                e == TY_ENOMEM ? "out of memory" : msg);
         goto done;
     }
     kb_fmt(path, sizeof path, "/api/v1/namespaces/%s/services", kb->ns);
-    e = ty_kclient_request(kb->c, "POST", path, body.data, &r, err, errlen);
+    e = ty_kclient_request(kb->c, "POST", path, body, &r, err, errlen);
     if (e == TY_OK) {
         pthread_mutex_lock(&kb->mu);
         kb->created++;
@@ -1114,7 +1120,7 @@ static ty_err ensure_rank_service(kbe *kb, char *err, size_t errlen)
         kb->svc_known_ms = now;
 done:
     ty_kresp_clear(&r);
-    ty_buf_free(&body);
+    free(body);
     json_decref(svc);
 out:
     pthread_mutex_unlock(&kb->svc_mu);
