@@ -58,6 +58,14 @@
  * job (kept as jobs are decided), and the first round at or after it decides every job
  * and finds the next one. So does the first round, and every round while stopping.
  *
+ * News waits a little. An event that changes only what a job's record and events say
+ * (where the backend placed the attempt, the node a rank was given, why it waits, a rank
+ * that started while others have not) makes the job news_only. The first such job after a
+ * quiet spell is decided at once; those that follow within SCHED_NEWS_HOLD_MS of it are
+ * `held` and decided together when it has passed, so that a burst of launches writes its
+ * placements in a few commits, not one each. Anything else that touches a held job (it
+ * runs, fails, is cancelled) decides it at the next round with its news, in order.
+ *
  * Threads: everything here runs on the scheduler thread except
  * sched_get_stats() and sched_log_*(), which read `mu`-protected fields:
  * the job list and each rank's state (for follow).
@@ -299,10 +307,20 @@ static void list_del(sjob *j)
 
 void sched_touch(sched *s, sjob *j)
 {
+    j->news_only = 0;
     if (j->on == ON_TOUCHED)
         return;
     list_del(j);
     list_add(&s->touched, j, ON_TOUCHED);
+}
+
+/* Like sched_touch(), for news alone: a job already on a list stays where it is. */
+static void touch_news(sched *s, sjob *j)
+{
+    if (j->on != ON_NONE)
+        return;
+    list_add(&s->touched, j, ON_TOUCHED);
+    j->news_only = 1;
 }
 
 /* Frees what the ranks own and makes them all pending again. */
@@ -741,7 +759,11 @@ static void on_event(sched *s, const backend_event *ev)
     sjob *j = job_by_res(s, ev->attempt);
     if (!j || !j->launched || ev->rank < -1 || ev->rank >= j->world)
         return; /* an attempt that ended already, or a bug of the backend */
-    sched_touch(s, j);
+    if (ev->kind == BACKEND_EV_PLACEMENT || ev->kind == BACKEND_EV_PLACED ||
+        ev->kind == BACKEND_EV_PENDING)
+        touch_news(s, j);
+    else if (ev->kind != BACKEND_EV_RUNNING)
+        sched_touch(s, j);
     int lo = ev->rank < 0 ? 0 : ev->rank, hi = ev->rank < 0 ? j->world : ev->rank + 1;
     switch (ev->kind) {
     case BACKEND_EV_PLACEMENT: {
@@ -810,6 +832,9 @@ static void on_event(sched *s, const backend_event *ev)
             j->a_message[0] = '\0';
             j->waiting[0] = '\0';
             j->need_running = 1;
+            sched_touch(s, j);
+        } else {
+            touch_news(s, j);
         }
         break;
     case BACKEND_EV_EXITED:
@@ -1377,17 +1402,27 @@ static void gather(sched *s, int64_t now)
         for (sjob *j = s->jobs; j; j = j->next)
             if (j->on != ON_VISITING) {
                 list_del(j);
+                j->news_only = 0;
                 list_add(&s->visiting, j, ON_VISITING);
             }
         return;
     }
-    sjob *lists[2] = {s->touched, s->blocked};
-    for (int l = 0; l < 2; l++)
+    int hold = now < s->news_at_ms, news = 0;
+    sjob *lists[3] = {s->touched, s->blocked, hold ? NULL : s->held};
+    for (int l = 0; l < 3; l++)
         for (sjob *j = lists[l], *nx; j; j = nx) {
             nx = j->tnext;
             list_del(j);
+            if (j->news_only && hold) {
+                list_add(&s->held, j, ON_HELD);
+                continue;
+            }
+            news |= j->news_only;
+            j->news_only = 0;
             list_add(&s->visiting, j, ON_VISITING);
         }
+    if (news)
+        s->news_at_ms = now + SCHED_NEWS_HOLD_MS;
 }
 
 static void run_round(sched *s, round *r, round *next)
@@ -1466,7 +1501,7 @@ static void *sched_main(void *arg)
             if (!s->be->ops->adopts)
                 for (sjob *j = s->jobs; j; j = j->next)
                     alive |= j->alive > 0 || j->launched;
-            if (!alive && next.n == 0)
+            if (!alive && next.n == 0 && !s->held)
                 break;
         }
         int timeout = -1;
@@ -1480,6 +1515,8 @@ static void *sched_main(void *arg)
             int64_t d = s->due_ms;
             if (s->qnext_release_ms && (!d || s->qnext_release_ms < d))
                 d = s->qnext_release_ms;
+            if (s->held && (!d || s->news_at_ms < d))
+                d = s->news_at_ms;
             if (d) {
                 int64_t wait = d - ty_time_now_ms();
                 timeout = wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;

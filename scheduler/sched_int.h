@@ -25,6 +25,7 @@
 #define CHANGES_PAGE 4096
 #define EVENTS_PAGE 64 /* backend events read at once (on the stack) */
 #define FOLLOW_POLL_MS 100
+#define SCHED_NEWS_HOLD_MS 100 /* news waits at most this for the news behind it (sched.c) */
 
 /* ---- jobs as the scheduler holds them ------------------------------------ */
 
@@ -83,11 +84,12 @@ typedef struct srank {
 typedef struct sjob {
     struct sjob *next;
     struct sjob *hnext; /* the next in its bucket of sched's buckets */
-    /* The work list the job is on (sched's touched, visiting or blocked), NULL: none. A
-     * round decides only the jobs on these lists (see "Which jobs a round visits" in
+    /* The work list the job is on (sched's touched, visiting, blocked or held), NULL: none.
+     * A round decides only the jobs on these lists (see "Which jobs a round visits" in
      * sched.c). */
     struct sjob *tnext, **tpprev;
-    enum { ON_NONE, ON_TOUCHED, ON_VISITING, ON_BLOCKED } on;
+    enum { ON_NONE, ON_TOUCHED, ON_VISITING, ON_BLOCKED, ON_HELD } on;
+    int news_only; /* touched only by news: where it was placed, a rank that started */
     /* Its place among sched's rbuckets, by the reservation it was found under (rkey). */
     struct sjob *rnext;
     const backend_attempt *rkey;
@@ -180,9 +182,11 @@ struct sched {
     int admit_wanted;
     int commit_failed; /* the last commit failed: pause before trying again */
     int read_failed;   /* admission could not read the store: pause before trying again */
-    /* The jobs the next round decides (touched), those it decides now (visiting) and
-     * those that wait for capacity to restart (blocked: decided every round). */
-    sjob *touched, *visiting, *blocked;
+    /* The jobs the next round decides (touched), those it decides now (visiting), those
+     * that wait for capacity to restart (blocked: decided every round) and those whose news
+     * waits for news_at_ms (held). */
+    sjob *touched, *visiting, *blocked, *held;
+    int64_t news_at_ms; /* news is not written before this; held jobs are decided then */
     int full_pass;   /* the next round decides every job held */
     int64_t due_ms;  /* no job's timer falls before this (0: none); the round at or after
                         it decides every job and finds the next one */

@@ -36,6 +36,7 @@
 
 #include "common/ty_crypto.h"
 #include "common/ty_log.h"
+#include "common/ty_time.h"
 #include "scheduler/local/local.h"
 #include "scheduler/sched.h"
 #include "scheduler/sched_int.h"
@@ -532,7 +533,7 @@ static void start_fake(fixture *f, int slots)
 /* "verb id" or "verb id tail": a line of the fake's call log. */
 static void call_line(char *line, size_t len, const char *verb, const char *id, const char *tail)
 {
-    snprintf(line, len, "%s %s%s%s", verb, id, tail ? " " : "", tail ? tail : "");
+    snprintf(line, len, "%s %.*s%s%s", verb, STORE_ID_LEN, id, tail ? " " : "", tail ? tail : "");
 }
 
 static void expect_call(fixture *f, const char *verb, const char *id, const char *tail,
@@ -682,6 +683,61 @@ static void test_fake_running_when_ranks_run(void **state)
     expect_done(f, id, JOB_SUCCEEDED);
     expect_call(f, "release", id, NULL, 1);
     assert_int_equal(fake_slots_used(f->be), 0);
+}
+
+/*
+ * News that comes in a burst (here one rank of each of 40 two-rank jobs starting, 5 ms apart)
+ * is written at most once every SCHED_NEWS_HOLD_MS, not once a job, and none of it is lost;
+ * the other rank's start, which makes each job RUNNING, is not held.
+ */
+static void test_fake_news_written_together(void **state)
+{
+    enum { N = 40 };
+    fixture *f = *state;
+    char ids[N][STORE_ID_LEN + 1];
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "burst-%d", i);
+        submit(f, name, "default", 0, 2, 0, "true", ids[i]);
+    }
+    start_fake(f, 2 * N);
+    for (int i = 0; i < N; i++)
+        expect_call(f, "launch", ids[i], "1", 1);
+    wait_quiet(f);
+    store_stats st;
+    store_get_stats(f->st, &st);
+    uint64_t before = st.commits_total;
+    int64_t t0 = ty_time_now_ms();
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(fake_emit_running(f->be, ids[i], 0, "node-a"), 0);
+        sleep_ms(5);
+    }
+    for (int i = 0; i < N; i++) {
+        json_t *rec = NULL;
+        for (int waited = 0; waited < WAIT_MS; waited += 20) {
+            rec = wait_record(f, ids[i], "state", NULL);
+            json_t *r0 = json_array_get(json_object_get(rec, "ranks"), 0);
+            if (!strcmp(json_string_value(json_object_get(r0, "state")), "running"))
+                break;
+            json_decref(rec);
+            rec = NULL;
+            sleep_ms(20);
+        }
+        assert_non_null(rec);
+        assert_string_equal(json_string_value(json_object_get(
+                                json_array_get(json_object_get(rec, "ranks"), 0), "node")),
+                            "node-a");
+        json_decref(rec);
+    }
+    store_get_stats(f->st, &st);
+    uint64_t commits = st.commits_total - before;
+    int64_t spent = ty_time_now_ms() - t0;
+    assert_true(commits >= 1);
+    assert_true(commits <= (uint64_t)(spent / SCHED_NEWS_HOLD_MS) + 2);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(fake_emit_running(f->be, ids[i], 1, "node-b"), 0);
+        store_jobs_free(wait_state(f, ids[i], 1u << JOB_RUNNING), 1);
+    }
 }
 
 /* While the ranks wait, the attempt says why; the reason goes once they run. */
@@ -1785,6 +1841,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exit_75_unasked_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_then_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_running_when_ranks_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fake_news_written_together, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_pending_reason_shown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_launch_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fake_quarantine, setup, teardown),
