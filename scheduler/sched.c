@@ -1289,6 +1289,7 @@ static void commit(sched *s, round *r, round *next)
     }
     ty_err e = r->n ? store_jobs_update(s->st, u, r->n) : TY_OK, failed = TY_OK;
     s->commit_failed = 0;
+    s->written += r->n;
     for (size_t i = 0; i < r->n; i++) {
         change *c = &r->c[i];
         sjob *j = c->job;
@@ -1325,14 +1326,18 @@ static void commit(sched *s, round *r, round *next)
 /* ---- the loop --------------------------------------------------------------- */
 
 /* Reads the change feed: new submissions and cancelled waiting jobs wake admission; cancels
- * reach held jobs. */
+ * reach held jobs. Only when something of the kind was committed since it was last read
+ * (store_submits_cancels()): most of the feed is the scheduler's own writing. */
 static void read_feed(sched *s)
 {
+    uint64_t marks = store_submits_cancels(s->st);
+    if (marks == s->feed_marks)
+        return;
     for (;;) {
         store_change *ch = NULL;
         size_t n = 0;
         if (store_changes(s->st, s->feed_seq, CHANGES_PAGE, &ch, &n) != TY_OK)
-            return;
+            return; /* read again next round */
         for (size_t i = 0; i < n; i++) {
             s->feed_seq = ch[i].seq;
             if (ch[i].from == JOB_STATE_NONE) {
@@ -1352,8 +1357,9 @@ static void read_feed(sched *s)
         }
         free(ch);
         if (n < CHANGES_PAGE)
-            return;
+            break;
     }
+    s->feed_marks = marks;
 }
 
 /* The earliest timer of j after now (0: none). A restart whose time has come and that
@@ -1488,7 +1494,7 @@ static void *sched_main(void *arg)
     settle(s, ty_time_now_ms());
     s->full_pass = 1; /* the first round decides every job recovered */
 
-    int64_t trimmed_seq = s->feed_seq; /* the change feed when memory was last trimmed */
+    uint64_t trimmed_at = s->written; /* the changes written when memory was last trimmed */
     struct pollfd pfd[2] = {{.fd = s->wake_fd, .events = POLLIN},
                             {.fd = s->be->ops->event_fd(s->be), .events = POLLIN}};
     for (;;) {
@@ -1525,8 +1531,8 @@ static void *sched_main(void *arg)
         /* Going idle after rounds that moved jobs: hand back the garbage they made (ty_mem.h).
          * When another thread trimmed within the second, the next time the loop goes idle
          * (a wake-up only for this would be a round). */
-        if (timeout != 0 && s->feed_seq != trimmed_seq && ty_mem_trim())
-            trimmed_seq = s->feed_seq;
+        if (timeout != 0 && s->written != trimmed_at && ty_mem_trim())
+            trimmed_at = s->written;
         if (timeout != 0 && poll(pfd, pfd[1].fd >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
             break;
         if (pfd[0].revents & POLLIN) {

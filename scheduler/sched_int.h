@@ -179,6 +179,8 @@ struct sched {
 
     /* Scheduler thread only. */
     int64_t feed_seq;
+    uint64_t feed_marks; /* store_submits_cancels() when the feed was last read whole */
+    uint64_t written;    /* changes given to the store: memory is trimmed after some */
     int admit_wanted;
     int commit_failed; /* the last commit failed: pause before trying again */
     int read_failed;   /* admission could not read the store: pause before trying again */

@@ -536,6 +536,8 @@ wake:;
             continue; /* rolled back, alone or with its transaction */
         s->jobs_by_state[JOB_PENDING] += op->new_pending;
         s->jobs_submitted_total += op->new_pending;
+        s->submits_cancels += op->new_pending > 0 || op->moved[JOB_CANCELLING] > 0 ||
+                              op->moved[JOB_CANCELLED] > 0;
         for (int st = 0; st < JOB_STATE_COUNT; st++)
             s->jobs_by_state[st] += (uint64_t)op->moved[st]; /* modular: adds a negative too */
         changed |= op->wrote_events;
@@ -976,6 +978,14 @@ void store_get_stats(store *s, store_stats *out)
     pthread_mutex_unlock(&s->smu);
     out->commit_seconds = &s->commit_seconds;
     out->commit_batch_ops = &s->commit_batch_ops;
+}
+
+uint64_t store_submits_cancels(store *s)
+{
+    pthread_mutex_lock(&s->smu);
+    uint64_t n = s->submits_cancels;
+    pthread_mutex_unlock(&s->smu);
+    return n;
 }
 
 void store_test_hold_writer(store *s, int hold)

@@ -357,6 +357,13 @@ typedef struct store_change {
 ty_err store_changes(store *s, int64_t after, int limit, store_change **out, size_t *nout);
 /* The seq of the newest event, 0 when there is none. */
 ty_err store_changes_head(store *s, int64_t *seq);
+/*
+ * How many committed operations, since the store opened, submitted jobs or moved one into
+ * CANCELLING or CANCELLED. Kept in memory and moved before the change hook is called: a
+ * reader of the feed that cares only for those (a scheduler) need not read it while this
+ * stays the same. Any thread.
+ */
+uint64_t store_submits_cancels(store *s);
 
 /*
  * Registers fn to be called by the writer thread after every commit that

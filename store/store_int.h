@@ -463,6 +463,7 @@ struct store {
     ty_err fail_err;
     uint64_t jobs_by_state[JOB_STATE_COUNT];
     uint64_t jobs_submitted_total;
+    uint64_t submits_cancels; /* store_submits_cancels() */
     uint64_t commits_total;
     ty_histogram commit_seconds;
     ty_histogram commit_batch_ops;

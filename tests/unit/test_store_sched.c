@@ -882,6 +882,39 @@ static void test_change_feed(void **state)
     store_jobs_free(jobs, 2);
 }
 
+/* store_submits_cancels() moves with each committed submission and each move into CANCELLING
+ * or CANCELLED, and not with the other transitions, notes or records a scheduler writes. */
+static void test_submits_cancels(void **state)
+{
+    store_fixture *f = *state;
+    uint64_t n0 = store_submits_cancels(f->s);
+    store_job *jobs = submit_n(f->s, 3, NULL); /* one operation */
+    assert_int_equal(store_submits_cancels(f->s), n0 + 1);
+    static const job_state to_running[] = {JOB_PENDING, JOB_ADMITTED, JOB_STARTING, JOB_RUNNING};
+    walk(f->s, jobs[0].id, to_running, 4);
+    store_update u = upd(jobs[0].id, JOB_RUNNING, JOB_RUNNING);
+    u.note = 1;
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(store_submits_cancels(f->s), n0 + 1);
+
+    u = upd(jobs[1].id, JOB_PENDING, JOB_CANCELLED);
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(store_submits_cancels(f->s), n0 + 2);
+    u = upd(jobs[0].id, JOB_RUNNING, JOB_CANCELLING);
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(store_submits_cancels(f->s), n0 + 3);
+
+    /* Refused or failed: nothing was committed. */
+    u = upd(jobs[2].id, JOB_ADMITTED, JOB_CANCELLED); /* stale */
+    assert_int_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(u.result, TY_ECONFLICT);
+    store_fail_writes(f->s, 1, 1, TY_EIO);
+    u = upd(jobs[2].id, JOB_PENDING, JOB_CANCELLED);
+    assert_int_not_equal(store_jobs_update(f->s, &u, 1), TY_OK);
+    assert_int_equal(store_submits_cancels(f->s), n0 + 3);
+    store_jobs_free(jobs, 3);
+}
+
 typedef struct hook_state {
     atomic_int calls;
 } hook_state;
@@ -1014,6 +1047,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_line_places_across_buckets, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_change_feed, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_submits_cancels, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_change_hook, store_fixture_setup,
                                         store_fixture_teardown),
