@@ -388,8 +388,7 @@ static const char pod_pick[] =
 /* What a watch parses of a Job: what kb_job_slim() reads. */
 static const char job_pick[] =
     "{\"metadata\": {\"namespace\": true, \"name\": true, \"uid\": true, "
-    "\"resourceVersion\": true, \"labels\": true, \"annotations\": true, "
-    "\"deletionTimestamp\": true}}";
+    "\"resourceVersion\": true, \"labels\": true, \"deletionTimestamp\": true}}";
 
 json_t *kb_pod_pick(void)
 {
