@@ -182,6 +182,9 @@ int fk_validate(int res, const json_t *obj, json_t **status);
 json_t *fk_status(int code, const char *reason, const char *message, json_t *details);
 /* details for res/name: {name, group (if any), kind: plural or Kind}. */
 json_t *fk_details(int res, const char *name, int use_kind);
+/* obj (borrowed) as a PartialObjectMetadata (new): its kind and its metadata alone, as the
+ * apiserver answers a client that asks for metadata (fk_http.c). */
+json_t *fk_partial_of(const json_t *obj);
 
 /* fk_ctrl.c ------------------------------------------------------------- */
 /* Applies server-side defaults of a newly created object (Job, Pod, Service). */

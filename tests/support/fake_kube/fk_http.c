@@ -314,8 +314,7 @@ static enum MHD_Result not_acceptable(struct MHD_Connection *c, int list)
                        NULL);
 }
 
-/* obj (borrowed) as a PartialObjectMetadata (new). */
-static json_t *partial_of(const json_t *obj)
+json_t *fk_partial_of(const json_t *obj)
 {
     return json_pack("{s:s, s:s, s:O}", "kind", "PartialObjectMetadata", "apiVersion",
                      "meta.k8s.io/v1", "metadata", json_object_get(obj, "metadata"));
@@ -427,7 +426,7 @@ static enum MHD_Result do_list(struct MHD_Connection *c, const route *rt)
         size_t k;
         json_t *item;
         json_array_foreach(items, k, item)
-            json_array_append_new(partial, partial_of(item));
+            json_array_append_new(partial, fk_partial_of(item));
         json_decref(items);
         return send_json(c, 200,
                          json_pack("{s:s, s:s, s:o, s:o}", "kind", "PartialObjectMetadataList",
@@ -1008,7 +1007,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, const char *method, co
             return not_acceptable(c, 0);
         pthread_mutex_lock(&g_st.mu);
         json_t *o = fk_get(&g_st, rt.res, rt.ns, rt.name);
-        json_t *copy = !o ? NULL : meta ? partial_of(o) : json_deep_copy(o);
+        json_t *copy = !o ? NULL : meta ? fk_partial_of(o) : json_deep_copy(o);
         pthread_mutex_unlock(&g_st.mu);
         return copy ? send_json(c, 200, copy, NULL)
                     : send_status(c, not_found(rt.res, rt.name), NULL);

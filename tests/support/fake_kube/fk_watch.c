@@ -63,11 +63,9 @@ static json_t *bookmark(int res, uint64_t rv)
 
 static void set_line(watch *w, const char *type, json_t *obj)
 {
-    json_t *ev = w->metadata_only && strcmp(type, "ERROR")
-                     ? json_pack("{s:s, s:{s:s, s:s, s:O}}", "type", type, "object", "kind",
-                                 "PartialObjectMetadata", "apiVersion", "meta.k8s.io/v1",
-                                 "metadata", json_object_get(obj, "metadata"))
-                     : json_pack("{s:s, s:O}", "type", type, "object", obj);
+    /* An ERROR's Status stays whole. */
+    json_t *o = w->metadata_only && strcmp(type, "ERROR") ? fk_partial_of(obj) : json_incref(obj);
+    json_t *ev = json_pack("{s:s, s:o}", "type", type, "object", o);
     char *text = json_dumps(ev, JSON_COMPACT);
     json_decref(ev);
     free(w->line);
