@@ -55,7 +55,7 @@
  *  13  teams, team_resources; tokens.team, jobs.team and .owner, the requested totals
  *      jobs.gpu_type, .gpus, .cpu_milli, .memory_bytes; sweeps.team and .owner; jobs_team
  *      (team, seq) is the list's team stream, jobs_team_state (team, state, seq) a team's
- *      usage and counts
+ *      usage and counts (covering from 21)
  *  14  job_secrets: a job's secret env values, sealed; dropped when the job ends
  *  15  admission by team: jobs_pending_team (team, queue, sweep, priority DESC, seq) of
  *      the PENDING jobs, a line per (team, queue, sweep) read like jobs_pending_queue's;
@@ -68,6 +68,8 @@
  *  18  node_failures, node_quarantine: the node ledger
  *  19  jobs.attempt_json dropped: the current attempt's record is its row of attempts
  *  20  node_quarantine.counted_from_ms: where the failures that condemned the node begin
+ *  21  jobs_team_state (team, state, gpu_type, gpus, cpu_milli, memory_bytes): a team's
+ *      usage summed from the index alone
  *
  * Why the metrics tables look like this (store_metrics.c): a point is one row
  * of metrics keyed (job_seq, name_id, step) WITHOUT ROWID, so a series read by
@@ -484,6 +486,15 @@ static const char *const migrations[] = {
      * after the node's last release), so that its evidence is those failures: the upsert of a
      * new quarantine forgets the release before it. 0 for rows written before: the window. */
     "ALTER TABLE node_quarantine ADD COLUMN counted_from_ms INTEGER NOT NULL DEFAULT 0;",
+    /* 21: jobs_team_state also holds what a team's usage sums (store_teams.c), so that the
+     * sums read the index alone instead of a row of jobs, spec and all, for every job held.
+     * A reader's page cache starts empty after any commit of the writer's, so each /metrics
+     * or GET /v1/teams read them all again: 3.2 to 3.6 ms of CPU with 1,000 jobs held, 0.8 to
+     * 0.9 ms from the index. The columns are written once, at submission; a move of state
+     * moves the entry as before. */
+    "DROP INDEX jobs_team_state;"
+    "CREATE INDEX jobs_team_state ON jobs (team, state, gpu_type, gpus, cpu_milli, "
+    "  memory_bytes);",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
