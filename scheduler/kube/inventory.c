@@ -656,6 +656,21 @@ ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud)
     return e;
 }
 
+ty_err kube_inv_read(kube_inv *inv, kube_inv_fn fn, void *ud)
+{
+    pthread_mutex_lock(&inv->mu);
+    /* The sizes depend on the nodes alone: a kept view's are the same while it stays kept. */
+    for (size_t g = 0; g < inv->ngroups; g++)
+        inv->sizes[g] = (kube_group_size){inv->groups[g], 0};
+    for (size_t i = 0; i < inv->n; i++)
+        if (inv->nodes[i].group >= 0)
+            inv->sizes[inv->nodes[i].group].size++;
+    kube_inv_view view = {inv->flat, inv->n, inv->sizes, inv->ngroups, inv, inv->shape, 0};
+    ty_err e = fn(ud, &view);
+    pthread_mutex_unlock(&inv->mu);
+    return e;
+}
+
 ty_err kube_inv_with_kept(kube_inv *inv, const void *key, unsigned long epoch, kube_inv_fn fn,
                           void *ud)
 {

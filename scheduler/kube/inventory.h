@@ -86,6 +86,12 @@ ty_err kube_inv_with(kube_inv *inv, kube_inv_fn fn, void *ud);
  */
 ty_err kube_inv_with_kept(kube_inv *inv, const void *key, unsigned long epoch, kube_inv_fn fn,
                           void *ud);
+/*
+ * The same view over the inventory's own nodes rather than a copy, for a callback that only
+ * reads them and must not change them: what GET /v1/cluster and every /metrics scrape count.
+ * It copies nothing (3,000 nodes are about 400 KB) and leaves a kept scratch copy kept.
+ */
+ty_err kube_inv_read(kube_inv *inv, kube_inv_fn fn, void *ud);
 
 /*
  * The nvidia.com/gpu a pod asks for, as the scheduler counts it: the sum over its containers

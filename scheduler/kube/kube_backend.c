@@ -815,7 +815,7 @@ typedef struct limits_ctx {
     size_t n;
 } limits_ctx;
 
-/* kube_inv_with()'s callback: the most GPUs a node of each type has or a group's would have,
+/* kube_inv_read()'s callback: the most GPUs a node of each type has or a group's would have,
  * and the most CPU and memory a node of each type, and one for ranks without GPUs, has. */
 static ty_err limits_on(void *ud, kube_inv_view *view)
 {
@@ -858,7 +858,7 @@ static size_t kb_rank_limits(const backend *b, backend_rank_limit *out, size_t m
     for (size_t i = 0; i < kb->p->ngpu_types; i++)
         out[1 + i].gpu_type = kb->p->gpu_types[i].name;
     limits_ctx c = {kb, out, kb->p->ngpu_types};
-    if (kube_inv_with(kb->inv, limits_on, &c) != TY_OK)
+    if (kube_inv_read(kb->inv, limits_on, &c) != TY_OK)
         for (size_t i = 0; i < n; i++) /* not known: not checked */
             out[i].gpus = 0, out[i].cpu_millis = 0, out[i].memory_bytes = 0;
     return n;

@@ -304,7 +304,7 @@ ty_err kb_cluster(backend *b, backend_cluster *out)
     json_t *excluded = json_incref(kb->excluded);
     pthread_mutex_unlock(&kb->mu);
     cluster_ctx c = {kb, ours, excluded, out, 0, 0};
-    ty_err e = kube_inv_with(kb->inv, cluster_on, &c);
+    ty_err e = kube_inv_read(kb->inv, cluster_on, &c);
     json_decref(ours);
     json_decref(excluded);
     if (e != TY_OK)
@@ -315,7 +315,7 @@ ty_err kb_cluster(backend *b, backend_cluster *out)
 ty_err kb_unknown_counts(kbe *kb, size_t *unknown_group, size_t *unknown_gpu)
 {
     cluster_ctx c = {kb, NULL, NULL, NULL, 0, 0};
-    ty_err e = kube_inv_with(kb->inv, cluster_on, &c);
+    ty_err e = kube_inv_read(kb->inv, cluster_on, &c);
     *unknown_group = c.unknown_group;
     *unknown_gpu = c.unknown_gpu;
     return e;

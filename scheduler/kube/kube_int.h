@@ -160,7 +160,8 @@ typedef struct kbe {
 void kb_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* b's bytes if they were worked out for this view's shape (*fresh 0); else b's buffer grown to
  * the view's nodes (*fresh 1): the caller fills it, then kb_node_bytes_done(). NULL: out of
- * memory. In kube_inv_with()'s callbacks, which the inventory's lock serializes. */
+ * memory. In the callbacks of kube_inv_with() and kube_inv_read(), which the inventory's lock
+ * serializes. */
 unsigned char *kb_node_bytes_of(kb_node_bytes *b, const kube_inv_view *view, int *fresh);
 void kb_node_bytes_done(kb_node_bytes *b, const kube_inv_view *view);
 /* A scale-up or unschedulable clock runs out at t (> 0): check_growth() walks the attempts

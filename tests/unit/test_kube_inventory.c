@@ -533,6 +533,51 @@ static void test_kept_scratch(void **state)
     kube_inv_free(inv);
 }
 
+/* kube_inv_read()'s callback: what a reader sees of the first node and of the groups. */
+typedef struct read_seen {
+    int kept, used0, sizes[2];
+} read_seen;
+
+static ty_err read_first(void *ud, kube_inv_view *view)
+{
+    read_seen *r = ud;
+    r->kept = view->kept;
+    r->used0 = view->nnodes ? view->nodes[0].gpus_requested : -1;
+    assert_int_equal(view->ngroups, 2);
+    for (size_t g = 0; g < 2; g++)
+        r->sizes[g] = view->groups[g].size;
+    return TY_OK;
+}
+
+/* A reader (GET /v1/cluster, /metrics) sees the nodes as counted, not what a placement booked
+ * in its kept scratch, and that scratch stays kept for the placement's next call. */
+static void test_read_leaves_the_kept_scratch(void **state)
+{
+    (void)state;
+    kube_inv *inv;
+    kept_seen k;
+    read_seen r;
+    int key;
+    assert_int_equal(kube_inv_new(groups, 2, &inv), TY_OK);
+    feed_node(inv, NULL, node("n1", "us-west-2a", "p4d-od-2a", 8, 1));
+    feed_pod(inv, NULL, pod("p1", "n1", 2, "Running"));
+    assert_int_equal(kube_inv_with_kept(inv, &key, 1, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 0);
+    assert_int_equal(k.used0, 2);
+    assert_int_equal(kube_inv_read(inv, read_first, &r), TY_OK);
+    assert_int_equal(r.used0, 2); /* the bound pod's, not the booking */
+    assert_int_equal(r.sizes[0], 0); /* p4d-spot-2b */
+    assert_int_equal(r.sizes[1], 1); /* p4d-od-2a: n1 */
+    assert_int_equal(r.kept, 0);
+    assert_int_equal(kube_inv_with_kept(inv, &key, 1, book_one, &k), TY_OK);
+    assert_int_equal(k.kept, 1);
+    assert_int_equal(k.used0, 3); /* the booking is still there */
+    feed_pod(inv, NULL, pod("p2", "n1", 1, "Running"));
+    assert_int_equal(kube_inv_read(inv, read_first, &r), TY_OK);
+    assert_int_equal(r.used0, 3);
+    kube_inv_free(inv);
+}
+
 static void test_many(void **state)
 {
     (void)state;
@@ -700,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_pods_per_job),
         cmocka_unit_test(test_the_shape_of_the_nodes),
         cmocka_unit_test(test_kept_scratch),
+        cmocka_unit_test(test_read_leaves_the_kept_scratch),
         cmocka_unit_test(test_cpu_memory_storage_and_pod_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
