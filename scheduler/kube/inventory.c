@@ -615,6 +615,16 @@ out:
     return e;
 }
 
+/* inv->sizes: how many nodes each profile group has now; under mu. */
+static void count_group_sizes(kube_inv *inv)
+{
+    for (size_t g = 0; g < inv->ngroups; g++)
+        inv->sizes[g] = (kube_group_size){inv->groups[g], 0};
+    for (size_t i = 0; i < inv->n; i++)
+        if (inv->nodes[i].group >= 0)
+            inv->sizes[inv->nodes[i].group].size++;
+}
+
 /* Copies the nodes into the scratch (unless keep and they are there as key's last call left
  * them) and calls fn; under inv->mu. */
 static ty_err with_view(kube_inv *inv, const void *key, unsigned long epoch, kube_inv_fn fn,
@@ -634,11 +644,7 @@ static ty_err with_view(kube_inv *inv, const void *key, unsigned long epoch, kub
         }
         if (inv->n)
             memcpy(inv->scratch, inv->flat, inv->n * sizeof *inv->scratch);
-        for (size_t g = 0; g < inv->ngroups; g++)
-            inv->sizes[g] = (kube_group_size){inv->groups[g], 0};
-        for (size_t i = 0; i < inv->n; i++)
-            if (inv->nodes[i].group >= 0)
-                inv->sizes[inv->nodes[i].group].size++;
+        count_group_sizes(inv);
     }
     kube_inv_view view = {inv->scratch, inv->n, inv->sizes, inv->ngroups, inv, inv->shape, kept};
     ty_err e = fn(ud, &view);
@@ -660,11 +666,7 @@ ty_err kube_inv_read(kube_inv *inv, kube_inv_fn fn, void *ud)
 {
     pthread_mutex_lock(&inv->mu);
     /* The sizes depend on the nodes alone: a kept view's are the same while it stays kept. */
-    for (size_t g = 0; g < inv->ngroups; g++)
-        inv->sizes[g] = (kube_group_size){inv->groups[g], 0};
-    for (size_t i = 0; i < inv->n; i++)
-        if (inv->nodes[i].group >= 0)
-            inv->sizes[inv->nodes[i].group].size++;
+    count_group_sizes(inv);
     kube_inv_view view = {inv->flat, inv->n, inv->sizes, inv->ngroups, inv, inv->shape, 0};
     ty_err e = fn(ud, &view);
     pthread_mutex_unlock(&inv->mu);
